@@ -1,0 +1,136 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// EventType says what happened to a task.
+type EventType uint8
+
+const (
+	EventSpawned   EventType = iota + 1 // the task entered the table (queued or about to run)
+	EventStarted                        // its function started
+	EventProgress                       // it reported progress (Iteration, Text = activity)
+	EventOutput                         // it reported new output (Text says how much, if known)
+	EventFinished                       // it finished (State; Text = error, if any)
+	EventDelivered                      // its result reached its owner
+	EventEvicted                        // retention removed it from the table
+)
+
+var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted"}
+
+func (e EventType) String() string {
+	if int(e) < len(eventNames) && e != 0 {
+		return eventNames[e]
+	}
+	return "unknown"
+}
+
+// Event is one entry of the table's event log.
+type Event struct {
+	Seq       uint64 // 1, 2, 3, … in the order the changes happened
+	Time      time.Time
+	Type      EventType
+	ID        string
+	Owner     string
+	State     State // the task's state after the change
+	Iteration int   // for EventProgress
+	Text      string
+}
+
+// EventLog is the table's bounded, append-only log of events. Writers never
+// wait for readers: when the log is full the oldest event is overwritten,
+// and a reader that asks for it gets ErrEventsDropped instead of a silent
+// gap. Its methods are safe for concurrent use.
+type EventLog struct {
+	mu      sync.Mutex
+	ring    []Event       // guarded by mu; ring[(seq-1) % len] holds event seq
+	last    uint64        // guarded by mu; seq of the newest event, 0 if none
+	changed chan struct{} // guarded by mu; closed and replaced on append, nil until a reader waits
+}
+
+func newEventLog(size int) *EventLog {
+	return &EventLog{ring: make([]Event, size)}
+}
+
+// append records e, stamping its sequence number. It never blocks.
+func (l *EventLog) append(e Event) {
+	l.mu.Lock()
+	l.last++
+	e.Seq = l.last
+	l.ring[(e.Seq-1)%uint64(len(l.ring))] = e
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+	l.mu.Unlock()
+}
+
+// Last returns the sequence number of the newest event, 0 if there is none.
+// A reader that starts from a fresh List snapshot reads After(Last()) to
+// follow changes from there on.
+func (l *EventLog) Last() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// After returns the retained events with Seq > seq, oldest first; nil if
+// there are none. If events after seq were already overwritten it returns
+// the events it still has and an error wrapping ErrEventsDropped that says
+// how many were lost. It does not block.
+func (l *EventLog) After(seq uint64) ([]Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.afterLocked(seq)
+}
+
+func (l *EventLog) afterLocked(seq uint64) ([]Event, error) {
+	if seq >= l.last {
+		return nil, nil
+	}
+	var err error
+	size := uint64(len(l.ring))
+	if oldest := l.oldestLocked(); seq+1 < oldest {
+		err = fmt.Errorf("%w: %d events after seq %d were overwritten", ErrEventsDropped, oldest-seq-1, seq)
+		seq = oldest - 1
+	}
+	out := make([]Event, 0, l.last-seq)
+	for s := seq + 1; s <= l.last; s++ {
+		out = append(out, l.ring[(s-1)%size])
+	}
+	return out, err
+}
+
+func (l *EventLog) oldestLocked() uint64 {
+	if size := uint64(len(l.ring)); l.last > size {
+		return l.last - size + 1
+	}
+	return 1
+}
+
+// Wait is After that blocks until at least one event after seq exists or
+// ctx ends (then it returns nil and context.Cause(ctx)). Any number of
+// readers may wait at once; none of them slows the writers.
+func (l *EventLog) Wait(ctx context.Context, seq uint64) ([]Event, error) {
+	for {
+		l.mu.Lock()
+		if seq < l.last {
+			defer l.mu.Unlock()
+			return l.afterLocked(seq)
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}

@@ -1,0 +1,601 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+)
+
+// Table is the registry of one session's background tasks. Create it with
+// New; it is safe for concurrent use. See the package documentation for the
+// lifecycle and the concurrency properties.
+type Table struct {
+	opts    Options
+	ctx     context.Context // the table's context: parent of every top-level task's
+	cancel  context.CancelCauseFunc
+	events  *EventLog
+	drained chan struct{} // closed once the table is closed and no task function is live
+
+	mu            sync.Mutex             // guards the fields below and the mutable fields of every task and ownerState
+	nextN         uint64                 // last number handed out in an id
+	tasks         map[string]*task       // every task not yet evicted, by id
+	all           []*task                // the same tasks in id order, with evicted ones not yet compacted away
+	evictedInAll  int                    // how many of all are evicted
+	owners        map[string]*ownerState // "" and every task that has acted as an owner, until evicted
+	runq          queue                  // queued tasks, FIFO
+	retired       queue                  // finished tasks that retention may evict, oldest first
+	running       int                    // tasks in state Running
+	live          int                    // tasks whose function has not finished (queued or running)
+	held          int                    // tasks retention may not evict: live, or finished and undelivered with a live owner
+	closed        bool                   // Close was called
+	drainedClosed bool                   // drained is closed
+}
+
+// ownerState is what the table keeps for one owner: the top level ("") or
+// an agent task that has started tasks of its own.
+type ownerState struct {
+	id  string
+	ctx context.Context // parent of the contexts of the owner's tasks
+
+	// guarded by Table.mu
+	pending queue         // the owner's finished, undelivered tasks, in finish order
+	ready   chan struct{} // capacity 1: a permit that some task of the owner finished
+	changed chan struct{} // closed and cleared when a task of the owner finishes; nil until a Wait needs it
+	dead    bool          // the owner task has finished: nothing will deliver to it any more
+}
+
+// task is one entry of the table.
+type task struct {
+	// set at spawn, then immutable
+	id      string
+	kind    string
+	label   string
+	owner   *ownerState
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	timeout time.Duration
+	fn      Func
+	runCtx  context.Context    // ctx, or ctx with the timeout; set when the task starts
+	stopRun context.CancelFunc // releases runCtx's timer; nil without a timeout
+	done    chan struct{}      // closed once, after the result is written
+	handle  Handle
+
+	// guarded by Table.mu
+	self         *ownerState // this task as an owner, once it has started tasks
+	state        State
+	created      time.Time
+	started      time.Time
+	finished     time.Time
+	retiredAt    time.Time
+	lastActive   time.Time
+	iteration    int
+	activity     string
+	exitCode     int
+	hasExit      bool
+	history      History
+	output       Output
+	trace        []string
+	traceDropped int
+	text         string
+	err          error
+	delivered    bool
+	evicted      bool
+	stopQueued   func() bool // stops the AfterFunc that ends a queued task whose context ends
+	in           *queue      // the queue the task is in, if any
+	prev, next   *task
+}
+
+// New returns an empty table whose tasks all descend from ctx: when ctx
+// ends, every task is cancelled and Spawn fails with ErrClosed. Call Close
+// to cancel everything and wait for the task functions to return.
+func New(ctx context.Context, opts Options) *Table {
+	tctx, cancel := context.WithCancelCause(ctx)
+	opts = opts.withDefaults()
+	tb := &Table{
+		opts:    opts,
+		ctx:     tctx,
+		cancel:  cancel,
+		events:  newEventLog(opts.EventLogSize),
+		drained: make(chan struct{}),
+		tasks:   make(map[string]*task),
+		owners:  make(map[string]*ownerState),
+	}
+	tb.owners[""] = &ownerState{ctx: tctx, ready: make(chan struct{}, 1)}
+	return tb
+}
+
+// Events returns the table's event log.
+func (tb *Table) Events() *EventLog { return tb.events }
+
+// View returns a view of the table bound to owner: "" for the top level, or
+// the id of an agent task. Views are cheap; make them as needed.
+func (tb *Table) View(owner string) *View { return &View{tb: tb, owner: owner} }
+
+// List returns a snapshot of every task in the table, in id order. It is
+// meant for UIs; the model sees only its own tasks, through a View.
+func (tb *Table) List() []Info { return tb.list("", false) }
+
+// Info returns a snapshot of one task.
+func (tb *Table) Info(id string) (Info, error) { return tb.info("", false, id) }
+
+// Peek returns a snapshot of one task with the last n blocks of its history
+// or the last n lines of its output (Options.PeekBlocks when n <= 0).
+func (tb *Table) Peek(id string, n int) (Peek, error) { return tb.peek("", false, id, n) }
+
+// Cancel cancels one task, whoever owns it, and returns at once; see
+// View.Cancel.
+func (tb *Table) Cancel(id string) (alreadyFinished bool, err error) {
+	return tb.cancelID("", false, id)
+}
+
+// CancelAll cancels every unfinished task and returns how many it
+// cancelled. It does not wait; the table stays open for new tasks.
+func (tb *Table) CancelAll() int { return tb.cancelAll("", false) }
+
+// Close cancels every task with cause ErrClosed, refuses new ones, and
+// waits until every task function has returned or ctx ends (then it returns
+// context.Cause(ctx) and the tasks go on winding down). It is idempotent
+// and safe to call concurrently; a second call waits like the first.
+// Undelivered results stay readable with Drain after Close.
+func (tb *Table) Close(ctx context.Context) error {
+	tb.mu.Lock()
+	if !tb.closed {
+		tb.closed = true
+		now := time.Now()
+		for t := tb.runq.pop(); t != nil; t = tb.runq.pop() {
+			tb.finishLocked(t, Canceled, "", ErrClosed, now)
+		}
+		// Cancelling under the lock is safe: it runs no code of ours
+		// synchronously (AfterFuncs run on their own goroutines).
+		tb.cancel(ErrClosed)
+		tb.settleLocked(now)
+		tb.signalDrainedLocked()
+	}
+	tb.mu.Unlock()
+	select {
+	case <-tb.drained:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func validKind(kind string) error {
+	if kind == "" {
+		return errors.New("task: empty kind")
+	}
+	if strings.IndexFunc(kind, func(r rune) bool { return r == ':' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("task: invalid kind %q: it must be printable, without ':' or spaces", kind)
+	}
+	return nil
+}
+
+func (tb *Table) spawn(owner string, spec Spec, fn Func) (string, error) {
+	if err := validKind(spec.Kind); err != nil {
+		return "", err
+	}
+	if fn == nil {
+		return "", errors.New("task: nil Func")
+	}
+	tb.mu.Lock()
+	if tb.closed || tb.ctx.Err() != nil {
+		tb.mu.Unlock()
+		return "", ErrClosed
+	}
+	o, err := tb.ownerLocked(owner)
+	if err == nil && o.dead {
+		err = idError(owner, ErrOwnerDone)
+	}
+	if err == nil && tb.held >= tb.opts.MaxTasks {
+		err = fmt.Errorf("%w: %d tasks are queued, running or waiting for delivery", ErrFull, tb.held)
+	}
+	if err != nil {
+		tb.mu.Unlock()
+		return "", err
+	}
+	tb.nextN++
+	now := time.Now()
+	t := &task{
+		id:      spec.Kind + ":" + strconv.FormatUint(tb.nextN, 10),
+		kind:    spec.Kind,
+		label:   spec.Label,
+		owner:   o,
+		timeout: spec.Timeout,
+		fn:      fn,
+		done:    make(chan struct{}),
+		created: now,
+	}
+	t.handle = Handle{tb: tb, t: t}
+	t.ctx, t.cancel = context.WithCancelCause(o.ctx)
+	tb.tasks[t.id] = t
+	tb.all = append(tb.all, t)
+	tb.held++
+	tb.live++
+	tb.eventLocked(t, EventSpawned, "", now)
+	if tb.runq.n == 0 && tb.running < tb.opts.MaxRunning {
+		tb.startLocked(t, now)
+	} else {
+		tb.queueLocked(t)
+	}
+	tb.evictLocked(now)
+	tb.mu.Unlock()
+	return t.id, nil
+}
+
+// ownerLocked returns the state of owner, creating it for a task that acts
+// as an owner for the first time.
+func (tb *Table) ownerLocked(owner string) (*ownerState, error) {
+	if o := tb.owners[owner]; o != nil {
+		return o, nil
+	}
+	t := tb.tasks[owner]
+	if t == nil {
+		return nil, fmt.Errorf("owner %w", idError(owner, ErrNotFound))
+	}
+	ctx := t.ctx
+	if t.runCtx != nil {
+		ctx = t.runCtx // so the owner's timeout reaches its children at once
+	}
+	o := &ownerState{id: owner, ctx: ctx, ready: make(chan struct{}, 1), dead: t.state.Finished()}
+	t.self = o
+	tb.owners[owner] = o
+	return o, nil
+}
+
+// queueLocked makes t wait for a running slot. If its context ends while
+// it waits (its owner is cancelled, the table's context ends), it ends
+// canceled without running.
+func (tb *Table) queueLocked(t *task) {
+	tb.runq.push(t)
+	t.stopQueued = context.AfterFunc(t.ctx, func() { tb.endQueued(t) })
+}
+
+// startLocked moves t to Running and starts its goroutine. The go
+// statement never blocks, so it is safe under the lock; the goroutine takes
+// the lock only when the function returns.
+func (tb *Table) startLocked(t *task, now time.Time) {
+	t.state = Running
+	t.started, t.lastActive = now, now
+	t.runCtx = t.ctx
+	if t.timeout > 0 {
+		t.runCtx, t.stopRun = context.WithTimeoutCause(t.ctx, t.timeout, ErrTimedOut)
+	}
+	if t.self != nil {
+		t.self.ctx = t.runCtx
+	}
+	tb.running++
+	tb.eventLocked(t, EventStarted, "", now)
+	go tb.run(t)
+}
+
+// settleLocked restores the table's invariants after a change: queued
+// tasks start while there are free slots, and retention evicts what it
+// must.
+func (tb *Table) settleLocked(now time.Time) {
+	for !tb.closed && tb.running < tb.opts.MaxRunning {
+		t := tb.runq.pop()
+		if t == nil {
+			break
+		}
+		if t.ctx.Err() != nil {
+			tb.finishLocked(t, Canceled, "", context.Cause(t.ctx), now)
+			continue
+		}
+		t.stopQueued()
+		tb.startLocked(t, now)
+	}
+	tb.evictLocked(now)
+}
+
+// endQueued ends a queued task whose context ended (its owner was
+// cancelled, or the table's context ended). It runs as a context.AfterFunc.
+func (tb *Table) endQueued(t *task) {
+	tb.mu.Lock()
+	if t.state == Queued {
+		now := time.Now()
+		tb.runq.remove(t)
+		tb.finishLocked(t, Canceled, "", context.Cause(t.ctx), now)
+		tb.settleLocked(now)
+	}
+	tb.mu.Unlock()
+}
+
+// run is a running task's goroutine. It reads t.runCtx without the lock:
+// startLocked wrote it before the go statement.
+func (tb *Table) run(t *task) {
+	ctx := t.runCtx
+	var (
+		text     string
+		err      error
+		returned bool
+	)
+	defer func() {
+		if !returned {
+			// A panic, or runtime.Goexit (which recover does not stop).
+			v := recover()
+			if v == nil {
+				v = errors.New("task function called runtime.Goexit")
+			}
+			text, err = "", &PanicError{Value: v, Stack: debug.Stack()}
+		}
+		tb.finishRun(t, ctx, text, err, !returned)
+		tb.release()
+	}()
+	text, err = t.fn(ctx, &t.handle)
+	returned = true
+}
+
+// finishRun records the end of a running task's function. This is the
+// moment the task finishes: a Cancel that took the lock before it makes the
+// task canceled, one after it finds the task finished.
+func (tb *Table) finishRun(t *task, ctx context.Context, text string, err error, panicked bool) {
+	tb.mu.Lock()
+	state := Completed
+	switch cause := context.Cause(ctx); {
+	case panicked:
+		state = Failed
+	case ctx.Err() == context.DeadlineExceeded && t.ctx.Err() == nil:
+		state, err = TimedOut, cause
+	case cause != nil:
+		state, err = Canceled, cause
+	case err != nil:
+		state = Failed
+	}
+	now := time.Now()
+	tb.finishLocked(t, state, text, err, now)
+	tb.settleLocked(now)
+	tb.mu.Unlock()
+}
+
+// release counts a task function as returned, last thing on its goroutine,
+// so Close returns only once every task goroutine is done with the table.
+func (tb *Table) release() {
+	tb.mu.Lock()
+	tb.live--
+	tb.signalDrainedLocked()
+	tb.mu.Unlock()
+}
+
+// signalDrainedLocked closes drained once the table is closed and no task
+// function is live.
+func (tb *Table) signalDrainedLocked() {
+	if tb.closed && tb.live == 0 && !tb.drainedClosed {
+		tb.drainedClosed = true
+		close(tb.drained)
+	}
+}
+
+// finishLocked writes a task's result and hands it to its owner. Finishing
+// a task twice is a bug in this package and panics.
+func (tb *Table) finishLocked(t *task, state State, text string, err error, now time.Time) {
+	if t.state.Finished() {
+		panic("task: " + t.id + " finished twice")
+	}
+	queued := t.state == Queued
+	if queued {
+		t.stopQueued()
+	} else {
+		tb.running--
+	}
+	t.state, t.finished = state, now
+	t.text, t.err = cutBytes(text, tb.opts.MaxResultBytes), err
+	// Children of a finished task are cancelled: cleanup on exit.
+	t.cancel(ErrOwnerDone)
+	if t.stopRun != nil {
+		t.stopRun()
+	}
+	if o := t.self; o != nil {
+		o.dead = true
+		for c := o.pending.pop(); c != nil; c = o.pending.pop() {
+			tb.retireLocked(c, now)
+		}
+	}
+	o := t.owner
+	if o.dead {
+		tb.retireLocked(t, now) // nothing will deliver to a finished owner
+	} else {
+		o.pending.push(t)
+		select {
+		case o.ready <- struct{}{}:
+		default:
+		}
+	}
+	if o.changed != nil {
+		close(o.changed)
+		o.changed = nil
+	}
+	close(t.done)
+	msg := ""
+	if err != nil {
+		msg = cutBytes(err.Error(), maxTraceLineBytes)
+	}
+	tb.eventLocked(t, EventFinished, msg, now)
+	if queued {
+		// A queued task never ran: its function will not release it.
+		tb.live--
+		tb.signalDrainedLocked()
+	}
+}
+
+// deliverLocked is the only place a result is marked delivered.
+func (tb *Table) deliverLocked(t *task, now time.Time) Result {
+	if t.delivered || !t.state.Finished() {
+		panic("task: " + t.id + " delivered twice or before it finished")
+	}
+	t.delivered = true
+	r := Result{Info: t.infoLocked(), Text: t.text, Err: t.err, Trace: t.traceLocked()}
+	t.owner.pending.remove(t)
+	tb.retireLocked(t, now)
+	tb.eventLocked(t, EventDelivered, "", now)
+	return r
+}
+
+// retireLocked makes a finished task evictable.
+func (tb *Table) retireLocked(t *task, now time.Time) {
+	t.retiredAt = now
+	tb.retired.push(t)
+	tb.held--
+}
+
+// evictLocked applies retention to retired tasks: at most MaxRetained, none
+// retired longer than RetainFor ago.
+func (tb *Table) evictLocked(now time.Time) {
+	for t := tb.retired.head; t != nil; t = tb.retired.head {
+		if tb.retired.n <= tb.opts.MaxRetained && now.Sub(t.retiredAt) < tb.opts.RetainFor {
+			break
+		}
+		tb.retired.remove(t)
+		t.evicted = true
+		delete(tb.tasks, t.id)
+		if t.self != nil {
+			delete(tb.owners, t.id)
+		}
+		tb.evictedInAll++
+		tb.eventLocked(t, EventEvicted, "", now)
+	}
+	if tb.evictedInAll > 32 && tb.evictedInAll > len(tb.all)/2 {
+		tb.all = slices.DeleteFunc(tb.all, func(t *task) bool { return t.evicted })
+		tb.evictedInAll = 0
+	}
+}
+
+func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time) {
+	tb.events.append(Event{
+		Time: now, Type: typ, ID: t.id, Owner: t.owner.id,
+		State: t.state, Iteration: t.iteration, Text: text,
+	})
+}
+
+// traceLocked returns a copy of the trace, led by a note of what was dropped.
+func (t *task) traceLocked() []string {
+	if len(t.trace) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(t.trace)+1)
+	if t.traceDropped > 0 {
+		out = append(out, "…("+strconv.Itoa(t.traceDropped)+" earlier trace lines dropped)")
+	}
+	return append(out, t.trace...)
+}
+
+func (t *task) infoLocked() Info {
+	return Info{
+		ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
+		Created: t.created, Started: t.started, Finished: t.finished,
+		Iteration: t.iteration, Activity: t.activity, LastActivity: t.lastActive,
+		ExitCode: t.exitCode, HasExitCode: t.hasExit, Delivered: t.delivered,
+	}
+}
+
+// lookupLocked finds a task by id; scoped lookups refuse tasks of other
+// owners with ErrNotOwner.
+func (tb *Table) lookupLocked(owner string, scoped bool, id string) (*task, error) {
+	t := tb.tasks[id]
+	if t == nil {
+		return nil, idError(id, ErrNotFound)
+	}
+	if scoped && t.owner.id != owner {
+		return nil, idError(id, ErrNotOwner)
+	}
+	return t, nil
+}
+
+func (tb *Table) list(owner string, scoped bool) []Info {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.evictLocked(time.Now())
+	out := make([]Info, 0, len(tb.tasks))
+	for _, t := range tb.all {
+		if !t.evicted && (!scoped || t.owner.id == owner) {
+			out = append(out, t.infoLocked())
+		}
+	}
+	return out
+}
+
+func (tb *Table) info(owner string, scoped bool, id string) (Info, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.evictLocked(time.Now())
+	t, err := tb.lookupLocked(owner, scoped, id)
+	if err != nil {
+		return Info{}, err
+	}
+	return t.infoLocked(), nil
+}
+
+func (tb *Table) peek(owner string, scoped bool, id string, n int) (Peek, error) {
+	tb.mu.Lock()
+	tb.evictLocked(time.Now())
+	t, err := tb.lookupLocked(owner, scoped, id)
+	if err != nil {
+		tb.mu.Unlock()
+		return Peek{}, err
+	}
+	p := Peek{Info: t.infoLocked()}
+	history, output := t.history, t.output
+	tb.mu.Unlock()
+
+	// History and Output belong to the task's implementation: call them
+	// without the lock.
+	if n <= 0 {
+		n = tb.opts.PeekBlocks
+	}
+	if history != nil {
+		all := history.Snapshot()
+		p.TotalBlocks = len(all)
+		p.Blocks = recentBlocks(all, n, tb.opts.PeekTextLimit)
+	}
+	if output != nil {
+		p.Output = output.Tail(n)
+	}
+	return p, nil
+}
+
+func (tb *Table) cancelID(owner string, scoped bool, id string) (bool, error) {
+	tb.mu.Lock()
+	t, err := tb.lookupLocked(owner, scoped, id)
+	if err != nil {
+		tb.mu.Unlock()
+		return false, err
+	}
+	finished := t.state.Finished()
+	if !finished {
+		tb.cancelLocked(t, time.Now())
+	}
+	tb.mu.Unlock()
+	return finished, nil
+}
+
+func (tb *Table) cancelAll(owner string, scoped bool) int {
+	tb.mu.Lock()
+	now, n := time.Now(), 0
+	for _, t := range tb.all {
+		if !t.evicted && !t.state.Finished() && (!scoped || t.owner.id == owner) {
+			tb.cancelLocked(t, now)
+			n++
+		}
+	}
+	tb.mu.Unlock()
+	return n
+}
+
+// cancelLocked cancels an unfinished task. A queued task ends at once; a
+// running one ends when its function returns. Cancelling the context under
+// the lock makes the order of Cancel and finishRun well defined, and runs
+// none of our code synchronously.
+func (tb *Table) cancelLocked(t *task, now time.Time) {
+	t.cancel(ErrCanceled)
+	if t.state == Queued {
+		tb.runq.remove(t)
+		tb.finishLocked(t, Canceled, "", context.Cause(t.ctx), now)
+		tb.settleLocked(now)
+	}
+}

@@ -300,6 +300,7 @@ func TestPanicBecomesFailedWithStack(t *testing.T) {
 		if len(got) != 2 {
 			t.Fatalf("Drain() = %v, want 2 results", got)
 		}
+		slices.SortFunc(got, func(a, b task.Result) int { return strings.Compare(a.ID, b.ID) })
 		var pe *task.PanicError
 		if got[0].State != task.Failed || !errors.As(got[0].Err, &pe) || pe.Value != "kaboom" {
 			t.Fatalf("result = %v %v, want failed with PanicError(kaboom)", got[0].State, got[0].Err)

@@ -45,20 +45,23 @@ type Event struct {
 // wait for readers: when the log is full the oldest event is overwritten,
 // and a reader that asks for it gets ErrEventsDropped instead of a silent
 // gap. Its methods are safe for concurrent use.
+//
+// The log shares the table's mutex: the table appends while it holds it
+// anyway (events must be in the order of the changes), so appending costs
+// no extra locking; readers hold it only to copy events out.
 type EventLog struct {
-	mu      sync.Mutex
+	mu      *sync.Mutex   // the table's
 	ring    []Event       // guarded by mu; ring[(seq-1) % len] holds event seq
 	last    uint64        // guarded by mu; seq of the newest event, 0 if none
 	changed chan struct{} // guarded by mu; closed and replaced on append, nil until a reader waits
 }
 
-func newEventLog(size int) *EventLog {
-	return &EventLog{ring: make([]Event, size)}
+func newEventLog(mu *sync.Mutex, size int) *EventLog {
+	return &EventLog{mu: mu, ring: make([]Event, size)}
 }
 
-// append records e, stamping its sequence number. It never blocks.
-func (l *EventLog) append(e Event) {
-	l.mu.Lock()
+// appendLocked records e, stamping its sequence number. It never blocks.
+func (l *EventLog) appendLocked(e Event) {
 	l.last++
 	e.Seq = l.last
 	l.ring[(e.Seq-1)%uint64(len(l.ring))] = e
@@ -66,7 +69,6 @@ func (l *EventLog) append(e Event) {
 		close(l.changed)
 		l.changed = nil
 	}
-	l.mu.Unlock()
 }
 
 // Last returns the sequence number of the newest event, 0 if there is none.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 )
 
 // Table is the registry of one session's background tasks. Create it with
@@ -25,7 +24,7 @@ type Table struct {
 
 	mu            sync.Mutex             // guards the fields below and the mutable fields of every task and ownerState
 	nextN         uint64                 // last number handed out in an id
-	tasks         map[string]*task       // every task not yet evicted, by id
+	tasks         map[uint64]*task       // every task not yet evicted, by the N of its id
 	all           []*task                // the same tasks in id order, with evicted ones not yet compacted away
 	evictedInAll  int                    // how many of all are evicted
 	owners        map[string]*ownerState // "" and every task that has acted as an owner, until evicted
@@ -54,6 +53,7 @@ type ownerState struct {
 // task is one entry of the table.
 type task struct {
 	// set at spawn, then immutable
+	n       uint64 // the N of the id
 	id      string
 	kind    string
 	label   string
@@ -102,11 +102,11 @@ func New(ctx context.Context, opts Options) *Table {
 		opts:    opts,
 		ctx:     tctx,
 		cancel:  cancel,
-		events:  newEventLog(opts.EventLogSize),
 		drained: make(chan struct{}),
-		tasks:   make(map[string]*task),
+		tasks:   make(map[uint64]*task),
 		owners:  make(map[string]*ownerState),
 	}
+	tb.events = newEventLog(&tb.mu, opts.EventLogSize)
 	tb.owners[""] = &ownerState{ctx: tctx, ready: make(chan struct{}, 1)}
 	return tb
 }
@@ -171,10 +171,33 @@ func validKind(kind string) error {
 	if kind == "" {
 		return errors.New("task: empty kind")
 	}
-	if strings.IndexFunc(kind, func(r rune) bool { return r == ':' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
-		return fmt.Errorf("task: invalid kind %q: it must be printable, without ':' or spaces", kind)
+	for i := 0; i < len(kind); i++ {
+		if c := kind[i]; c <= ' ' || c == ':' || c >= 0x7f {
+			return fmt.Errorf("task: invalid kind %q: use printable ASCII without ':' or spaces", kind)
+		}
 	}
 	return nil
+}
+
+// formatID returns "kind:n" with a single allocation.
+func formatID(kind string, n uint64) string {
+	var buf [64]byte
+	b := append(buf[:0], kind...)
+	b = append(b, ':')
+	return string(strconv.AppendUint(b, n, 10))
+}
+
+// parseID returns the N of "KIND:N", or 0 if id is not of that form.
+func parseID(id string) uint64 {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return 0
+	}
+	n, err := strconv.ParseUint(id[i+1:], 10, 64)
+	if err != nil || id[i+1] == '+' {
+		return 0
+	}
+	return n
 }
 
 func (tb *Table) spawn(owner string, spec Spec, fn Func) (string, error) {
@@ -203,18 +226,18 @@ func (tb *Table) spawn(owner string, spec Spec, fn Func) (string, error) {
 	tb.nextN++
 	now := time.Now()
 	t := &task{
-		id:      spec.Kind + ":" + strconv.FormatUint(tb.nextN, 10),
+		n:       tb.nextN,
+		id:      formatID(spec.Kind, tb.nextN),
 		kind:    spec.Kind,
 		label:   spec.Label,
 		owner:   o,
 		timeout: spec.Timeout,
 		fn:      fn,
-		done:    make(chan struct{}),
 		created: now,
 	}
 	t.handle = Handle{tb: tb, t: t}
 	t.ctx, t.cancel = context.WithCancelCause(o.ctx)
-	tb.tasks[t.id] = t
+	tb.tasks[t.n] = t
 	tb.all = append(tb.all, t)
 	tb.held++
 	tb.live++
@@ -235,7 +258,7 @@ func (tb *Table) ownerLocked(owner string) (*ownerState, error) {
 	if o := tb.owners[owner]; o != nil {
 		return o, nil
 	}
-	t := tb.tasks[owner]
+	t := tb.lookupID(owner)
 	if t == nil {
 		return nil, fmt.Errorf("owner %w", idError(owner, ErrNotFound))
 	}
@@ -308,33 +331,35 @@ func (tb *Table) endQueued(t *task) {
 }
 
 // run is a running task's goroutine. It reads t.runCtx without the lock:
-// startLocked wrote it before the go statement.
+// startLocked wrote it before the go statement. The normal path is kept
+// shallow on purpose: a new goroutine starts with a small stack, and
+// growing it (context cancellation ranges over a map) would double the
+// cost of a short task.
 func (tb *Table) run(t *task) {
 	ctx := t.runCtx
-	var (
-		text     string
-		err      error
-		returned bool
-	)
+	returned := false
 	defer func() {
-		if !returned {
-			// A panic, or runtime.Goexit (which recover does not stop).
-			v := recover()
-			if v == nil {
-				v = errors.New("task function called runtime.Goexit")
-			}
-			text, err = "", &PanicError{Value: v, Stack: debug.Stack()}
+		if returned {
+			return
 		}
-		tb.finishRun(t, ctx, text, err, !returned)
-		tb.release()
+		// A panic, or runtime.Goexit (which recover does not stop).
+		v := recover()
+		if v == nil {
+			v = errors.New("task function called runtime.Goexit")
+		}
+		tb.finishRun(t, ctx, "", &PanicError{Value: v, Stack: debug.Stack()}, true)
 	}()
-	text, err = t.fn(ctx, &t.handle)
+	text, err := t.fn(ctx, &t.handle)
 	returned = true
+	tb.finishRun(t, ctx, text, err, false)
 }
 
 // finishRun records the end of a running task's function. This is the
 // moment the task finishes: a Cancel that took the lock before it makes the
-// task canceled, one after it finds the task finished.
+// task canceled, one after it finds the task finished. Then it cancels the
+// task's context, which cancels its children and frees its timer, and
+// counts the function as returned, so Close returns only once every task
+// goroutine is done with the table.
 func (tb *Table) finishRun(t *task, ctx context.Context, text string, err error, panicked bool) {
 	tb.mu.Lock()
 	state := Completed
@@ -351,13 +376,10 @@ func (tb *Table) finishRun(t *task, ctx context.Context, text string, err error,
 	now := time.Now()
 	tb.finishLocked(t, state, text, err, now)
 	tb.settleLocked(now)
-	tb.mu.Unlock()
-}
-
-// release counts a task function as returned, last thing on its goroutine,
-// so Close returns only once every task goroutine is done with the table.
-func (tb *Table) release() {
-	tb.mu.Lock()
+	t.cancel(ErrOwnerDone)
+	if t.stopRun != nil {
+		t.stopRun()
+	}
 	tb.live--
 	tb.signalDrainedLocked()
 	tb.mu.Unlock()
@@ -386,10 +408,10 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 	}
 	t.state, t.finished = state, now
 	t.text, t.err = cutBytes(text, tb.opts.MaxResultBytes), err
-	// Children of a finished task are cancelled: cleanup on exit.
-	t.cancel(ErrOwnerDone)
-	if t.stopRun != nil {
-		t.stopRun()
+	if queued {
+		// Cancel its context now: finishRun will not. (For a running
+		// task, finishRun cancels it right after this.)
+		t.cancel(ErrOwnerDone)
 	}
 	if o := t.self; o != nil {
 		o.dead = true
@@ -411,7 +433,9 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 		close(o.changed)
 		o.changed = nil
 	}
-	close(t.done)
+	if t.done != nil {
+		close(t.done)
+	}
 	msg := ""
 	if err != nil {
 		msg = cutBytes(err.Error(), maxTraceLineBytes)
@@ -453,7 +477,7 @@ func (tb *Table) evictLocked(now time.Time) {
 		}
 		tb.retired.remove(t)
 		t.evicted = true
-		delete(tb.tasks, t.id)
+		delete(tb.tasks, t.n)
 		if t.self != nil {
 			delete(tb.owners, t.id)
 		}
@@ -467,7 +491,7 @@ func (tb *Table) evictLocked(now time.Time) {
 }
 
 func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time) {
-	tb.events.append(Event{
+	tb.events.appendLocked(Event{
 		Time: now, Type: typ, ID: t.id, Owner: t.owner.id,
 		State: t.state, Iteration: t.iteration, Text: text,
 	})
@@ -494,10 +518,18 @@ func (t *task) infoLocked() Info {
 	}
 }
 
+// lookupID returns the task with exactly this id, or nil.
+func (tb *Table) lookupID(id string) *task {
+	if t := tb.tasks[parseID(id)]; t != nil && t.id == id {
+		return t
+	}
+	return nil
+}
+
 // lookupLocked finds a task by id; scoped lookups refuse tasks of other
 // owners with ErrNotOwner.
 func (tb *Table) lookupLocked(owner string, scoped bool, id string) (*task, error) {
-	t := tb.tasks[id]
+	t := tb.lookupID(id)
 	if t == nil {
 		return nil, idError(id, ErrNotFound)
 	}

@@ -63,6 +63,12 @@ func (v *View) Done(id string) (<-chan struct{}, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.done == nil {
+		t.done = make(chan struct{})
+		if t.state.Finished() {
+			close(t.done)
+		}
+	}
 	return t.done, nil
 }
 

@@ -290,3 +290,31 @@ func TestRetentionKeepsTheTableSmallOverManyTasks(t *testing.T) {
 		}
 	})
 }
+
+// FuzzLookup feeds ids as a model might type them: only an exact id of a
+// task in the table is found, and nothing panics.
+func FuzzLookup(f *testing.F) {
+	for _, s := range []string{"shell:1", "agent:2", "shell:01", "shell:+1", ":1", "shell:", "1", " shell:1", "shell:18446744073709551616"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		tb := task.New(context.Background(), task.Options{})
+		defer tb.Close(context.Background())
+		top := tb.View("")
+		known := map[string]bool{}
+		for _, kind := range []string{"shell", "agent"} {
+			id, err := top.Spawn(task.Spec{Kind: kind}, noop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			known[id] = true
+		}
+		_, err := top.Info(id)
+		if known[id] != (err == nil) {
+			t.Fatalf("Info(%q) = %v, known %v", id, err, known[id])
+		}
+		if err != nil && !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("Info(%q) = %v, want ErrNotFound", id, err)
+		}
+	})
+}

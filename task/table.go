@@ -194,7 +194,7 @@ func parseID(id string) uint64 {
 		return 0
 	}
 	n, err := strconv.ParseUint(id[i+1:], 10, 64)
-	if err != nil || id[i+1] == '+' {
+	if err != nil {
 		return 0
 	}
 	return n

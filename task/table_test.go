@@ -215,8 +215,7 @@ func TestQueueIsFIFOAndBoundedByMaxRunning(t *testing.T) {
 		for i := range releases {
 			releases[i] = make(chan struct{})
 			rel := releases[i]
-			var id string
-			id = mustSpawn(t, top, "shell", func(ctx context.Context, h *task.Handle) (string, error) {
+			id := mustSpawn(t, top, "shell", func(ctx context.Context, h *task.Handle) (string, error) {
 				mu.Lock()
 				started = append(started, h.ID())
 				mu.Unlock()

@@ -1,0 +1,31 @@
+package proc
+
+import (
+	"os"
+	"slices"
+	"strings"
+)
+
+// DefaultSecrets are the environment variables removed from every child's
+// environment unless Config.KeepSecrets is set: provider API keys a model
+// could otherwise read with "env", and offstage's own MCP token.
+var DefaultSecrets = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OFFSTAGE_MCP_TOKEN"}
+
+// childEnv returns env (os.Environ() when nil) without the secret names.
+func childEnv(env []string, secrets []string, keep bool) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	if keep {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(DefaultSecrets, name) || slices.Contains(secrets, name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

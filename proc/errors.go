@@ -1,0 +1,65 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+var (
+	// ErrNoStdin: the process was started without Config.Stdin, so it has
+	// no input to write to.
+	ErrNoStdin = errors.New("process was not started with stdin open")
+
+	// ErrExited: the process has exited (or closed its input); nothing can
+	// be written to it any more.
+	ErrExited = errors.New("process has exited; its stdin is closed")
+
+	// ErrInputClosed: CloseInput was called before this write.
+	ErrInputClosed = errors.New("stdin was closed")
+
+	// ErrStopped is the stop cause recorded by Stop.
+	ErrStopped = errors.New("stopped")
+)
+
+// ExitError describes a process that did not exit with status 0: it exited
+// with a non-zero code, or died of a signal, or we stopped it.
+type ExitError struct {
+	Code    int            // exit code; -1 when killed by a signal
+	Signal  syscall.Signal // the signal that killed it, 0 if none
+	Stopped bool           // we stopped it (Stop, or its context ended)
+	Cause   error          // why we stopped it, when Stopped
+}
+
+func (e *ExitError) Error() string {
+	var what string
+	switch {
+	case e.Signal != 0:
+		what = "killed by " + signalName(e.Signal)
+	default:
+		what = fmt.Sprintf("exit status %d", e.Code)
+	}
+	if e.Stopped {
+		what = "stopped (" + what + ")"
+	}
+	return what
+}
+
+// Unwrap returns the stop cause, so errors.Is(err, context.DeadlineExceeded)
+// and the like see why a stopped process ended.
+func (e *ExitError) Unwrap() error { return e.Cause }
+
+// signalName returns "SIGKILL" style names for the common signals.
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGILL: "SIGILL", syscall.SIGABRT: "SIGABRT", syscall.SIGFPE: "SIGFPE",
+		syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV", syscall.SIGPIPE: "SIGPIPE",
+		syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGUSR1: "SIGUSR1",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGBUS: "SIGBUS", syscall.SIGIO: "SIGIO",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

@@ -1,0 +1,185 @@
+package proc_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/offstage/offstage/proc"
+)
+
+// helperEnv marks the test binary re-executed as a child.
+const helperEnv = "OFFSTAGE_PROC_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helper(os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// helper runs one of the child behaviours the tests need.
+func helper(args []string) int {
+	switch args[0] {
+	case "print": // print N bytes to stdout, fast
+		n, _ := strconv.ParseInt(args[1], 10, 64)
+		buf := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB
+		buf[len(buf)-1] = '\n'
+		w := os.Stdout
+		for n > 0 {
+			k := min(n, int64(len(buf)))
+			if _, err := w.Write(buf[:k]); err != nil {
+				return 1
+			}
+			n -= k
+		}
+		return 0
+	case "ignore-term": // ignore SIGTERM, say so, wait to be killed
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring SIGTERM")
+		time.Sleep(time.Hour)
+		return 0
+	case "host": // start shells with grandchildren, print their groups, wait to be killed
+		n, _ := strconv.Atoi(args[1])
+		for range n {
+			p, err := proc.Start(context.Background(), proc.Config{Command: "sleep 1000 & sleep 1000 & wait"})
+			if err != nil {
+				fmt.Println("error", err)
+				return 1
+			}
+			fmt.Println(p.PID())
+		}
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper", args)
+	return 2
+}
+
+// helperCommand returns a shell command line that runs the test binary as
+// helper with args.
+func helperCommand(args ...string) string {
+	q := []string{"exec", shellQuote(os.Args[0])}
+	for _, a := range args {
+		q = append(q, shellQuote(a))
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func helperConfig(args ...string) proc.Config {
+	return proc.Config{Command: helperCommand(args...), Env: append(os.Environ(), helperEnv+"=1")}
+}
+
+// groupMembers returns the live (non-zombie) processes of group pgid, from
+// /proc, as "pid comm" strings.
+func groupMembers(t *testing.T, pgid int) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, path := range dirs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		s := string(b)
+		// pid (comm) state ppid pgrp …; comm may hold spaces and parens.
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < 0 {
+			continue
+		}
+		fields := strings.Fields(s[closing+1:])
+		if len(fields) < 3 || fields[0] == "Z" {
+			continue
+		}
+		if g, _ := strconv.Atoi(fields[2]); g == pgid {
+			out = append(out, strings.TrimSpace(s[:open])+" "+s[open+1:closing])
+		}
+	}
+	return out
+}
+
+// waitGroupSize polls /proc until group pgid has at least (or, if atMost,
+// at most) n live processes, and fails after timeout.
+func waitGroupSize(t *testing.T, pgid, n int, atMost bool, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		m := groupMembers(t, pgid)
+		if (!atMost && len(m) >= n) || (atMost && len(m) <= n) {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("group %d has %d live processes after %v: %v", pgid, len(m), timeout, m)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readUntil polls p's combined output until it contains want.
+func readUntil(t *testing.T, p *proc.Process, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got := string(p.Read(proc.Combined, 0, 1<<20).Data); strings.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output never contained %q; got %q", want, p.Read(proc.Combined, 0, 1<<20).Data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mustStart(t *testing.T, cfg proc.Config) *proc.Process {
+	t.Helper()
+	p, err := proc.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Start(%q) = %v", cfg.Command, err)
+	}
+	t.Cleanup(func() {
+		p.Stop(0)
+		p.Wait(context.Background())
+	})
+	return p
+}
+
+func mustWait(t *testing.T, p *proc.Process) proc.Exit {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	e, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	return e
+}
+
+// lines reads r line by line into a channel.
+func lines(r io.Reader) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}

@@ -1,0 +1,12 @@
+//go:build unix && !linux
+
+package proc
+
+import "errors"
+
+var errNoWaitid = errors.New("waitid with WNOWAIT is not used on this platform")
+
+// waitExited is not available here: the leader is reaped first and what is
+// left of its group killed right after, which leaves a window of
+// microseconds in which a reused group id could be hit. Linux avoids it.
+func waitExited(pid int) error { return errNoWaitid }

@@ -1,0 +1,513 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Config describes a command to run. The zero value of every field but
+// Command gives the documented default.
+type Config struct {
+	// Command is the shell command line, run as Shell + [Command].
+	Command string
+	// Shell runs Command. Default: /bin/sh -c.
+	Shell []string
+	// Dir is the working directory. Default: the host's.
+	Dir string
+	// Env is the child's environment. Default: the host's (os.Environ()).
+	// DefaultSecrets and Secrets are removed from it either way.
+	Env []string
+	// Secrets names more environment variables to remove from the child's
+	// environment.
+	Secrets []string
+	// KeepSecrets passes DefaultSecrets and Secrets through unchanged.
+	KeepSecrets bool
+	// Stdin opens a pipe to the child's standard input (see Input). Without
+	// it the child reads from /dev/null.
+	Stdin bool
+
+	// HeadBytes is how much of the start of the output is kept in memory.
+	// Default 64 KiB.
+	HeadBytes int
+	// TailBytes is how much of the end of the output is kept in memory, in
+	// a ring. Default 1 MiB.
+	TailBytes int
+	// StreamBytes is how much of the end of stdout and of stderr is also
+	// kept separately, for per-stream reads. Default 256 KiB each.
+	StreamBytes int
+	// LogPath, if set, is a file that receives all the output, interleaved
+	// as captured, up to LogMaxBytes. It is created or truncated.
+	LogPath string
+	// LogMaxBytes caps the log file; past it the file stops growing and
+	// ends with a line saying how much was not logged. Default 64 MiB.
+	LogMaxBytes int64
+
+	// Grace is how long a process stopped because its context ended gets
+	// between SIGTERM and SIGKILL. Default 3s.
+	Grace time.Duration
+	// WaitDelay bounds how long, after the process exited and its group was
+	// killed, Wait still waits for output from processes that left the
+	// group but hold its pipes. Default 2s.
+	WaitDelay time.Duration
+}
+
+const (
+	defaultHeadBytes   = 64 << 10
+	defaultTailBytes   = 1 << 20
+	defaultStreamBytes = 256 << 10
+	defaultLogMaxBytes = 64 << 20
+	defaultGrace       = 3 * time.Second
+	defaultWaitDelay   = 2 * time.Second
+	readBufferBytes    = 64 << 10
+)
+
+func (c Config) withDefaults() Config {
+	if len(c.Shell) == 0 {
+		c.Shell = []string{"/bin/sh", "-c"}
+	}
+	if c.HeadBytes <= 0 {
+		c.HeadBytes = defaultHeadBytes
+	}
+	if c.TailBytes <= 0 {
+		c.TailBytes = defaultTailBytes
+	}
+	if c.StreamBytes <= 0 {
+		c.StreamBytes = defaultStreamBytes
+	}
+	if c.LogMaxBytes <= 0 {
+		c.LogMaxBytes = defaultLogMaxBytes
+	}
+	if c.Grace <= 0 {
+		c.Grace = defaultGrace
+	}
+	if c.WaitDelay <= 0 {
+		c.WaitDelay = defaultWaitDelay
+	}
+	return c
+}
+
+// Stream selects which output a read looks at.
+type Stream uint8
+
+const (
+	Combined Stream = iota // stdout and stderr interleaved as captured
+	Stdout
+	Stderr
+)
+
+// Exit is how a process ended.
+type Exit struct {
+	Code     int            // exit code; -1 when killed by a signal
+	Signal   syscall.Signal // the signal that killed it, 0 if none
+	Stopped  bool           // we stopped it (Stop, or its context ended)
+	Cause    error          // why we stopped it, when Stopped
+	Duration time.Duration  // from start until it was reaped
+	Bytes    int64          // bytes of output, stdout and stderr together
+	Stdout   int64          // bytes written to stdout
+	Stderr   int64          // bytes written to stderr
+	LogCut   int64          // bytes not written to the log file because of its cap
+}
+
+// Err returns nil for a process that exited with status 0 by itself, and
+// an *ExitError otherwise.
+func (e Exit) Err() error {
+	if e.Code == 0 && e.Signal == 0 && !e.Stopped {
+		return nil
+	}
+	return &ExitError{Code: e.Code, Signal: e.Signal, Stopped: e.Stopped, Cause: e.Cause}
+}
+
+// Process is one running command and its process group. Its methods are
+// safe for concurrent use. See the package documentation for its
+// lifecycle.
+type Process struct {
+	cfg      Config
+	cmd      *exec.Cmd
+	pid      int // also the process group id
+	started  time.Time
+	lifeline *os.File // write end: closing it signals the group
+	done     chan struct{}
+	stopCtx  func() bool  // stops the AfterFunc that stops the process when its context ends
+	written  atomic.Int64 // bytes captured so far, for cheap polling
+
+	logMu sync.Mutex // serialises capture and log writes when logging, so the log keeps the capture's order
+	log   *logFile   // guarded by logMu
+
+	inMu  sync.Mutex // serialises writes to stdin
+	stdin *os.File   // write end of the child's stdin; nil without Config.Stdin
+
+	mu          sync.Mutex // guards the fields below
+	out         *capture   // combined
+	streams     [2]*capture
+	leaderGone  bool // the leader exited: the group may not be signalled any more
+	stopped     bool
+	stopCause   error
+	killTimer   *time.Timer
+	stdinClosed bool
+	exit        Exit // set before done is closed
+}
+
+// Start runs cfg.Command in a new process group and returns at once. When
+// ctx ends, the process is stopped (see Stop) with Config.Grace, and the
+// stop records context.Cause(ctx). Start fails if the command cannot be
+// started (no shell, bad directory) or its output pipes cannot be made.
+func Start(ctx context.Context, cfg Config) (*Process, error) {
+	if cfg.Command == "" {
+		return nil, errors.New("proc: empty command")
+	}
+	cfg = cfg.withDefaults()
+	p := &Process{
+		cfg:     cfg,
+		done:    make(chan struct{}),
+		out:     newCapture(cfg.HeadBytes, cfg.TailBytes),
+		streams: [2]*capture{newCapture(0, cfg.StreamBytes), newCapture(0, cfg.StreamBytes)},
+	}
+	if cfg.LogPath != "" {
+		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("proc: %w", err)
+		}
+		p.log = lf
+	}
+	var closeLater, closeAfterStart []*os.File
+	fail := func(err error) (*Process, error) {
+		for _, f := range append(closeLater, closeAfterStart...) {
+			f.Close()
+		}
+		if p.log != nil {
+			p.log.close()
+		}
+		return nil, err
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			return nil, nil, fmt.Errorf("proc: pipe: %w", err)
+		}
+		return r, w, nil
+	}
+	rOut, wOut, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
+	rErr, wErr, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeLater, closeAfterStart = append(closeLater, rErr), append(closeAfterStart, wErr)
+	lifeR, lifeW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeLater, closeAfterStart = append(closeLater, lifeW), append(closeAfterStart, lifeR)
+
+	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = childEnv(cfg.Env, cfg.Secrets, cfg.KeepSecrets)
+	cmd.Stdout, cmd.Stderr = wOut, wErr
+	cmd.ExtraFiles = lifelineFiles(lifeR)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cfg.Stdin {
+		rIn, wIn, err := pipe()
+		if err != nil {
+			return fail(err)
+		}
+		closeLater, closeAfterStart = append(closeLater, wIn), append(closeAfterStart, rIn)
+		cmd.Stdin, p.stdin = rIn, wIn
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
+	}
+	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
+	if err := armLifeline(lifeR, p.pid); err != nil {
+		killGroup(p.pid, syscall.SIGKILL)
+		cmd.Wait()
+		return fail(fmt.Errorf("proc: arm lifeline: %w", err))
+	}
+	for _, f := range closeAfterStart {
+		f.Close() // the child has its copies
+	}
+
+	if ctx != nil && ctx.Done() != nil {
+		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(cfg.Grace, context.Cause(ctx)) })
+	}
+	readers := make(chan struct{}, 2)
+	go p.capture(rOut, Stdout, readers)
+	go p.capture(rErr, Stderr, readers)
+	go p.reap(rOut, rErr, readers)
+	return p, nil
+}
+
+// PID returns the process id of the group leader, which is also the group
+// id. Use it for display only: it is reused once the process is reaped.
+func (p *Process) PID() int { return p.pid }
+
+// Done returns a channel closed once the process has been reaped and its
+// output fully captured.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the process has been reaped and its output captured,
+// or ctx ends (then it returns context.Cause(ctx) and the process goes on).
+// It never hangs on pipes held by processes that left the group: those get
+// Config.WaitDelay after the leader's exit. Safe to call many times.
+func (p *Process) Wait(ctx context.Context) (Exit, error) {
+	select {
+	case <-p.done:
+		return p.exit, nil
+	case <-ctx.Done():
+		return Exit{}, context.Cause(ctx)
+	}
+}
+
+// Exit returns how the process ended, and false while it runs.
+func (p *Process) Exit() (Exit, bool) {
+	select {
+	case <-p.done:
+		return p.exit, true
+	default:
+		return Exit{}, false
+	}
+}
+
+// Written returns how many bytes of output have been captured so far.
+func (p *Process) Written() int64 { return p.written.Load() }
+
+// Stop asks the whole process group to end: SIGTERM to the group now,
+// SIGKILL to the group grace later if the leader is still running (grace
+// <= 0 sends SIGKILL at once). Whatever is left of the group when the
+// leader exits is killed then. Stop returns at once; Wait waits. It is
+// idempotent: only the first call counts, and a call after the process
+// exited does nothing.
+func (p *Process) Stop(grace time.Duration) { p.stop(grace, ErrStopped) }
+
+func (p *Process) stop(grace time.Duration, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Signalling under the lock orders it before reap marks the leader
+	// gone: a signal can never reach a group id reused after reaping.
+	if p.leaderGone || p.stopped {
+		return
+	}
+	p.stopped, p.stopCause = true, cause
+	if grace <= 0 {
+		killGroup(p.pid, syscall.SIGKILL)
+		return
+	}
+	killGroup(p.pid, syscall.SIGTERM)
+	p.killTimer = time.AfterFunc(grace, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.leaderGone {
+			killGroup(p.pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// capture copies one pipe into the buffers (and the log) until EOF.
+func (p *Process) capture(r *os.File, s Stream, done chan<- struct{}) {
+	defer func() { done <- struct{}{} }()
+	buf := make([]byte, readBufferBytes)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.record(buf[:n], s)
+		}
+		if err != nil {
+			return // io.EOF, or the pipe was closed by reap after WaitDelay
+		}
+	}
+}
+
+func (p *Process) record(b []byte, s Stream) {
+	if p.log != nil {
+		// The log lock is held across the file write so the log keeps the
+		// capture's interleaving; only the other stream's reader waits on
+		// it. Readers of the buffers take p.mu alone.
+		p.logMu.Lock()
+		defer p.logMu.Unlock()
+		defer p.log.write(b)
+	}
+	p.mu.Lock()
+	p.out.write(b)
+	p.streams[s-Stdout].write(b)
+	p.mu.Unlock()
+	p.written.Add(int64(len(b)))
+}
+
+// reap waits for the leader, kills what is left of its group, reaps the
+// leader, waits (boundedly) for the output, and publishes the exit.
+func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
+	beforeReap := waitExited(p.pid) == nil
+	if beforeReap {
+		p.leaderIsGone()
+	}
+	err := p.cmd.Wait()
+	if !beforeReap {
+		p.leaderIsGone()
+	}
+	timer := time.NewTimer(p.cfg.WaitDelay)
+	timeout := timer.C
+	for n := 0; n < 2; {
+		select {
+		case <-readers:
+			n++
+		case <-timeout:
+			// Processes that left the group still hold the pipes:
+			// closing our ends unblocks the readers.
+			rOut.Close()
+			rErr.Close()
+			timeout = nil
+		}
+	}
+	timer.Stop()
+	rOut.Close()
+	rErr.Close()
+	p.lifeline.Close()
+	if p.stdin != nil {
+		p.stdin.Close() // a blocked Input returns; Input after done fails
+	}
+	if p.stopCtx != nil {
+		p.stopCtx()
+	}
+	if p.log != nil {
+		p.logMu.Lock()
+		p.log.close()
+		p.logMu.Unlock()
+	}
+
+	p.mu.Lock()
+	e := Exit{Code: -1, Stopped: p.stopped, Cause: p.stopCause, Duration: time.Since(p.started)}
+	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
+	if p.log != nil {
+		e.LogCut = p.log.cut
+	}
+	if ps := p.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal()
+		} else {
+			e.Code = ps.ExitCode()
+		}
+	} else if err != nil {
+		e.Cause = err
+	}
+	p.exit = e
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// leaderIsGone marks the leader exited, stops the pending SIGKILL and kills
+// whatever is left of the group.
+func (p *Process) leaderIsGone() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.killTimer != nil {
+		p.killTimer.Stop()
+	}
+	if !p.leaderGone {
+		killGroup(p.pid, syscall.SIGKILL)
+		p.leaderGone = true
+	}
+}
+
+// Input writes b to the process's stdin. It blocks while the pipe is full,
+// until ctx ends (then it returns how much was written and
+// context.Cause(ctx)). It fails with ErrNoStdin without Config.Stdin, and
+// with ErrExited once the process has exited or stopped reading.
+func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
+	if p.stdin == nil {
+		return 0, ErrNoStdin
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	select {
+	case <-p.done:
+		return 0, ErrExited
+	default:
+	}
+	p.mu.Lock()
+	closed := p.stdinClosed
+	p.mu.Unlock()
+	if closed {
+		return 0, ErrInputClosed
+	}
+	stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
+	n, err := p.stdin.Write(b)
+	if !stop() {
+		p.stdin.SetWriteDeadline(time.Time{})
+		if err != nil {
+			return n, context.Cause(ctx)
+		}
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed):
+		return n, ErrExited
+	default:
+		return n, fmt.Errorf("proc: write stdin: %w", err)
+	}
+}
+
+// CloseInput closes the process's stdin, so it reads end of file. It is
+// idempotent.
+func (p *Process) CloseInput() error {
+	if p.stdin == nil {
+		return ErrNoStdin
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	p.mu.Lock()
+	already := p.stdinClosed
+	p.stdinClosed = true
+	p.mu.Unlock()
+	if already {
+		return nil
+	}
+	if err := p.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Read returns up to max bytes of stream s from cursor since on (see
+// Chunk). Cursor 0 is the first byte. Bytes no longer held are reported
+// in Chunk.Skipped, never silently dropped. It does not block.
+func (p *Process) Read(s Stream, since int64, max int) Chunk {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.captureOf(s).read(since, max)
+}
+
+// TailLines returns the last n lines of stream s that are held, at most
+// max bytes.
+func (p *Process) TailLines(s Stream, n, max int) Chunk {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.captureOf(s).tail(n, max)
+}
+
+// tailPeekBytes bounds Tail, which Peek uses.
+const tailPeekBytes = 16 << 10
+
+// Tail returns the last n lines of the combined output, cleaned for a
+// model (see Clean), at most 16 KiB of it. It makes *Process a task.Output.
+func (p *Process) Tail(n int) string {
+	return Clean(p.TailLines(Combined, n, tailPeekBytes).Data)
+}
+
+func (p *Process) captureOf(s Stream) *capture {
+	switch s {
+	case Stdout, Stderr:
+		return p.streams[s-Stdout]
+	default:
+		return p.out
+	}
+}

@@ -1,0 +1,350 @@
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+)
+
+func TestStopKillsTheWholeGroup(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "sleep 1000 & sleep 1000 & wait"})
+	waitGroupSize(t, p.PID(), 3, false, 5*time.Second)
+	p.Stop(3 * time.Second)
+	e := mustWait(t, p)
+	if !e.Stopped || e.Signal != syscall.SIGTERM {
+		t.Errorf("Exit = %+v, want stopped by SIGTERM", e)
+	}
+	if !errors.Is(e.Err(), proc.ErrStopped) {
+		t.Errorf("Exit.Err() = %v, want it to wrap ErrStopped", e.Err())
+	}
+	if m := groupMembers(t, p.PID()); len(m) != 0 {
+		t.Errorf("after Stop and Wait, group %d still has %v", p.PID(), m)
+	}
+}
+
+// The reference systems killed only the sh and left its children running.
+func TestLeaderExitingKillsWhatIsLeft(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "sleep 1000 & (sleep 1000; echo never) & echo started; exit 0"})
+	e := mustWait(t, p) // must not hang on the pipes the sleeps hold
+	if e.Code != 0 || e.Stopped || e.Signal != 0 {
+		t.Errorf("Exit = %+v, want a clean exit 0", e)
+	}
+	if m := groupMembers(t, p.PID()); len(m) != 0 {
+		t.Errorf("after the leader exited, group %d still has %v", p.PID(), m)
+	}
+	if got := string(p.Read(proc.Combined, 0, 100).Data); got != "started\n" {
+		t.Errorf("output = %q, want %q", got, "started\n")
+	}
+}
+
+func TestWaitDoesNotHangOnEscapedPipeHolders(t *testing.T) {
+	// setsid puts a process in a new session and group: out of our reach,
+	// holding our stdout. Wait gives it WaitDelay and returns.
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid(1) not installed")
+	}
+	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
+	cmd := "setsid sh -c 'echo $$ > " + pidFile + "; exec sleep 30' & " +
+		"while [ ! -s " + pidFile + " ]; do sleep 0.01; done; echo spawned"
+	p := mustStart(t, proc.Config{Command: cmd, WaitDelay: 300 * time.Millisecond})
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	start := time.Now()
+	e := mustWait(t, p)
+	d := time.Since(start)
+	if d < 250*time.Millisecond || d > 5*time.Second {
+		t.Errorf("Wait took %v with an escaped pipe holder, want about the 300ms WaitDelay", d)
+	}
+	if e.Code != 0 || string(p.Read(proc.Combined, 0, 100).Data) != "spawned\n" {
+		t.Errorf("Exit = %+v, output %q", e, p.Read(proc.Combined, 0, 100).Data)
+	}
+}
+
+func TestIgnoringSIGTERMGetsSIGKILLAfterGrace(t *testing.T) {
+	p := mustStart(t, helperConfig("ignore-term"))
+	readUntil(t, p, "ignoring SIGTERM")
+	start := time.Now()
+	p.Stop(300 * time.Millisecond)
+	e := mustWait(t, p)
+	if e.Signal != syscall.SIGKILL || !e.Stopped {
+		t.Errorf("Exit = %+v, want stopped by SIGKILL", e)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("killed after %v, before the grace period", d)
+	}
+}
+
+func TestStopIsIdempotentAndHarmlessAfterExit(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "exit 0"})
+	mustWait(t, p)
+	p.Stop(0)
+	p.Stop(time.Second)
+	if e, _ := p.Exit(); e.Stopped {
+		t.Errorf("Stop after exit marked the process stopped: %+v", e)
+	}
+}
+
+func TestContextEndingStopsWithItsCause(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	p, err := proc.Start(ctx, proc.Config{Command: "sleep 1000", Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := errors.New("task cancelled")
+	cancel(why)
+	e := mustWait(t, p)
+	if !e.Stopped || !errors.Is(e.Err(), why) {
+		t.Errorf("Exit = %+v (err %v), want stopped with the cause", e, e.Err())
+	}
+}
+
+func TestExitCodesAndSignals(t *testing.T) {
+	for _, tc := range []struct {
+		cmd    string
+		code   int
+		signal syscall.Signal
+		err    string
+	}{
+		{"exit 0", 0, 0, ""},
+		{"exit 7", 7, 0, "exit status 7"},
+		{"kill -SEGV $$", -1, syscall.SIGSEGV, "killed by SIGSEGV"},
+		{"kill -KILL $$", -1, syscall.SIGKILL, "killed by SIGKILL"},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			e := mustWait(t, mustStart(t, proc.Config{Command: tc.cmd}))
+			if e.Code != tc.code || e.Signal != tc.signal || e.Stopped {
+				t.Errorf("Exit = %+v, want code %d signal %v not stopped", e, tc.code, tc.signal)
+			}
+			err := e.Err()
+			if tc.err == "" {
+				if err != nil {
+					t.Errorf("Err() = %v, want nil", err)
+				}
+				return
+			}
+			var ee *proc.ExitError
+			if !errors.As(err, &ee) || err.Error() != tc.err {
+				t.Errorf("Err() = %v, want *ExitError %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestStdinEchoAndWritesAfterExit(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "cat", Stdin: true})
+	if _, err := p.Input(t.Context(), []byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, p, "hello\n")
+	if err := p.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CloseInput(); err != nil {
+		t.Errorf("second CloseInput() = %v, want nil", err)
+	}
+	if e := mustWait(t, p); e.Code != 0 {
+		t.Errorf("cat after EOF: %+v", e)
+	}
+	if _, err := p.Input(t.Context(), []byte("late")); !errors.Is(err, proc.ErrExited) {
+		t.Errorf("Input after exit = %v, want ErrExited", err)
+	}
+	q := mustStart(t, proc.Config{Command: "true"})
+	if _, err := q.Input(t.Context(), []byte("x")); !errors.Is(err, proc.ErrNoStdin) {
+		t.Errorf("Input without Stdin = %v, want ErrNoStdin", err)
+	}
+}
+
+func TestInputGivesUpWhenItsContextEnds(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "sleep 1000", Stdin: true}) // never reads
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	n, err := p.Input(ctx, make([]byte, 1<<20)) // more than a pipe holds
+	if !errors.Is(err, context.DeadlineExceeded) || n >= 1<<20 {
+		t.Errorf("Input() = %d, %v; want a partial write and DeadlineExceeded", n, err)
+	}
+}
+
+func TestSecretsAreScrubbedFromTheEnvironment(t *testing.T) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "OPENAI_API_KEY=sk-1", "ANTHROPIC_API_KEY=sk-2", "MY_TOKEN=t", "KEEP=me"}
+	p := mustStart(t, proc.Config{Command: "env", Env: env, Secrets: []string{"MY_TOKEN"}})
+	mustWait(t, p)
+	out := string(p.Read(proc.Combined, 0, 1<<20).Data)
+	for _, secret := range []string{"sk-1", "sk-2", "MY_TOKEN"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("child saw %s:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "KEEP=me") {
+		t.Errorf("child lost KEEP:\n%s", out)
+	}
+	q := mustStart(t, proc.Config{Command: "env", Env: env, KeepSecrets: true})
+	mustWait(t, q)
+	if !strings.Contains(string(q.Read(proc.Combined, 0, 1<<20).Data), "OPENAI_API_KEY=sk-1") {
+		t.Error("KeepSecrets did not pass the key through")
+	}
+}
+
+func TestStreamsAreSeparateAndInterleaved(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "echo out1; echo err1 >&2; sleep 0.05; echo out2"})
+	mustWait(t, p)
+	for _, tc := range []struct {
+		s    proc.Stream
+		want string
+	}{
+		{proc.Stdout, "out1\nout2\n"},
+		{proc.Stderr, "err1\n"},
+	} {
+		if got := string(p.Read(tc.s, 0, 100).Data); got != tc.want {
+			t.Errorf("Read(stream %d) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+	if got := string(p.Read(proc.Combined, 0, 100).Data); !strings.HasSuffix(got, "out2\n") || len(got) != 15 {
+		t.Errorf("Read(Combined) = %q", got)
+	}
+	if e, _ := p.Exit(); e.Stdout != 10 || e.Stderr != 5 || e.Bytes != 15 {
+		t.Errorf("Exit byte counts = %+v", e)
+	}
+}
+
+func TestWorkingDirectoryAndStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	p := mustStart(t, proc.Config{Command: "pwd", Dir: dir})
+	mustWait(t, p)
+	if got := strings.TrimSpace(string(p.Read(proc.Combined, 0, 1000).Data)); got != dir {
+		t.Errorf("pwd = %q, want %q", got, dir)
+	}
+	for _, cfg := range []proc.Config{
+		{Command: ""},
+		{Command: "true", Dir: filepath.Join(dir, "missing")},
+		{Command: "true", Shell: []string{filepath.Join(dir, "no-shell"), "-c"}},
+		{Command: "true", LogPath: filepath.Join(dir, "missing", "log")},
+	} {
+		if _, err := proc.Start(t.Context(), cfg); err == nil {
+			t.Errorf("Start(%+v) = nil error", cfg)
+		}
+	}
+}
+
+// The lifeline must reach the child at its documented descriptor, leaving
+// 3–9 free for scripts. (Descriptors the host itself inherited without
+// close-on-exec pass through os/exec, so only these are checked.)
+func TestChildGetsTheLifelineAtTen(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "ls /proc/$$/fd"})
+	mustWait(t, p)
+	fds := map[string]bool{}
+	for _, fd := range strings.Fields(string(p.Read(proc.Combined, 0, 1000).Data)) {
+		fds[fd] = true
+	}
+	for _, fd := range []string{"0", "1", "2", "10"} {
+		if !fds[fd] {
+			t.Errorf("child lacks descriptor %s: %v", fd, fds)
+		}
+	}
+	for fd := 3; fd <= 9; fd++ {
+		if fds[strconv.Itoa(fd)] {
+			t.Errorf("child has descriptor %d open: %v", fd, fds)
+		}
+	}
+}
+
+func TestHostDeathKillsEveryGroup(t *testing.T) {
+	host := exec.Command(os.Args[0], "host", "3")
+	host.Env = append(os.Environ(), helperEnv+"=1")
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var groups []int
+	for line := range lines(out) {
+		if line == "ready" {
+			break
+		}
+		g, err := strconv.Atoi(line)
+		if err != nil {
+			t.Fatalf("host said %q", line)
+		}
+		groups = append(groups, g)
+	}
+	t.Cleanup(func() {
+		for _, g := range groups {
+			syscall.Kill(-g, syscall.SIGKILL)
+		}
+	})
+	if len(groups) != 3 {
+		host.Process.Kill()
+		host.Wait()
+		t.Fatalf("host started %d shells, want 3", len(groups))
+	}
+	for _, g := range groups {
+		waitGroupSize(t, g, 3, false, 5*time.Second) // sh and two sleeps
+	}
+	host.Process.Signal(syscall.SIGKILL)
+	host.Wait()
+	for _, g := range groups {
+		d := waitGroupSize(t, g, 0, true, 2*time.Second)
+		t.Logf("group %d gone %v after the host was killed", g, d)
+	}
+}
+
+// A child printing 1 GiB must not grow the host's memory beyond the
+// configured caps, and the log file stops at its cap and says so.
+func TestPrintingAGigabyteStaysBounded(t *testing.T) {
+	const total = 1 << 30
+	logPath := filepath.Join(t.TempDir(), "out.log")
+	cfg := helperConfig("print", strconv.Itoa(total))
+	cfg.LogPath, cfg.LogMaxBytes = logPath, 4<<20
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	p := mustStart(t, cfg)
+	e := mustWait(t, p)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if e.Code != 0 || e.Bytes != total {
+		t.Fatalf("Exit = %+v, want code 0 and %d bytes", e, total)
+	}
+	// Buffers: 64 KiB head, 1 MiB ring, 2 × 256 KiB stream rings, 2 × 64
+	// KiB read buffers. Allocation must not grow with the output.
+	caps := uint64(64<<10 + 1<<20 + 2*256<<10 + 2*64<<10)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > caps+1<<20 {
+		t.Errorf("allocated %d bytes while capturing 1 GiB, want at most the caps (%d) plus 1 MiB", alloc, caps)
+	}
+	info, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size() < 4<<20 || info.Size() > 4<<20+200 {
+		t.Errorf("log file is %d bytes, want its 4 MiB cap plus a note", info.Size())
+	}
+	if e.LogCut != total-4<<20 {
+		t.Errorf("LogCut = %d, want %d", e.LogCut, total-4<<20)
+	}
+	tail := make([]byte, 200)
+	f, _ := os.Open(logPath)
+	defer f.Close()
+	n, _ := f.ReadAt(tail, info.Size()-200)
+	if !strings.Contains(string(tail[:n]), "log cut") {
+		t.Errorf("log file does not end with the cut note: %q", tail[:n])
+	}
+	if got := p.Read(proc.Combined, 0, 10); string(got.Data) != "0123456789" {
+		t.Errorf("head lost: %q", got.Data)
+	}
+}

@@ -8,26 +8,53 @@ import "bytes"
 // for "everything since c" and learn exactly how much it missed when the
 // ring moved on. It is not safe for concurrent use; Process guards it.
 type capture struct {
-	head  []byte // the first cap(head) bytes of the stream
-	ring  []byte // the last len(ring) bytes, circularly: byte at cursor c is ring[c % len(ring)]
+	head  []byte // the first cap(head) bytes of the stream; grows to headCap
+	ring  []byte // the last bytes: byte at cursor c is ring[c % size]; grows to size
+	size  int64  // the ring's capacity
+	limit int    // the head's capacity
 	total int64  // bytes written so far: the cursor after the last byte
 }
 
+// Both buffers grow on demand, doubling from minGrow, so a command that
+// prints a line costs a few KiB, not the caps.
+const minGrow = 4 << 10
+
 func newCapture(headBytes, tailBytes int) *capture {
-	return &capture{head: make([]byte, 0, headBytes), ring: make([]byte, max(tailBytes, 1))}
+	return &capture{limit: headBytes, size: int64(max(tailBytes, 1))}
+}
+
+// grown returns b with room for n more bytes, capacity at most limit.
+func grown(b []byte, n, limit int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	c := min(limit, max(2*cap(b), len(b)+n, minGrow))
+	nb := make([]byte, len(b), c)
+	copy(nb, b)
+	return nb
 }
 
 func (c *capture) write(p []byte) {
-	if room := cap(c.head) - len(c.head); room > 0 {
-		c.head = append(c.head, p[:min(room, len(p))]...)
+	if room := c.limit - len(c.head); room > 0 {
+		n := min(room, len(p))
+		c.head = append(grown(c.head, n, c.limit), p[:n]...)
 	}
-	size := int64(len(c.ring))
-	if int64(len(p)) > size { // only the last len(ring) bytes can stay
-		c.total += int64(len(p)) - size
-		p = p[int64(len(p))-size:]
+	if int64(len(p)) > c.size { // only the last size bytes can stay
+		skip := int64(len(p)) - c.size
+		c.total += skip
+		p = p[skip:]
+		if int64(len(c.ring)) < c.size { // jumped past the growing phase
+			c.ring = make([]byte, c.size)
+		}
+	}
+	if fill := c.size - int64(len(c.ring)); fill > 0 && c.total == int64(len(c.ring)) {
+		n := int(min(fill, int64(len(p))))
+		c.ring = append(grown(c.ring, n, int(c.size)), p[:n]...)
+		c.total += int64(n)
+		p = p[n:]
 	}
 	for len(p) > 0 {
-		off := int(c.total % size)
+		off := c.total % c.size
 		n := copy(c.ring[off:], p)
 		p = p[n:]
 		c.total += int64(n)
@@ -36,7 +63,7 @@ func (c *capture) write(p []byte) {
 
 // ringStart is the cursor of the oldest byte the ring holds.
 func (c *capture) ringStart() int64 {
-	return max(0, c.total-int64(len(c.ring)))
+	return c.total - int64(len(c.ring))
 }
 
 // Chunk is a piece of output returned by a read.
@@ -73,7 +100,7 @@ func (c *capture) read(since int64, limit int) Chunk {
 // copyRing copies the held bytes [from, to) into a new slice.
 func (c *capture) copyRing(from, to int64) []byte {
 	out := make([]byte, to-from)
-	size := int64(len(c.ring))
+	size := c.size
 	for n := 0; from < to; {
 		off := from % size
 		k := copy(out[n:], c.ring[off:min(size, off+to-from)])

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -64,12 +65,9 @@ func armLifeline(r *os.File, pgid int) error {
 			ferr = fmt.Errorf("F_SETOWN: %w", e)
 			return
 		}
-		fl, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
-		if e != 0 {
-			ferr = fmt.Errorf("F_GETFL: %w", e)
-			return
-		}
-		if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, fl|syscall.O_ASYNC); e != 0 {
+		// The read end is a plain blocking descriptor (see pipe): O_ASYNC is
+		// its only status flag, so there is nothing to read back first.
+		if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, syscall.O_ASYNC); e != 0 {
 			ferr = fmt.Errorf("F_SETFL O_ASYNC: %w", e)
 		}
 	})
@@ -82,7 +80,7 @@ func armLifeline(r *os.File, pgid int) error {
 // killGroup signals every process of group pgid. A group that is already
 // gone is not an error.
 func killGroup(pgid int, sig syscall.Signal) error {
-	if err := syscall.Kill(-pgid, sig); err != nil && err != syscall.ESRCH {
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
 	return nil

@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"fmt"
+	"os"
 	"syscall"
 	"unsafe"
 )
@@ -23,4 +25,22 @@ func waitExited(pid int) error {
 			return errno
 		}
 	}
+}
+
+// pipe returns a close-on-exec pipe. Only the ends we read or write
+// ourselves and must be able to interrupt (by Close or a deadline) are put
+// in non-blocking mode and registered with Go's poller; the ends a child
+// inherits stay plain, which saves a third of the cost of os.Pipe.
+func pipe(pollRead, pollWrite bool) (r, w *os.File, err error) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("proc: pipe: %w", err)
+	}
+	file := func(fd int, poll bool, name string) *os.File {
+		if poll {
+			syscall.SetNonblock(fd, true) // os.NewFile then registers it with the poller
+		}
+		return os.NewFile(uintptr(fd), name)
+	}
+	return file(fds[0], pollRead, "|0"), file(fds[1], pollWrite, "|1"), nil
 }

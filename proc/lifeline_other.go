@@ -2,7 +2,11 @@
 
 package proc
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"os"
+)
 
 var errNoWaitid = errors.New("waitid with WNOWAIT is not used on this platform")
 
@@ -10,3 +14,12 @@ var errNoWaitid = errors.New("waitid with WNOWAIT is not used on this platform")
 // left of its group killed right after, which leaves a window of
 // microseconds in which a reused group id could be hit. Linux avoids it.
 func waitExited(pid int) error { return errNoWaitid }
+
+// pipe returns a close-on-exec pipe whose ends Go's poller manages.
+func pipe(pollRead, pollWrite bool) (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("proc: pipe: %w", err)
+	}
+	return r, w, nil
+}

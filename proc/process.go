@@ -138,7 +138,7 @@ type Process struct {
 	written  atomic.Int64 // bytes captured so far, for cheap polling
 
 	logMu sync.Mutex // serialises capture and log writes when logging, so the log keeps the capture's order
-	log   *logFile   // guarded by logMu
+	log   *logFile   // nil without Config.LogPath; its write and close are guarded by logMu
 
 	inMu  sync.Mutex // serialises writes to stdin
 	stdin *os.File   // write end of the child's stdin; nil without Config.Stdin
@@ -186,24 +186,17 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		}
 		return nil, err
 	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err != nil {
-			return nil, nil, fmt.Errorf("proc: pipe: %w", err)
-		}
-		return r, w, nil
-	}
-	rOut, wOut, err := pipe()
+	rOut, wOut, err := pipe(true, false)
 	if err != nil {
 		return fail(err)
 	}
 	closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
-	rErr, wErr, err := pipe()
+	rErr, wErr, err := pipe(true, false)
 	if err != nil {
 		return fail(err)
 	}
 	closeLater, closeAfterStart = append(closeLater, rErr), append(closeAfterStart, wErr)
-	lifeR, lifeW, err := pipe()
+	lifeR, lifeW, err := pipe(false, false)
 	if err != nil {
 		return fail(err)
 	}
@@ -216,7 +209,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	cmd.ExtraFiles = lifelineFiles(lifeR)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cfg.Stdin {
-		rIn, wIn, err := pipe()
+		rIn, wIn, err := pipe(false, true)
 		if err != nil {
 			return fail(err)
 		}
@@ -314,11 +307,16 @@ func (p *Process) stop(grace time.Duration, cause error) {
 // capture copies one pipe into the buffers (and the log) until EOF.
 func (p *Process) capture(r *os.File, s Stream, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
-	buf := make([]byte, readBufferBytes)
+	// Start small and double while reads fill the buffer: a chatty child
+	// gets large reads, a quiet one costs little.
+	buf := make([]byte, minGrow)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			p.record(buf[:n], s)
+			if n == len(buf) && len(buf) < readBufferBytes {
+				buf = make([]byte, 2*len(buf))
+			}
 		}
 		if err != nil {
 			return // io.EOF, or the pipe was closed by reap after WaitDelay
@@ -328,12 +326,12 @@ func (p *Process) capture(r *os.File, s Stream, done chan<- struct{}) {
 
 func (p *Process) record(b []byte, s Stream) {
 	if p.log != nil {
-		// The log lock is held across the file write so the log keeps the
-		// capture's interleaving; only the other stream's reader waits on
-		// it. Readers of the buffers take p.mu alone.
+		// The log lock orders chunks in the log as in the capture; queueing
+		// a chunk for the log's goroutine is a copy, or a wait when the disk
+		// is behind. Readers of the buffers take p.mu alone.
 		p.logMu.Lock()
 		defer p.logMu.Unlock()
-		defer p.log.write(b)
+		p.log.write(b)
 	}
 	p.mu.Lock()
 	p.out.write(b)
@@ -377,18 +375,17 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if p.stopCtx != nil {
 		p.stopCtx()
 	}
+	var logCut int64
 	if p.log != nil {
 		p.logMu.Lock()
-		p.log.close()
+		logCut = p.log.close()
 		p.logMu.Unlock()
 	}
 
 	p.mu.Lock()
 	e := Exit{Code: -1, Stopped: p.stopped, Cause: p.stopCause, Duration: time.Since(p.started)}
 	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
-	if p.log != nil {
-		e.LogCut = p.log.cut
-	}
+	e.LogCut = logCut
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()

@@ -62,6 +62,7 @@ func TestViewsSeeOnlyTheirOwnersTasks(t *testing.T) {
 			"Peek":   func(v *task.View, id string) error { _, err := v.Peek(id, 0); return err },
 			"Cancel": func(v *task.View, id string) error { _, err := v.Cancel(id); return err },
 			"Done":   func(v *task.View, id string) error { _, err := v.Done(id); return err },
+			"Output": func(v *task.View, id string) error { _, err := v.Output(id); return err },
 			"Wait": func(v *task.View, id string) error {
 				_, err := v.Wait(ctx, []string{id}, task.Any)
 				return err

@@ -42,6 +42,20 @@ func (v *View) Info(id string) (Info, error) { return v.tb.info(v.owner, true, i
 // nothing. It calls the task's History or Output without table locks.
 func (v *View) Peek(id string, n int) (Peek, error) { return v.tb.peek(v.owner, true, id, n) }
 
+// Output returns what one of the owner's tasks attached with
+// Handle.AttachOutput, or nil if it attached nothing (yet: a queued shell
+// has no output). Callers type-assert it to the richer type they expect,
+// such as *proc.Process; the view keeps the lookup scoped to the owner.
+func (v *View) Output(id string) (Output, error) {
+	v.tb.mu.Lock()
+	defer v.tb.mu.Unlock()
+	t, err := v.tb.lookupLocked(v.owner, true, id)
+	if err != nil {
+		return nil, err
+	}
+	return t.output, nil
+}
+
 // Cancel cancels one of the owner's tasks with cause ErrCanceled and
 // returns at once: a queued task ends canceled now, a running one when its
 // function returns. It is idempotent. alreadyFinished reports whether the

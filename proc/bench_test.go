@@ -1,0 +1,110 @@
+package proc_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/offstage/offstage/proc"
+)
+
+// Benchmark names are fixed so results can be compared over time; run them
+// with: go test -run '^$' -bench . ./proc/
+
+// BenchmarkSpawnRaw is the yardstick: os/exec runs sh -c true.
+func BenchmarkSpawnRaw(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSpawn: ours, start and wait, with its group, capture and
+// lifeline.
+func BenchmarkSpawn(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		p, err := proc.Start(ctx, proc.Config{Command: "true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+	}
+}
+
+const captureBytes = 256 << 20
+
+// BenchmarkCaptureRaw: read a child's 256 MiB of output straight from the
+// pipe, 64 KiB at a time, and throw it away.
+func BenchmarkCaptureRaw(b *testing.B) {
+	b.SetBytes(captureBytes)
+	for b.Loop() {
+		cmd := exec.Command(os.Args[0], "print", strconv.Itoa(captureBytes))
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, onlyReader{out}, make([]byte, 64<<10))
+		if err != nil || n != captureBytes {
+			b.Fatalf("read %d bytes, %v", n, err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// onlyReader hides WriterTo so io.CopyBuffer uses the buffer.
+type onlyReader struct{ io.Reader }
+
+func benchCapture(b *testing.B, logPath string) {
+	b.SetBytes(captureBytes)
+	ctx := context.Background()
+	cfg := helperConfig("print", strconv.Itoa(captureBytes))
+	cfg.LogPath, cfg.LogMaxBytes = logPath, captureBytes
+	for b.Loop() {
+		p, err := proc.Start(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 || e.Bytes != captureBytes || e.LogCut != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+	}
+}
+
+// BenchmarkCapture: ours, memory only (head and rings).
+func BenchmarkCapture(b *testing.B) { benchCapture(b, "") }
+
+// BenchmarkCaptureLog: ours, memory and a log file that keeps everything.
+func BenchmarkCaptureLog(b *testing.B) {
+	benchCapture(b, filepath.Join(b.TempDir(), "out.log"))
+}
+
+// BenchmarkStop: a child that obeys SIGTERM; Stop until it is reaped.
+func BenchmarkStop(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		b.StopTimer()
+		p, err := proc.Start(ctx, proc.Config{Command: "exec sleep 1000"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		p.Stop(proc.Config{}.Grace)
+		if e, _ := p.Wait(ctx); e.Signal == 0 {
+			b.Fatalf("exit %+v, want killed by SIGTERM", e)
+		}
+	}
+}

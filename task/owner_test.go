@@ -35,19 +35,13 @@ func TestViewsSeeOnlyTheirOwnersTasks(t *testing.T) {
 		synctest.Wait()
 		sub := tb.View(agent)
 
-		listIDs := func(infos []task.Info) (out []string) {
-			for _, i := range infos {
-				out = append(out, i.ID)
-			}
-			return out
-		}
-		if diff := cmp.Diff([]string{agent}, listIDs(top.List())); diff != "" {
+		if diff := cmp.Diff([]string{agent}, infoIDs(top.List())); diff != "" {
 			t.Errorf("top.List() (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]string{child}, listIDs(sub.List())); diff != "" {
+		if diff := cmp.Diff([]string{child}, infoIDs(sub.List())); diff != "" {
 			t.Errorf("sub.List() (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]string{agent, child}, listIDs(tb.List())); diff != "" {
+		if diff := cmp.Diff([]string{agent, child}, infoIDs(tb.List())); diff != "" {
 			t.Errorf("tb.List() (-want +got):\n%s", diff)
 		}
 		if info, _ := tb.Info(child); info.Owner != agent {

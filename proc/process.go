@@ -58,37 +58,40 @@ type Config struct {
 	WaitDelay time.Duration
 }
 
+// Defaults of Config.
 const (
-	defaultHeadBytes   = 64 << 10
-	defaultTailBytes   = 1 << 20
-	defaultStreamBytes = 256 << 10
-	defaultLogMaxBytes = 64 << 20
-	defaultGrace       = 3 * time.Second
-	defaultWaitDelay   = 2 * time.Second
-	readBufferBytes    = 64 << 10
+	DefaultHeadBytes   = 64 << 10
+	DefaultTailBytes   = 1 << 20
+	DefaultStreamBytes = 256 << 10
+	DefaultLogMaxBytes = 64 << 20
+	DefaultGrace       = 3 * time.Second
+	DefaultWaitDelay   = 2 * time.Second
 )
+
+// readBufferBytes is the largest read from a pipe.
+const readBufferBytes = 64 << 10
 
 func (c Config) withDefaults() Config {
 	if len(c.Shell) == 0 {
 		c.Shell = []string{"/bin/sh", "-c"}
 	}
 	if c.HeadBytes <= 0 {
-		c.HeadBytes = defaultHeadBytes
+		c.HeadBytes = DefaultHeadBytes
 	}
 	if c.TailBytes <= 0 {
-		c.TailBytes = defaultTailBytes
+		c.TailBytes = DefaultTailBytes
 	}
 	if c.StreamBytes <= 0 {
-		c.StreamBytes = defaultStreamBytes
+		c.StreamBytes = DefaultStreamBytes
 	}
 	if c.LogMaxBytes <= 0 {
-		c.LogMaxBytes = defaultLogMaxBytes
+		c.LogMaxBytes = DefaultLogMaxBytes
 	}
 	if c.Grace <= 0 {
-		c.Grace = defaultGrace
+		c.Grace = DefaultGrace
 	}
 	if c.WaitDelay <= 0 {
-		c.WaitDelay = defaultWaitDelay
+		c.WaitDelay = DefaultWaitDelay
 	}
 	return c
 }

@@ -1,0 +1,45 @@
+// Package tools gives a model the tools to run and steer background work:
+// bash, task_list, task_inspect, task_output, task_wait, task_cancel and
+// task_input. The agent runtime and the MCP server serve these same tools;
+// this package depends on neither.
+//
+// A Tool has a name, a description (an embedded .md file beside its .go,
+// whose promises a test checks against the code), the JSON Schema of its
+// input (generated from a Go struct) and a Call:
+//
+//	set := tools.New(tools.Config{Process: proc.Config{Dir: workdir}})
+//	view := table.View("") // the caller: the top level, or an agent task
+//	res, err := set.Tool("bash").Call(ctx, view, json.RawMessage(`{"command": "make test", "run_in_background": true}`))
+//	// res.Text: {"task_id":"shell:1","status":"running","output_bytes":0,"note":"Started in the background as shell:1. …"}
+//
+// # Scoping
+//
+// Every call acts through the caller's task.View, so a tool can only see,
+// read, wait on, write to and cancel tasks its caller started. An id of
+// another owner's task is refused with an error result that says so, and
+// the refused call has no side effect.
+//
+// # Results and errors
+//
+// Results are compact JSON objects with stable field names (see the
+// *Output types). Every free-text field is capped and says when it was cut
+// ("…(+N more bytes)", "…(N earlier bytes)"), and a whole result never
+// exceeds Config.ResultBudget (16 KiB). A mistake the model can fix (bad
+// JSON, a wrong type, a missing field, an unknown or foreign id, a shell
+// that is not interactive) is a Result with IsError set and one sentence
+// saying how to fix the call; a Go error means the runtime itself failed.
+//
+// # Exactly once
+//
+// A finished task's result reaches the conversation once. task_wait, a
+// foreground bash command and task_inspect of a finished task take the
+// result (task.View.Wait), so the runtime's reflow will not repeat it; a
+// result reflowed earlier is reported as delivered before, without its
+// text.
+//
+// # Concurrency properties
+//
+// A Set and its tools are safe for concurrent use by many callers. The set
+// keeps one piece of state: where each caller last stopped reading each
+// task's output (bounded; the oldest are forgotten).
+package tools

@@ -1,0 +1,247 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+)
+
+// Config configures a Set. The zero value gives the documented defaults.
+type Config struct {
+	// Process is the template for every shell the bash tool starts: shell,
+	// working directory, environment, secrets, capture sizes. Its Command
+	// and Stdin are set per call.
+	Process proc.Config
+	// ResultBudget caps the JSON text of any one result. Default 16 KiB.
+	ResultBudget int
+}
+
+// Defaults and caps the descriptions promise; a test checks that the
+// descriptions say these numbers.
+const (
+	defaultBudget       = 16 << 10
+	defaultYieldSeconds = 30  // bash: a foreground command is adopted after this
+	defaultWaitSeconds  = 30  // task_wait
+	maxWaitSeconds      = 300 // task_wait clamps to this
+	maxWaitIDs          = 20  // task_wait
+	defaultRecent       = 10  // task_inspect: blocks or lines
+	maxRecent           = 50
+	outputBytes         = 8 << 10 // task_output: bytes of output per call
+	tailBytes           = 2 << 10 // output tails in snapshots
+	resultBytes         = 4 << 10 // a finished task's result text
+	fieldBytes          = 512     // labels, activities, errors
+	maxListed           = 100     // task_list
+	inputTimeout        = 5 * time.Second
+	maxCursors          = 4096
+)
+
+// Set is the model's toolset: bash, task_list, task_inspect, task_output,
+// task_wait, task_cancel, task_input. One Set serves many callers; each
+// call acts only through the caller's task.View. Its methods are safe for
+// concurrent use.
+type Set struct {
+	cfg   Config
+	tools []*Tool
+
+	mu      sync.Mutex
+	cursors map[cursorKey]int64 // guarded by mu; where each caller last stopped reading each task's output
+	order   []cursorKey         // guarded by mu; insertion order, to bound cursors
+}
+
+type cursorKey struct{ owner, id string }
+
+// New returns a Set.
+func New(cfg Config) *Set {
+	if cfg.ResultBudget <= 0 {
+		cfg.ResultBudget = defaultBudget
+	}
+	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64)}
+	b := cfg.ResultBudget
+	s.tools = []*Tool{
+		newTool("bash", bashMD, b, s.bash),
+		newTool("task_list", taskListMD, b, s.taskList),
+		newTool("task_inspect", taskInspectMD, b, s.taskInspect),
+		newTool("task_output", taskOutputMD, b, s.taskOutput),
+		newTool("task_wait", taskWaitMD, b, s.taskWait),
+		newTool("task_cancel", taskCancelMD, b, s.taskCancel),
+		newTool("task_input", taskInputMD, b, s.taskInput),
+	}
+	return s
+}
+
+// Tools returns the tools, in a stable order.
+func (s *Set) Tools() []*Tool { return s.tools }
+
+// Tool returns the tool called name, or nil.
+func (s *Set) Tool(name string) *Tool {
+	for _, t := range s.tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// cursor returns where owner last stopped reading id's output.
+func (s *Set) cursor(owner, id string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cursors[cursorKey{owner, id}]
+}
+
+// setCursor records where owner stopped reading id's output. The oldest
+// cursors are forgotten beyond maxCursors (their next read starts over).
+func (s *Set) setCursor(owner, id string, c int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := cursorKey{owner, id}
+	if _, ok := s.cursors[k]; !ok {
+		s.order = append(s.order, k)
+		if len(s.order) > maxCursors {
+			delete(s.cursors, s.order[0])
+			s.order = s.order[1:]
+		}
+	}
+	s.cursors[k] = c
+}
+
+// resolve turns what the model sent into one of the caller's task ids. It
+// accepts surrounding white space and a bare number N for the caller's
+// task KIND:N (numbers are unique in a table, so this is unambiguous).
+func resolve(v *task.View, raw string) (string, error) {
+	id := strings.TrimSpace(raw)
+	if id == "" {
+		return "", fail("task_id is empty; pass an id such as shell:3 from task_list.")
+	}
+	if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+		suffix := ":" + strconv.FormatUint(n, 10)
+		for _, info := range v.List() {
+			if strings.HasSuffix(info.ID, suffix) {
+				return info.ID, nil
+			}
+		}
+		for _, kind := range []string{"shell", "agent"} {
+			if _, err := v.Info(kind + suffix); errors.Is(err, task.ErrNotOwner) {
+				return "", idFail(kind+suffix, err)
+			}
+		}
+		return "", fail("You have no task numbered %s; task_list shows your tasks.", id)
+	}
+	if _, err := v.Info(id); err != nil {
+		return "", idFail(id, err)
+	}
+	return id, nil
+}
+
+// idFail turns a table error about id into a sentence for the model.
+func idFail(id string, err error) error {
+	switch {
+	case errors.Is(err, task.ErrNotOwner):
+		return fail("%s belongs to another agent; you can only act on tasks you started (task_list shows them).", id)
+	case errors.Is(err, task.ErrNotFound):
+		return fail("There is no task %q (it never existed or was cleared after it finished); task_list shows your tasks.", shorten(id, 80))
+	}
+	return err
+}
+
+// TaskInfo is how the tools show a task.
+type TaskInfo struct {
+	ID            string  `json:"task_id"`
+	Kind          string  `json:"kind"`
+	Label         string  `json:"label"`
+	Status        string  `json:"status"`
+	AgeSeconds    float64 `json:"age_seconds"`
+	Iteration     int     `json:"iteration,omitempty"`
+	Activity      string  `json:"activity,omitempty"`
+	SilentSeconds float64 `json:"silent_seconds,omitempty"`
+	ExitCode      *int    `json:"exit_code,omitempty"`
+}
+
+func infoOf(i task.Info, now time.Time) TaskInfo {
+	out := TaskInfo{
+		ID: i.ID, Kind: i.Kind, Label: shorten(i.Label, fieldBytes), Status: i.State.String(),
+		AgeSeconds: seconds(now.Sub(i.Created)), Iteration: i.Iteration,
+		Activity: shorten(i.Activity, fieldBytes),
+	}
+	if !i.State.Finished() && !i.LastActivity.IsZero() {
+		out.SilentSeconds = seconds(now.Sub(i.LastActivity))
+	}
+	if i.HasExitCode {
+		code := i.ExitCode
+		out.ExitCode = &code
+	}
+	return out
+}
+
+// seconds rounds to a tenth: enough for a model, stable to read.
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(100*time.Millisecond)) / float64(time.Second)
+}
+
+// TaskResult is how the tools show a finished task's result.
+type TaskResult struct {
+	TaskInfo
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func resultOf(r task.Result, now time.Time, textBytes int) TaskResult {
+	out := TaskResult{TaskInfo: infoOf(r.Info, now), Result: shortenTail(r.Text, textBytes)}
+	if r.Err != nil {
+		out.Error = shorten(r.Err.Error(), fieldBytes)
+	}
+	return out
+}
+
+// processOf returns the process behind a shell task, nil for a shell
+// still queued, or a tool error. A shell that just started attaches its
+// process a moment after it turns running: that moment is waited for.
+func processOf(v *task.View, id string) (*proc.Process, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		out, err := v.Output(id)
+		if err != nil {
+			return nil, idFail(id, err)
+		}
+		if p, ok := out.(*proc.Process); ok {
+			return p, nil
+		}
+		info, err := v.Info(id)
+		if err != nil {
+			return nil, idFail(id, err)
+		}
+		switch {
+		case info.Kind != "shell":
+			return nil, fail("%s is %s task, not a shell; use task_inspect to see its progress.", id, article(info.Kind))
+		case info.State != task.Running || time.Now().After(deadline):
+			return nil, nil // queued, or it failed to start: no process
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
+// consume delivers the result of a finished task now, so it is reported
+// once, here, and not reflowed later. ok is false if it was delivered
+// before (or is not finished).
+func consume(v *task.View, id string) (task.Result, bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // never wait: only take what is there
+	r, err := v.Wait(ctx, []string{id}, task.Any)
+	if err != nil || len(r.Done) != 1 {
+		return task.Result{}, false
+	}
+	return r.Done[0], true
+}

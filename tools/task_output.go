@@ -1,0 +1,105 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"regexp"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+)
+
+//go:embed task_output.md
+var taskOutputMD string
+
+type outputInput struct {
+	TaskID    string `json:"task_id" jsonschema:"the shell task id, such as shell:3"`
+	Since     *int64 `json:"since,omitempty" jsonschema:"read from this cursor; default your last read"`
+	TailLines int    `json:"tail_lines,omitempty" jsonschema:"instead, the last this many lines"`
+	Filter    string `json:"filter,omitempty" jsonschema:"only lines matching this regular expression"`
+}
+
+// OutputOutput is the task_output tool's result.
+type OutputOutput struct {
+	TaskID       string `json:"task_id"`
+	Status       string `json:"status"`
+	Output       string `json:"output"`
+	NextCursor   int64  `json:"next_cursor"`
+	TotalBytes   int64  `json:"total_bytes"`
+	SkippedBytes int64  `json:"skipped_bytes,omitempty"`
+	More         bool   `json:"more,omitempty"`
+	Note         string `json:"note,omitempty"`
+}
+
+func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, error) {
+	id, err := resolve(v, in.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case in.Since != nil && in.TailLines != 0:
+		return nil, fail("Pass either since or tail_lines, not both.")
+	case in.Since != nil && *in.Since < 0:
+		return nil, fail("since must be a cursor of 0 or more (0 is the start of the output).")
+	case in.TailLines < 0:
+		return nil, fail("tail_lines must be a positive number of lines.")
+	}
+	var re *regexp.Regexp
+	if in.Filter != "" {
+		if re, err = regexp.Compile(in.Filter); err != nil {
+			return nil, fail("filter is not a valid regular expression: %s.", shorten(err.Error(), 200))
+		}
+	}
+	p, err := processOf(v, id)
+	if err != nil {
+		return nil, err
+	}
+	out := OutputOutput{TaskID: id, Status: status(v, id)}
+	if p == nil {
+		out.Note = "It has no output: it has not started yet (it is queued behind other tasks), or it could not start."
+		return out, nil
+	}
+	owner := v.Owner()
+	var ch proc.Chunk
+	if in.TailLines > 0 {
+		ch = p.TailLines(proc.Combined, in.TailLines, outputBytes)
+		ch.Next = ch.Total // the next read goes on from here
+	} else {
+		since := s.cursor(owner, id)
+		if in.Since != nil {
+			since = *in.Since
+		}
+		ch = p.Read(proc.Combined, since, outputBytes)
+		ch = wholeLines(ch)
+	}
+	s.setCursor(owner, id, ch.Next)
+	out.Output = proc.FilterLines(proc.Clean(ch.Data), re)
+	out.NextCursor, out.TotalBytes, out.SkippedBytes = ch.Next, ch.Total, ch.Skipped
+	out.More = ch.Next < ch.Total
+	switch {
+	case ch.Skipped > 0:
+		out.Note = fmt.Sprintf("%d bytes before this output are no longer kept (only the first 64 KiB and the last 1 MiB are).", ch.Skipped)
+	case out.More:
+		out.Note = "There is more output after next_cursor; call again to read it."
+	}
+	return out, nil
+}
+
+// wholeLines ends a read that was cut by the byte limit after its last
+// complete line, so a line (or a character) is not split between two
+// reads. A read that reached the end of what was written is returned
+// whole: a prompt without a newline ("Password: ") must show.
+func wholeLines(ch proc.Chunk) proc.Chunk {
+	if ch.Next == ch.Total {
+		return ch
+	}
+	i := bytes.LastIndexByte(ch.Data, '\n')
+	if i < 0 {
+		return ch
+	}
+	ch.Data = ch.Data[:i+1]
+	ch.Next = ch.Start + int64(i+1)
+	return ch
+}

@@ -1,0 +1,100 @@
+package tools
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// shorten keeps at most max bytes of s, on a UTF-8 boundary, and says how
+// many bytes it cut: "abc…(+12 more bytes)".
+func shorten(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…(+" + strconv.Itoa(len(s)-i) + " more bytes)"
+}
+
+// shortenTail keeps the last max bytes of s, on a UTF-8 boundary, and says
+// how many bytes came before: "…(12 earlier bytes)abc". Output tails are
+// cut this way: the end is what matters.
+func shortenTail(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := len(s) - max
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "…(" + strconv.Itoa(i) + " earlier bytes)" + s[i:]
+}
+
+// fitBudget is the last guard on a result's size. Every field is capped
+// where it is made; if a result is still larger than budget (many tasks
+// with long texts), the longest strings in it are cut, repeatedly, until
+// it fits. The object then comes back as a generic value (keys in
+// alphabetical order), with a "truncated" note.
+func fitBudget(out any, budget int) (any, []byte) {
+	raw, _ := json.Marshal(out)
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return out, raw
+	}
+	if m, ok := v.(map[string]any); ok {
+		m["truncated"] = "this result was cut to fit " + strconv.Itoa(budget) + " bytes"
+	}
+	for range 64 {
+		text, _ := json.Marshal(v)
+		if len(text) <= budget {
+			return v, text
+		}
+		strs := collectStrings(v, nil)
+		if len(strs) == 0 {
+			break
+		}
+		sort.Slice(strs, func(i, j int) bool { return len(*strs[i]) > len(*strs[j]) })
+		longest := strs[0]
+		excess := len(text) - budget
+		keep := max(0, min(len(*longest)/2, len(*longest)-excess-32))
+		*longest = shorten(*longest, keep)
+	}
+	// Nothing left to cut that helps (thousands of tiny fields): give up
+	// on the content rather than break the budget.
+	tooLarge := ErrorOutput{Error: "the result was too large to show; ask for less (fewer ids, a filter, fewer lines)"}
+	small, _ := json.Marshal(tooLarge)
+	return tooLarge, small
+}
+
+// collectStrings returns pointers to every string in v, so they can be cut
+// in place. Strings are collected from maps and slices of the generic form
+// json.Unmarshal produces.
+func collectStrings(v any, out []*string) []*string {
+	visit := func(e any, set func(*string)) {
+		switch s := e.(type) {
+		case string:
+			p := &s
+			set(p)
+			out = append(out, p)
+		case *string:
+			out = append(out, s)
+		default:
+			out = collectStrings(e, out)
+		}
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			visit(e, func(p *string) { x[k] = p })
+		}
+	case []any:
+		for i, e := range x {
+			visit(e, func(p *string) { x[i] = p })
+		}
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/offstage/offstage/task"
+)
+
+// Tool is one tool a model can call: a name, a description that steers the
+// model, the JSON Schema of its input, and the call itself.
+type Tool struct {
+	Name        string
+	Description string
+	InputSchema *jsonschema.Schema
+
+	resolved *jsonschema.Resolved
+	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
+	budget   int
+}
+
+// Result is what a tool call gives back. Text is a compact JSON object for
+// the model, never larger than the set's Config.ResultBudget; Data is the
+// same object as a Go value, for UIs. IsError marks a call the model should
+// fix: Text then holds {"error": "..."} with one sentence saying how.
+type Result struct {
+	Text    string
+	IsError bool
+	Data    any
+}
+
+// ErrorOutput is the Data of an error result.
+type ErrorOutput struct {
+	Error string `json:"error"`
+}
+
+// toolError is a failure the model caused and can fix: it becomes an error
+// result, not a Go error.
+type toolError struct{ msg string }
+
+func (e *toolError) Error() string { return e.msg }
+
+// fail returns a tool error with a sentence the model can act on.
+func fail(format string, args ...any) error {
+	return &toolError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Call runs the tool for the caller whose view is v, with the raw JSON
+// arguments the model sent. Bad arguments, unknown or foreign ids and
+// other mistakes come back as a Result with IsError set; a Go error means
+// the runtime itself failed (it cannot start a process, say). Call never
+// panics on any input.
+func (t *Tool) Call(ctx context.Context, v *task.View, args json.RawMessage) (Result, error) {
+	args, err := t.checkArgs(args)
+	if err == nil {
+		var out any
+		out, err = t.call(ctx, v, args)
+		if err == nil {
+			return t.result(out, false), nil
+		}
+	}
+	if te := (*toolError)(nil); errors.As(err, &te) {
+		return t.result(ErrorOutput{Error: te.msg}, true), nil
+	}
+	return Result{}, fmt.Errorf("tool %s: %w", t.Name, err)
+}
+
+// checkArgs parses the arguments and validates them against the schema.
+func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
+	if trimmed := bytes.TrimSpace(args); len(trimmed) == 0 || string(trimmed) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var value any
+	if err := json.Unmarshal(args, &value); err != nil {
+		return nil, fail("The arguments are not valid JSON (%s); send one JSON object.", shorten(err.Error(), 200))
+	}
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return nil, fail("The arguments must be a JSON object, not %s.", jsonKind(value))
+	}
+	normalizeIDs(obj)
+	if err := t.resolved.Validate(obj); err != nil {
+		return nil, fail("The arguments do not match the %s schema: %s.", t.Name, shorten(strings.TrimSuffix(err.Error(), "."), 300))
+	}
+	fixed, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return fixed, nil
+}
+
+// normalizeIDs turns task ids sent as JSON numbers (7) into strings ("7"),
+// which the id resolution then accepts as bare numbers.
+func normalizeIDs(obj map[string]any) {
+	if n, ok := obj["task_id"].(float64); ok {
+		obj["task_id"] = fmt.Sprint(n)
+	}
+	if ids, ok := obj["task_ids"].([]any); ok {
+		for i, id := range ids {
+			if n, ok := id.(float64); ok {
+				ids[i] = fmt.Sprint(n)
+			}
+		}
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return "something else"
+}
+
+// newTool binds a typed run function: arguments are decoded into In after
+// validation, and the output is marshalled compactly.
+func newTool[In any](name, description string, budget int, run func(context.Context, *task.View, In) (any, error)) *Tool {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tools: schema for %s: %v", name, err)) // a bug in this package
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("tools: resolve schema for %s: %v", name, err))
+	}
+	return &Tool{
+		Name: name, Description: strings.TrimSpace(description), InputSchema: schema,
+		resolved: resolved, budget: budget,
+		call: func(ctx context.Context, v *task.View, args json.RawMessage) (any, error) {
+			var in In
+			dec := json.NewDecoder(bytes.NewReader(args))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return nil, fail("The arguments do not fit %s: %s.", name, shorten(err.Error(), 200))
+			}
+			return run(ctx, v, in)
+		},
+	}
+}
+
+// result marshals out, making sure the text stays within the budget.
+func (t *Tool) result(out any, isError bool) Result {
+	text, err := json.Marshal(out)
+	if err != nil {
+		text, _ = json.Marshal(ErrorOutput{Error: "the result could not be encoded: " + err.Error()})
+		isError = true
+	}
+	if len(text) > t.budget {
+		out, text = fitBudget(out, t.budget)
+	}
+	return Result{Text: string(text), IsError: isError, Data: out}
+}

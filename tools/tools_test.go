@@ -1,0 +1,498 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	osexec "os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is a task table, a tool set and the top-level view, cleaned up at
+// the end of the test.
+type env struct {
+	tb  *task.Table
+	set *tools.Set
+	top *task.View
+}
+
+func newEnv(t *testing.T, cfg tools.Config) *env {
+	t.Helper()
+	tb := task.New(context.Background(), task.Options{})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := tb.Close(ctx); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
+	if cfg.Process.Dir == "" {
+		cfg.Process.Dir = t.TempDir()
+	}
+	return &env{tb: tb, set: tools.New(cfg), top: tb.View("")}
+}
+
+// call runs a tool and checks the invariants every result keeps: valid
+// JSON, an object, within the budget, no Go error.
+func (e *env) call(t *testing.T, v *task.View, tool, args string) tools.Result {
+	t.Helper()
+	tl := e.set.Tool(tool)
+	if tl == nil {
+		t.Fatalf("no tool %q", tool)
+	}
+	res, err := tl.Call(t.Context(), v, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s(%s) Go error: %v", tool, args, err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(res.Text), &obj); err != nil {
+		t.Fatalf("%s(%s) text is not a JSON object: %q", tool, args, res.Text)
+	}
+	if len(res.Text) > 16<<10 {
+		t.Fatalf("%s(%s) result is %d bytes, over the budget", tool, args, len(res.Text))
+	}
+	return res
+}
+
+// ok calls a tool that must succeed and decodes its result into out,
+// which it zeroes first (omitted fields must not keep old values).
+func ok[T any](t *testing.T, e *env, v *task.View, tool, args string, out *T) {
+	t.Helper()
+	res := e.call(t, v, tool, args)
+	if res.IsError {
+		t.Fatalf("%s(%s) = error %s", tool, args, res.Text)
+	}
+	var zero T
+	*out = zero
+	if err := json.Unmarshal([]byte(res.Text), out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refused calls a tool that must fail and returns its error sentence.
+func (e *env) refused(t *testing.T, v *task.View, tool, args string) string {
+	t.Helper()
+	res := e.call(t, v, tool, args)
+	var out tools.ErrorOutput
+	if !res.IsError || json.Unmarshal([]byte(res.Text), &out) != nil || out.Error == "" {
+		t.Fatalf("%s(%s) = %s, want an error result", tool, args, res.Text)
+	}
+	return out.Error
+}
+
+func (e *env) background(t *testing.T, v *task.View, command string) string {
+	t.Helper()
+	var out tools.BashOutput
+	args, _ := json.Marshal(map[string]any{"command": command, "run_in_background": true})
+	ok(t, e, v, "bash", string(args), &out)
+	return out.TaskID
+}
+
+// waitDone blocks until a task has finished, without consuming it.
+func waitDone(t *testing.T, v *task.View, id string) {
+	t.Helper()
+	done, err := v.Done(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not finish", id)
+	}
+}
+
+func TestBashForeground(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "echo hello; echo oops >&2; exit 3"}`, &out)
+	if out.Status != "failed" || out.ExitCode == nil || *out.ExitCode != 3 || out.Error != "exit status 3" {
+		t.Errorf("bash = %+v, want failed with exit code 3", out)
+	}
+	if !strings.Contains(out.Output, "hello\n") || !strings.Contains(out.Output, "oops\n") || out.OutputBytes != 11 {
+		t.Errorf("output = %q (%d bytes)", out.Output, out.OutputBytes)
+	}
+	// A foreground result is consumed: it will not be reflowed.
+	if d := e.top.Drain(); d != nil {
+		t.Errorf("Drain() after a foreground command = %v, want nothing", d)
+	}
+}
+
+func TestBashBackgroundResultComesBackOnce(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "echo from the background")
+	if !strings.HasPrefix(id, "shell:") {
+		t.Fatalf("id = %q", id)
+	}
+	waitDone(t, e.top, id)
+	d := e.top.Drain()
+	if len(d) != 1 || d[0].ID != id || !strings.Contains(d[0].Text, "from the background") {
+		t.Errorf("Drain() = %+v", d)
+	}
+}
+
+// A foreground command still running after yield_after_seconds is adopted
+// into the background, not killed, and its output can be read later.
+func TestBashAdoptsASlowForegroundCommand(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var out tools.BashOutput
+	start := time.Now()
+	ok(t, e, e.top, "bash", `{"command": "sleep 2; echo done", "yield_after_seconds": 1}`, &out)
+	if d := time.Since(start); d < time.Second || d > 2*time.Second {
+		t.Errorf("bash returned after %v, want about yield_after_seconds", d)
+	}
+	if out.Status != "running" || !strings.Contains(out.Note, "keeps running in the background as "+out.TaskID) || !strings.Contains(out.Note, "Do not run it again") {
+		t.Fatalf("bash = %+v, want it adopted", out)
+	}
+	waitDone(t, e.top, out.TaskID)
+	var read tools.OutputOutput
+	ok(t, e, e.top, "task_output", `{"task_id": "`+out.TaskID+`"}`, &read)
+	if read.Output != "done\n" || read.Status != "completed" {
+		t.Errorf("task_output = %+v, want done", read)
+	}
+}
+
+func TestBashArguments(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	for args, want := range map[string]string{
+		`{}`:                              "command",
+		`{"command": ""}`:                 "command is empty",
+		`{"command": 42}`:                 "schema",
+		`{"command": "true", "bogus": 1}`: "schema",
+		`{"command": "true", "timeout_seconds": -1}`: "timeout_seconds must not be negative",
+		`{"command": "true", "cwd": "nope"}`:         "cwd \"nope\" is not a directory",
+		`not json`:                                   "not valid JSON",
+		`[1, 2]`:                                     "must be a JSON object",
+	} {
+		if got := e.refused(t, e.top, "bash", args); !strings.Contains(got, want) {
+			t.Errorf("bash(%s) error = %q, want it to mention %q", args, got, want)
+		}
+	}
+	if n := len(e.top.List()); n != 0 {
+		t.Errorf("refused calls started %d tasks", n)
+	}
+}
+
+func TestBashTimeoutAndCwd(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "sleep 100", "timeout_seconds": 0.2}`, &out)
+	if out.Status != "timed_out" {
+		t.Errorf("bash with timeout = %+v, want timed_out", out)
+	}
+	ok(t, e, e.top, "bash", `{"command": "mkdir sub && cd sub && pwd"}`, &out)
+	ok(t, e, e.top, "bash", `{"command": "pwd", "cwd": "sub"}`, &out)
+	if !strings.HasSuffix(strings.TrimSpace(out.Output), "/sub") {
+		t.Errorf("pwd in cwd sub = %q", out.Output)
+	}
+}
+
+func TestTaskList(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var out tools.ListOutput
+	ok(t, e, e.top, "task_list", `{}`, &out)
+	if out.Count != 0 || out.Note != "You have no background tasks." {
+		t.Errorf("empty task_list = %+v", out)
+	}
+	id := e.background(t, e.top, "sleep 100")
+	ok(t, e, e.top, "task_list", ``, &out) // empty arguments are {}
+	if out.Count != 1 || out.Tasks[0].ID != id || out.Tasks[0].Status != "running" || out.Tasks[0].Label != "sleep 100" {
+		t.Errorf("task_list = %+v", out)
+	}
+}
+
+func TestTaskInspectConsumesAFinishedResult(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "echo one; echo two")
+	waitDone(t, e.top, id)
+	var out tools.InspectOutput
+	ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`", "recent": 1}`, &out)
+	if out.Status != "completed" || !strings.Contains(out.Result, "one\ntwo\n") || out.OutputTail != "two\n" {
+		t.Errorf("task_inspect = %+v", out)
+	}
+	if d := e.top.Drain(); d != nil {
+		t.Errorf("the result was shown by task_inspect and reflowed again: %v", d)
+	}
+	ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
+	if out.Result != "" || !strings.Contains(out.Note, "already given to you") {
+		t.Errorf("second task_inspect = %+v, want no result text again", out)
+	}
+}
+
+func TestTaskInspectShowsAnAgentsSteps(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	release := make(chan struct{})
+	id, err := e.top.Spawn(task.Spec{Kind: "agent", Label: "reviewer"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		h.AttachHistory(steps{{Kind: task.BlockUser, Text: "review"}, {Kind: task.BlockToolCall, Tool: "bash"}})
+		h.Progress(2, "running tool bash")
+		<-release
+		return "all good", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	var out tools.InspectOutput
+	for out.Iteration != 2 && time.Now().Before(deadline) {
+		ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
+	}
+	if out.TotalSteps != 2 || len(out.Recent) != 2 || out.Recent[1].Tool != "bash" || out.Activity != "running tool bash" {
+		t.Errorf("task_inspect of an agent = %+v", out)
+	}
+	if msg := e.refused(t, e.top, "task_output", `{"task_id": "`+id+`"}`); !strings.Contains(msg, "not a shell") {
+		t.Errorf("task_output of an agent = %q", msg)
+	}
+}
+
+func shellOutput(t *testing.T, command string) string {
+	t.Helper()
+	out, err := osexec.Command("/bin/sh", "-c", command).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+type steps []task.Block
+
+func (s steps) Snapshot() []task.Block { return s }
+
+func TestTaskOutputCursorsTailAndFilter(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "printf 'a 1\\nb 2\\n'; sleep 0.3; printf 'a 3\\nb 4\\n'")
+	var out tools.OutputOutput
+	deadline := time.Now().Add(5 * time.Second)
+	for out.Output == "" && time.Now().Before(deadline) {
+		ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
+	}
+	if out.Output != "a 1\nb 2\n" || out.NextCursor != 8 {
+		t.Fatalf("first read = %+v", out)
+	}
+	waitDone(t, e.top, id)
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out) // since the last read
+	if out.Output != "a 3\nb 4\n" || out.NextCursor != 16 || out.More {
+		t.Errorf("second read = %+v", out)
+	}
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "since": 0, "filter": "^a"}`, &out)
+	if out.Output != "a 1\na 3\n" {
+		t.Errorf("filtered read = %q", out.Output)
+	}
+	ok(t, e, e.top, "task_output", `{"task_id": " `+strings.TrimPrefix(id, "shell:")+` ", "tail_lines": 1}`, &out)
+	if out.Output != "b 4\n" {
+		t.Errorf("tail read by bare number = %q", out.Output)
+	}
+	for args, want := range map[string]string{
+		`{"task_id": "` + id + `", "since": 0, "tail_lines": 2}`: "either since or tail_lines",
+		`{"task_id": "` + id + `", "filter": "("}`:               "not a valid regular expression",
+		`{"task_id": "` + id + `", "since": -5}`:                 "since must be",
+		`{"task_id": "shell:999"}`:                               "no task",
+		`{"task_id": "999"}`:                                     "no task numbered 999",
+	} {
+		if got := e.refused(t, e.top, "task_output", args); !strings.Contains(got, want) {
+			t.Errorf("task_output(%s) = %q, want %q", args, got, want)
+		}
+	}
+}
+
+func TestTaskOutputPagesThroughLargeOutput(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "seq 1 10000") // 48,894 bytes
+	waitDone(t, e.top, id)
+	var all strings.Builder
+	var out tools.OutputOutput
+	for range 20 {
+		ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
+		all.WriteString(out.Output)
+		if !out.More {
+			break
+		}
+		if !strings.HasSuffix(out.Output, "\n") {
+			t.Fatalf("a page ends mid-line: %q", out.Output[len(out.Output)-10:])
+		}
+	}
+	want := shellOutput(t, "seq 1 10000")
+	if all.String() != want || out.TotalBytes != int64(len(want)) {
+		t.Errorf("paged output differs: %d bytes, want %d", all.Len(), len(want))
+	}
+}
+
+func TestTaskWait(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	fast := e.background(t, e.top, "echo fast")
+	slow := e.background(t, e.top, "echo started; sleep 100")
+	var out tools.WaitOutput
+	ok(t, e, e.top, "task_wait", `{"task_ids": ["`+fast+`", "`+slow+`"], "mode": "any", "timeout_seconds": 10}`, &out)
+	if len(out.Done) != 1 || out.Done[0].ID != fast || !strings.Contains(out.Done[0].Result, "fast") || out.TimedOut {
+		t.Errorf("task_wait any = %+v", out)
+	}
+	if len(out.Running) != 1 || out.Running[0].ID != slow {
+		t.Errorf("running = %+v", out.Running)
+	}
+	// Consumed: not reflowed, and a second wait reports it delivered before.
+	if d := e.top.Drain(); d != nil {
+		t.Errorf("Drain() after task_wait = %v", d)
+	}
+	start := time.Now()
+	ok(t, e, e.top, "task_wait", `{"task_ids": ["`+fast+`", "`+slow+`"], "mode": "all", "timeout_seconds": 0.3}`, &out)
+	if !out.TimedOut || len(out.Done) != 0 || len(out.DeliveredBefore) != 1 || !strings.Contains(out.Note, "not an error") {
+		t.Errorf("task_wait all with timeout = %+v", out)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
+		t.Errorf("task_wait waited %v, want about 0.3s", d)
+	}
+	if out.Running[0].OutputTail != "started\n" {
+		t.Errorf("running snapshot tail = %q", out.Running[0].OutputTail)
+	}
+	for args, want := range map[string]string{
+		`{"task_ids": []}`: "task_ids is empty",
+		`{"task_ids": ["` + fast + `"], "mode": "some"}`:        `mode must be "any" or "all"`,
+		`{"task_ids": ["` + fast + `"], "timeout_seconds": -1}`: "must not be negative",
+		`{"task_ids": "` + fast + `"}`:                          "schema",
+	} {
+		if got := e.refused(t, e.top, "task_wait", args); !strings.Contains(got, want) {
+			t.Errorf("task_wait(%s) = %q, want %q", args, got, want)
+		}
+	}
+}
+
+func TestTaskWaitClampsItsTimeout(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "true")
+	var out tools.WaitOutput
+	ok(t, e, e.top, "task_wait", `{"task_ids": [`+strings.TrimPrefix(id, "shell:")+`], "timeout_seconds": 1000}`, &out)
+	if len(out.Done) != 1 || !strings.Contains(out.Note, "capped at 300") {
+		t.Errorf("task_wait with 1000s = %+v, want done and a note about the cap", out)
+	}
+}
+
+func TestTaskCancel(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "sleep 100")
+	var out tools.CancelOutput
+	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &out)
+	if out.AlreadyFinished || !strings.Contains(out.Note, "Cancellation requested") {
+		t.Errorf("task_cancel = %+v", out)
+	}
+	waitDone(t, e.top, id)
+	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &out)
+	if !out.AlreadyFinished || out.Status != "canceled" || !strings.Contains(out.Note, "already finished (canceled)") {
+		t.Errorf("second task_cancel = %+v", out)
+	}
+}
+
+func TestTaskInput(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var started tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "read name; echo hello $name", "interactive": true, "run_in_background": true}`, &started)
+	var in tools.InputOutput
+	ok(t, e, e.top, "task_input", `{"task_id": "`+started.TaskID+`", "text": "world\n", "close_stdin": true}`, &in)
+	if in.BytesWritten != 6 || !in.StdinClosed {
+		t.Errorf("task_input = %+v", in)
+	}
+	waitDone(t, e.top, started.TaskID)
+	var out tools.OutputOutput
+	ok(t, e, e.top, "task_output", `{"task_id": "`+started.TaskID+`"}`, &out)
+	if out.Output != "hello world\n" {
+		t.Errorf("output = %q", out.Output)
+	}
+	if got := e.refused(t, e.top, "task_input", `{"task_id": "`+started.TaskID+`", "text": "late"}`); !strings.Contains(got, "has exited") {
+		t.Errorf("task_input after exit = %q", got)
+	}
+	plain := e.background(t, e.top, "sleep 100")
+	if got := e.refused(t, e.top, "task_input", `{"task_id": "`+plain+`", "text": "x"}`); !strings.Contains(got, "interactive: true") {
+		t.Errorf("task_input to a non-interactive shell = %q", got)
+	}
+	if got := e.refused(t, e.top, "task_input", `{"task_id": "`+plain+`", "text": ""}`); !strings.Contains(got, "text is empty") {
+		t.Errorf("task_input with no text = %q", got)
+	}
+}
+
+// A caller never sees or touches another owner's task, and a refused call
+// has no side effect.
+func TestToolsAreScopedToTheCaller(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	release := make(chan struct{})
+	defer close(release)
+	ids := make(chan string, 1)
+	agent, err := e.top.Spawn(task.Spec{Kind: "agent"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		id, err := proc.SpawnShell(h.View(), proc.Config{Command: "echo secret; sleep 100", Stdin: true}, proc.ShellOptions{})
+		ids <- id
+		if err != nil {
+			return "", err
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := <-ids
+	sub := e.tb.View(agent)
+	var subOut tools.OutputOutput
+	deadline := time.Now().Add(5 * time.Second)
+	for subOut.Output == "" && time.Now().Before(deadline) {
+		ok(t, e, sub, "task_output", `{"task_id": "`+child+`", "since": 0}`, &subOut)
+	}
+	for _, call := range []struct{ tool, args string }{
+		{"task_inspect", `{"task_id": "` + child + `"}`},
+		{"task_output", `{"task_id": "` + child + `"}`},
+		{"task_wait", `{"task_ids": ["` + child + `"], "timeout_seconds": 0.1}`},
+		{"task_cancel", `{"task_id": "` + child + `"}`},
+		{"task_input", `{"task_id": "` + child + `", "text": "x"}`},
+		{"task_output", `{"task_id": "` + strings.TrimPrefix(child, "shell:") + `"}`},
+	} {
+		if got := e.refused(t, e.top, call.tool, call.args); !strings.Contains(got, "belongs to another agent") {
+			t.Errorf("top %s(%s) = %q, want it refused as not yours", call.tool, call.args, got)
+		}
+	}
+	var list tools.ListOutput
+	ok(t, e, e.top, "task_list", `{}`, &list)
+	if list.Count != 1 || list.Tasks[0].ID != agent {
+		t.Errorf("top task_list = %+v, want only the agent", list)
+	}
+	// No side effects: still running, its cursor untouched for its owner.
+	if info, _ := e.tb.Info(child); info.State != task.Running {
+		t.Errorf("the child is %v after refused calls", info.State)
+	}
+	ok(t, e, sub, "task_output", `{"task_id": "`+child+`", "since": 0}`, &subOut)
+	if subOut.Output != "secret\n" {
+		t.Errorf("owner's read = %q", subOut.Output)
+	}
+}
+
+func TestResultsStayWithinTheBudget(t *testing.T) {
+	e := newEnv(t, tools.Config{ResultBudget: 2048})
+	var ids []string
+	for range 10 {
+		ids = append(ids, e.background(t, e.top, "seq 1 5000"))
+	}
+	for _, id := range ids {
+		waitDone(t, e.top, id)
+	}
+	args, _ := json.Marshal(map[string]any{"task_ids": ids, "mode": "all"})
+	res, err := e.set.Tool("task_wait").Call(t.Context(), e.top, args)
+	if err != nil || res.IsError {
+		t.Fatalf("task_wait = %v, %s", err, res.Text)
+	}
+	if len(res.Text) > 2048 {
+		t.Errorf("result is %d bytes, over its 2048 budget", len(res.Text))
+	}
+	if !strings.Contains(res.Text, "earlier bytes)") {
+		t.Errorf("cut results do not say they were cut: %s", res.Text)
+	}
+}

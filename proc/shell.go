@@ -72,8 +72,9 @@ func runShell(ctx context.Context, h *task.Handle, cfg Config, opts ShellOptions
 	if err != nil {
 		return "", err
 	}
-	h.AttachOutput(p)
+	// Activity first: whoever sees the output attached sees it running.
 	h.Activity(fmt.Sprintf("running (pid %d)", p.PID()))
+	h.AttachOutput(p)
 	ticker := time.NewTicker(opts.Heartbeat)
 	defer ticker.Stop()
 	var reported int64
@@ -92,6 +93,7 @@ func runShell(ctx context.Context, h *task.Handle, cfg Config, opts ShellOptions
 	if e.Code >= 0 && e.Signal == 0 {
 		h.SetExitCode(e.Code)
 	}
+	h.Activity(exitSummary(e))
 	return ShellResult(p, e, opts.ResultLines, opts.ResultBytes), e.Err()
 }
 
@@ -99,14 +101,7 @@ func runShell(ctx context.Context, h *task.Handle, cfg Config, opts ShellOptions
 // lines of its output, cleaned, at most maxLines lines and about maxBytes.
 func ShellResult(p *Process, e Exit, maxLines, maxBytes int) string {
 	var b strings.Builder
-	switch {
-	case e.Stopped:
-		fmt.Fprintf(&b, "stopped (%s)", (&ExitError{Code: e.Code, Signal: e.Signal}).Error())
-	case e.Signal != 0:
-		fmt.Fprintf(&b, "killed by %s", signalName(e.Signal))
-	default:
-		fmt.Fprintf(&b, "exit status %d", e.Code)
-	}
+	b.WriteString(exitSummary(e))
 	fmt.Fprintf(&b, " after %s, %d bytes of output", e.Duration.Round(time.Millisecond), e.Bytes)
 	if e.Bytes == 0 {
 		return b.String()
@@ -120,6 +115,18 @@ func ShellResult(p *Process, e Exit, maxLines, maxBytes int) string {
 	}
 	b.WriteString(text)
 	return b.String()
+}
+
+// exitSummary says how a process ended: "exit status 2", "killed by
+// SIGSEGV", "stopped (killed by SIGTERM)".
+func exitSummary(e Exit) string {
+	switch {
+	case e.Stopped:
+		return "stopped (" + (&ExitError{Code: e.Code, Signal: e.Signal}).Error() + ")"
+	case e.Signal != 0:
+		return "killed by " + signalName(e.Signal)
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
 }
 
 // Label shortens a command to one line of at most 60 characters for lists:

@@ -27,14 +27,14 @@ type bashInput struct {
 
 // BashOutput is the bash tool's result.
 type BashOutput struct {
-	TaskID          string  `json:"task_id"`
-	Status          string  `json:"status"`
-	ExitCode        *int    `json:"exit_code,omitempty"`
-	DurationSeconds float64 `json:"duration_seconds,omitempty"`
-	Output          string  `json:"output,omitempty"`
-	OutputBytes     int64   `json:"output_bytes"`
-	Error           string  `json:"error,omitempty"`
-	Note            string  `json:"note,omitempty"`
+	TaskID          string   `json:"task_id"`
+	Status          string   `json:"status"`
+	ExitCode        *int     `json:"exit_code,omitempty"`
+	DurationSeconds *float64 `json:"duration_seconds,omitempty"` // once finished
+	Output          string   `json:"output,omitempty"`
+	OutputBytes     int64    `json:"output_bytes"`
+	Error           string   `json:"error,omitempty"`
+	Note            string   `json:"note,omitempty"`
 }
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error) {
@@ -120,8 +120,9 @@ func (s *Set) finished(v *task.View, id, note string) BashOutput {
 		code := r.ExitCode
 		out.ExitCode = &code
 	}
-	if !r.Started.IsZero() {
-		out.DurationSeconds = seconds(r.Finished.Sub(r.Started))
+	if ok && !r.Started.IsZero() {
+		d := seconds(r.Finished.Sub(r.Started))
+		out.DurationSeconds = &d
 	}
 	if r.Err != nil {
 		out.Error = shorten(r.Err.Error(), fieldBytes)

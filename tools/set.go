@@ -152,15 +152,15 @@ func idFail(id string, err error) error {
 
 // TaskInfo is how the tools show a task.
 type TaskInfo struct {
-	ID            string  `json:"task_id"`
-	Kind          string  `json:"kind"`
-	Label         string  `json:"label"`
-	Status        string  `json:"status"`
-	AgeSeconds    float64 `json:"age_seconds"`
-	Iteration     int     `json:"iteration,omitempty"`
-	Activity      string  `json:"activity,omitempty"`
-	SilentSeconds float64 `json:"silent_seconds,omitempty"`
-	ExitCode      *int    `json:"exit_code,omitempty"`
+	ID            string   `json:"task_id"`
+	Kind          string   `json:"kind"`
+	Label         string   `json:"label"`
+	Status        string   `json:"status"`
+	AgeSeconds    float64  `json:"age_seconds"`
+	Iteration     int      `json:"iteration,omitempty"`
+	Activity      string   `json:"activity,omitempty"`
+	SilentSeconds *float64 `json:"silent_seconds,omitempty"` // while unfinished
+	ExitCode      *int     `json:"exit_code,omitempty"`
 }
 
 func infoOf(i task.Info, now time.Time) TaskInfo {
@@ -169,8 +169,13 @@ func infoOf(i task.Info, now time.Time) TaskInfo {
 		AgeSeconds: seconds(now.Sub(i.Created)), Iteration: i.Iteration,
 		Activity: shorten(i.Activity, fieldBytes),
 	}
-	if !i.State.Finished() && !i.LastActivity.IsZero() {
-		out.SilentSeconds = seconds(now.Sub(i.LastActivity))
+	if !i.State.Finished() {
+		since := i.LastActivity
+		if since.IsZero() {
+			since = i.Created // queued: silent since it was spawned
+		}
+		silent := seconds(now.Sub(since))
+		out.SilentSeconds = &silent
 	}
 	if i.HasExitCode {
 		code := i.ExitCode

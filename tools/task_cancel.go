@@ -19,7 +19,7 @@ type cancelInput struct {
 type CancelOutput struct {
 	TaskID          string `json:"task_id"`
 	AlreadyFinished bool   `json:"already_finished"`
-	Status          string `json:"status"`
+	Status          string `json:"status,omitempty"` // when already finished
 	Note            string `json:"note"`
 }
 
@@ -32,8 +32,9 @@ func (s *Set) taskCancel(_ context.Context, v *task.View, in cancelInput) (any, 
 	if err != nil {
 		return nil, idFail(id, err)
 	}
-	out := CancelOutput{TaskID: id, AlreadyFinished: already, Status: status(v, id)}
+	out := CancelOutput{TaskID: id, AlreadyFinished: already}
 	if already {
+		out.Status = status(v, id)
 		out.Note = fmt.Sprintf("It had already finished (%s); nothing was changed.", out.Status)
 	} else {
 		out.Note = "Cancellation requested: it stops shortly, and its final status will come back to you."

@@ -11,3 +11,6 @@ const (
 	OutputBytes         = outputBytes
 	MaxListed           = maxListed
 )
+
+// FitBudget exposes the last guard on a result's size.
+var FitBudget = fitBudget

@@ -1,0 +1,39 @@
+package tools_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/offstage/offstage/tools"
+)
+
+func TestFitBudgetCutsTheLongestStringsUntilItFits(t *testing.T) {
+	big := map[string]any{
+		"a": strings.Repeat("x", 5000),
+		"b": []any{strings.Repeat("日本", 3000), "short"},
+		"c": map[string]any{"d": strings.Repeat("y", 4000), "n": 7},
+	}
+	out, text := tools.FitBudget(big, 1000)
+	if len(text) > 1000 {
+		t.Fatalf("fitted result is %d bytes", len(text))
+	}
+	var back map[string]any
+	if err := json.Unmarshal(text, &back); err != nil {
+		t.Fatalf("fitted result is not JSON: %v", err)
+	}
+	if back["truncated"] == nil || !strings.Contains(string(text), "more bytes)") || !strings.Contains(string(text), `"short"`) {
+		t.Errorf("fitted result = %s", text)
+	}
+	if out == nil {
+		t.Error("no data returned")
+	}
+	// Thousands of tiny fields cannot be cut to fit: an honest error.
+	many := map[string]any{}
+	for i := range 2000 {
+		many[strings.Repeat("k", 8)+string(rune('a'+i%26))+strings.Repeat("z", i%7)+string(rune(i))] = 1
+	}
+	if _, text := tools.FitBudget(many, 500); len(text) > 500 || !strings.Contains(string(text), "too large") {
+		t.Errorf("unfittable result = %s", text)
+	}
+}

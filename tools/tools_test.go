@@ -149,8 +149,8 @@ func TestBashAdoptsASlowForegroundCommand(t *testing.T) {
 	var out tools.BashOutput
 	start := time.Now()
 	ok(t, e, e.top, "bash", `{"command": "sleep 2; echo done", "yield_after_seconds": 1}`, &out)
-	if d := time.Since(start); d < time.Second || d > 2*time.Second {
-		t.Errorf("bash returned after %v, want about yield_after_seconds", d)
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("bash returned after %v, before yield_after_seconds", d)
 	}
 	if out.Status != "running" || !strings.Contains(out.Note, "keeps running in the background as "+out.TaskID) || !strings.Contains(out.Note, "Do not run it again") {
 		t.Fatalf("bash = %+v, want it adopted", out)

@@ -1,0 +1,207 @@
+// Package provider is the interface between the agent runtime and a
+// language model: one request (system prompt, messages, tool definitions,
+// options) in, one streamed response (text and thinking deltas, tool
+// calls, stop reason, usage) out.
+//
+// Implementations: provider/openai (Chat Completions, any OpenAI-compatible
+// endpoint), provider/anthropic (Messages API) and provider/scripted (a
+// replayed script, for the demo and tests).
+//
+// # Concurrency properties
+//
+// A Model is safe for concurrent use: the runtime runs sub-agents in
+// parallel on one Model. Generate calls onEvent on the calling goroutine,
+// in stream order, and returns after the last call; it honours ctx at any
+// point of the stream, returning context.Cause(ctx) promptly.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Role is who wrote a message.
+type Role string
+
+const (
+	User      Role = "user"
+	Assistant Role = "assistant"
+)
+
+// BlockType is the kind of one content block.
+type BlockType string
+
+const (
+	Text       BlockType = "text"
+	Thinking   BlockType = "thinking"
+	ToolUse    BlockType = "tool_use"
+	ToolResult BlockType = "tool_result"
+)
+
+// Block is one piece of a message.
+type Block struct {
+	Type BlockType
+	// Text is the text of a text, thinking or tool_result block.
+	Text string
+	// Signature is the provider's signature of a thinking block, which
+	// some providers require to be sent back unchanged.
+	Signature string
+	// ToolCallID links a tool_use block and its tool_result.
+	ToolCallID string
+	// ToolName and Input describe a tool_use block.
+	ToolName string
+	Input    json.RawMessage
+	// IsError marks a tool_result the tool reported as an error.
+	IsError bool
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    Role
+	Content []Block
+}
+
+// ToolCalls returns the tool_use blocks of m.
+func (m Message) ToolCalls() []Block {
+	var out []Block
+	for _, b := range m.Content {
+		if b.Type == ToolUse {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TextOf returns the concatenated text blocks of m.
+func (m Message) TextOf() string {
+	var s string
+	for _, b := range m.Content {
+		if b.Type == Text {
+			s += b.Text
+		}
+	}
+	return s
+}
+
+// Tool describes a tool the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage // a JSON Schema object
+}
+
+// Request is one model call.
+type Request struct {
+	System    string
+	Messages  []Message
+	Tools     []Tool
+	MaxTokens int // 0: the provider's default
+	// Agent names who is asking (a profile name, "" for the top level).
+	// Real providers ignore it; the scripted model picks a script by it.
+	Agent string
+}
+
+// EventType is the kind of a streamed event.
+type EventType string
+
+const (
+	TextDelta     EventType = "text_delta"
+	ThinkingDelta EventType = "thinking_delta"
+	ToolCall      EventType = "tool_call" // a complete tool call
+)
+
+// Event is one streamed piece of a response.
+type Event struct {
+	Type EventType
+	Text string // the delta, for text and thinking
+	Call Block  // the tool_use block, for ToolCall
+}
+
+// StopReason says why the model stopped.
+type StopReason string
+
+const (
+	EndTurn   StopReason = "end_turn"
+	ToolCalls StopReason = "tool_use"
+	MaxTokens StopReason = "max_tokens"
+	Refusal   StopReason = "refusal"
+)
+
+// Usage counts tokens, where the provider reports them.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// Response is a complete model response.
+type Response struct {
+	Message    Message // role Assistant
+	StopReason StopReason
+	Usage      Usage
+}
+
+// Model is a language model.
+type Model interface {
+	// Generate sends req and streams the response to onEvent (which may be
+	// nil), then returns the whole response. Errors wrap the sentinels
+	// below where they apply.
+	Generate(ctx context.Context, req Request, onEvent func(Event)) (Response, error)
+}
+
+// Errors a Model returns, wrapped with details.
+var (
+	// ErrAuth: the key is missing or refused (401, 403).
+	ErrAuth = errors.New("authentication failed")
+	// ErrRateLimited: 429 after the retries.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnavailable: 5xx or a refused connection after the retries.
+	ErrUnavailable = errors.New("model endpoint unavailable")
+	// ErrContextTooLong: the request does not fit the model's context.
+	ErrContextTooLong = errors.New("conversation too long for the model's context")
+	// ErrBadStream: the response stream was malformed or cut off.
+	ErrBadStream = errors.New("malformed response stream")
+	// ErrScript: a scripted model ran out of turns or saw what it did not
+	// expect.
+	ErrScript = errors.New("script mismatch")
+)
+
+// StatusError is an HTTP error from a provider, after retries.
+type StatusError struct {
+	Status  int
+	Message string
+	Err     error // one of the sentinels above, or nil
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("model endpoint answered %d: %s", e.Status, e.Message)
+}
+
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// Classify maps an HTTP status to a sentinel error, or nil.
+func Classify(status int, body string) error {
+	switch {
+	case status == 401 || status == 403:
+		return ErrAuth
+	case status == 429:
+		return ErrRateLimited
+	case status >= 500:
+		return ErrUnavailable
+	case status == 400 || status == 413:
+		if containsAny(body, "context_length", "context length", "too long", "maximum context", "prompt is too long") {
+			return ErrContextTooLong
+		}
+	}
+	return nil
+}
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}

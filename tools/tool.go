@@ -126,6 +126,25 @@ func jsonKind(v any) string {
 	return "something else"
 }
 
+// Fail returns an error that a tool defined with Define reports to the
+// model as an error result with this sentence, instead of a Go error.
+func Fail(format string, args ...any) error { return fail(format, args...) }
+
+// Define makes a tool on the same mechanism as the built-in ones: In is a
+// struct with json and jsonschema tags from which the input schema is
+// generated; arguments are validated against it and decoded into In
+// (unknown fields refused) before run is called with the caller's view.
+// run returns the output object (marshalled compactly, within budget bytes;
+// 0 means 16 KiB), an error from Fail for a mistake the model can fix, or
+// any other error when the runtime itself failed. It panics if In has no
+// valid schema, which is a programming error.
+func Define[In any](name, description string, budget int, run func(context.Context, *task.View, In) (any, error)) *Tool {
+	if budget <= 0 {
+		budget = defaultBudget
+	}
+	return newTool(name, description, budget, run)
+}
+
 // newTool binds a typed run function: arguments are decoded into In after
 // validation, and the output is marshalled compactly.
 func newTool[In any](name, description string, budget int, run func(context.Context, *task.View, In) (any, error)) *Tool {

@@ -1,0 +1,425 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/tools"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// profiles for the tests: "quick" answers at once, "slow" after a while,
+// neither starts tasks, so task numbers are predictable.
+var testProfiles = []agent.Profile{
+	{Name: "quick", Description: "answers at once", System: "be quick"},
+	{Name: "slow", Description: "takes its time", System: "be slow"},
+}
+
+func newSession(t *testing.T, script string, cfg agent.Config) *agent.Session {
+	t.Helper()
+	m, err := scripted.Parse([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model = m
+	if cfg.Profiles == nil {
+		cfg.Profiles = testProfiles
+	}
+	if cfg.Tools.Process.Dir == "" {
+		cfg.Tools.Process.Dir = t.TempDir()
+	}
+	s, err := agent.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
+	return s
+}
+
+// recorder is a Sink that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []agent.Event
+}
+
+func (r *recorder) Event(e agent.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) count(typ agent.EventType, autonomous bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Type == typ && e.Autonomous == autonomous {
+			n++
+		}
+	}
+	return n
+}
+
+// mentions counts, in the whole history, the blocks that report the result
+// of id: background results reflowed, and tool results of task_wait,
+// task_inspect or a foreground tool that carry it.
+func mentions(history []provider.Message, id string) (background, tool int) {
+	bg := regexp.MustCompile(`<background-result task_id="` + regexp.QuoteMeta(id) + `"`)
+	for _, m := range history {
+		for _, b := range m.Content {
+			switch {
+			case b.Type == provider.Text && bg.MatchString(b.Text):
+				if m.Role != provider.User || !strings.HasPrefix(b.Text, "[offstage] A background task finished") {
+					panic("a background result is not framed as one")
+				}
+				background++
+			case b.Type == provider.ToolResult && strings.Contains(b.Text, `"done":[{"task_id":"`+id+`"`):
+				tool++
+			}
+		}
+	}
+	return background, tool
+}
+
+const endToEnd = `{
+  "turns": [
+    {"text": "Starting a quick helper.", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "quick", "prompt": "say hi", "run_in_background": true}}]},
+    {"expect": "agent:1", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "slow", "prompt": "take your time", "run_in_background": true}}]},
+    {"expect": "agent:2", "tool_calls": [{"name": "bash", "input": {"command": "echo from the shell", "run_in_background": true}}]},
+    {"expect": "shell:3", "text": "While they run, let me think.", "tool_calls": [{"name": "task_wait", "input": {"task_ids": ["agent:1"], "timeout_seconds": 10}}]},
+    {"tool_calls": [{"name": "task_cancel", "input": {"task_id": "agent:2"}}]},
+    {"expect": "Cancellation requested", "text": "Done for now."},
+    {"text": "Anything that finished has been reported."}
+  ],
+  "agents": {
+    "quick": [{"text": "hi there", "delay_ms": 300}],
+    "slow": [{"text": "finally", "delay_ms": 100000}]
+  }
+}`
+
+func TestEndToEndEveryResultReachesTheHistoryOnce(t *testing.T) {
+	s := newSession(t, endToEnd, agent.Config{NoContinuation: true})
+	rec := &recorder{}
+	answer, err := s.Turn(t.Context(), "go", rec)
+	if err != nil || answer != "Done for now." {
+		t.Fatalf("Turn() = %q, %v", answer, err)
+	}
+	// Wait for the cancelled agent and the shell to finish, then a second
+	// turn reflows whatever is left.
+	for _, id := range []string{"agent:2", "shell:3"} {
+		done, err := s.Table().View("").Done(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+	if _, err := s.Turn(t.Context(), "anything else?", rec); err != nil {
+		t.Fatal(err)
+	}
+	history := s.History()
+	for _, id := range []string{"agent:1", "agent:2", "shell:3"} {
+		if bg, tool := mentions(history, id); bg+tool != 1 {
+			t.Errorf("%s reached the history %d times as a background result and %d as a tool result, want once in all", id, bg, tool)
+		}
+	}
+	// The slow helper is still running when the model waits for it, so
+	// the wait takes its result; the cancelled one is reflowed.
+	if _, tool := mentions(history, "agent:1"); tool != 1 {
+		t.Error("agent:1 was not taken by task_wait")
+	}
+	var canceled bool
+	for _, m := range history {
+		for _, b := range m.Content {
+			canceled = canceled || strings.Contains(b.Text, `task_id="agent:2" label="slow: take your time" status="canceled"`)
+		}
+	}
+	if !canceled {
+		t.Error("the cancelled sub-agent is not reported canceled")
+	}
+	if n := rec.count(agent.ToolCallEvent, false); n != 5 {
+		t.Errorf("%d tool call events, want 5", n)
+	}
+}
+
+func TestActiveContinuationRunsOneAutonomousTurn(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.2; echo one", "run_in_background": true}},
+		                {"name": "bash", "input": {"command": "sleep 0.25; echo two", "run_in_background": true}}]},
+		{"text": "Both started; I will report when they finish."},
+		{"expect": "(?s)background-result.*background-result", "text": "Both finished: one and two."}
+	]}`
+	s := newSession(t, script, agent.Config{Settle: 200 * time.Millisecond})
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error)
+	go func() { ran <- s.Run(ctx, input, rec) }()
+	input <- "start two things"
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.count(agent.TurnEnd, true) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a second autonomous turn, if any, would start now
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.AutonomousTurns(); n != 1 {
+		t.Fatalf("%d autonomous turns, want exactly 1 with both results batched", n)
+	}
+	h := s.History()
+	if last := h[len(h)-1]; last.TextOf() != "Both finished: one and two." {
+		t.Errorf("last message = %+v", last)
+	}
+	if rec.count(agent.TaskEvent, false) == 0 {
+		t.Error("no task events were forwarded")
+	}
+}
+
+func TestAutonomousTurnsStopAtTheCap(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo one", "run_in_background": true}}]},
+		{"text": "started one"},
+		{"text": "one finished"},
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo two", "run_in_background": true}}]},
+		{"text": "started two"},
+		{"expect": "echo two|two", "text": "two was reflowed into this user turn"}
+	]}`
+	s := newSession(t, script, agent.Config{MaxAutonomousTurns: 1, Settle: 50 * time.Millisecond})
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ran := make(chan error)
+	go func() { ran <- s.Run(ctx, input, rec) }()
+	input <- "first"
+	waitFor(t, func() bool { return s.AutonomousTurns() == 1 && rec.count(agent.TurnEnd, true) == 1 })
+	input <- "second"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 2 })
+	done, _ := s.Table().View("").Done("shell:2")
+	<-done
+	time.Sleep(200 * time.Millisecond) // past the settle window: no autonomous turn may start
+	if n := s.AutonomousTurns(); n != 1 {
+		t.Errorf("%d autonomous turns, want 1 (the cap)", n)
+	}
+	input <- "third"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 3 })
+	cancel()
+	<-ran
+	if bg, _ := mentions(s.History(), "shell:2"); bg != 1 {
+		t.Errorf("shell:2 reflowed %d times, want once, into the third user turn", bg)
+	}
+}
+
+func TestNoAutonomousTurnAfterClose(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.3", "run_in_background": true}}]},
+		{"text": "started"}
+	]}`
+	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond})
+	input := make(chan string)
+	ran := make(chan error)
+	go func() { ran <- s.Run(t.Context(), input, agent.Discard) }()
+	input <- "go"
+	waitFor(t, func() bool { return len(s.History()) == 4 })
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(input)
+	<-ran
+	if n := s.AutonomousTurns(); n != 0 {
+		t.Errorf("%d autonomous turns after Close, want 0", n)
+	}
+}
+
+func TestCancellingATurnIsPromptAndSparesBackgroundWork(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]},
+		{"text": "thinking very hard", "delay_ms": 100000}
+	]}`
+	s := newSession(t, script, agent.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		cancel() // the user's Ctrl-C, mid-response
+	}()
+	start := time.Now()
+	_, err := s.Turn(ctx, "go", agent.Discard)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Turn() = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Turn returned %v after the cancel", d)
+	}
+	if info, _ := s.Table().Info("shell:1"); info.State.String() != "running" {
+		t.Errorf("the background shell is %v after the turn was cancelled, want running", info.State)
+	}
+}
+
+func TestToolMistakesGoBackToTheModel(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "no_such_tool", "input": {}}, {"name": "spawn_agent", "input": {"profile": "nobody", "prompt": "x"}}]},
+		{"expect": "There is no tool ..no_such_tool", "text": "ok"}
+	]}`
+	s := newSession(t, script, agent.Config{})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	h := s.History()
+	results := h[2].Content
+	if len(results) != 2 || !results[0].IsError || !results[1].IsError || !strings.Contains(results[1].Text, "the profiles are: quick, slow") {
+		t.Errorf("tool results = %+v", results)
+	}
+}
+
+func TestIterationCap(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "task_list", "input": {}}]},
+		{"tool_calls": [{"name": "task_list", "input": {}}]},
+		{"tool_calls": [{"name": "task_list", "input": {}}]}
+	]}`
+	s := newSession(t, script, agent.Config{MaxIterations: 2})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); !errors.Is(err, agent.ErrIterationCap) {
+		t.Errorf("Turn() = %v, want ErrIterationCap", err)
+	}
+}
+
+func TestForegroundSubAgentAnswersAndTraces(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "lister", "prompt": "list your tasks"}}]},
+		{"expect": "nothing running", "text": "The helper says nothing is running."}
+	], "agents": {"lister": [
+		{"tool_calls": [{"name": "task_list", "input": {}}]},
+		{"text": "nothing running"}
+	]}}`
+	profiles := []agent.Profile{{Name: "lister", Description: "lists", Tools: []string{"task_list"}}}
+	s := newSession(t, script, agent.Config{Profiles: profiles})
+	answer, err := s.Turn(t.Context(), "go", agent.Discard)
+	if err != nil || answer != "The helper says nothing is running." {
+		t.Fatalf("Turn() = %q, %v", answer, err)
+	}
+	if d := s.Table().View("").Drain(); d != nil {
+		t.Errorf("a foreground sub-agent's result was left for reflow: %v", d)
+	}
+	p, err := s.Table().Peek("agent:1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TotalBlocks != 4 || p.Blocks[1].Tool != "task_list" {
+		t.Errorf("sub-agent history = %+v", p.Blocks)
+	}
+}
+
+func TestSubAgentToolsAndNesting(t *testing.T) {
+	var seen [][]string
+	var mu sync.Mutex
+	model := modelFunc(func(req provider.Request) provider.Response {
+		var names []string
+		for _, t := range req.Tools {
+			names = append(names, t.Name)
+		}
+		mu.Lock()
+		seen = append(seen, names)
+		mu.Unlock()
+		if len(req.Messages) == 1 && req.Agent != "leaf" {
+			// spawn one level down
+			return toolCall("spawn_agent", `{"profile": "`+map[string]string{"": "mid", "mid": "leaf"}[req.Agent]+`", "prompt": "go"}`)
+		}
+		return text("done")
+	})
+	s, err := agent.New(context.Background(), agent.Config{Model: model, Profiles: []agent.Profile{
+		{Name: "mid", Description: "middle"}, {Name: "leaf", Description: "leaf", Tools: []string{"bash", "task_list", "spawn_agent"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	has := func(names []string, n string) bool {
+		return strings.Contains(" "+strings.Join(names, " ")+" ", " "+n+" ")
+	}
+	if !has(seen[0], "spawn_agent") || !has(seen[0], "task_input") {
+		t.Errorf("top level tools = %v", seen[0])
+	}
+	if !has(seen[1], "spawn_agent") {
+		t.Errorf("depth-1 sub-agent tools = %v, want spawn_agent", seen[1])
+	}
+	if has(seen[2], "spawn_agent") || !has(seen[2], "bash") || has(seen[2], "task_wait") {
+		t.Errorf("depth-2 sub-agent tools = %v, want its profile's, without spawn_agent", seen[2])
+	}
+}
+
+// modelFunc is a Model made of a function of the request.
+type modelFunc func(provider.Request) provider.Response
+
+func (f modelFunc) Generate(_ context.Context, req provider.Request, _ func(provider.Event)) (provider.Response, error) {
+	return f(req), nil
+}
+
+func toolCall(name, input string) provider.Response {
+	return provider.Response{StopReason: provider.ToolCalls, Message: provider.Message{Role: provider.Assistant, Content: []provider.Block{
+		{Type: provider.ToolUse, ToolCallID: "c1", ToolName: name, Input: []byte(input)},
+	}}}
+}
+
+func text(s string) provider.Response {
+	return provider.Response{StopReason: provider.EndTurn, Message: provider.Message{Role: provider.Assistant, Content: []provider.Block{{Type: provider.Text, Text: s}}}}
+}
+
+func TestHistoryGuardBoundsTheConversation(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 20000"}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 20000"}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 20000"}}]},
+		{"text": "done"}
+	]}`
+	s := newSession(t, script, agent.Config{HistoryBytes: 12 << 10, Tools: tools.Config{}})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	total, cut := 0, 0
+	for _, m := range s.History() {
+		for _, b := range m.Content {
+			total += len(b.Text) + len(b.Input)
+			if strings.HasPrefix(b.Text, "[cut to keep the conversation within its budget") {
+				cut++
+			}
+		}
+	}
+	if total > 12<<10 || cut == 0 {
+		t.Errorf("history holds %d bytes with %d cuts, want at most 12 KiB", total, cut)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,58 @@
+// Package agent is offstage's reference agent runtime: a Session holds a
+// conversation with a provider.Model, the model's tools (package tools plus
+// spawn_agent) and a task table, and puts background work to use.
+//
+//	s, _ := agent.New(ctx, agent.Config{Model: model, System: "You are a coding agent."})
+//	defer s.Close(context.Background())
+//	answer, err := s.Turn(ctx, "Run the tests in the background and tell me about the README.", agent.Discard)
+//
+// # Turns
+//
+// A turn appends the user's message, calls the model, runs the tool calls
+// it asks for concurrently, appends their results, and repeats until the
+// model stops calling tools or Config.MaxIterations. Before every model
+// request the top level's (or sub-agent's) finished background results
+// are drained from the table and added to the history as clearly framed
+// background results ("[offstage] A background task finished…" and a
+// <background-result> element with id, label, status and result), never
+// as the user's words. Each result reaches the history exactly once:
+// tools that show a result (task_wait, a foreground bash or spawn_agent,
+// task_inspect) take it, and the drain takes the rest.
+//
+// Cancelling a turn's context stops the model call and the foreground
+// tools; background tasks go on. Session.Close cancels and reaps
+// everything.
+//
+// # Active continuation
+//
+// Run drives a session from a channel of user input: when the session is
+// idle and background work finishes, it waits Config.Settle (250ms) for
+// more to finish and runs one autonomous turn on the batch, so the model
+// reacts without being prompted. User and autonomous turns never overlap;
+// none starts after Close; at most Config.MaxAutonomousTurns (50) run,
+// after which results wait for the next user turn.
+//
+// # Sub-agents
+//
+// spawn_agent starts a sub-agent from a Profile (DefaultProfiles has a
+// general-purpose one) as an agent:N task owned by its caller: its context
+// descends from the caller's, it reports an iteration heartbeat and
+// activity lines, shares its history for task_inspect, records a trace of
+// its tool calls, and its own tasks are cancelled when it ends. Its task_*
+// tools see only its own tasks. Sub-agents may start sub-agents one level
+// down; those may not.
+//
+// # History guard
+//
+// The history is kept under Config.HistoryBytes (2 MiB of text): past it,
+// the oldest tool and background results are cut to a short note, then the
+// oldest other texts, never the last two messages. It bounds memory; it
+// does not summarise.
+//
+// # Concurrency properties
+//
+// Turn and Run are not to be called concurrently on one session; the
+// session serialises turns itself anyway. Sink.Event is called from the
+// turn's goroutine, from tool goroutines and from the task-event follower,
+// so a Sink must be safe for concurrent use.
+package agent

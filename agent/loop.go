@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// loop is one agent's conversation: the top level or a sub-agent.
+type loop struct {
+	s       *Session
+	agent   string // profile name for the model ("" for the top level)
+	system  string
+	model   provider.Model
+	view    *task.View
+	tools   []*tools.Tool
+	defs    []provider.Tool
+	maxIter int
+	hist    *history
+	handle  *task.Handle // sub-agents: progress and trace; nil at the top level
+}
+
+// ErrIterationCap is returned (wrapped) when a turn reached the iteration
+// cap with the model still calling tools.
+var ErrIterationCap = errors.New("iteration cap reached")
+
+// turn appends blocks as a user message and runs the model and its tool
+// calls until the model stops or the iteration cap. It returns the final
+// answer. Cancelling ctx stops the model call and foreground tools, not
+// background tasks; the history stays consistent (every tool call gets a
+// result).
+func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (string, error) {
+	if len(blocks) > 0 {
+		l.hist.append(provider.Message{Role: provider.User, Content: blocks})
+	}
+	for iter := 1; iter <= l.maxIter; iter++ {
+		l.reflow(sink)
+		l.progress(iter, "waiting for the model")
+		req := provider.Request{System: l.system, Messages: l.hist.messages(), Tools: l.defs, Agent: l.agent}
+		res, err := l.model.Generate(ctx, req, func(e provider.Event) {
+			switch e.Type {
+			case provider.TextDelta:
+				emit(sink, Event{Type: TextDelta, Text: e.Text})
+			case provider.ThinkingDelta:
+				emit(sink, Event{Type: ThinkingDelta, Text: e.Text})
+			}
+		})
+		if err != nil {
+			return "", err
+		}
+		res.Message.Role = provider.Assistant
+		l.hist.append(res.Message)
+		calls := res.Message.ToolCalls()
+		if len(calls) == 0 {
+			return res.Message.TextOf(), nil
+		}
+		l.hist.append(provider.Message{Role: provider.User, Content: l.callTools(ctx, iter, calls, sink)})
+		if err := ctx.Err(); err != nil {
+			return "", context.Cause(ctx)
+		}
+	}
+	return "", fmt.Errorf("%w: the model was still calling tools after %d iterations", ErrIterationCap, l.maxIter)
+}
+
+// callTools runs the calls concurrently and returns their results in call
+// order. A call to an unknown tool gets an error result; so does a tool
+// whose runtime failed (the model should know it did not happen).
+func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, sink Sink) []provider.Block {
+	results := make([]provider.Block, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		emit(sink, Event{Type: ToolCallEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Input: c.Input})
+		l.progress(iter, "running tool "+c.ToolName)
+		l.trace(c)
+		wg.Go(func() {
+			results[i] = l.callTool(ctx, c)
+			emit(sink, Event{Type: ToolResultEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Text: results[i].Text, IsError: results[i].IsError})
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func (l *loop) callTool(ctx context.Context, c provider.Block) provider.Block {
+	out := provider.Block{Type: provider.ToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
+	var tool *tools.Tool
+	for _, t := range l.tools {
+		if t.Name == c.ToolName {
+			tool = t
+		}
+	}
+	if tool == nil {
+		out.Text, out.IsError = errorJSON(fmt.Sprintf("There is no tool %q here; the tools are: %s.", c.ToolName, l.toolNames())), true
+		return out
+	}
+	res, err := tool.Call(ctx, l.view, c.Input)
+	if err != nil {
+		out.Text, out.IsError = errorJSON("The tool failed inside the runtime and did nothing: "+err.Error()), true
+		return out
+	}
+	out.Text, out.IsError = res.Text, res.IsError
+	return out
+}
+
+func (l *loop) toolNames() string {
+	names := make([]string, len(l.tools))
+	for i, t := range l.tools {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func errorJSON(msg string) string {
+	b, _ := json.Marshal(tools.ErrorOutput{Error: msg})
+	return string(b)
+}
+
+// reflow adds the owner's finished background results to the history,
+// framed as what they are, before a model request.
+func (l *loop) reflow(sink Sink) {
+	results := l.view.Drain()
+	if len(results) == 0 {
+		return
+	}
+	blocks, ids := frame(results)
+	l.hist.append(provider.Message{Role: provider.User, Content: blocks})
+	emit(sink, Event{Type: Reflow, TaskIDs: ids})
+}
+
+// backgroundHeader starts every reflowed result, so neither the model nor
+// the history guard can take it for the user's words.
+const backgroundHeader = "[offstage] A background task finished. This is its result, not a message from the user."
+
+// resultBytes caps a reflowed result's text.
+const resultBytes = 4 << 10
+
+// frame turns results into text blocks for the history.
+func frame(results []task.Result) ([]provider.Block, []string) {
+	var blocks []provider.Block
+	var ids []string
+	for _, r := range results {
+		var b strings.Builder
+		b.WriteString(backgroundHeader)
+		fmt.Fprintf(&b, "\n<background-result task_id=%q label=%q status=%q", r.ID, r.Label, r.State)
+		if r.HasExitCode {
+			fmt.Fprintf(&b, " exit_code=\"%d\"", r.ExitCode)
+		}
+		b.WriteString(">\n")
+		text := r.Text
+		if len(text) > resultBytes {
+			text = "…(" + strconv.Itoa(len(text)-resultBytes) + " earlier bytes)" + strings.ToValidUTF8(text[len(text)-resultBytes:], "")
+		}
+		b.WriteString(text)
+		if r.Err != nil && r.State != task.Completed {
+			fmt.Fprintf(&b, "\nerror: %s", r.Err)
+		}
+		b.WriteString("\n</background-result>")
+		blocks = append(blocks, provider.Block{Type: provider.Text, Text: b.String()})
+		ids = append(ids, r.ID)
+	}
+	return blocks, ids
+}
+
+func isBackground(b *provider.Block) bool {
+	return b.Type == provider.Text && strings.HasPrefix(b.Text, backgroundHeader)
+}
+
+func (l *loop) progress(iter int, activity string) {
+	if l.handle != nil {
+		l.handle.Progress(iter, activity)
+	}
+}
+
+// trace records a tool call in a sub-agent's trace, which travels with its
+// result: "bash {"command":"make test"}".
+func (l *loop) trace(c provider.Block) {
+	if l.handle != nil {
+		l.handle.Trace(c.ToolName + " " + string(c.Input))
+	}
+}

@@ -1,0 +1,281 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// Profile describes a kind of sub-agent the model can start with
+// spawn_agent.
+type Profile struct {
+	Name        string
+	Description string // what it is for, shown to the model
+	System      string // its system prompt
+	// Tools names the tools it may use; nil means all of them. The task_*
+	// tools always act on its own tasks only.
+	Tools []string
+	// MaxIterations caps its turn; 0 means Config.MaxIterations.
+	MaxIterations int
+	// Model answers for it; nil means Config.Model.
+	Model provider.Model
+}
+
+// DefaultProfiles are used when Config.Profiles is nil.
+var DefaultProfiles = []Profile{{
+	Name:        "general",
+	Description: "A general-purpose agent for a self-contained task: investigating a question, running commands, reporting back.",
+	System: "You are a sub-agent started by another agent for one task. Do it with the tools you have, " +
+		"then answer with a short report of what you found or did; the other agent sees only that report.",
+}}
+
+// Config configures a Session.
+type Config struct {
+	// Model answers the top level (and sub-agents without their own).
+	Model provider.Model
+	// System is the top level's system prompt.
+	System string
+	// Tools configures the model's tools (the shell template and budgets).
+	Tools tools.Config
+	// Tasks configures the task table.
+	Tasks task.Options
+	// Profiles are the sub-agent profiles; nil means DefaultProfiles, and
+	// an empty non-nil slice disables spawn_agent.
+	Profiles []Profile
+	// MaxIterations caps the model calls of one turn. Default 20.
+	MaxIterations int
+	// Settle batches results finishing this close together into one
+	// autonomous turn. Default 250ms.
+	Settle time.Duration
+	// MaxAutonomousTurns caps the turns Run starts by itself in a session;
+	// after it, results wait for the next user turn. Default 50.
+	MaxAutonomousTurns int
+	// NoContinuation turns active continuation off: finished background
+	// work then reaches the model only with the next user turn.
+	NoContinuation bool
+	// HistoryBytes is the history guard's budget (see the package doc).
+	// Default 2 MiB.
+	HistoryBytes int
+}
+
+const (
+	defaultMaxIterations = 20
+	defaultSettle        = 250 * time.Millisecond
+	defaultAutonomous    = 50
+	defaultHistoryBytes  = 2 << 20
+	// maxDepth: the top level is depth 0; its sub-agents (1) may start
+	// shells and agents; theirs (2) may not start agents.
+	maxDepth = 2
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxIterations <= 0 {
+		c.MaxIterations = defaultMaxIterations
+	}
+	if c.Settle <= 0 {
+		c.Settle = defaultSettle
+	}
+	if c.MaxAutonomousTurns <= 0 {
+		c.MaxAutonomousTurns = defaultAutonomous
+	}
+	if c.HistoryBytes <= 0 {
+		c.HistoryBytes = defaultHistoryBytes
+	}
+	if c.Profiles == nil {
+		c.Profiles = DefaultProfiles
+	}
+	return c
+}
+
+// Session is one conversation with a model, with its own task table. Turn
+// and Run must not be called concurrently with each other (a session has
+// one conversation); everything else is safe for concurrent use.
+type Session struct {
+	cfg     Config
+	table   *task.Table
+	toolset *tools.Set
+	top     *loop
+
+	turnMu     sync.Mutex // held for the length of a turn: user and autonomous turns never overlap
+	closing    atomic.Bool
+	autonomous atomic.Int64 // autonomous turns run so far
+}
+
+// New returns a session whose tasks descend from ctx.
+func New(ctx context.Context, cfg Config) (*Session, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("agent: Config.Model is nil")
+	}
+	cfg = cfg.withDefaults()
+	for i, p := range cfg.Profiles {
+		if p.Name == "" || slices.ContainsFunc(cfg.Profiles[:i], func(q Profile) bool { return q.Name == p.Name }) {
+			return nil, fmt.Errorf("agent: profile %d has an empty or repeated name %q", i, p.Name)
+		}
+	}
+	s := &Session{cfg: cfg, table: task.New(ctx, cfg.Tasks), toolset: tools.New(cfg.Tools)}
+	s.top = s.newLoop("", cfg.System, cfg.Model, s.table.View(""), nil, 0, nil, cfg.MaxIterations)
+	return s, nil
+}
+
+// newLoop assembles an agent: its tools are the toolset's (filtered by
+// allowed, nil meaning all) plus spawn_agent below the nesting limit.
+func (s *Session) newLoop(agent, system string, model provider.Model, view *task.View, allowed []string, depth int, h *task.Handle, maxIter int) *loop {
+	l := &loop{s: s, agent: agent, system: system, model: model, view: view, maxIter: maxIter, hist: newHistory(s.cfg.HistoryBytes), handle: h}
+	all := slices.Clone(s.toolset.Tools())
+	if depth < maxDepth && len(s.cfg.Profiles) > 0 {
+		all = append(all, s.spawnTool(depth))
+	}
+	for _, t := range all {
+		if allowed == nil || slices.Contains(allowed, t.Name) {
+			l.tools = append(l.tools, t)
+			schema, _ := json.Marshal(t.InputSchema)
+			l.defs = append(l.defs, provider.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+		}
+	}
+	return l
+}
+
+// Table returns the session's task table, for UIs.
+func (s *Session) Table() *task.Table { return s.table }
+
+// History returns a copy of the top level's conversation.
+func (s *Session) History() []provider.Message { return s.top.hist.messages() }
+
+// Turn runs one user turn and returns the model's final answer. Finished
+// background results are reflowed into the history before every model
+// request. Cancelling ctx (the user's Ctrl-C) stops the model call and the
+// foreground tools; background tasks go on.
+func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, error) {
+	s.turnMu.Lock()
+	defer s.turnMu.Unlock()
+	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
+}
+
+func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomous bool, sink Sink) (string, error) {
+	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
+	text, err := s.top.turn(ctx, blocks, sink)
+	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Err: err})
+	return text, err
+}
+
+// Run drives the session: it runs a turn for each input line and, while
+// idle, an autonomous turn when background tasks finish (results finishing
+// within Config.Settle of each other are batched into one turn). User
+// turns and autonomous turns never overlap; none starts after Close; at
+// most Config.MaxAutonomousTurns autonomous turns run, after which results
+// wait for the next user turn. Task events are forwarded to sink while Run
+// runs. A failed turn is reported to sink (TurnEnd with Err) and Run goes
+// on. Run returns nil when input is closed or ctx ends.
+func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error {
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		s.FollowTasks(followCtx, sink)
+	}()
+	defer func() {
+		stopFollow()
+		<-followed
+	}()
+	ready := s.top.view.Ready()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case line, ok := <-input:
+			if !ok {
+				return nil
+			}
+			s.Turn(ctx, line, sink)
+		case <-ready:
+			if s.cfg.NoContinuation {
+				continue // the next user turn reflows them
+			}
+			if line, ok, more := s.settle(ctx, input, ready); more {
+				if !ok {
+					return nil
+				}
+				s.Turn(ctx, line, sink) // user input arrived meanwhile: its turn reflows the results
+				continue
+			}
+			s.autonomousTurn(ctx, sink)
+		}
+	}
+}
+
+// settle waits Config.Settle for more results to finish, unless user input
+// arrives first (then it returns it, with more set).
+func (s *Session) settle(ctx context.Context, input <-chan string, ready <-chan struct{}) (line string, ok, more bool) {
+	timer := time.NewTimer(s.cfg.Settle)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return "", false, false
+		case <-ready: // another finished within the window: same batch
+		case line, ok := <-input:
+			return line, ok, true
+		case <-ctx.Done():
+			return "", false, false
+		}
+	}
+}
+
+// autonomousTurn runs a turn on the finished results, if there are any and
+// the session is neither closing nor over its cap.
+func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
+	if s.closing.Load() || ctx.Err() != nil || s.autonomous.Load() >= int64(s.cfg.MaxAutonomousTurns) {
+		return
+	}
+	s.turnMu.Lock()
+	defer s.turnMu.Unlock()
+	results := s.top.view.Drain()
+	if len(results) == 0 {
+		return // a stale wake-up: a wait already took them
+	}
+	s.autonomous.Add(1)
+	blocks, ids := frame(results)
+	emit(sink, Event{Type: Reflow, TaskIDs: ids, Autonomous: true})
+	s.runTurn(ctx, blocks, true, sink)
+}
+
+// AutonomousTurns returns how many autonomous turns Run has started.
+func (s *Session) AutonomousTurns() int { return int(s.autonomous.Load()) }
+
+// FollowTasks forwards the task table's events to sink until ctx ends. If
+// the sink falls behind the bounded log, it says so with one event and
+// goes on from the oldest event still held.
+func (s *Session) FollowTasks(ctx context.Context, sink Sink) {
+	log := s.table.Events()
+	seq := log.Last()
+	for {
+		evs, err := log.Wait(ctx, seq)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, task.ErrEventsDropped) {
+			emit(sink, Event{Type: TaskEvent, Err: err})
+		}
+		for i := range evs {
+			emit(sink, Event{Type: TaskEvent, Task: &evs[i]})
+			seq = evs[i].Seq
+		}
+	}
+}
+
+// Close stops the session: no autonomous turn starts any more, every task
+// is cancelled, and Close waits until every task function has returned and
+// every process is reaped, or ctx ends. It is idempotent.
+func (s *Session) Close(ctx context.Context) error {
+	s.closing.Store(true)
+	return s.table.Close(ctx)
+}

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+//go:embed spawn_agent.md
+var spawnAgentMD string
+
+type spawnInput struct {
+	Profile         string `json:"profile" jsonschema:"the sub-agent profile"`
+	Prompt          string `json:"prompt" jsonschema:"the task, with all it needs to know"`
+	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"return its id at once"`
+}
+
+// SpawnOutput is the spawn_agent tool's result.
+type SpawnOutput struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+	Answer string `json:"answer,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// answerBytes caps a foreground sub-agent's answer in the tool result.
+const answerBytes = 8 << 10
+
+// spawnTool returns spawn_agent for a caller at depth.
+func (s *Session) spawnTool(depth int) *tools.Tool {
+	var desc strings.Builder
+	desc.WriteString(strings.TrimSpace(spawnAgentMD))
+	desc.WriteString("\n\nProfiles:\n")
+	for _, p := range s.cfg.Profiles {
+		fmt.Fprintf(&desc, "- `%s`: %s\n", p.Name, p.Description)
+	}
+	return tools.Define("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (any, error) {
+		return s.spawn(ctx, v, depth, in)
+	})
+}
+
+func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnInput) (any, error) {
+	var profile *Profile
+	var names []string
+	for i := range s.cfg.Profiles {
+		names = append(names, s.cfg.Profiles[i].Name)
+		if s.cfg.Profiles[i].Name == in.Profile {
+			profile = &s.cfg.Profiles[i]
+		}
+	}
+	switch {
+	case profile == nil:
+		return nil, tools.Fail("There is no profile %q; the profiles are: %s.", in.Profile, strings.Join(names, ", "))
+	case strings.TrimSpace(in.Prompt) == "":
+		return nil, tools.Fail("prompt is empty; say what the sub-agent should do, with everything it needs to know.")
+	}
+	model := profile.Model
+	if model == nil {
+		model = s.cfg.Model
+	}
+	maxIter := profile.MaxIterations
+	if maxIter <= 0 {
+		maxIter = s.cfg.MaxIterations
+	}
+	label := proc.Label(profile.Name + ": " + in.Prompt)
+	id, err := v.Spawn(task.Spec{Kind: "agent", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
+		sub := s.newLoop(profile.Name, profile.System, model, h.View(), profile.Tools, depth+1, h, maxIter)
+		h.AttachHistory(sub.hist)
+		answer, err := sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
+		h.Activity("finished")
+		return answer, err
+	})
+	switch {
+	case errors.Is(err, task.ErrFull):
+		return nil, tools.Fail("Too many tasks are running or waiting to be read; wait for or cancel some first.")
+	case err != nil:
+		return nil, err
+	}
+	if in.RunInBackground {
+		return SpawnOutput{TaskID: id, Status: "running",
+			Note: fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)}, nil
+	}
+	return s.waitAgent(ctx, v, id)
+}
+
+// waitAgent waits for a foreground sub-agent and takes its result; if the
+// turn is cancelled, the sub-agent is cancelled with it.
+func (s *Session) waitAgent(ctx context.Context, v *task.View, id string) (any, error) {
+	r, err := v.Wait(ctx, []string{id}, task.All)
+	if err != nil {
+		v.Cancel(id)
+		stopped, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err = v.Wait(stopped, []string{id}, task.All)
+		if err != nil {
+			return SpawnOutput{TaskID: id, Status: "canceling", Note: "The turn was cancelled; the sub-agent is being stopped."}, nil
+		}
+	}
+	if len(r.Done) != 1 {
+		return SpawnOutput{TaskID: id, Status: "finished", Note: "Its report was already given to you."}, nil
+	}
+	res := r.Done[0]
+	out := SpawnOutput{TaskID: id, Status: res.State.String(), Answer: shortenAnswer(res.Text)}
+	if res.Err != nil {
+		out.Error = res.Err.Error()
+	}
+	return out, nil
+}
+
+func shortenAnswer(s string) string {
+	if len(s) <= answerBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:answerBytes], "") + fmt.Sprintf("…(+%d more bytes)", len(s)-answerBytes)
+}

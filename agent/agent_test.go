@@ -12,7 +12,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/provider/anthropic"
+	"github.com/offstage/offstage/provider/openai"
+	"github.com/offstage/offstage/provider/providertest"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
 )
@@ -22,8 +26,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // profiles for the tests: "quick" answers at once, "slow" after a while,
 // neither starts tasks, so task numbers are predictable.
 var testProfiles = []agent.Profile{
-	{Name: "quick", Description: "answers at once", System: "be quick"},
-	{Name: "slow", Description: "takes its time", System: "be slow"},
+	{Name: "quick", Description: "answers at once", System: "be quick\n" + providertest.Marker("quick")},
+	{Name: "slow", Description: "takes its time", System: "be slow\n" + providertest.Marker("slow")},
 }
 
 func newSession(t *testing.T, script string, cfg agent.Config) *agent.Session {
@@ -115,7 +119,48 @@ const endToEnd = `{
 }`
 
 func TestEndToEndEveryResultReachesTheHistoryOnce(t *testing.T) {
-	s := newSession(t, endToEnd, agent.Config{NoContinuation: true})
+	checkEndToEnd(t, newSession(t, endToEnd, agent.Config{NoContinuation: true}))
+}
+
+// The same flow with the model behind a real wire format: the session talks
+// to a fake OpenAI or Anthropic server through the provider, and the
+// server's answers come from the same script.
+func TestEndToEndThroughTheWire(t *testing.T) {
+	script, err := scripted.Parse([]byte(endToEnd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		endpoint providertest.Endpoint
+		connect  func(url string) (provider.Model, error)
+	}{
+		"openai": {providertest.OpenAI, func(url string) (provider.Model, error) {
+			return openai.New(openai.Config{Model: "fake", APIKey: "k", BaseURL: url})
+		}},
+		"anthropic": {providertest.Anthropic, func(url string) (provider.Model, error) {
+			return anthropic.New(anthropic.Config{Model: "fake", APIKey: "k", BaseURL: url})
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := tc.endpoint(script, providertest.Options{Key: "k"})
+			defer srv.Close()
+			model, err := tc.connect(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := agent.New(context.Background(), agent.Config{Model: model, Profiles: testProfiles, NoContinuation: true,
+				Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			checkEndToEnd(t, s)
+		})
+	}
+}
+
+func checkEndToEnd(t *testing.T, s *agent.Session) {
+	t.Helper()
 	rec := &recorder{}
 	answer, err := s.Turn(t.Context(), "go", rec)
 	if err != nil || answer != "Done for now." {

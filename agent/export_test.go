@@ -1,0 +1,9 @@
+package agent
+
+// ResetHistory empties the top level's conversation (benchmarks reuse a
+// session without measuring an ever-growing history).
+func ResetHistory(s *Session) {
+	s.top.hist.mu.Lock()
+	defer s.top.hist.mu.Unlock()
+	s.top.hist.msgs, s.top.hist.bytes = nil, 0
+}

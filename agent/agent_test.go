@@ -364,6 +364,9 @@ func TestForegroundSubAgentAnswersAndTraces(t *testing.T) {
 	if d := s.Table().View("").Drain(); d != nil {
 		t.Errorf("a foreground sub-agent's result was left for reflow: %v", d)
 	}
+	if got := s.History()[2].Content[0].Text; !strings.Contains(got, `"trace":["task_list {}"]`) {
+		t.Errorf("spawn_agent result = %s, want the sub-agent's trace", got)
+	}
 	p, err := s.Table().Peek("agent:1", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -466,5 +469,25 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestBackgroundSubAgentResultCarriesItsTrace(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "lister", "prompt": "look around", "run_in_background": true}}]},
+		{"text": "started"},
+		{"expect": "trace \\(its last tool calls\\):\n- task_list \\{\\}", "text": "it looked"}
+	], "agents": {"lister": [
+		{"tool_calls": [{"name": "task_list", "input": {}}]},
+		{"text": "nothing here"}
+	]}}`
+	s := newSession(t, script, agent.Config{NoContinuation: true, Profiles: []agent.Profile{{Name: "lister", Description: "lists"}}})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := s.Table().View("").Done("agent:1")
+	<-done
+	if answer, err := s.Turn(t.Context(), "and?", agent.Discard); err != nil || answer != "it looked" {
+		t.Errorf("Turn() = %q, %v", answer, err)
 	}
 }

@@ -162,6 +162,9 @@ func frame(results []task.Result) ([]provider.Block, []string) {
 		if r.Err != nil && r.State != task.Completed {
 			fmt.Fprintf(&b, "\nerror: %s", r.Err)
 		}
+		if trace := tools.ShortTrace(r.Trace); len(trace) > 0 {
+			b.WriteString("\ntrace (its last tool calls):\n- " + strings.Join(trace, "\n- "))
+		}
 		b.WriteString("\n</background-result>")
 		blocks = append(blocks, provider.Block{Type: provider.Text, Text: b.String()})
 		ids = append(ids, r.ID)

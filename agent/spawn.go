@@ -25,11 +25,12 @@ type spawnInput struct {
 
 // SpawnOutput is the spawn_agent tool's result.
 type SpawnOutput struct {
-	TaskID string `json:"task_id"`
-	Status string `json:"status"`
-	Answer string `json:"answer,omitempty"`
-	Error  string `json:"error,omitempty"`
-	Note   string `json:"note,omitempty"`
+	TaskID string   `json:"task_id"`
+	Status string   `json:"status"`
+	Answer string   `json:"answer,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	Trace  []string `json:"trace,omitempty"`
+	Note   string   `json:"note,omitempty"`
 }
 
 // answerBytes caps a foreground sub-agent's answer in the tool result.
@@ -109,7 +110,7 @@ func (s *Session) waitAgent(ctx context.Context, v *task.View, id string) (any, 
 		return SpawnOutput{TaskID: id, Status: "finished", Note: "Its report was already given to you."}, nil
 	}
 	res := r.Done[0]
-	out := SpawnOutput{TaskID: id, Status: res.State.String(), Answer: shortenAnswer(res.Text)}
+	out := SpawnOutput{TaskID: id, Status: res.State.String(), Answer: shortenAnswer(res.Text), Trace: tools.ShortTrace(res.Trace)}
 	if res.Err != nil {
 		out.Error = res.Err.Error()
 	}

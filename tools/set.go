@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,12 +193,36 @@ func seconds(d time.Duration) float64 {
 // TaskResult is how the tools show a finished task's result.
 type TaskResult struct {
 	TaskInfo
-	Result string `json:"result,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Result string   `json:"result,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	Trace  []string `json:"trace,omitempty"` // what a sub-agent did: its last tool calls
+}
+
+// Trace caps: the last traceLines lines, each cut to traceLineBytes.
+const (
+	traceLines     = 8
+	traceLineBytes = 160
+)
+
+// ShortTrace returns the end of a task's trace, capped for a model: the
+// last 8 lines, each at most 160 bytes, led by a note of what it left out.
+func ShortTrace(trace []string) []string {
+	if len(trace) == 0 {
+		return nil
+	}
+	var out []string
+	if len(trace) > traceLines {
+		out = append(out, fmt.Sprintf("…(%d earlier lines)", len(trace)-traceLines))
+		trace = trace[len(trace)-traceLines:]
+	}
+	for _, line := range trace {
+		out = append(out, shorten(line, traceLineBytes))
+	}
+	return out
 }
 
 func resultOf(r task.Result, now time.Time, textBytes int) TaskResult {
-	out := TaskResult{TaskInfo: infoOf(r.Info, now), Result: shortenTail(r.Text, textBytes)}
+	out := TaskResult{TaskInfo: infoOf(r.Info, now), Result: shortenTail(r.Text, textBytes), Trace: ShortTrace(r.Trace)}
 	if r.Err != nil {
 		out.Error = shorten(r.Err.Error(), fieldBytes)
 	}

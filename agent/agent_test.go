@@ -319,6 +319,27 @@ func TestCancellingATurnIsPromptAndSparesBackgroundWork(t *testing.T) {
 	}
 }
 
+func TestCancelTurnStopsOnlyTheTurn(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]},
+		{"text": "thinking very hard", "delay_ms": 100000}
+	]}`
+	s := newSession(t, script, agent.Config{})
+	if s.CancelTurn() {
+		t.Error("CancelTurn() with no turn running = true")
+	}
+	go func() {
+		waitFor(t, func() bool { return len(s.History()) >= 3 })
+		s.CancelTurn()
+	}()
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); !errors.Is(err, agent.ErrTurnCanceled) {
+		t.Errorf("Turn() = %v, want ErrTurnCanceled", err)
+	}
+	if info, _ := s.Table().Info("shell:1"); info.State.String() != "running" {
+		t.Errorf("the background shell is %v, want running", info.State)
+	}
+}
+
 func TestToolMistakesGoBackToTheModel(t *testing.T) {
 	script := `{"turns": [
 		{"tool_calls": [{"name": "no_such_tool", "input": {}}, {"name": "spawn_agent", "input": {"profile": "nobody", "prompt": "x"}}]},

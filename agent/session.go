@@ -106,6 +106,8 @@ type Session struct {
 	top     *loop
 
 	turnMu     sync.Mutex // held for the length of a turn: user and autonomous turns never overlap
+	cancelMu   sync.Mutex
+	cancelTurn context.CancelCauseFunc // guarded by cancelMu: cancels the running turn, nil between turns
 	closing    atomic.Bool
 	autonomous atomic.Int64 // autonomous turns run so far
 }
@@ -160,7 +162,20 @@ func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, er
 	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
 }
 
+// ErrTurnCanceled is the cause CancelTurn gives the turn it cancels.
+var ErrTurnCanceled = errors.New("turn canceled")
+
 func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomous bool, sink Sink) (string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s.cancelMu.Lock()
+	s.cancelTurn = cancel
+	s.cancelMu.Unlock()
+	defer func() {
+		s.cancelMu.Lock()
+		s.cancelTurn = nil
+		s.cancelMu.Unlock()
+		cancel(nil)
+	}()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
 	text, err := s.top.turn(ctx, blocks, sink)
 	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Err: err})
@@ -246,6 +261,20 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	blocks, ids := frame(results)
 	emit(sink, Event{Type: Reflow, TaskIDs: ids, Autonomous: true})
 	s.runTurn(ctx, blocks, true, sink)
+}
+
+// CancelTurn cancels the turn in progress, user or autonomous, with cause
+// ErrTurnCanceled, as the user's Ctrl-C does: the model call and the
+// foreground tools stop; background tasks and Run go on. It reports
+// whether a turn was running.
+func (s *Session) CancelTurn() bool {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	if s.cancelTurn == nil {
+		return false
+	}
+	s.cancelTurn(ErrTurnCanceled)
+	return true
 }
 
 // AutonomousTurns returns how many autonomous turns Run has started.

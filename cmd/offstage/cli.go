@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+)
+
+// usageError is a mistake in how offstage was called or configured: exit
+// code 2 and one sentence, no stack trace.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// errHelp means help was printed: exit 0.
+var errHelp = errors.New("help printed")
+
+// exitCode prints err, if any, and returns the exit code: 0 success, 1
+// runtime failure, 2 usage or configuration error.
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "offstage:", ue.msg)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "offstage:", err)
+		return 1
+	}
+}
+
+const mainUsage = `offstage runs LLM agents whose background work is done right: shells
+and sub-agents that keep running while the conversation goes on, whose
+results come back exactly once, that never leak a process.
+
+Usage:
+  offstage demo               a ten-second tour with a scripted model (no key, no network)
+  offstage run [prompt]       talk to a model: one answer for a prompt, a conversation without
+  offstage version            print the version
+
+Run "offstage COMMAND --help" for a command's flags and examples.
+`
+
+// run is the whole program: it parses args and runs the command.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage)
+		return usagef("no command given; try \"offstage demo\"")
+	}
+	switch args[0] {
+	case "demo":
+		return demoCommand(ctx, args[1:], stdout, stderr)
+	case "run":
+		return runCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "offstage", version())
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, mainUsage)
+		return nil
+	}
+	fmt.Fprint(stderr, mainUsage)
+	return usagef("unknown command %q", args[0])
+}
+
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown build)"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+	}
+	return v + " (" + info.GoVersion + ")"
+}
+
+// parse parses flags that may come before or after positional arguments
+// ("run 'a prompt' --json"), printing usage and examples for --help.
+func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Writer) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(stdout, "%s\nFlags:\n", usage)
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				fmt.Fprintf(stdout, "\nExamples:\n%s", examples)
+				return nil, errHelp
+			}
+			msg := err.Error()
+			if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+				msg = "unknown flag " + rest
+			}
+			return nil, usagef("%s; see \"offstage %s --help\"", msg, fs.Name())
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// interrupts returns a channel of Ctrl-C presses and a function to stop
+// listening.
+func interrupts() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt)
+	return ch, func() { signal.Stop(ch) }
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The test binary re-executes itself as offstage when this is set.
+const asMainEnv = "OFFSTAGE_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) != "" {
+		main()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// markEnv is inherited by every process a test's offstage starts, so a
+// scan of /proc finds any that survived.
+const markEnv = "OFFSTAGE_TEST_MARK"
+
+// offstage returns a command running offstage with args, marked, with the
+// given extra environment (and none of the host's provider keys).
+func offstage(t *testing.T, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	mark := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+	cmd := exec.Command(os.Args[0], args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OPENAI_") && !strings.HasPrefix(kv, "ANTHROPIC_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, asMainEnv+"=1", markEnv+"="+mark)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Dir = t.TempDir()
+	return cmd, mark
+}
+
+// survivors returns the live processes whose environment carries mark.
+func survivors(t *testing.T, mark string) []string {
+	t.Helper()
+	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
+	var out []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(markEnv+"="+mark+"\x00")) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			continue // a zombie runs nothing
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		out = append(out, strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
+}
+
+func noSurvivors(t *testing.T, mark string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := survivors(t, mark)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes survived offstage: %q", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	cmd, mark := offstage(t, nil, "demo")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("demo failed: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+		}
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("demo ran over 60s:\n%s", out.String())
+	}
+	t.Logf("demo took %v", time.Since(start).Round(time.Millisecond))
+	text := out.String()
+	for capability, want := range map[string]string{
+		"says the model is scripted":          "the model is scripted",
+		"background shell":                    `"task_id":"shell:1","status":"running"`,
+		"two background sub-agents":           `"task_id":"agent:3","status":"running"`,
+		"live heartbeat":                      "agent:2 heartbeat: iteration 2",
+		"task_list":                           "→ task_list",
+		"task_wait with any":                  `"mode": "any"`,
+		"cancelling a long task":              "· shell:4 canceled",
+		"a foreground command adopted":        "keeps running in the background as shell:5",
+		"results reflowed into the next turn": "background results joined the conversation: shell:5",
+		"an autonomous turn":                  "── autonomous turn",
+		"clean exit, everything reaped":       "every one has finished and every process was reaped",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo does not show %s (%q)", capability, want)
+		}
+	}
+	// Incremental reads: the second read of the build goes on where the
+	// first stopped.
+	reads := regexp.MustCompile(`← task_output: \{"task_id":"shell:1","status":"running","output":"([^"]*)"`).FindAllStringSubmatch(text, -1)
+	if len(reads) != 2 || reads[0][1] == "" || reads[1][1] == "" || strings.HasPrefix(reads[1][1], reads[0][1]) {
+		t.Errorf("the demo does not show two incremental reads of the build: %q", reads)
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", text)
+	}
+	noSurvivors(t, mark)
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/provider/anthropic"
+	"github.com/offstage/offstage/provider/openai"
+	"github.com/offstage/offstage/provider/scripted"
+)
+
+// modelFlags are how `run` picks a model.
+type modelFlags struct {
+	provider string
+	model    string
+	baseURL  string
+	script   string
+}
+
+const (
+	defaultOpenAIModel    = "gpt-4.1"
+	defaultAnthropicModel = "claude-sonnet-4-5"
+)
+
+// newModel builds the model from flags and environment: OPENAI_API_KEY and
+// OPENAI_BASE_URL, ANTHROPIC_API_KEY. Without --provider it picks scripted
+// if --script is given, else whichever provider has a key set. Every
+// mistake is a usage error: one sentence saying what to set.
+func newModel(f modelFlags, getenv func(string) string) (provider.Model, error) {
+	name := f.provider
+	if name == "" {
+		switch {
+		case f.script != "":
+			name = "scripted"
+		case getenv("OPENAI_API_KEY") != "" || getenv("OPENAI_BASE_URL") != "" || f.baseURL != "":
+			name = "openai"
+		case getenv("ANTHROPIC_API_KEY") != "":
+			name = "anthropic"
+		default:
+			return nil, usagef("no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or pass --base-url for a local OpenAI-compatible server (try \"offstage demo\" for a tour that needs no key)")
+		}
+	}
+	switch name {
+	case "scripted":
+		if f.script == "" {
+			return nil, usagef("--provider scripted needs --script FILE (see provider/scripted for the format)")
+		}
+		m, err := scripted.Load(f.script)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return m, nil
+	case "openai":
+		base := f.baseURL
+		if base == "" {
+			base = getenv("OPENAI_BASE_URL")
+		}
+		model := f.model
+		if model == "" {
+			model = defaultOpenAIModel
+		}
+		m, err := openai.New(openai.Config{Model: model, APIKey: getenv("OPENAI_API_KEY"), BaseURL: base})
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return m, nil
+	case "anthropic":
+		model := f.model
+		if model == "" {
+			model = defaultAnthropicModel
+		}
+		m, err := anthropic.New(anthropic.Config{Model: model, APIKey: getenv("ANTHROPIC_API_KEY"), BaseURL: f.baseURL})
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return m, nil
+	}
+	return nil, usagef("unknown provider %q: use openai, anthropic or scripted", name)
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
+)
+
+// printer shows a session's events to a person (or, with json, to a
+// script). It is an agent.Sink: safe for concurrent use.
+type printer struct {
+	w     io.Writer
+	json  bool
+	table *task.Table // for labels and the status line
+
+	mu       sync.Mutex
+	column   int  // guarded by mu: 0 at the start of a line
+	thinking bool // guarded by mu: in a streamed thinking block
+	status   bool // guarded by mu: a status line is drawn and must be cleared before printing
+	inTurn   bool // guarded by mu
+	answers  []string
+}
+
+func (p *printer) Event(e agent.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.json {
+		p.printJSON(e)
+		return
+	}
+	p.clearStatusLocked()
+	switch e.Type {
+	case agent.TurnStart:
+		p.inTurn = true
+		if e.Autonomous {
+			p.lineLocked("── autonomous turn: background work finished, so the model takes a turn on its own ──")
+		}
+	case agent.TurnEnd:
+		p.inTurn = false
+		p.endLineLocked()
+		if e.Err != nil {
+			p.lineLocked("✗ the turn failed: " + e.Err.Error())
+		} else {
+			p.answers = append(p.answers, e.Text)
+		}
+	case agent.TextDelta:
+		if p.thinking {
+			p.thinking = false
+			p.endLineLocked()
+		}
+		p.writeLocked(e.Text)
+	case agent.ThinkingDelta:
+		if !p.thinking {
+			p.endLineLocked()
+			p.writeLocked("  (thinking) ")
+			p.thinking = true
+		}
+		p.writeLocked(e.Text)
+	case agent.ToolCallEvent:
+		p.thinking = false
+		p.endLineLocked()
+		p.lineLocked(fmt.Sprintf("  → %s %s", e.Tool, clip(string(e.Input), 160)))
+	case agent.ToolResultEvent:
+		mark := "←"
+		if e.IsError {
+			mark = "✗"
+		}
+		p.lineLocked(fmt.Sprintf("  %s %s: %s", mark, e.Tool, clip(e.Text, 300)))
+	case agent.Reflow:
+		p.lineLocked("  ⤷ background results joined the conversation: " + strings.Join(e.TaskIDs, ", "))
+	case agent.TaskEvent:
+		p.taskLocked(e)
+	}
+}
+
+func (p *printer) taskLocked(e agent.Event) {
+	if e.Task == nil {
+		if e.Err != nil {
+			p.lineLocked("  · " + e.Err.Error())
+		}
+		return
+	}
+	ev := e.Task
+	who := ev.ID
+	if ev.Owner != "" {
+		who += " (started by " + ev.Owner + ")"
+	}
+	switch ev.Type {
+	case task.EventSpawned:
+		p.lineLocked(fmt.Sprintf("  · %s started: %s", who, p.label(ev.ID)))
+	case task.EventProgress:
+		if strings.HasPrefix(ev.ID, "agent:") {
+			p.lineLocked(fmt.Sprintf("  · %s heartbeat: iteration %d, %s", who, ev.Iteration, ev.Text))
+		}
+	case task.EventFinished:
+		line := fmt.Sprintf("  · %s %s", who, ev.State)
+		if ev.Text != "" && ev.State != task.Completed && ev.Text != ev.State.String() {
+			line += ": " + clip(ev.Text, 120)
+		}
+		p.lineLocked(line)
+	}
+}
+
+func (p *printer) label(id string) string {
+	if p.table == nil {
+		return ""
+	}
+	info, err := p.table.Info(id)
+	if err != nil {
+		return ""
+	}
+	return info.Label
+}
+
+// line prints a line of the CLI's own (a user message, a note).
+func (p *printer) line(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.json {
+		b, _ := json.Marshal(map[string]string{"type": "note", "text": s})
+		fmt.Fprintf(p.w, "%s\n", b)
+		return
+	}
+	p.clearStatusLocked()
+	p.endLineLocked()
+	p.lineLocked(s)
+}
+
+func (p *printer) lineLocked(s string) {
+	p.endLineLocked()
+	fmt.Fprintln(p.w, s)
+	p.column = 0
+}
+
+func (p *printer) writeLocked(s string) {
+	io.WriteString(p.w, s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		p.column = len(s) - i - 1
+	} else {
+		p.column += len(s)
+	}
+}
+
+func (p *printer) endLineLocked() {
+	if p.column > 0 {
+		fmt.Fprintln(p.w)
+		p.column = 0
+	}
+}
+
+// drawStatus draws the status line of running tasks at the bottom of a
+// terminal, when no turn is printing.
+func (p *printer) drawStatus() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.json || p.inTurn || p.column > 0 || p.table == nil {
+		return
+	}
+	var parts []string
+	now := time.Now()
+	for _, i := range p.table.List() {
+		if i.State.Finished() {
+			continue
+		}
+		part := fmt.Sprintf("%s %s %s", i.ID, i.State, now.Sub(i.Created).Round(time.Second))
+		if i.Iteration > 0 {
+			part += fmt.Sprintf(" iter %d", i.Iteration)
+		}
+		if !i.LastActivity.IsZero() {
+			part += fmt.Sprintf(" (heard %s ago)", now.Sub(i.LastActivity).Round(time.Second))
+		}
+		parts = append(parts, part)
+	}
+	p.clearStatusLocked()
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(p.w, "\r\x1b[2K⋯ %s", clip(strings.Join(parts, " · "), 200))
+	p.status = true
+}
+
+func (p *printer) clearStatusLocked() {
+	if p.status {
+		fmt.Fprint(p.w, "\r\x1b[2K")
+		p.status = false
+	}
+}
+
+func (p *printer) printJSON(e agent.Event) {
+	out := map[string]any{"type": e.Type}
+	set := func(k string, v any, ok bool) {
+		if ok {
+			out[k] = v
+		}
+	}
+	set("autonomous", true, e.Autonomous)
+	set("text", e.Text, e.Text != "")
+	set("tool", e.Tool, e.Tool != "")
+	set("tool_call_id", e.ToolCallID, e.ToolCallID != "")
+	set("input", e.Input, len(e.Input) > 0)
+	set("is_error", true, e.IsError)
+	set("task_ids", e.TaskIDs, len(e.TaskIDs) > 0)
+	set("error", e.Error, e.Error != "")
+	if e.Err != nil {
+		out["error"] = e.Err.Error()
+	}
+	if ev := e.Task; ev != nil {
+		t := map[string]any{"seq": ev.Seq, "event": ev.Type.String(), "task_id": ev.ID, "state": ev.State.String()}
+		set := func(k string, v any, ok bool) {
+			if ok {
+				t[k] = v
+			}
+		}
+		set("owner", ev.Owner, ev.Owner != "")
+		set("iteration", ev.Iteration, ev.Iteration > 0)
+		set("text", ev.Text, ev.Text != "")
+		out["task"] = t
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(p.w, "%s\n", b)
+}
+
+// clip shortens s to one line of at most n characters.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

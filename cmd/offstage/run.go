@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+const runUsage = `Usage: offstage run [flags] [prompt]
+
+With a prompt, runs one turn (and the turns background work leads to) and
+prints the answer; without, starts a conversation. The model comes from
+the flags and the environment: OPENAI_API_KEY and OPENAI_BASE_URL for
+OpenAI and compatible servers (Ollama, vLLM, LM Studio, OpenRouter),
+ANTHROPIC_API_KEY for Anthropic.
+
+In a conversation: Ctrl-C interrupts the current turn (background work
+goes on); a second Ctrl-C or /quit cancels everything, reaps every process
+and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
+/wait ID, /help, /quit.`
+
+const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the background and summarise the README"
+  offstage run --provider anthropic --model claude-sonnet-4-5
+  offstage run --base-url http://localhost:11434/v1 --model qwen3:8b
+  offstage run --script examples/demo/demo.json "go"
+  offstage run --json "list the files" | jq -c .
+`
+
+func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var mf modelFlags
+	fs.StringVar(&mf.provider, "provider", "", "openai, anthropic or scripted (default: scripted with --script, else whichever key is set)")
+	fs.StringVar(&mf.model, "model", "", "model name (default "+defaultOpenAIModel+" or "+defaultAnthropicModel+")")
+	fs.StringVar(&mf.baseURL, "base-url", "", "API base URL (default: OPENAI_BASE_URL, or the provider's)")
+	fs.StringVar(&mf.script, "script", "", "a scripted model's script file (JSON)")
+	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
+	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
+	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
+	rest, err := parse(fs, args, runUsage, runExamples, stdout)
+	if err != nil {
+		return err
+	}
+	model, err := newModel(mf, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if *dir == "" {
+		if *dir, err = os.Getwd(); err != nil {
+			return err
+		}
+	} else if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return usagef("--dir %q is not a directory", *dir)
+	}
+	s, err := agent.New(ctx, agent.Config{
+		Model:  model,
+		System: systemPrompt,
+		Tools:  tools.Config{Process: proc.Config{Dir: *dir}},
+	})
+	if err != nil {
+		return err
+	}
+	prompt := strings.TrimSpace(strings.Join(rest, " "))
+	if prompt != "" {
+		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
+	}
+	return interactive(ctx, s, stdin, stdout, *asJSON)
+}
+
+const systemPrompt = `You are a capable agent working in a shell on the user's machine. Long-running work (builds, tests, servers, research by sub-agents) goes to the background so the conversation can go on: results come back to you by themselves when they finish. Do not poll with sleep; keep working, or use one task_wait.`
+
+// modelError turns a failed turn into the CLI's error: a model endpoint
+// that cannot be reached or refuses the key is a configuration problem
+// (exit 2, one sentence); anything else a runtime failure.
+func modelError(err error) error {
+	switch {
+	case errors.Is(err, provider.ErrUnavailable):
+		return usagef("cannot reach the model endpoint: check --base-url or OPENAI_BASE_URL and that the server is running (%v)", err)
+	case errors.Is(err, provider.ErrAuth):
+		return usagef("the model endpoint refused the key: check OPENAI_API_KEY or ANTHROPIC_API_KEY (%v)", err)
+	}
+	return err
+}
+
+// closeSession cancels and reaps everything the session started.
+func closeSession(s *agent.Session) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return s.Close(ctx)
+}
+
+// oneShot runs the prompt's turn, then keeps the session alive (running
+// autonomous turns) until its background work is done, at most wait.
+func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, wait time.Duration, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs, stopSigs := interrupts()
+	defer stopSigs()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	out := stderr // progress; the answer goes to stdout
+	if asJSON {
+		out = stdout
+	}
+	p := &printer{w: out, json: asJSON, table: s.Table()}
+	var (
+		mu      sync.Mutex
+		inTurn  bool
+		lastEnd time.Time
+		failed  error
+	)
+	ended := make(chan struct{}, 1)
+	sink := agent.SinkFunc(func(e agent.Event) {
+		p.Event(e)
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Type {
+		case agent.TurnStart:
+			inTurn = true
+		case agent.TurnEnd:
+			inTurn, lastEnd = false, time.Now()
+			if e.Err != nil && failed == nil {
+				failed = e.Err
+			}
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}
+	})
+	input := make(chan string, 1)
+	input <- prompt
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx, input, sink) }()
+
+	select {
+	case <-ended:
+	case <-ctx.Done():
+	}
+	deadline := time.Now().Add(wait)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		mu.Lock()
+		quiet := !inTurn && failed == nil && time.Since(lastEnd) > time.Second
+		mu.Unlock()
+		if quiet && settled(s.Table()) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(input)
+	cancel()
+	<-ran
+	closeErr := closeSession(s)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case failed != nil:
+		return modelError(failed)
+	case closeErr != nil:
+		return closeErr
+	}
+	if !asJSON {
+		fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n")))
+	}
+	return nil
+}
+
+// settled reports whether every task has finished and every top-level
+// result has reached the conversation.
+func settled(tb *task.Table) bool {
+	for _, i := range tb.List() {
+		if !i.State.Finished() || (i.Owner == "" && !i.Delivered) {
+			return false
+		}
+	}
+	return true
+}
+
+// interactive runs a conversation on stdin.
+func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool) error {
+	tty := isTerminal(stdout)
+	p := &printer{w: stdout, json: asJSON, table: s.Table()}
+	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
+	sigs, stopSigs := interrupts()
+	defer stopSigs()
+	runCtx, stopRun := context.WithCancel(ctx)
+	input := make(chan string, 32)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(runCtx, input, p) }()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	interrupted := false
+loop:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break loop
+			}
+			line = strings.TrimSpace(line)
+			switch {
+			case line == "":
+			case strings.HasPrefix(line, "/"):
+				if !command(ctx, s, p, line, sigs) {
+					break loop
+				}
+			default:
+				interrupted = false
+				select {
+				case input <- line:
+				default:
+					p.line("(busy: too many messages queued; wait for the current turn)")
+				}
+			}
+		case <-sigs:
+			if interrupted {
+				break loop
+			}
+			interrupted = true
+			if s.CancelTurn() {
+				p.line("(turn interrupted; background tasks keep running. Ctrl-C again or /quit to leave)")
+			} else {
+				p.line("(Ctrl-C again or /quit to leave; background tasks keep running until then)")
+			}
+		case <-ticker.C:
+			if tty {
+				p.drawStatus()
+			}
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	stopRun()
+	<-ran
+	n := 0
+	for _, i := range s.Table().List() {
+		if !i.State.Finished() {
+			n++
+		}
+	}
+	if err := closeSession(s); err != nil {
+		return err
+	}
+	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))
+	return nil
+}
+
+// command runs a slash command; it returns false for /quit.
+func command(ctx context.Context, s *agent.Session, p *printer, line string, sigs <-chan os.Signal) bool {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	tb := s.Table()
+	needID := func() bool {
+		if arg == "" {
+			p.line(fmt.Sprintf("usage: %s ID (see /tasks)", name))
+			return false
+		}
+		return true
+	}
+	switch name {
+	case "/quit", "/exit":
+		return false
+	case "/help":
+		p.line("/tasks  /inspect ID  /output ID  /cancel ID  /wait ID  /quit")
+	case "/tasks":
+		infos := tb.List()
+		if len(infos) == 0 {
+			p.line("no tasks")
+		}
+		for _, i := range infos {
+			owner := ""
+			if i.Owner != "" {
+				owner = " (of " + i.Owner + ")"
+			}
+			p.line(fmt.Sprintf("%-10s %-9s %6s  %s%s", i.ID, i.State, time.Since(i.Created).Round(time.Second), i.Label, owner))
+		}
+	case "/inspect":
+		if !needID() {
+			break
+		}
+		pk, err := tb.Peek(arg, 10)
+		if err != nil {
+			p.line(err.Error())
+			break
+		}
+		p.line(fmt.Sprintf("%s %s: %s (iteration %d, %s)", pk.ID, pk.State, pk.Label, pk.Iteration, pk.Activity))
+		for _, b := range pk.Blocks {
+			p.line(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, clip(b.Text, 100)))
+		}
+		if pk.Output != "" {
+			p.line(strings.TrimRight(pk.Output, "\n"))
+		}
+	case "/output":
+		if !needID() {
+			break
+		}
+		info, err := tb.Info(arg)
+		if err != nil {
+			p.line(err.Error())
+			break
+		}
+		out, _ := tb.View(info.Owner).Output(arg)
+		proc, ok := out.(*proc.Process)
+		if !ok {
+			p.line(arg + " has no output (it is not a shell, or has not started)")
+			break
+		}
+		p.line(strings.TrimRight(proc.Tail(20), "\n"))
+	case "/cancel":
+		if !needID() {
+			break
+		}
+		already, err := tb.Cancel(arg)
+		switch {
+		case err != nil:
+			p.line(err.Error())
+		case already:
+			p.line(arg + " had already finished")
+		default:
+			p.line("cancelling " + arg)
+		}
+	case "/wait":
+		if !needID() {
+			break
+		}
+		info, err := tb.Info(arg)
+		if err != nil {
+			p.line(err.Error())
+			break
+		}
+		done, _ := tb.View(info.Owner).Done(arg)
+		p.line("waiting for " + arg + " (Ctrl-C stops waiting)")
+		select {
+		case <-done:
+			info, _ = tb.Info(arg)
+			p.line(fmt.Sprintf("%s %s", arg, info.State))
+		case <-sigs:
+			p.line("(stopped waiting)")
+		case <-ctx.Done():
+		}
+	default:
+		p.line("unknown command " + name + "; /help lists them")
+	}
+	return true
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -9,6 +9,7 @@ require (
 
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
+	github.com/creack/pty v1.1.24
 	github.com/google/jsonschema-go v0.4.3
 	github.com/openai/openai-go/v3 v3.95.0
 )

@@ -169,7 +169,7 @@ func (p *printer) drawStatus() {
 		if i.State.Finished() {
 			continue
 		}
-		part := fmt.Sprintf("%s %s %s", i.ID, i.State, now.Sub(i.Created).Round(time.Second))
+		part := fmt.Sprintf("%s %q %s %s", i.ID, clip(i.Label, 24), i.State, now.Sub(i.Created).Round(time.Second))
 		if i.Iteration > 0 {
 			part += fmt.Sprintf(" iter %d", i.Iteration)
 		}

@@ -157,9 +157,10 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	deadline := time.Now().Add(wait)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		mu.Lock()
-		quiet := !inTurn && failed == nil && time.Since(lastEnd) > time.Second
+		stop := failed != nil // a failed turn ends the session
+		quiet := !inTurn && time.Since(lastEnd) > time.Second
 		mu.Unlock()
-		if quiet && settled(s.Table()) {
+		if stop || (quiet && settled(s.Table())) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// term is the other end of a pseudo-terminal running offstage.
+type term struct {
+	t    *testing.T
+	f    *os.File
+	mu   sync.Mutex
+	out  strings.Builder
+	seen int // how much of out expect has consumed
+}
+
+func (tm *term) read() {
+	buf := make([]byte, 4096)
+	for {
+		n, err := tm.f.Read(buf)
+		tm.mu.Lock()
+		tm.out.Write(buf[:n])
+		tm.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// expect waits until want appears in what offstage printed since the last
+// expect.
+func (tm *term) expect(want string) {
+	tm.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		tm.mu.Lock()
+		all := tm.out.String()
+		tm.mu.Unlock()
+		if i := strings.Index(all[tm.seen:], want); i >= 0 {
+			tm.seen += i + len(want)
+			return
+		}
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("offstage never printed %q; it printed:\n%s", want, all)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (tm *term) send(s string) {
+	tm.t.Helper()
+	if _, err := io.WriteString(tm.f, s); err != nil {
+		tm.t.Fatal(err)
+	}
+}
+
+func TestInteractiveThroughAPseudoTerminal(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"text": "Starting a long task.", "tool_calls": [{"name": "bash", "input": {"command": "exec sleep 100", "run_in_background": true}}]},
+		{"text": "It runs in the background."},
+		{"thinking": "This will take forever.", "text": "never said", "delay_ms": 100000}
+	]}`), 0o644)
+	cmd, mark := offstage(t, nil, "run", "--script", script)
+	f, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tm := &term{t: t, f: f}
+	go tm.read()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	tm.expect("type a message")
+	tm.send("start a long task\r")
+	tm.expect("It runs in the background.")
+	tm.expect(`⋯ shell:1 "exec sleep 100" running`) // the live status line
+	tm.send("/tasks\r")
+	tm.expect("shell:1    running")
+
+	tm.send("think hard\r") // a turn that never ends by itself
+	time.Sleep(300 * time.Millisecond)
+	tm.send("\x03") // Ctrl-C: the turn stops, the background task does not
+	tm.expect("turn interrupted; background tasks keep running")
+	tm.send("/tasks\r")
+	tm.expect("shell:1    running")
+
+	tm.send("/cancel shell:1\r")
+	tm.expect("cancelling shell:1")
+	tm.send("/wait shell:1\r")
+	tm.expect("shell:1 canceled")
+
+	tm.send("/quit\r")
+	tm.expect("bye.")
+	select {
+	case err := <-done:
+		if code := exitOf(t, err); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("offstage did not exit after /quit")
+	}
+	noSurvivors(t, mark)
+}
+
+func TestSecondCtrlCQuitsAndReapsEverything(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100 & sleep 100 & wait", "run_in_background": true}}]},
+		{"text": "Two sleepers are running."}
+	]}`), 0o644)
+	cmd, mark := offstage(t, nil, "run", "--script", script)
+	f, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tm := &term{t: t, f: f}
+	go tm.read()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tm.expect("type a message")
+	tm.send("go\r")
+	tm.expect("Two sleepers are running.")
+	if len(survivors(t, mark)) < 3 { // offstage, sh and the sleepers
+		t.Errorf("expected the sleepers to run: %q", survivors(t, mark))
+	}
+	tm.send("\x03")
+	tm.expect("Ctrl-C again")
+	tm.send("\x03")
+	tm.expect("1 running tasks were cancelled")
+	select {
+	case err := <-done:
+		if code := exitOf(t, err); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("offstage did not exit after the second Ctrl-C")
+	}
+	noSurvivors(t, mark)
+}

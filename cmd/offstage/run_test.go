@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offstage/offstage/provider/providertest"
+	"github.com/offstage/offstage/provider/scripted"
+)
+
+const oneShotScript = `{"turns": [
+  {"text": "Starting it in the background.", "tool_calls": [{"name": "bash", "input": {"command": "sleep 0.3; echo from the background", "run_in_background": true}}]},
+  {"text": "It is running; I will report back."},
+  {"expect": "from the background", "text": "It printed: from the background."}
+]}`
+
+func exitOf(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatalf("running offstage: %v", err)
+	return -1
+}
+
+func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
+	model, err := scripted.Parse([]byte(oneShotScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := providertest.OpenAI(model, providertest.Options{Key: "sk-test"})
+	defer srv.Close()
+	env := []string{"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + srv.URL}
+
+	t.Run("json", func(t *testing.T) {
+		cmd, mark := offstage(t, env, "run", "--json", "--model", "fake", "start something")
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if code := exitOf(t, cmd.Run()); code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+		}
+		types := map[string]int{}
+		var answers []string
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var e map[string]any
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("not a JSON line: %q", line)
+			}
+			typ, _ := e["type"].(string)
+			types[typ]++
+			if typ == "turn_end" {
+				answers = append(answers, e["text"].(string))
+			}
+			if typ == "turn_start" && e["autonomous"] == true {
+				types["autonomous"]++
+			}
+		}
+		if types["tool_call"] != 1 || types["task"] == 0 || types["autonomous"] != 1 {
+			t.Errorf("event types = %v", types)
+		}
+		want := []string{"It is running; I will report back.", "It printed: from the background."}
+		if strings.Join(answers, "|") != strings.Join(want, "|") {
+			t.Errorf("answers = %q, want %q", answers, want)
+		}
+		noSurvivors(t, mark)
+	})
+
+	t.Run("plain", func(t *testing.T) {
+		cmd, mark := offstage(t, env, "run", "--model", "fake", "start something")
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if code := exitOf(t, cmd.Run()); code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut.String())
+		}
+		if got := out.String(); got != "It is running; I will report back.\n\nIt printed: from the background.\n" {
+			t.Errorf("stdout = %q, want only the answers", got)
+		}
+		if !strings.Contains(errOut.String(), "→ bash") {
+			t.Errorf("stderr lacks the progress: %q", errOut.String())
+		}
+		noSurvivors(t, mark)
+	})
+}
+
+func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(script, []byte(`{"turns": [{"text": "hi"}]}`), 0o644)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no command", nil, nil, "no command given"},
+		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"no model", nil, []string{"run", "hi"}, "no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY"},
+		{"no key for openai", nil, []string{"run", "--provider", "openai", "hi"}, "no API key (set OPENAI_API_KEY"},
+		{"no key for anthropic", nil, []string{"run", "--provider", "anthropic", "hi"}, "no API key (set ANTHROPIC_API_KEY)"},
+		{"unreachable", []string{"OPENAI_API_KEY=k"}, []string{"run", "--base-url", "http://127.0.0.1:1/v1", "hi"}, "cannot reach the model endpoint"},
+		{"unknown flag", nil, []string{"run", "--bogus"}, `unknown flag -bogus; see "offstage run --help"`},
+		{"unknown provider", nil, []string{"run", "--provider", "nope", "hi"}, `unknown provider "nope"`},
+		{"scripted without a script", nil, []string{"run", "--provider", "scripted", "hi"}, "needs --script FILE"},
+		{"missing script", nil, []string{"run", "--script", "/no/such/script.json", "hi"}, "no such file"},
+		{"bad dir", nil, []string{"run", "--script", script, "--dir", "/no/such/dir", "hi"}, "is not a directory"},
+		{"demo with arguments", nil, []string{"demo", "extra"}, "demo takes no arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, _ := offstage(t, tc.env, tc.args...)
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			if code := exitOf(t, cmd.Run()); code != 2 {
+				t.Errorf("exit %d, want 2; stderr: %s", code, errOut.String())
+			}
+			last := strings.TrimSpace(errOut.String())
+			last = last[strings.LastIndexByte(last, '\n')+1:]
+			if !strings.HasPrefix(last, "offstage: ") || !strings.Contains(last, tc.want) {
+				t.Errorf("stderr ends with %q, want a sentence with %q", last, tc.want)
+			}
+			if strings.Contains(errOut.String(), "goroutine ") {
+				t.Errorf("a stack trace: %s", errOut.String())
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"version"}} {
+		cmd, _ := offstage(t, nil, args...)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if code := exitOf(t, cmd.Run()); code != 0 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+		if args[0] != "version" && args[0] != "--help" && !strings.Contains(out.String(), "Examples:") {
+			t.Errorf("%v: no examples in\n%s", args, out.String())
+		}
+		if args[0] == "version" && !strings.HasPrefix(out.String(), "offstage ") {
+			t.Errorf("version = %q", out.String())
+		}
+	}
+}

@@ -146,6 +146,11 @@ func (s *Session) newLoop(agent, system string, model provider.Model, view *task
 	return l
 }
 
+// Tools returns the top level's tools: the tool set and, when profiles
+// are configured, spawn_agent. Another surface (the MCP server) serves
+// these same tools, calling them with the session's views.
+func (s *Session) Tools() []*tools.Tool { return slices.Clone(s.top.tools) }
+
 // Table returns the session's task table, for UIs.
 func (s *Session) Table() *task.Table { return s.table }
 

@@ -1,0 +1,457 @@
+// Package mcpserver serves offstage's tools over the Model Context
+// Protocol (with the official SDK, github.com/modelcontextprotocol/go-sdk),
+// so any MCP client gets background shells, and sub-agents when a model is
+// configured, that never leak and never lose output.
+//
+// # Sessions
+//
+// Every MCP session gets an mcp.Server of its own, with its own task table:
+// a session sees only its own tasks, and ids are its own (shell:1 in one
+// session is not shell:1 in another). When the session ends (stdin closes,
+// the HTTP session is deleted or times out), its table is closed: every
+// task is cancelled and every process reaped, unless
+// Config.KeepOnDisconnect. Service.Close closes all of them.
+//
+// # Tools, progress, resources
+//
+// The tools are package tools' (and spawn_agent, through package agent,
+// when Config.Model is set): the same names, schemas and results. A
+// task_wait whose request carries a progress token sends progress
+// notifications while it waits (elapsed seconds, tasks still running); a
+// client cancelling the request (notifications/cancelled) ends the wait at
+// once without cancelling the tasks. Each shell's output is a resource,
+// offstage://task/shell:N/output (its cleaned last 64 KiB), and a
+// subscribed client gets notifications/resources/updated as output
+// arrives, at most once per Config.UpdateInterval.
+//
+// # Concurrency properties
+//
+// A Service is safe for concurrent use; each session's server runs its
+// handlers concurrently, as the SDK does, and the task table and tools are
+// safe for that. Each initialised session has two goroutines of its own
+// (one waiting for it to end, one sending resource updates), which end
+// with it.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Tools configures the tools: the shells' template (working directory,
+	// environment, secrets) and result budgets.
+	Tools tools.Config
+	// Tasks configures each session's task table.
+	Tasks task.Options
+	// Model, when set, enables spawn_agent with Profiles (nil means
+	// agent.DefaultProfiles).
+	Model    provider.Model
+	Profiles []agent.Profile
+	// KeepOnDisconnect leaves a session's tasks running after it ends;
+	// they are then cancelled and reaped by Service.Close.
+	KeepOnDisconnect bool
+	// Logger receives diagnostics; nil discards them. Never stdout: on
+	// stdio, stdout is the protocol.
+	Logger *slog.Logger
+	// UpdateInterval rate-limits resource update notifications and
+	// ProgressInterval task_wait's progress notifications. Default 1s each.
+	UpdateInterval   time.Duration
+	ProgressInterval time.Duration
+	// Version is reported to clients.
+	Version string
+}
+
+// Service makes per-session MCP servers and owns what they start.
+type Service struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	probe  *mcp.Server   // serves version checks of requests for existing HTTP sessions
+	defs   []*tools.Tool // the tools every session serves (definitions; each session calls its own)
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{} // guarded by mu: sessions with a task table
+	closed bool               // guarded by mu
+	wg     sync.WaitGroup     // session goroutines
+}
+
+// New returns a Service whose tasks descend from ctx.
+func New(ctx context.Context, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.UpdateInterval <= 0 {
+		cfg.UpdateInterval = time.Second
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "devel"
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{})}
+	s.probe = mcp.NewServer(s.implementation(), nil)
+	s.defs = s.toolList()
+	return s
+}
+
+func (s *Service) implementation() *mcp.Implementation {
+	return &mcp.Implementation{Name: "offstage", Title: "offstage: background shells and sub-agents", Version: s.cfg.Version}
+}
+
+const instructions = `offstage runs shell commands and sub-agents in the background for you. Start long work (builds, tests, servers) with bash and run_in_background: true, keep working, and read its output with task_output or wait with task_wait (one call, not a loop). Your tasks are yours alone, and they end when this session ends.`
+
+// Server returns a new server for one MCP session. It is cheap until its
+// session initialises: only then does it get a task table.
+func (s *Service) Server() *mcp.Server {
+	c := &conn{svc: s, done: make(chan struct{}), subs: make(map[string]int64)}
+	c.server = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
+		Instructions:       instructions,
+		Logger:             s.cfg.Logger,
+		InitializedHandler: func(ctx context.Context, req *mcp.InitializedRequest) { c.start(req.Session) },
+		SubscribeHandler:   c.subscribe,
+		UnsubscribeHandler: c.unsubscribe,
+	})
+	for _, t := range s.defs {
+		c.server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, c.handler(t.Name))
+	}
+	c.server.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "task-output",
+		Title:       "Output of a shell task",
+		URITemplate: "offstage://task/{+task_id}/output", // {+…}: reserved expansion, so the id's ":" matches
+		MIMEType:    "text/plain",
+		Description: "The cleaned last 64 KiB of a shell task's output (stdout and stderr interleaved). Subscribe to be told as it grows.",
+	}, c.readResource)
+	return c.server
+}
+
+// toolList returns the tool definitions every session serves. Their
+// behaviour comes from each session's own tools (see conn.start).
+func (s *Service) toolList() []*tools.Tool {
+	list := tools.New(s.cfg.Tools).Tools()
+	if s.cfg.Model != nil {
+		if sess, err := agent.New(s.ctx, s.agentConfig()); err == nil {
+			list = sess.Tools()
+			sess.Close(context.Background())
+		}
+	}
+	return list
+}
+
+func (s *Service) agentConfig() agent.Config {
+	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true}
+}
+
+// Close cancels and reaps every session's tasks and waits for the
+// sessions' goroutines, or until ctx ends. It is idempotent.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range conns {
+		errs = append(errs, c.close(ctx))
+	}
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, context.Cause(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Sessions returns how many sessions currently hold a task table.
+func (s *Service) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// conn is one session's state.
+type conn struct {
+	svc    *Service
+	server *mcp.Server
+	done   chan struct{} // closed when the session's state is released
+
+	once    sync.Once
+	table   *task.Table   // set by start
+	view    *task.View    // set by start
+	tools   []*tools.Tool // set by start
+	session *agent.Session
+	err     error // set by start: why the session has no table
+
+	mu   sync.Mutex
+	subs map[string]int64 // guarded by mu: subscribed resource URI → output bytes last notified
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// start gives the session its task table, once, and starts its goroutines.
+func (c *conn) start(ss *mcp.ServerSession) {
+	c.once.Do(func() {
+		svc := c.svc
+		svc.mu.Lock()
+		closed := svc.closed
+		if !closed {
+			svc.conns[c] = struct{}{}
+			svc.wg.Add(2)
+		}
+		svc.mu.Unlock()
+		if closed {
+			c.err = errors.New("the server is shutting down")
+			return
+		}
+		if svc.cfg.Model != nil {
+			sess, err := agent.New(svc.ctx, svc.agentConfig())
+			if err != nil {
+				c.err = err
+			} else {
+				c.session, c.table, c.tools = sess, sess.Table(), sess.Tools()
+			}
+		}
+		if c.table == nil {
+			c.table = task.New(svc.ctx, svc.cfg.Tasks)
+			c.tools = tools.New(svc.cfg.Tools).Tools()
+		}
+		c.view = c.table.View("")
+		go func() {
+			defer svc.wg.Done()
+			if ss != nil {
+				ss.Wait()
+			} else {
+				<-svc.ctx.Done()
+			}
+			c.disconnected()
+		}()
+		go func() {
+			defer svc.wg.Done()
+			c.updates()
+		}()
+	})
+}
+
+// disconnected runs when the session ends.
+func (c *conn) disconnected() {
+	svc := c.svc
+	if svc.cfg.KeepOnDisconnect {
+		svc.cfg.Logger.Info("session ended; its tasks keep running", "tasks", len(c.table.List()))
+		select {
+		case <-svc.ctx.Done():
+		case <-c.done:
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.close(ctx); err != nil {
+		svc.cfg.Logger.Error("closing a session's tasks", "err", err)
+	}
+}
+
+// close cancels and reaps the session's tasks, once.
+func (c *conn) close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		if c.session != nil {
+			c.closeErr = c.session.Close(ctx)
+		} else if c.table != nil {
+			c.closeErr = c.table.Close(ctx)
+		}
+		close(c.done)
+		c.svc.mu.Lock()
+		delete(c.svc.conns, c)
+		c.svc.mu.Unlock()
+	})
+	return c.closeErr
+}
+
+// handler serves one tool for this session.
+func (c *conn) handler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		c.start(req.Session)
+		if c.err != nil {
+			return errorResult("offstage cannot serve this session: " + c.err.Error()), nil
+		}
+		var tool *tools.Tool
+		for _, t := range c.tools {
+			if t.Name == name {
+				tool = t
+			}
+		}
+		if tool == nil {
+			return errorResult("no tool " + name), nil
+		}
+		if token := req.Params.GetProgressToken(); token != nil && name == "task_wait" && req.Session != nil {
+			stop := c.progress(ctx, req.Session, token, req.Params.Arguments)
+			defer stop()
+		}
+		res, err := tool.Call(ctx, c.view, req.Params.Arguments)
+		if err != nil {
+			c.svc.cfg.Logger.Error("tool failed in the runtime", "tool", name, "err", err)
+			return errorResult("offstage failed to run " + name + ": " + err.Error()), nil
+		}
+		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
+		if !res.IsError {
+			out.StructuredContent = json.RawMessage(res.Text)
+		}
+		return out, nil
+	}
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	b, _ := json.Marshal(tools.ErrorOutput{Error: msg})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, IsError: true}
+}
+
+// progress sends task_wait's progress notifications until stop is called.
+func (c *conn) progress(ctx context.Context, ss *mcp.ServerSession, token any, args json.RawMessage) (stop func()) {
+	var in struct {
+		TaskIDs []any `json:"task_ids"`
+	}
+	json.Unmarshal(args, &in)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		ticker := time.NewTicker(c.svc.cfg.ProgressInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			var running []string
+			for _, raw := range in.TaskIDs {
+				id := strings.TrimSpace(fmt.Sprint(raw))
+				if info, err := c.view.Info(id); err == nil && !info.State.Finished() {
+					running = append(running, id)
+				}
+			}
+			elapsed := time.Since(start).Round(time.Second)
+			msg := fmt.Sprintf("waited %s; still running: %s", elapsed, strings.Join(running, ", "))
+			if len(running) == 0 {
+				msg = fmt.Sprintf("waited %s", elapsed)
+			}
+			ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: elapsed.Seconds(), Message: msg})
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+const resourcePrefix, resourceSuffix = "offstage://task/", "/output"
+
+// resourceBytes is how much of a shell's output a resource read returns.
+const resourceBytes = 64 << 10
+
+func (c *conn) process(uri string) (*proc.Process, error) {
+	id, ok := strings.CutPrefix(uri, resourcePrefix)
+	if ok {
+		id, ok = strings.CutSuffix(id, resourceSuffix)
+	}
+	if !ok || id == "" || c.view == nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	out, err := c.view.Output(id)
+	if err != nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	p, ok := out.(*proc.Process)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	return p, nil
+}
+
+func (c *conn) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	c.start(req.Session)
+	p, err := c.process(req.Params.URI)
+	if err != nil {
+		return nil, err
+	}
+	text := proc.Clean(p.TailLines(proc.Combined, 1<<30, resourceBytes).Data)
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: text}}}, nil
+}
+
+func (c *conn) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	c.start(req.Session)
+	p, err := c.process(req.Params.URI)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subs[req.Params.URI] = p.Written()
+	return nil
+}
+
+func (c *conn) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.subs, req.Params.URI)
+	return nil
+}
+
+// updates notifies subscribers of output growth, at most once per
+// interval per resource, until the session's state is released.
+func (c *conn) updates() {
+	ticker := time.NewTicker(c.svc.cfg.UpdateInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-ticker.C:
+		}
+		c.mu.Lock()
+		uris := make([]string, 0, len(c.subs))
+		for uri := range c.subs {
+			uris = append(uris, uri)
+		}
+		c.mu.Unlock()
+		slices.Sort(uris)
+		for _, uri := range uris {
+			p, err := c.process(uri)
+			if err != nil {
+				continue
+			}
+			n := p.Written()
+			c.mu.Lock()
+			last, ok := c.subs[uri]
+			changed := ok && n != last
+			if changed {
+				c.subs[uri] = n
+			}
+			c.mu.Unlock()
+			if changed {
+				c.server.ResourceUpdated(c.svc.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			}
+		}
+	}
+}

@@ -46,6 +46,7 @@ results come back exactly once, that never leak a process.
 Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
   offstage run [prompt]       talk to a model: one answer for a prompt, a conversation without
+  offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage version            print the version
 
 Run "offstage COMMAND --help" for a command's flags and examples.
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return demoCommand(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "mcp":
+		return mcpCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "offstage", version())
 		return nil

@@ -113,6 +113,8 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"missing script", nil, []string{"run", "--script", "/no/such/script.json", "hi"}, "no such file"},
 		{"bad dir", nil, []string{"run", "--script", script, "--dir", "/no/such/dir", "hi"}, "is not a directory"},
 		{"demo with arguments", nil, []string{"demo", "extra"}, "demo takes no arguments"},
+		{"mcp on all interfaces", nil, []string{"mcp", "--http", "0.0.0.0:0"}, "pass --allow-remote if you mean it"},
+		{"mcp with a bad address", nil, []string{"mcp", "--http", "nonsense"}, "is not host:port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd, _ := offstage(t, tc.env, tc.args...)
@@ -134,7 +136,7 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"version"}} {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"mcp", "--help"}, {"version"}} {
 		cmd, _ := offstage(t, nil, args...)
 		var out bytes.Buffer
 		cmd.Stdout = &out

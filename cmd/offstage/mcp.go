@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/tools"
+)
+
+const mcpUsage = `Usage: offstage mcp [flags]
+
+Serves offstage's tools over the Model Context Protocol: bash, task_list,
+task_inspect, task_output, task_wait, task_cancel, task_input, and
+spawn_agent when a model is configured (same flags and environment as
+"offstage run"). On stdio by default; with --http, over the streamable HTTP
+transport, which needs a bearer token (OFFSTAGE_MCP_TOKEN, or one generated
+and printed to stderr) and listens on loopback unless --allow-remote.
+
+Each MCP session sees only its own tasks; when it ends, they are cancelled
+and every process is reaped (unless --keep-on-disconnect). Logs go to
+stderr or --log, never stdout.`
+
+const mcpExamples = `  offstage mcp
+  offstage mcp --dir ~/src/project
+  OPENAI_API_KEY=sk-... offstage mcp            # with spawn_agent
+  OFFSTAGE_MCP_TOKEN=s3cret offstage mcp --http 127.0.0.1:7777
+
+  In an MCP client's configuration (Claude Desktop, Cursor, …):
+    {"mcpServers": {"offstage": {"command": "offstage", "args": ["mcp", "--dir", "/path/to/project"]}}}
+`
+
+func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	var mf modelFlags
+	fs.StringVar(&mf.provider, "provider", "", "model for spawn_agent: openai, anthropic or scripted (default: none unless a key is set)")
+	fs.StringVar(&mf.model, "model", "", "model name")
+	fs.StringVar(&mf.baseURL, "base-url", "", "API base URL")
+	fs.StringVar(&mf.script, "script", "", "a scripted model's script file")
+	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
+	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio (loopback unless --allow-remote)")
+	allowRemote := fs.Bool("allow-remote", false, "with --http: allow listening on a non-loopback address")
+	origins := fs.String("allow-origin", "", "with --http: comma-separated extra allowed Origin values, besides loopback")
+	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
+	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("mcp takes no arguments (got %q)", rest[0])
+	}
+	logOut := stderr
+	if *logPath != "" {
+		f, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return usagef("cannot open the log file: %v", err)
+		}
+		defer f.Close()
+		logOut = f
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	var model provider.Model
+	if mf != (modelFlags{}) || os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != "" {
+		if model, err = newModel(mf, os.Getenv); err != nil {
+			return err
+		}
+	}
+	if *dir == "" {
+		if *dir, err = os.Getwd(); err != nil {
+			return err
+		}
+	} else if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return usagef("--dir %q is not a directory", *dir)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs, stopSigs := interrupts()
+	defer stopSigs()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	svc := mcpserver.New(ctx, mcpserver.Config{
+		Tools:            tools.Config{Process: proc.Config{Dir: *dir}},
+		Model:            model,
+		KeepOnDisconnect: *keep,
+		Logger:           logger,
+		Version:          version(),
+	})
+	defer func() {
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancelClose()
+		if err := svc.Close(closeCtx); err != nil {
+			logger.Error("closing", "err", err)
+		}
+	}()
+	if *httpAddr == "" {
+		logger.Info("serving MCP on stdio", "dir", *dir, "spawn_agent", model != nil)
+		err := svc.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			logger.Info("session ended", "err", err)
+		}
+		return nil
+	}
+	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, stderr, logger)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, stderr io.Writer, logger *slog.Logger) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--http %q is not host:port (%v)", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if !allowRemote && !isLoopback(host) {
+		return usagef("--http %s would accept connections from other machines: this runs commands, so pass --allow-remote if you mean it", addr)
+	}
+	token := os.Getenv("OFFSTAGE_MCP_TOKEN")
+	if token == "" {
+		b := make([]byte, 24)
+		rand.Read(b)
+		token = hex.EncodeToString(b)
+	}
+	var allowed []string
+	for _, o := range strings.Split(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			allowed = append(allowed, strings.TrimSuffix(o, "/"))
+		}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return usagef("cannot listen on %s: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", svc.HTTPHandler(token, allowed))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\noffstage mcp: send \"Authorization: Bearer %s\"\n", ln.Addr(), token)
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdown)
+	logger.Info("stopped serving HTTP")
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/tools"
+)
+
+func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
+	cmd, mark := offstage(t, nil, "mcp")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil || len(list.Tools) != 7 {
+		t.Fatalf("ListTools() = %v, %v", list, err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 100 & sleep 100 & wait", "run_in_background": true}})
+	if err != nil || res.IsError {
+		t.Fatalf("bash = %+v, %v", res, err)
+	}
+	var out tools.BashOutput
+	json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &out)
+	if out.TaskID != "shell:1" {
+		t.Errorf("bash = %+v", out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(survivors(t, mark)); n < 4 { // offstage, sh and two sleeps
+		t.Errorf("%d marked processes while running, want at least 4", n)
+	}
+	if err := cs.Close(); err != nil { // closes stdin: the session ends
+		t.Logf("Close() = %v", err)
+	}
+	noSurvivors(t, mark)
+	if strings.Contains(stderr.String(), "panic") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+// A real peer that nobody here wrote: the TypeScript SDK.
+func TestMCPWithTheTypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the TypeScript MCP SDK peer test needs it (.ci/run installs the npm package)")
+	}
+	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		npm := exec.Command("npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
+		npm.Dir = dir
+		if out, err := npm.CombinedOutput(); err != nil {
+			t.Fatalf("installing @modelcontextprotocol/sdk (as .ci/run does) failed: %v\n%s", err, out)
+		}
+	}
+	cmd, mark := offstage(t, nil)
+	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "client.mjs"), os.Args[0], "mcp"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Tools     []string
+		Started   tools.BashOutput
+		First     string
+		Second    string
+		Waited    []string
+		Cancel    tools.CancelOutput
+		Cancelled []string
+		Bad       struct {
+			IsError bool
+			Value   tools.ErrorOutput
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("node printed %q: %v", stdout.String(), err)
+	}
+	want := []string{"bash", "task_cancel", "task_input", "task_inspect", "task_list", "task_output", "task_wait"}
+	if !slices.Equal(got.Tools, want) {
+		t.Errorf("tools = %v", got.Tools)
+	}
+	if got.Started.TaskID != "shell:1" || got.Started.Status != "running" {
+		t.Errorf("started = %+v", got.Started)
+	}
+	if !strings.HasPrefix(got.First, "tick 1\n") || got.Second == "" || strings.Contains(got.Second, "tick 1\n") {
+		t.Errorf("incremental reads = %q then %q", got.First, got.Second)
+	}
+	if !slices.Equal(got.Waited, []string{"completed"}) || !slices.Equal(got.Cancelled, []string{"canceled"}) || got.Cancel.AlreadyFinished {
+		t.Errorf("waited %v, cancel %+v, cancelled %v", got.Waited, got.Cancel, got.Cancelled)
+	}
+	if !got.Bad.IsError || !strings.Contains(got.Bad.Value.Error, "no task") {
+		t.Errorf("a bad id = %+v", got.Bad)
+	}
+	noSurvivors(t, mark)
+}

@@ -499,9 +499,11 @@ func TestBackgroundSubAgentResultCarriesItsTrace(t *testing.T) {
 		{"text": "started"},
 		{"expect": "trace \\(its last tool calls\\):\n- task_list \\{\\}", "text": "it looked"}
 	], "agents": {"lister": [
-		{"tool_calls": [{"name": "task_list", "input": {}}]},
+		{"delay_ms": 300, "tool_calls": [{"name": "task_list", "input": {}}]},
 		{"text": "nothing here"}
 	]}}`
+	// The sub-agent takes a while, so its result arrives after the first
+	// turn and is reflowed into the second.
 	s := newSession(t, script, agent.Config{NoContinuation: true, Profiles: []agent.Profile{{Name: "lister", Description: "lists"}}})
 	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
 		t.Fatal(err)

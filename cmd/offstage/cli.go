@@ -122,6 +122,33 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 	}
 }
 
+// cancelOnInterrupt returns a context that Ctrl-C cancels, and a function
+// to release it.
+func cancelOnInterrupt(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs, stopSigs := interrupts()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); stopSigs() }
+}
+
+// workDir resolves --dir: the current directory when empty, else an
+// existing directory.
+func workDir(dir string) (string, error) {
+	if dir == "" {
+		return os.Getwd()
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return "", usagef("--dir %q is not a directory", dir)
+	}
+	return dir, nil
+}
+
 // interrupts returns a channel of Ctrl-C presses and a function to stop
 // listening.
 func interrupts() (<-chan os.Signal, func()) {

@@ -45,17 +45,8 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer os.RemoveAll(dir)
 
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
-	sigs, stopSigs := interrupts()
-	defer stopSigs()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 
 	s, err := agent.New(ctx, agent.Config{
 		Model:    model,

@@ -61,25 +61,53 @@ func (tm *term) send(s string) {
 	}
 }
 
-func TestInteractiveThroughAPseudoTerminal(t *testing.T) {
-	script := filepath.Join(t.TempDir(), "script.json")
-	os.WriteFile(script, []byte(`{"turns": [
-		{"text": "Starting a long task.", "tool_calls": [{"name": "bash", "input": {"command": "exec sleep 100", "run_in_background": true}}]},
-		{"text": "It runs in the background."},
-		{"thinking": "This will take forever.", "text": "never said", "delay_ms": 100000}
-	]}`), 0o644)
-	cmd, mark := offstage(t, nil, "run", "--script", script)
+// startTerm runs offstage run with a script in a pseudo-terminal and
+// returns the terminal, offstage's exit, and its mark.
+func startTerm(t *testing.T, script string) (*term, <-chan error, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(path, []byte(script), 0o644)
+	cmd, mark := offstage(t, nil, "run", "--script", path)
 	f, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	tm := &term{t: t, f: f}
 	go tm.read()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+		}
+	})
 	tm.expect("type a message")
+	return tm, done, mark
+}
+
+// exits checks that offstage exits 0 soon and leaves nothing behind.
+func (tm *term) exits(done <-chan error, mark string) {
+	tm.t.Helper()
+	select {
+	case err := <-done:
+		if code := exitOf(tm.t, err); code != 0 {
+			tm.t.Errorf("exit %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		tm.t.Fatal("offstage did not exit")
+	}
+	noSurvivors(tm.t, mark)
+}
+
+func TestInteractiveThroughAPseudoTerminal(t *testing.T) {
+	tm, done, mark := startTerm(t, `{"turns": [
+		{"text": "Starting a long task.", "tool_calls": [{"name": "bash", "input": {"command": "exec sleep 100", "run_in_background": true}}]},
+		{"text": "It runs in the background."},
+		{"thinking": "This will take forever.", "text": "never said", "delay_ms": 100000}
+	]}`)
 	tm.send("start a long task\r")
 	tm.expect("It runs in the background.")
 	tm.expect(`⋯ shell:1 "exec sleep 100" running`) // the live status line
@@ -100,35 +128,14 @@ func TestInteractiveThroughAPseudoTerminal(t *testing.T) {
 
 	tm.send("/quit\r")
 	tm.expect("bye.")
-	select {
-	case err := <-done:
-		if code := exitOf(t, err); code != 0 {
-			t.Errorf("exit %d", code)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("offstage did not exit after /quit")
-	}
-	noSurvivors(t, mark)
+	tm.exits(done, mark)
 }
 
 func TestSecondCtrlCQuitsAndReapsEverything(t *testing.T) {
-	script := filepath.Join(t.TempDir(), "script.json")
-	os.WriteFile(script, []byte(`{"turns": [
+	tm, done, mark := startTerm(t, `{"turns": [
 		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100 & sleep 100 & wait", "run_in_background": true}}]},
 		{"text": "Two sleepers are running."}
-	]}`), 0o644)
-	cmd, mark := offstage(t, nil, "run", "--script", script)
-	f, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tm := &term{t: t, f: f}
-	go tm.read()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tm.expect("type a message")
+	]}`)
 	tm.send("go\r")
 	tm.expect("Two sleepers are running.")
 	if len(survivors(t, mark)) < 3 { // offstage, sh and the sleepers
@@ -138,14 +145,5 @@ func TestSecondCtrlCQuitsAndReapsEverything(t *testing.T) {
 	tm.expect("Ctrl-C again")
 	tm.send("\x03")
 	tm.expect("1 running tasks were cancelled")
-	select {
-	case err := <-done:
-		if code := exitOf(t, err); code != 0 {
-			t.Errorf("exit %d", code)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("offstage did not exit after the second Ctrl-C")
-	}
-	noSurvivors(t, mark)
+	tm.exits(done, mark)
 }

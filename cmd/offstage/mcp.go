@@ -82,25 +82,12 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return err
 		}
 	}
-	if *dir == "" {
-		if *dir, err = os.Getwd(); err != nil {
-			return err
-		}
-	} else if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return usagef("--dir %q is not a directory", *dir)
+	if *dir, err = workDir(*dir); err != nil {
+		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
-	sigs, stopSigs := interrupts()
-	defer stopSigs()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	svc := mcpserver.New(ctx, mcpserver.Config{
 		Tools:            tools.Config{Process: proc.Config{Dir: *dir}},
 		Model:            model,

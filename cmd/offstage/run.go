@@ -57,12 +57,8 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		if *dir, err = os.Getwd(); err != nil {
-			return err
-		}
-	} else if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return usagef("--dir %q is not a directory", *dir)
+	if *dir, err = workDir(*dir); err != nil {
+		return err
 	}
 	s, err := agent.New(ctx, agent.Config{
 		Model:  model,
@@ -104,17 +100,8 @@ func closeSession(s *agent.Session) error {
 // oneShot runs the prompt's turn, then keeps the session alive (running
 // autonomous turns) until its background work is done, at most wait.
 func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, wait time.Duration, stdout, stderr io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
-	sigs, stopSigs := interrupts()
-	defer stopSigs()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	out := stderr // progress; the answer goes to stdout
 	if asJSON {
 		out = stdout

@@ -20,6 +20,7 @@ import (
 
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -412,4 +413,32 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestSpawnAgentWhenAModelIsConfigured(t *testing.T) {
+	model, err := scripted.Parse([]byte(`{"turns": [], "agents": {"general": [{"text": "the sub-agent's report"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, mcpserver.Config{Model: model})
+	cs := client(t, svc, nil)
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "spawn_agent") {
+		t.Fatalf("tools = %v, want spawn_agent with a model", names)
+	}
+	var out struct {
+		TaskID string `json:"task_id"`
+		Status string `json:"status"`
+		Answer string `json:"answer"`
+	}
+	if call(t, cs, "spawn_agent", `{"profile": "general", "prompt": "report"}`, &out) || out.Answer != "the sub-agent's report" || out.Status != "completed" {
+		t.Errorf("spawn_agent = %+v", out)
+	}
 }

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -104,7 +102,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}()
 	if *httpAddr == "" {
 		logger.Info("serving MCP on stdio", "dir", *dir, "spawn_agent", model != nil)
-		err := svc.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		err := svc.Server().Run(ctx, mcpserver.Stdio(stdin, stdout))
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			logger.Info("session ended", "err", err)
 		}
@@ -112,10 +110,6 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, stderr, logger)
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, stderr io.Writer, logger *slog.Logger) error {
 	host, port, err := net.SplitHostPort(addr)

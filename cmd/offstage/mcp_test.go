@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,4 +106,68 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 		t.Errorf("a bad id = %+v", got.Bad)
 	}
 	noSurvivors(t, mark)
+}
+
+// Garbage on the wire gets a protocol error, and the server keeps serving.
+func TestMCPSurvivesBadProtocolInput(t *testing.T) {
+	cmd, mark := offstage(t, nil, "mcp")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	replies := lines(t, out)
+	send := func(s string) {
+		if _, err := in.Write([]byte(s + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`this is not JSON`)
+	send(`{"hello": "world"}`)
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"no/such/method"}`)
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"task_list","arguments":{}}}`)
+	var got []string
+	for len(got) < 5 {
+		select {
+		case line, ok := <-replies:
+			if !ok {
+				t.Fatalf("offstage mcp stopped after %q", got)
+			}
+			got = append(got, line)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("replies so far: %q", got)
+		}
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{`"code":-32700`, `"code":-32600`, `"id":1,"result"`, `"id":2,"error"`, `"id":3,"result"`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("replies lack %s:\n%s", want, all)
+		}
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("offstage mcp after stdin closed: %v", err)
+	}
+	noSurvivors(t, mark)
+}
+
+func lines(t *testing.T, r io.Reader) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
 }

@@ -34,7 +34,7 @@
 //
 // # Sub-agents
 //
-// spawn_agent starts a sub-agent from a Profile (DefaultProfiles has a
+// spawn_agent starts a sub-agent from a Profile (DefaultProfiles gives a
 // general-purpose one) as an agent:N task owned by its caller: its context
 // descends from the caller's, it reports an iteration heartbeat and
 // activity lines, shares its history for task_inspect, records a trace of

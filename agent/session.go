@@ -30,13 +30,16 @@ type Profile struct {
 	Model provider.Model
 }
 
-// DefaultProfiles are used when Config.Profiles is nil.
-var DefaultProfiles = []Profile{{
-	Name:        "general",
-	Description: "A general-purpose agent for a self-contained task: investigating a question, running commands, reporting back.",
-	System: "You are a sub-agent started by another agent for one task. Do it with the tools you have, " +
-		"then answer with a short report of what you found or did; the other agent sees only that report.",
-}}
+// DefaultProfiles returns the profiles used when Config.Profiles is nil:
+// one general-purpose sub-agent.
+func DefaultProfiles() []Profile {
+	return []Profile{{
+		Name:        "general",
+		Description: "A general-purpose agent for a self-contained task: investigating a question, running commands, reporting back.",
+		System: "You are a sub-agent started by another agent for one task. Do it with the tools you have, " +
+			"then answer with a short report of what you found or did; the other agent sees only that report.",
+	}}
+}
 
 // Config configures a Session.
 type Config struct {
@@ -91,7 +94,7 @@ func (c Config) withDefaults() Config {
 		c.HistoryBytes = defaultHistoryBytes
 	}
 	if c.Profiles == nil {
-		c.Profiles = DefaultProfiles
+		c.Profiles = DefaultProfiles()
 	}
 	return c
 }

@@ -62,7 +62,7 @@ type Config struct {
 	// Tasks configures each session's task table.
 	Tasks task.Options
 	// Model, when set, enables spawn_agent with Profiles (nil means
-	// agent.DefaultProfiles).
+	// agent.DefaultProfiles()).
 	Model    provider.Model
 	Profiles []agent.Profile
 	// KeepOnDisconnect leaves a session's tasks running after it ends;

@@ -6,10 +6,12 @@ import (
 	"strings"
 )
 
-// DefaultSecrets are the environment variables removed from every child's
-// environment unless Config.KeepSecrets is set: provider API keys a model
-// could otherwise read with "env", and offstage's own MCP token.
-var DefaultSecrets = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OFFSTAGE_MCP_TOKEN"}
+// DefaultSecrets returns the environment variables removed from every
+// child's environment unless Config.KeepSecrets is set: provider API keys
+// a model could otherwise read with "env", and offstage's own MCP token.
+func DefaultSecrets() []string {
+	return []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OFFSTAGE_MCP_TOKEN"}
+}
 
 // childEnv returns env (os.Environ() when nil) without the secret names.
 func childEnv(env []string, secrets []string, keep bool) []string {
@@ -19,10 +21,11 @@ func childEnv(env []string, secrets []string, keep bool) []string {
 	if keep {
 		return env
 	}
+	secrets = append(DefaultSecrets(), secrets...)
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(DefaultSecrets, name) || slices.Contains(secrets, name) {
+		if slices.Contains(secrets, name) {
 			continue
 		}
 		out = append(out, kv)

@@ -168,6 +168,18 @@ var (
 	ErrScript = errors.New("script mismatch")
 )
 
+// Retries normalises a MaxRetries setting: 0 means the default, 3;
+// negative means none.
+func Retries(n int) int {
+	switch {
+	case n == 0:
+		return 3
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
 // StatusError is an HTTP error from a provider, after retries.
 type StatusError struct {
 	Status  int

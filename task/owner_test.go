@@ -78,6 +78,13 @@ func TestViewsSeeOnlyTheirOwnersTasks(t *testing.T) {
 		if s := state(t, tb, child); s != task.Running {
 			t.Errorf("child state after a foreign Cancel = %v, want running", s)
 		}
+		// The table's global methods, for UIs, reach every task.
+		if _, err := tb.Output(child); err != nil {
+			t.Errorf("tb.Output(child) = %v", err)
+		}
+		if _, err := tb.Done(child); err != nil {
+			t.Errorf("tb.Done(child) = %v", err)
+		}
 		if n := top.CancelAll(); n != 1 {
 			t.Errorf("top.CancelAll() = %d, want 1 (the agent only)", n)
 		}

@@ -135,6 +135,14 @@ func (tb *Table) Cancel(id string) (alreadyFinished bool, err error) {
 	return tb.cancelID("", false, id)
 }
 
+// Done returns a channel closed once the task has finished, whoever owns
+// it; see View.Done.
+func (tb *Table) Done(id string) (<-chan struct{}, error) { return tb.doneOf("", false, id) }
+
+// Output returns what the task attached with Handle.AttachOutput, whoever
+// owns it; see View.Output.
+func (tb *Table) Output(id string) (Output, error) { return tb.outputOf("", false, id) }
+
 // CancelAll cancels every unfinished task and returns how many it
 // cancelled. It does not wait; the table stays open for new tasks.
 func (tb *Table) CancelAll() int { return tb.cancelAll("", false) }
@@ -589,6 +597,32 @@ func (tb *Table) peek(owner string, scoped bool, id string, n int) (Peek, error)
 		p.Output = output.Tail(n)
 	}
 	return p, nil
+}
+
+func (tb *Table) doneOf(owner string, scoped bool, id string) (<-chan struct{}, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	t, err := tb.lookupLocked(owner, scoped, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.done == nil {
+		t.done = make(chan struct{})
+		if t.state.Finished() {
+			close(t.done)
+		}
+	}
+	return t.done, nil
+}
+
+func (tb *Table) outputOf(owner string, scoped bool, id string) (Output, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	t, err := tb.lookupLocked(owner, scoped, id)
+	if err != nil {
+		return nil, err
+	}
+	return t.output, nil
 }
 
 func (tb *Table) cancelID(owner string, scoped bool, id string) (bool, error) {

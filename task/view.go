@@ -46,15 +46,7 @@ func (v *View) Peek(id string, n int) (Peek, error) { return v.tb.peek(v.owner, 
 // Handle.AttachOutput, or nil if it attached nothing (yet: a queued shell
 // has no output). Callers type-assert it to the richer type they expect,
 // such as *proc.Process; the view keeps the lookup scoped to the owner.
-func (v *View) Output(id string) (Output, error) {
-	v.tb.mu.Lock()
-	defer v.tb.mu.Unlock()
-	t, err := v.tb.lookupLocked(v.owner, true, id)
-	if err != nil {
-		return nil, err
-	}
-	return t.output, nil
-}
+func (v *View) Output(id string) (Output, error) { return v.tb.outputOf(v.owner, true, id) }
 
 // Cancel cancels one of the owner's tasks with cause ErrCanceled and
 // returns at once: a queued task ends canceled now, a running one when its
@@ -70,21 +62,7 @@ func (v *View) CancelAll() int { return v.tb.cancelAll(v.owner, true) }
 
 // Done returns a channel closed once the task has finished and its result
 // is written. Receiving from it consumes nothing.
-func (v *View) Done(id string) (<-chan struct{}, error) {
-	v.tb.mu.Lock()
-	defer v.tb.mu.Unlock()
-	t, err := v.tb.lookupLocked(v.owner, true, id)
-	if err != nil {
-		return nil, err
-	}
-	if t.done == nil {
-		t.done = make(chan struct{})
-		if t.state.Finished() {
-			close(t.done)
-		}
-	}
-	return t.done, nil
-}
+func (v *View) Done(id string) (<-chan struct{}, error) { return v.tb.doneOf(v.owner, true, id) }
 
 // Ready returns the owner's wake-up channel. It has permit semantics: each
 // time a task of the owner finishes, a token is put in the channel unless

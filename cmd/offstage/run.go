@@ -308,12 +308,11 @@ func command(ctx context.Context, s *agent.Session, p *printer, line string, sig
 		if !needID() {
 			break
 		}
-		info, err := tb.Info(arg)
+		out, err := tb.Output(arg)
 		if err != nil {
 			p.line(err.Error())
 			break
 		}
-		out, _ := tb.View(info.Owner).Output(arg)
 		proc, ok := out.(*proc.Process)
 		if !ok {
 			p.line(arg + " has no output (it is not a shell, or has not started)")
@@ -337,16 +336,15 @@ func command(ctx context.Context, s *agent.Session, p *printer, line string, sig
 		if !needID() {
 			break
 		}
-		info, err := tb.Info(arg)
+		done, err := tb.Done(arg)
 		if err != nil {
 			p.line(err.Error())
 			break
 		}
-		done, _ := tb.View(info.Owner).Done(arg)
 		p.line("waiting for " + arg + " (Ctrl-C stops waiting)")
 		select {
 		case <-done:
-			info, _ = tb.Info(arg)
+			info, _ := tb.Info(arg)
 			p.line(fmt.Sprintf("%s %s", arg, info.State))
 		case <-sigs:
 			p.line("(stopped waiting)")

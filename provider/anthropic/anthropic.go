@@ -70,12 +70,7 @@ func New(cfg Config) (*Model, error) {
 	if cfg.ThinkingBudget >= cfg.MaxTokens {
 		return nil, fmt.Errorf("anthropic: the thinking budget (%d) must be below the token cap (%d)", cfg.ThinkingBudget, cfg.MaxTokens)
 	}
-	switch {
-	case cfg.MaxRetries == 0:
-		cfg.MaxRetries = 3
-	case cfg.MaxRetries < 0:
-		cfg.MaxRetries = 0
-	}
+	cfg.MaxRetries = provider.Retries(cfg.MaxRetries)
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIKey(cfg.APIKey),

@@ -67,12 +67,7 @@ func New(cfg Config) (*Model, error) {
 	if cfg.APIKey == "" && strings.HasPrefix(cfg.BaseURL, DefaultBaseURL) {
 		return nil, errors.New("openai: no API key (set OPENAI_API_KEY, or --base-url for a local server)")
 	}
-	switch {
-	case cfg.MaxRetries == 0:
-		cfg.MaxRetries = 3
-	case cfg.MaxRetries < 0:
-		cfg.MaxRetries = 0
-	}
+	cfg.MaxRetries = provider.Retries(cfg.MaxRetries)
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIKey(cfg.APIKey),

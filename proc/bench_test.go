@@ -108,3 +108,49 @@ func BenchmarkStop(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSpawnForkingRaw and BenchmarkSpawnForking: the same with a
+// command that forks (a pipeline), so the leader's exit costs ours a scan
+// of /proc for what it left; the number reported is per spawn, on a
+// machine with as many processes as this one has.
+func BenchmarkSpawnForkingRaw(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/bin/sh", "-c", "true | true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSpawnForking(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		p, err := proc.Start(ctx, proc.Config{Command: "true | true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+	}
+}
+
+// BenchmarkProcesses: counting a running command's processes, one scan of
+// /proc; processes/op says how many processes the machine had.
+func BenchmarkProcesses(b *testing.B) {
+	p, err := proc.Start(context.Background(), proc.Config{Command: "sleep 1000 & exec sleep 1000"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { p.Stop(0); p.Wait(context.Background()) }()
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			n++
+		}
+	}
+	for b.Loop() {
+		p.Processes()
+	}
+	b.ReportMetric(float64(n), "processes/op")
+}

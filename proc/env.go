@@ -32,3 +32,15 @@ func childEnv(env []string, secrets []string, keep bool) []string {
 	}
 	return out
 }
+
+// markedEnv returns env with the task's mark in it, in place of any mark
+// inherited from a host that itself runs as someone's task.
+func markedEnv(env []string, m mark) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, markEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, m.env())
+}

@@ -50,6 +50,8 @@ func helper(args []string) int {
 		fmt.Println("ignoring SIGTERM")
 		time.Sleep(time.Hour)
 		return 0
+	case "contain-host": // start each command given, say ready, exit 0 when stdin closes
+		return containHost(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed
 		n, _ := strconv.Atoi(args[1])
 		for range n {
@@ -182,4 +184,18 @@ func lines(r io.Reader) <-chan string {
 		}
 	}()
 	return ch
+}
+
+// containHost is the helper behind TestHostDeath: it starts each command
+// given, says ready, and exits 0 when its stdin closes.
+func containHost(cmds []string) int {
+	for _, cmd := range cmds {
+		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd}); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+	}
+	fmt.Println("ready")
+	os.Stdin.Read(make([]byte, 1))
+	return 0
 }

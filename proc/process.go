@@ -116,6 +116,16 @@ type Exit struct {
 	Stdout   int64          // bytes written to stdout
 	Stderr   int64          // bytes written to stderr
 	LogCut   int64          // bytes not written to the log file because of its cap
+	// Leftovers counts the processes of the task (descendants of the
+	// leader, in its group or not) still alive when the leader exited,
+	// all killed before Wait returned.
+	Leftovers int
+	// Survivors counts processes of the task still alive when Wait
+	// returned: they outlived every SIGKILL for as long as Wait waited
+	// (stuck in the kernel) or could not be signalled (they changed their
+	// user). Zero unless something is badly wrong; SurvivorsErr says what.
+	Survivors    int
+	SurvivorsErr error
 }
 
 // Err returns nil for a process that exited with status 0 by itself, and
@@ -133,7 +143,8 @@ func (e Exit) Err() error {
 type Process struct {
 	cfg      Config
 	cmd      *exec.Cmd
-	pid      int // also the process group id
+	pid      int  // also the process group id
+	mark     mark // on every process of the task; see "Containment"
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
 	done     chan struct{}
@@ -152,6 +163,7 @@ type Process struct {
 	leaderGone  bool // the leader exited: the group may not be signalled any more
 	stopped     bool
 	stopCause   error
+	stopBy      time.Time // when a stop's grace ends
 	killTimer   *time.Timer
 	stdinClosed bool
 	exit        Exit // set before done is closed
@@ -205,9 +217,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	closeLater, closeAfterStart = append(closeLater, lifeW), append(closeAfterStart, lifeR)
 
+	ensureKeeper()
+	p.mark = newMark()
 	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	cmd.Dir = cfg.Dir
-	cmd.Env = childEnv(cfg.Env, cfg.Secrets, cfg.KeepSecrets)
+	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.Secrets, cfg.KeepSecrets), p.mark)
 	cmd.Stdout, cmd.Stderr = wOut, wErr
 	cmd.ExtraFiles = lifelineFiles(lifeR)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -223,6 +237,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
 	}
 	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
+	// The shell is exec'd but has not had the time to fork: its children
+	// inherit the mark. One that forks faster is found by the environment.
+	markStart(p.pid, p.mark)
 	if err := armLifeline(lifeR, p.pid); err != nil {
 		killGroup(p.pid, syscall.SIGKILL)
 		cmd.Wait()
@@ -285,26 +302,42 @@ func (p *Process) Written() int64 { return p.written.Load() }
 func (p *Process) Stop(grace time.Duration) { p.stop(grace, ErrStopped) }
 
 func (p *Process) stop(grace time.Duration, cause error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// Signalling under the lock orders it before reap marks the leader
-	// gone: a signal can never reach a group id reused after reaping.
-	if p.leaderGone || p.stopped {
-		return
-	}
-	p.stopped, p.stopCause = true, cause
+	sig := syscall.SIGTERM
 	if grace <= 0 {
-		killGroup(p.pid, syscall.SIGKILL)
+		sig = syscall.SIGKILL
+	}
+	p.mu.Lock()
+	// Signalling the group under the lock orders it before reap marks the
+	// leader gone: a signal can never reach a group id reused after
+	// reaping.
+	if p.leaderGone || p.stopped {
+		p.mu.Unlock()
 		return
 	}
-	killGroup(p.pid, syscall.SIGTERM)
-	p.killTimer = time.AfterFunc(grace, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if !p.leaderGone {
-			killGroup(p.pid, syscall.SIGKILL)
-		}
-	})
+	p.stopped, p.stopCause, p.stopBy = true, cause, time.Now().Add(grace)
+	killGroup(p.pid, sig)
+	if grace > 0 {
+		p.killTimer = time.AfterFunc(grace, p.forceStop)
+	}
+	p.mu.Unlock()
+	// The processes that left the group are found by their mark, each
+	// checked through a pidfd, so the lock is not needed (nor held during
+	// the scan of /proc).
+	signalMarks(p.mark, sig)
+}
+
+// forceStop ends a stop's grace: SIGKILL to the group and to every marked
+// process. Reap finishes the work once the leader is gone.
+func (p *Process) forceStop() {
+	p.mu.Lock()
+	gone := p.leaderGone
+	if !gone {
+		killGroup(p.pid, syscall.SIGKILL)
+	}
+	p.mu.Unlock()
+	if !gone {
+		signalMarks(p.mark, syscall.SIGKILL)
+	}
 }
 
 // capture copies one pipe into the buffers (and the log) until EOF.
@@ -346,7 +379,16 @@ func (p *Process) record(b []byte, s Stream) {
 // reap waits for the leader, kills what is left of its group, reaps the
 // leader, waits (boundedly) for the output, and publishes the exit.
 func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
+	// While the leader's zombie stays, its pid (and so the group id)
+	// cannot be reused, and forkedSince can tell that it forked nothing at
+	// all. The marked processes go first, so that they are counted before
+	// the group's SIGKILL; the group's are all marked unless they shed it.
 	beforeReap := waitExited(p.pid) == nil
+	var leftovers, survivors int
+	var survivorsErr error
+	if forked, _ := forkedSince(p.pid); beforeReap && forked {
+		leftovers, survivors, survivorsErr = p.endLeftovers()
+	}
 	if beforeReap {
 		p.leaderIsGone()
 	}
@@ -389,6 +431,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	e := Exit{Code: -1, Stopped: p.stopped, Cause: p.stopCause, Duration: time.Since(p.started)}
 	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
 	e.LogCut = logCut
+	e.Leftovers, e.Survivors, e.SurvivorsErr = leftovers, survivors, survivorsErr
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()
@@ -401,6 +444,51 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	p.exit = e
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// leftoverWait bounds how long reap keeps killing processes of the task
+// that will not die before it gives up and reports them as survivors.
+const leftoverWait = 5 * time.Second
+
+// endLeftovers ends the processes of the task that outlived the leader,
+// in its group or out of it. After a natural exit they are killed at
+// once, as the group always was. During a stop they get what is left of
+// the grace to end on the SIGTERM they were sent, then SIGKILL. It
+// returns how many were alive, how many outlived every SIGKILL, and why.
+func (p *Process) endLeftovers() (leftovers, survivors int, err error) {
+	p.mu.Lock()
+	stopping, by := p.stopped, p.stopBy
+	p.mu.Unlock()
+	if stopping {
+		for delay := time.Millisecond; time.Now().Before(by) && countMarks(p.mark) > 0; delay = min(2*delay, 50*time.Millisecond) {
+			time.Sleep(min(delay, time.Until(by)))
+		}
+	}
+	// A stop looks for the mark in every environment, for processes that
+	// reset their limit; after a natural exit the limit (or the host mark
+	// and the environment) is enough.
+	leftovers, err = killMarks(p.mark, p.pid, stopping, time.Now().Add(leftoverWait))
+	if err != nil {
+		survivors = countMarks(p.mark)
+	}
+	return leftovers, survivors, err
+}
+
+// Processes returns how many processes of the task are alive: the leader
+// and every descendant that kept the task's mark, whatever group or
+// session it moved to. It reads /proc, so it costs about a millisecond
+// per few hundred processes on the machine; 0 once the process is done,
+// and on systems without /proc, the leader alone while it runs.
+func (p *Process) Processes() int {
+	select {
+	case <-p.done:
+		return 0
+	default:
+	}
+	if forked, _ := forkedSince(p.pid); !forked {
+		return 1
+	}
+	return max(countMarks(p.mark), 1)
 }
 
 // leaderIsGone marks the leader exited, stops the pending SIGKILL and kills

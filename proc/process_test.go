@@ -47,14 +47,17 @@ func TestLeaderExitingKillsWhatIsLeft(t *testing.T) {
 	}
 }
 
-func TestWaitDoesNotHangOnEscapedPipeHolders(t *testing.T) {
-	// setsid puts a process in a new session and group: out of our reach,
-	// holding our stdout. Wait gives it WaitDelay and returns.
-	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("setsid(1) not installed")
+func TestWaitDoesNotHangOnUnmarkedPipeHolders(t *testing.T) {
+	// A process that left the group and shed both marks (its RTTIME limit
+	// and its environment) is out of our reach, holding our stdout. Wait
+	// gives it WaitDelay and returns.
+	for _, tool := range []string{"setsid", "prlimit"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s(1) not installed", tool)
+		}
 	}
 	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
-	cmd := "setsid sh -c 'echo $$ > " + pidFile + "; exec sleep 30' & " +
+	cmd := "setsid env -u OFFSTAGE_MARK prlimit --rttime=unlimited sh -c 'echo $$ > " + pidFile + "; exec sleep 30' & " +
 		"while [ ! -s " + pidFile + " ]; do sleep 0.01; done; echo spawned"
 	p := mustStart(t, proc.Config{Command: cmd, WaitDelay: 300 * time.Millisecond})
 	t.Cleanup(func() {
@@ -68,7 +71,7 @@ func TestWaitDoesNotHangOnEscapedPipeHolders(t *testing.T) {
 	e := mustWait(t, p)
 	d := time.Since(start)
 	if d < 250*time.Millisecond || d > 5*time.Second {
-		t.Errorf("Wait took %v with an escaped pipe holder, want about the 300ms WaitDelay", d)
+		t.Errorf("Wait took %v with an unmarked pipe holder, want about the 300ms WaitDelay", d)
 	}
 	if e.Code != 0 || string(p.Read(proc.Combined, 0, 100).Data) != "spawned\n" {
 		t.Errorf("Exit = %+v, output %q", e, p.Read(proc.Combined, 0, 100).Data)

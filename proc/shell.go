@@ -103,6 +103,12 @@ func ShellResult(p *Process, e Exit, maxLines, maxBytes int) string {
 	var b strings.Builder
 	b.WriteString(exitSummary(e))
 	fmt.Fprintf(&b, " after %s, %d bytes of output", e.Duration.Round(time.Millisecond), e.Bytes)
+	if e.Leftovers > 0 {
+		fmt.Fprintf(&b, "; %d processes it left running were killed", e.Leftovers)
+	}
+	if e.Survivors > 0 {
+		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
+	}
 	if e.Bytes == 0 {
 		return b.String()
 	}

@@ -1,0 +1,61 @@
+package proc
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"strconv"
+	"sync/atomic"
+)
+
+// A mark is how a process is recognised as belonging to one Process, with
+// everything it started (see "Containment" in the package doc). It is the
+// soft RLIMIT_RTTIME limit of every process of the task, and the value of
+// markEnv in their environment. Its top bits are markMagic, then the
+// host's id (one per host process), then the Process's sequence number.
+type mark uint64
+
+const (
+	markMagic    = 0x5eed // a value no one sets by accident
+	markHostBits = 24
+	markSeqBits  = 24
+	// markEnv carries the mark in the environment, the second net for
+	// processes that reset their RLIMIT_RTTIME.
+	markEnv = "OFFSTAGE_MARK"
+)
+
+// host returns the mark's host part: markMagic and the host id.
+func (m mark) host() uint64 { return uint64(m) >> markSeqBits }
+
+// hostOnly says whether m is a host mark (sequence 0): the mark the host
+// process itself carries, so that whatever a leader forks before its own
+// mark is set inherits one that says "a task of this host: look at my
+// environment for which".
+func (m mark) hostOnly() bool { return uint64(m)&(1<<markSeqBits-1) == 0 }
+
+func (m mark) env() string { return markEnv + "=" + strconv.FormatUint(uint64(m), 10) }
+
+// hostID is this host process's id in marks. It is package state because
+// it names the OS process, not any value of ours: every Process started by
+// this host carries it, and the host's keeper kills what carries it.
+var hostID = func() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) & (1<<markHostBits - 1)
+}()
+
+// nextSeq numbers the marks of this host. Wrapping after 16 million
+// processes is harmless: a mark only has to tell apart the processes that
+// are alive at once.
+var nextSeq atomic.Uint64
+
+func newMark() mark {
+	seq := nextSeq.Add(1) & (1<<markSeqBits - 1)
+	if seq == 0 {
+		seq = nextSeq.Add(1) & (1<<markSeqBits - 1) // 0 is the host's own
+	}
+	return hostMark() | mark(seq)
+}
+
+func hostMark() mark {
+	return mark(uint64(markMagic)<<(markHostBits+markSeqBits) | hostID<<markSeqBits)
+}

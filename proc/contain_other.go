@@ -1,0 +1,32 @@
+//go:build unix && !linux
+
+package proc
+
+import (
+	"errors"
+	"syscall"
+	"time"
+)
+
+// Containment beyond the process group needs /proc and prlimit, which
+// this system does not offer as Linux does: these are its stand-ins (see
+// "Containment" in the package doc for what holds here).
+
+func markStart(pid int, m mark) error                                          { return nil }
+func signalMarks(m mark, sig syscall.Signal) int                               { return 0 }
+func killMarks(m mark, leader int, deep bool, deadline time.Time) (int, error) { return 0, nil }
+func countMarks(m mark) int                                                    { return 0 }
+func forkedSince(pid int) (bool, int)                                          { return false, 0 }
+func ensureKeeper()                                                            {}
+
+// KeeperInfo describes this host's keeper.
+type KeeperInfo struct {
+	PID          int   // 0 when none runs
+	RSS, Private int64 // its resident and its own memory in bytes
+	Err          error // why none runs
+}
+
+// Keeper reports on this host's keeper: there is none on this system.
+func Keeper() KeeperInfo {
+	return KeeperInfo{Err: errors.New("proc: no keeper on this system; only the process group and the lifeline contain a task")}
+}

@@ -1,0 +1,394 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+)
+
+// caseEnv marks every process a containment case starts, so the test can
+// count survivors in /proc without trusting the mechanism under test.
+const caseEnv = "OFFSTAGE_TEST_CASE"
+
+// containCase is a command that leaves processes behind in a way that
+// escapes the process group, or the lifeline, or both. Each leaves n
+// sleep processes; the shell then ends as one more ("exec sleep") unless
+// a test wants the leader to exit.
+type containCase struct {
+	name string
+	cmd  string
+	n    int
+}
+
+var containCases = []containCase{
+	{"setsid subshell", "(setsid sleep 1000 &)", 1},
+	{"setsid -f", "setsid -f sleep 1000", 1},
+	{"double-fork daemon", "(setsid sh -c 'sleep 1000 & exit' &)", 1},
+	{"ignores TERM HUP IO", "(trap '' TERM HUP IO; exec sleep 1000) &", 1},
+	{"setsid and ignores all", `setsid sh -c "trap '' TERM HUP IO INT QUIT; exec sleep 1000" &`, 1},
+	{"nohup", "nohup sleep 1000 >/dev/null 2>&1 &", 1},
+	{"200 sleepers", "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done", 200},
+}
+
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s(1) not installed", tool)
+		}
+	}
+}
+
+// newCase returns a unique marker and the environment that carries it.
+func newCase(t *testing.T) (string, []string) {
+	t.Helper()
+	id := fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "."), os.Getpid(), time.Now().UnixNano())
+	return id, append(os.Environ(), caseEnv+"="+id)
+}
+
+// sleepers returns the live sleep processes whose environment carries the
+// marker id.
+func sleepers(t *testing.T, id string) []int {
+	t.Helper()
+	want := []byte(caseEnv + "=" + id)
+	paths, err := filepath.Glob("/proc/[0-9]*/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, path := range paths {
+		dir := filepath.Dir(path)
+		comm, err := os.ReadFile(dir + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "sleep" {
+			continue
+		}
+		env, err := os.ReadFile(path)
+		if err != nil || !slicesContain(bytes.Split(env, []byte{0}), want) {
+			continue
+		}
+		if stat, err := os.ReadFile(dir + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+				continue
+			}
+		}
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func slicesContain(list [][]byte, b []byte) bool {
+	for _, x := range list {
+		if bytes.Equal(x, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitSleepers polls until exactly n marked sleepers are alive and
+// returns how long it took; it fails the test after timeout. Polling is
+// how an outside observer sees processes come and go: /proc has no
+// notifications.
+func awaitSleepers(t *testing.T, id string, n int, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		got := sleepers(t, id)
+		if len(got) == n {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("after %v: %d marked sleepers alive (pids %v), want %d", timeout, len(got), got[:min(len(got), 10)], n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killSleepers is the test's own clean-up, so a failure leaves nothing.
+func killSleepers(t *testing.T, id string) {
+	t.Cleanup(func() {
+		for _, pid := range sleepers(t, id) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// TestContainment starts each case as a shell task and ends it each way a
+// task can end; no process of the case may outlive it, and the task ends
+// only once none is left.
+func TestContainment(t *testing.T) {
+	needTools(t, "setsid", "nohup")
+	ends := []struct {
+		name   string
+		leader string // what the shell does after the case
+		end    func(t *testing.T, tb *task.Table, v *task.View, id string)
+		state  task.State
+	}{
+		{"cancel", "exec sleep 1000", func(t *testing.T, tb *task.Table, v *task.View, id string) {
+			if _, err := v.Cancel(id); err != nil {
+				t.Fatal(err)
+			}
+		}, task.Canceled},
+		{"close", "exec sleep 1000", func(t *testing.T, tb *task.Table, v *task.View, id string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := tb.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}, task.Canceled},
+		{"timeout", "exec sleep 1000", nil, task.TimedOut},
+		{"leader exits", "echo done", nil, task.Completed},
+	}
+	for _, c := range containCases {
+		for _, end := range ends {
+			t.Run(c.name+"/"+end.name, func(t *testing.T) {
+				t.Parallel()
+				id, env := newCase(t)
+				killSleepers(t, id)
+				tb, v := table(t)
+				opts := proc.ShellOptions{}
+				want := c.n + 1
+				if end.name == "timeout" {
+					opts.Timeout = 3 * time.Second
+				}
+				cmd := c.cmd + "\n" + end.leader
+				if end.name == "leader exits" {
+					// The leader has to see its processes started before
+					// it exits, or the test could not tell.
+					want = c.n
+					cmd = c.cmd + "\n" + waitForSleepers(id, c.n) + "\n" + end.leader
+				}
+				tid := spawnShell(t, v, proc.Config{Command: cmd, Env: env, Grace: 500 * time.Millisecond}, opts)
+				if end.name != "leader exits" {
+					awaitSleepers(t, id, want, 20*time.Second)
+				}
+				if end.end != nil {
+					end.end(t, tb, v, tid)
+				}
+				r := waitResult(t, v, tid)
+				if got := sleepers(t, id); len(got) != 0 {
+					t.Errorf("task ended %s with %d of its processes alive: %v", r.State, len(got), got[:min(len(got), 10)])
+				}
+				if r.State != end.state {
+					t.Errorf("state = %s, want %s; result %q", r.State, end.state, r.Text)
+				}
+			})
+		}
+	}
+}
+
+// waitForSleepers is shell code that waits until n marked sleep processes
+// run, so that a leader that exits right after its case exits only once
+// there is something to leave behind. It counts them as the test does.
+func waitForSleepers(id string, n int) string {
+	return fmt.Sprintf(`k=0; while [ "$(grep -lzx %s /proc/[0-9]*/environ 2>/dev/null | sed 's#environ#comm#' | xargs -r cat 2>/dev/null | grep -cx sleep)" -lt %d ] && [ $k -lt 2000 ]; do sleep 0.01; k=$((k+1)); done`,
+		shellQuote(caseEnv+"="+id), n)
+}
+
+// TestContainmentSparesOthers: cancelling one task kills none of a
+// sibling task's processes, nor a process with the same command line that
+// no task started.
+func TestContainmentSparesOthers(t *testing.T) {
+	needTools(t, "setsid")
+	mine, env := newCase(t)
+	theirs, theirEnv := newCase(t)
+	killSleepers(t, mine)
+	killSleepers(t, theirs)
+	_, v := table(t)
+	cmd := "setsid -f sleep 1000; exec sleep 1000"
+	a := spawnShell(t, v, proc.Config{Command: cmd, Env: env}, proc.ShellOptions{})
+	b := spawnShell(t, v, proc.Config{Command: cmd, Env: theirEnv}, proc.ShellOptions{})
+	stranger := exec.Command("setsid", "-f", "sleep", "1000")
+	stranger.Env = theirEnv
+	if err := stranger.Run(); err != nil {
+		t.Fatal(err)
+	}
+	awaitSleepers(t, mine, 2, 20*time.Second)
+	awaitSleepers(t, theirs, 3, 20*time.Second)
+	if _, err := v.Cancel(a); err != nil {
+		t.Fatal(err)
+	}
+	waitResult(t, v, a)
+	if got := sleepers(t, mine); len(got) != 0 {
+		t.Errorf("cancelled task left %v", got)
+	}
+	if got := sleepers(t, theirs); len(got) != 3 {
+		t.Errorf("after cancelling %s: %d of the sibling's and the stranger's 3 sleepers alive, want 3", a, len(got))
+	}
+	if _, err := v.Cancel(b); err != nil {
+		t.Fatal(err)
+	}
+	waitResult(t, v, b)
+	if got := sleepers(t, theirs); len(got) != 1 {
+		t.Errorf("after cancelling %s too: %d sleepers alive, want the stranger's 1", b, len(got))
+	}
+}
+
+// TestProcessesCountsEscapees: Processes counts the leader and what left
+// its group, and the exit says how many were left when the leader went.
+func TestProcessesCountsEscapees(t *testing.T) {
+	needTools(t, "setsid")
+	id, env := newCase(t)
+	killSleepers(t, id)
+	p := mustStart(t, proc.Config{Command: "setsid -f sleep 1000; setsid -f sleep 1000; sleep 1000 & echo up; read _; exit 0", Env: env, Stdin: true})
+	readUntil(t, p, "up")
+	awaitSleepers(t, id, 3, 20*time.Second)
+	if got := p.Processes(); got != 4 {
+		t.Errorf("Processes() = %d, want 4 (the shell and 3 sleepers, 2 of them in sessions of their own)", got)
+	}
+	p.CloseInput() // read returns: the leader exits
+	e := mustWait(t, p)
+	if e.Leftovers != 3 || e.Survivors != 0 {
+		t.Errorf("Exit = %+v, want Leftovers 3, Survivors 0", e)
+	}
+	if got := p.Processes(); got != 0 {
+		t.Errorf("Processes() after Wait = %d, want 0", got)
+	}
+	if got := sleepers(t, id); len(got) != 0 {
+		t.Errorf("leftovers alive after Wait: %v", got)
+	}
+}
+
+// TestStopGivesEscapeesTheGrace: a process out of the group that handles
+// SIGTERM gets the grace to end by itself, even after the leader went.
+func TestStopGivesEscapeesTheGrace(t *testing.T) {
+	needTools(t, "setsid")
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "cleaned")
+	// The escapee takes 200ms to clean up after SIGTERM, then exits.
+	escapee := fmt.Sprintf(`setsid sh -c "trap 'sleep 0.2; touch %s; exit 0' TERM; echo ready; while :; do sleep 0.05; done" &`, flag)
+	p := mustStart(t, proc.Config{Command: escapee + " exec sleep 1000", Grace: 3 * time.Second})
+	readUntil(t, p, "ready")
+	p.Stop(3 * time.Second)
+	e := mustWait(t, p)
+	if _, err := os.Stat(flag); err != nil {
+		t.Errorf("the escapee was not given the time to clean up: %v (exit %+v)", err, e)
+	}
+	if e.Duration > 2500*time.Millisecond {
+		t.Errorf("Wait took %v: it waited out the grace though everything had ended", e.Duration)
+	}
+}
+
+// TestNoFDLeak: starting and containing processes leaves no descriptor
+// open (the keeper's one pipe is opened by the first Start, before the
+// count).
+func TestNoFDLeak(t *testing.T) {
+	needTools(t, "setsid")
+	proc.Keeper()
+	before := openFDs(t)
+	id, env := newCase(t)
+	for range 5 {
+		p := mustStart(t, proc.Config{Command: "setsid -f sleep 1000; echo x", Env: env})
+		mustWait(t, p)
+		p2 := mustStart(t, proc.Config{Command: "setsid -f sleep 1000; exec sleep 1000", Env: env})
+		p2.Stop(time.Second)
+		mustWait(t, p2)
+	}
+	if got := sleepers(t, id); len(got) != 0 {
+		t.Errorf("sleepers left: %v", got)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("open descriptors: %d before, %d after", before, after)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// TestHostDeath runs a host (this binary re-executed) that starts every
+// case, then ends it: by a normal exit with nothing closed, or by
+// SIGKILL. Its keeper must end every process of every case.
+func TestHostDeath(t *testing.T) {
+	needTools(t, "setsid", "nohup")
+	for _, how := range []string{"exit", "SIGKILL"} {
+		t.Run(how, func(t *testing.T) {
+			id, env := newCase(t)
+			killSleepers(t, id)
+			want := 0
+			args := []string{"contain-host"}
+			for _, c := range containCases {
+				args = append(args, c.cmd+"\nexec sleep 1000")
+				want += c.n + 1
+			}
+			host := exec.Command(os.Args[0], args...)
+			host.Env = append(env, helperEnv+"=1")
+			stdin, err := host.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := host.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := host.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+				t.Fatalf("host said %q, want ready", line)
+			}
+			awaitSleepers(t, id, want, 30*time.Second)
+			start := time.Now()
+			switch how {
+			case "exit":
+				stdin.Close() // the host exits 0 without stopping anything
+			case "SIGKILL":
+				host.Process.Kill()
+			}
+			host.Wait()
+			awaitSleepers(t, id, 0, 10*time.Second)
+			t.Logf("%d processes of %d cases gone %v after the host's %s", want, len(containCases), time.Since(start).Round(time.Millisecond), how)
+		})
+	}
+}
+
+// TestKeeper: one keeper per host, small, and replaced if it is killed.
+func TestKeeper(t *testing.T) {
+	k := proc.Keeper()
+	if k.PID == 0 {
+		t.Fatalf("Keeper() = %+v, want a running keeper", k)
+	}
+	again := proc.Keeper()
+	if again.PID != k.PID {
+		t.Errorf("second Keeper() = %d, want the same keeper %d", again.PID, k.PID)
+	}
+	t.Logf("keeper pid %d, resident memory %d KiB, %d KiB of it its own", again.PID, again.RSS>>10, again.Private>>10)
+	if again.RSS == 0 || again.Private == 0 || again.Private > again.RSS {
+		t.Errorf("Keeper() memory = %d resident, %d private; want both read, private within resident", again.RSS, again.Private)
+	}
+	if err := syscall.Kill(k.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		again := proc.Keeper()
+		if again.PID != k.PID && again.PID != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Keeper() after killing it = %+v, want a new one", again)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

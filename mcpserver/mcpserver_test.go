@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,11 +246,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestDisconnectReapsEverything(t *testing.T) {
 	svc := newService(t, mcpserver.Config{})
 	cs := client(t, svc, nil)
-	call(t, cs, "bash", `{"command": "sleep 100 & sleep 100 & wait", "run_in_background": true}`, nil)
+	// One sleeper daemonizes (a session of its own) and says its pid.
+	pidFile := filepath.Join(t.TempDir(), "daemon.pid")
+	cmd := "setsid -f sh -c 'echo $$ > " + pidFile + "; exec sleep 100'; sleep 100 & sleep 100 & wait"
+	args, _ := json.Marshal(map[string]any{"command": cmd, "run_in_background": true})
+	call(t, cs, "bash", string(args), nil)
 	pgid := pidOf(t, cs, "shell:1")
-	waitFor(t, "the sleepers run", func() bool { return groupAlive(pgid) })
+	var daemon int
+	waitFor(t, "the sleepers run", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		daemon, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return groupAlive(pgid) && daemon > 0 && sleeping(daemon)
+	})
+	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
 	cs.Close()
 	waitFor(t, "the session's tasks are reaped", func() bool { return svc.Sessions() == 0 && !groupAlive(pgid) })
+	if sleeping(daemon) {
+		t.Errorf("the daemonized sleeper %d outlived its session", daemon)
+	}
+}
+
+// sleeping says whether pid is a live sleep process.
+func sleeping(pid int) bool {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != "sleep" {
+		return false
+	}
+	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }
 
 func TestKeepOnDisconnect(t *testing.T) {

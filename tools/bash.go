@@ -132,8 +132,21 @@ func (s *Set) finished(v *task.View, id, note string) BashOutput {
 		if out.OutputBytes > int64(len(out.Output)) && out.Note == "" {
 			out.Note = fmt.Sprintf("Only the end of the output is shown; read the rest with task_output {\"task_id\": %q, \"since\": 0}.", id)
 		}
+		if e, _ := p.Exit(); e.Leftovers > 0 {
+			out.Note = joinNotes(out.Note, leftoversNote(e.Leftovers))
+		}
 	}
 	return out
+}
+
+// leftoversNote tells the model that what its command left running was
+// killed, and how to keep a server instead.
+func leftoversNote(n int) string {
+	what := "1 process"
+	if n != 1 {
+		what = fmt.Sprintf("%d processes", n)
+	}
+	return "The command left " + what + " running (in the background, or daemonized); they were killed when it exited, as everything a command starts ends with it. To keep a server running, start it with run_in_background: true and without & or a daemonize option, and cancel it when done."
 }
 
 // tail returns the cleaned end of a process's output, at most max bytes,

@@ -31,7 +31,10 @@ type InspectOutput struct {
 	TotalSteps int    `json:"total_steps,omitempty"`
 	Recent     []Step `json:"recent,omitempty"`
 	OutputTail string `json:"output_tail,omitempty"`
-	Note       string `json:"note,omitempty"`
+	// Processes counts a running shell's live processes: the shell and
+	// every descendant, whatever session or group it moved to.
+	Processes int    `json:"processes,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any, error) {
@@ -56,6 +59,11 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 	out := InspectOutput{TaskInfo: infoOf(p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes)}
 	for _, b := range p.Blocks {
 		out.Recent = append(out.Recent, Step{Kind: b.Kind.String(), Tool: b.Tool, Text: shorten(b.Text, fieldBytes)})
+	}
+	if p.Kind == "shell" && !p.State.Finished() {
+		if sh, err := processOf(v, id); err == nil && sh != nil {
+			out.Processes = sh.Processes()
+		}
 	}
 	if p.State.Finished() {
 		if r, ok := consume(v, id); ok {

@@ -44,9 +44,12 @@ func (s *Session) spawnTool(depth int) *tools.Tool {
 	for _, p := range s.cfg.Profiles {
 		fmt.Fprintf(&desc, "- `%s`: %s\n", p.Name, p.Description)
 	}
-	return tools.Define("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (any, error) {
+	t := tools.Define("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (any, error) {
 		return s.spawn(ctx, v, depth, in)
 	})
+	// A sub-agent runs whatever its tools can run, and calls a model.
+	t.Title, t.Safety, t.OpenWorld = "Start a sub-agent", tools.Execute, true
+	return t
 }
 
 func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnInput) (any, error) {

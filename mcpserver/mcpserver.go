@@ -132,7 +132,7 @@ func (s *Service) Server() *mcp.Server {
 		UnsubscribeHandler: c.unsubscribe,
 	})
 	for _, t := range s.defs {
-		c.server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, c.handler(t.Name))
+		c.server.AddTool(&mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}, c.handler(t.Name))
 	}
 	c.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "task-output",
@@ -142,6 +142,19 @@ func (s *Service) Server() *mcp.Server {
 		Description: "The cleaned last 64 KiB of a shell task's output (stdout and stderr interleaved). Subscribe to be told as it grows.",
 	}, c.readResource)
 	return c.server
+}
+
+// annotations turns a tool's safety class into MCP's hints, so a client
+// can decide whether to ask its user before calling it.
+func annotations(t *tools.Tool) *mcp.ToolAnnotations {
+	destructive, openWorld := t.Safety == tools.Destructive || t.Safety == tools.Execute, t.OpenWorld
+	return &mcp.ToolAnnotations{
+		Title:           t.Title,
+		ReadOnlyHint:    t.Safety == tools.ReadOnly,
+		DestructiveHint: &destructive,
+		IdempotentHint:  t.Idempotent,
+		OpenWorldHint:   &openWorld,
+	}
 }
 
 // toolList returns the tool definitions every session serves. Their

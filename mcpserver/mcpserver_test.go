@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -466,5 +467,45 @@ func TestSpawnAgentWhenAModelIsConfigured(t *testing.T) {
 	}
 	if call(t, cs, "spawn_agent", `{"profile": "general", "prompt": "report"}`, &out) || out.Answer != "the sub-agent's report" || out.Status != "completed" {
 		t.Errorf("spawn_agent = %+v", out)
+	}
+}
+
+// TestToolAnnotations pins what tools/list tells a client about each tool,
+// so it can decide whether to ask its user before a call.
+func TestToolAnnotations(t *testing.T) {
+	model, err := scripted.Parse([]byte(`{"turns": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := client(t, newService(t, mcpserver.Config{Model: model}), nil)
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hints struct {
+		Title                                     string
+		ReadOnly, Destructive, Idempotent, OpenWd bool
+	}
+	got := map[string]hints{}
+	for _, tl := range list.Tools {
+		a := tl.Annotations
+		if a == nil || a.DestructiveHint == nil || a.OpenWorldHint == nil || tl.Title != a.Title {
+			t.Errorf("%s: annotations %+v, title %q; want every hint set and the title in both places", tl.Name, a, tl.Title)
+			continue
+		}
+		got[tl.Name] = hints{a.Title, a.ReadOnlyHint, *a.DestructiveHint, a.IdempotentHint, *a.OpenWorldHint}
+	}
+	want := map[string]hints{
+		"bash":         {"Run a shell command", false, true, false, true},
+		"task_list":    {"List background tasks", true, false, true, false},
+		"task_inspect": {"Inspect a task", true, false, false, false},
+		"task_output":  {"Read a shell's output", true, false, false, false},
+		"task_wait":    {"Wait for tasks", true, false, false, false},
+		"task_cancel":  {"Cancel a task", false, true, true, false},
+		"task_input":   {"Send input to a shell", false, true, false, true},
+		"spawn_agent":  {"Start a sub-agent", false, true, false, true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tool annotations (-want +got):\n%s", diff)
 	}
 }

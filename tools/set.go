@@ -65,15 +65,23 @@ func New(cfg Config) *Set {
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64)}
 	b := cfg.ResultBudget
 	s.tools = []*Tool{
-		newTool("bash", bashMD, b, s.bash),
-		newTool("task_list", taskListMD, b, s.taskList),
-		newTool("task_inspect", taskInspectMD, b, s.taskInspect),
-		newTool("task_output", taskOutputMD, b, s.taskOutput),
-		newTool("task_wait", taskWaitMD, b, s.taskWait),
-		newTool("task_cancel", taskCancelMD, b, s.taskCancel),
-		newTool("task_input", taskInputMD, b, s.taskInput),
+		classify(newTool("bash", bashMD, b, s.bash), "Run a shell command", Execute, false, true),
+		classify(newTool("task_list", taskListMD, b, s.taskList), "List background tasks", ReadOnly, true, false),
+		classify(newTool("task_inspect", taskInspectMD, b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
+		classify(newTool("task_output", taskOutputMD, b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),
+		classify(newTool("task_wait", taskWaitMD, b, s.taskWait), "Wait for tasks", ReadOnly, false, false),
+		classify(newTool("task_cancel", taskCancelMD, b, s.taskCancel), "Cancel a task", Destructive, true, false),
+		classify(newTool("task_input", taskInputMD, b, s.taskInput), "Send input to a shell", Execute, false, true),
 	}
 	return s
+}
+
+// classify sets what a tool's callers are told about it. task_inspect,
+// task_output and task_wait are not idempotent: a result or output they
+// return is not returned again.
+func classify(t *Tool, title string, safety Safety, idempotent, openWorld bool) *Tool {
+	t.Title, t.Safety, t.Idempotent, t.OpenWorld = title, safety, idempotent, openWorld
+	return t
 }
 
 // Tools returns the tools, in a stable order.

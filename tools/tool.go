@@ -19,10 +19,49 @@ type Tool struct {
 	Name        string
 	Description string
 	InputSchema *jsonschema.Schema
+	// Title is a short human name, for permission prompts and lists.
+	Title string
+	// Safety says what a call can do; surfaces turn it into permission
+	// requests (ACP) and hints (MCP annotations).
+	Safety Safety
+	// Idempotent: calling it again with the same arguments does nothing
+	// more. OpenWorld: it reaches beyond offstage's own state (commands
+	// may touch anything; a sub-agent calls a model).
+	Idempotent, OpenWorld bool
 
 	resolved *jsonschema.Resolved
 	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
 	budget   int
+}
+
+// Safety classes what calling a tool can do. Every surface uses the same
+// classes: MCP clients get them as tool annotations, ACP clients as tool
+// kinds and as permission requests for Execute and Destructive calls.
+type Safety uint8
+
+const (
+	// ReadOnly tools look at the caller's own tasks and change nothing
+	// else (a result they return is marked delivered, which is the
+	// caller's own bookkeeping).
+	ReadOnly Safety = iota
+	// Mutating tools change state that can be changed back. None of
+	// offstage's own tools is; it is there for tools embedders define.
+	Mutating
+	// Destructive tools end or remove something: task_cancel kills a
+	// command and every process it started.
+	Destructive
+	// Execute tools run something that can do anything: a shell command,
+	// input to a running program, a sub-agent with its own tools.
+	Execute
+)
+
+var safetyNames = [...]string{"read_only", "mutating", "destructive", "execute"}
+
+func (s Safety) String() string {
+	if int(s) < len(safetyNames) {
+		return safetyNames[s]
+	}
+	return fmt.Sprintf("Safety(%d)", uint8(s))
 }
 
 // Result is what a tool call gives back. Text is a compact JSON object for

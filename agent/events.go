@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 
+	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 )
 
@@ -11,7 +12,7 @@ type EventType string
 
 const (
 	TurnStart       EventType = "turn_start"        // a turn begins (Autonomous says whether the user started it)
-	TurnEnd         EventType = "turn_end"          // a turn ended (Text: the final answer; Err if it failed)
+	TurnEnd         EventType = "turn_end"          // a turn ended (Text: the final answer, Stop: why the model stopped; Err if it failed)
 	TextDelta       EventType = "text_delta"        // assistant text, streamed
 	ThinkingDelta   EventType = "thinking_delta"    // assistant reasoning, streamed
 	ToolCallEvent   EventType = "tool_call"         // the model called a tool
@@ -32,6 +33,9 @@ type Event struct {
 	IsError    bool            `json:"is_error,omitempty"`
 	Task       *task.Event     `json:"task,omitempty"`
 	TaskIDs    []string        `json:"task_ids,omitempty"`
+	// Stop is why the model ended a turn that ended without error
+	// (provider.EndTurn, provider.Refusal, provider.MaxTokens).
+	Stop provider.StopReason `json:"stop,omitempty"`
 	Err        error           `json:"-"`
 	Error      string          `json:"error,omitempty"`
 }

@@ -37,7 +37,7 @@ var ErrIterationCap = errors.New("iteration cap reached")
 // answer. Cancelling ctx stops the model call and foreground tools, not
 // background tasks; the history stays consistent (every tool call gets a
 // result).
-func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (string, error) {
+func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (string, provider.StopReason, error) {
 	if len(blocks) > 0 {
 		l.hist.append(provider.Message{Role: provider.User, Content: blocks})
 	}
@@ -54,20 +54,20 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 			}
 		})
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		res.Message.Role = provider.Assistant
 		l.hist.append(res.Message)
 		calls := res.Message.ToolCalls()
 		if len(calls) == 0 {
-			return res.Message.TextOf(), nil
+			return res.Message.TextOf(), res.StopReason, nil
 		}
 		l.hist.append(provider.Message{Role: provider.User, Content: l.callTools(ctx, iter, calls, sink)})
 		if err := ctx.Err(); err != nil {
-			return "", context.Cause(ctx)
+			return "", "", context.Cause(ctx)
 		}
 	}
-	return "", fmt.Errorf("%w: the model was still calling tools after %d iterations", ErrIterationCap, l.maxIter)
+	return "", "", fmt.Errorf("%w: the model was still calling tools after %d iterations", ErrIterationCap, l.maxIter)
 }
 
 // callTools runs the calls concurrently and returns their results in call
@@ -100,6 +100,12 @@ func (l *loop) callTool(ctx context.Context, c provider.Block) provider.Block {
 	if tool == nil {
 		out.Text, out.IsError = errorJSON(fmt.Sprintf("There is no tool %q here; the tools are: %s.", c.ToolName, l.toolNames())), true
 		return out
+	}
+	if permit := l.s.cfg.Permit; permit != nil && l.handle == nil {
+		if err := permit(ctx, ToolCall{ID: c.ToolCallID, Tool: tool, Input: c.Input}); err != nil {
+			out.Text, out.IsError = errorJSON("This call was not run: "+err.Error()), true
+			return out
+		}
 	}
 	res, err := tool.Call(ctx, l.view, c.Input)
 	if err != nil {

@@ -68,6 +68,20 @@ type Config struct {
 	// HistoryBytes is the history guard's budget (see the package doc).
 	// Default 2 MiB.
 	HistoryBytes int
+	// Permit, when set, is asked before each of the top level's tool
+	// calls runs (sub-agents' calls are not asked about: allowing
+	// spawn_agent allows what the sub-agent does with its tools). It may
+	// block, to ask a person; an error refuses the call, and the model
+	// gets it as the call's error result. Calls of one model response are
+	// asked about concurrently.
+	Permit func(ctx context.Context, call ToolCall) error
+}
+
+// ToolCall is a call the model asked for, as Config.Permit sees it.
+type ToolCall struct {
+	ID    string // the provider's tool call id
+	Tool  *tools.Tool
+	Input json.RawMessage
 }
 
 const (
@@ -185,8 +199,8 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		cancel(nil)
 	}()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
-	text, err := s.top.turn(ctx, blocks, sink)
-	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Err: err})
+	text, stop, err := s.top.turn(ctx, blocks, sink)
+	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err})
 	return text, err
 }
 

@@ -79,7 +79,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	id, err := v.Spawn(task.Spec{Kind: "agent", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
 		sub := s.newLoop(profile.Name, profile.System, model, h.View(), profile.Tools, depth+1, h, maxIter)
 		h.AttachHistory(sub.hist)
-		answer, err := sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
+		answer, _, err := sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
 		h.Activity("finished")
 		return answer, err
 	})

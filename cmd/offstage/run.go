@@ -259,100 +259,30 @@ loop:
 	return nil
 }
 
-// command runs a slash command; it returns false for /quit.
+// command runs a slash command (agent.Session.Command, shared with the
+// ACP surface); it returns false for /quit. Ctrl-C stops a /wait.
 func command(ctx context.Context, s *agent.Session, p *printer, line string, sigs <-chan os.Signal) bool {
-	name, arg, _ := strings.Cut(line, " ")
-	arg = strings.TrimSpace(arg)
-	tb := s.Table()
-	needID := func() bool {
-		if arg == "" {
-			p.line(fmt.Sprintf("usage: %s ID (see /tasks)", name))
-			return false
-		}
-		return true
-	}
-	switch name {
+	switch name, _, _ := strings.Cut(line, " "); name {
 	case "/quit", "/exit":
 		return false
 	case "/help":
-		p.line("/tasks  /inspect ID  /output ID  /cancel ID  /wait ID  /quit")
-	case "/tasks":
-		infos := tb.List()
-		if len(infos) == 0 {
-			p.line("no tasks")
-		}
-		for _, i := range infos {
-			owner := ""
-			if i.Owner != "" {
-				owner = " (of " + i.Owner + ")"
-			}
-			p.line(fmt.Sprintf("%-10s %-9s %6s  %s%s", i.ID, i.State, time.Since(i.Created).Round(time.Second), i.Label, owner))
-		}
-	case "/inspect":
-		if !needID() {
-			break
-		}
-		pk, err := tb.Peek(arg, 10)
-		if err != nil {
-			p.line(err.Error())
-			break
-		}
-		p.line(fmt.Sprintf("%s %s: %s (iteration %d, %s)", pk.ID, pk.State, pk.Label, pk.Iteration, pk.Activity))
-		for _, b := range pk.Blocks {
-			p.line(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, clip(b.Text, 100)))
-		}
-		if pk.Output != "" {
-			p.line(strings.TrimRight(pk.Output, "\n"))
-		}
-	case "/output":
-		if !needID() {
-			break
-		}
-		out, err := tb.Output(arg)
-		if err != nil {
-			p.line(err.Error())
-			break
-		}
-		proc, ok := out.(*proc.Process)
-		if !ok {
-			p.line(arg + " has no output (it is not a shell, or has not started)")
-			break
-		}
-		p.line(strings.TrimRight(proc.Tail(20), "\n"))
-	case "/cancel":
-		if !needID() {
-			break
-		}
-		already, err := tb.Cancel(arg)
-		switch {
-		case err != nil:
-			p.line(err.Error())
-		case already:
-			p.line(arg + " had already finished")
-		default:
-			p.line("cancelling " + arg)
-		}
+		s.Command(ctx, line, p.line)
+		p.line("/quit ends the session, cancelling every task")
+		return true
 	case "/wait":
-		if !needID() {
-			break
-		}
-		done, err := tb.Done(arg)
-		if err != nil {
-			p.line(err.Error())
-			break
-		}
-		p.line("waiting for " + arg + " (Ctrl-C stops waiting)")
-		select {
-		case <-done:
-			info, _ := tb.Info(arg)
-			p.line(fmt.Sprintf("%s %s", arg, info.State))
-		case <-sigs:
-			p.line("(stopped waiting)")
-		case <-ctx.Done():
-		}
-	default:
-		p.line("unknown command " + name + "; /help lists them")
+		p.line("(Ctrl-C stops waiting)")
+		waitCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-sigs:
+				cancel()
+			case <-waitCtx.Done():
+			}
+		}()
+		ctx = waitCtx
 	}
+	s.Command(ctx, line, p.line)
 	return true
 }
 

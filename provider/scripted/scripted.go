@@ -31,7 +31,9 @@
 //     all count); a mismatch fails the call with provider.ErrScript, which
 //     keeps a script and the runtime honest with each other;
 //   - "delay_ms": how long to "think" before answering (the context can
-//     cancel it), and "stream_delay_ms": a pause between streamed words.
+//     cancel it), and "stream_delay_ms": a pause between streamed words;
+//   - "stop": why a turn without tool calls ended, as a provider reports
+//     it: "end_turn" (the default), "refusal" or "max_tokens".
 //
 // Which turn plays is the number of assistant messages already in the
 // request: the first call plays turn 0, the call after one answer turn 1,
@@ -61,6 +63,7 @@ type Turn struct {
 	ToolCalls     []ToolCall `json:"tool_calls,omitempty"`
 	DelayMS       int        `json:"delay_ms,omitempty"`
 	StreamDelayMS int        `json:"stream_delay_ms,omitempty"`
+	Stop          string     `json:"stop,omitempty"`
 
 	expect *regexp.Regexp
 }
@@ -129,6 +132,14 @@ func Parse(data []byte) (*Model, error) {
 			}
 			if t.DelayMS < 0 || t.StreamDelayMS < 0 {
 				return fmt.Errorf("%s: delays must not be negative", where)
+			}
+			switch provider.StopReason(t.Stop) {
+			case "", provider.EndTurn, provider.Refusal, provider.MaxTokens:
+			default:
+				return fmt.Errorf("%s: stop %q is not end_turn, refusal or max_tokens", where, t.Stop)
+			}
+			if t.Stop != "" && len(t.ToolCalls) > 0 {
+				return fmt.Errorf("%s: a turn with tool calls stops for them; drop stop", where)
 			}
 		}
 		return nil
@@ -216,8 +227,11 @@ func (m *Model) Generate(ctx context.Context, req provider.Request, onEvent func
 		emit(provider.Event{Type: provider.ToolCall, Call: b})
 	}
 	stop := provider.EndTurn
-	if len(t.ToolCalls) > 0 {
+	switch {
+	case len(t.ToolCalls) > 0:
 		stop = provider.ToolCalls
+	case t.Stop != "":
+		stop = provider.StopReason(t.Stop)
 	}
 	return provider.Response{Message: msg, StopReason: stop}, nil
 }

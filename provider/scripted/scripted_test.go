@@ -119,3 +119,22 @@ func TestParseRejectsBadScripts(t *testing.T) {
 		}
 	}
 }
+
+func TestStop(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"text": "I will not.", "stop": "refusal"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Generate(t.Context(), provider.Request{}, func(provider.Event) {})
+	if err != nil || res.StopReason != provider.Refusal {
+		t.Errorf("Generate() = %v, %v; want stop reason refusal", res.StopReason, err)
+	}
+	for _, bad := range []string{
+		`{"turns": [{"text": "x", "stop": "tool_use"}]}`,
+		`{"turns": [{"stop": "refusal", "tool_calls": [{"name": "bash"}]}]}`,
+	} {
+		if _, err := scripted.Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse(%s) = nil error, want the stop refused", bad)
+		}
+	}
+}

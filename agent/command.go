@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+)
+
+// CommandInfo describes a command a person can type (see Session.Command).
+type CommandInfo struct {
+	Name        string // without the slash
+	Description string
+	Arg         string // a hint for its argument, "" if it takes none
+}
+
+// Commands lists what Session.Command understands, for a surface to offer
+// (the CLI's /help, ACP's available commands).
+func Commands() []CommandInfo {
+	return []CommandInfo{
+		{"tasks", "list every background task of this session", ""},
+		{"inspect", "show a task's state, recent steps or output", "task id"},
+		{"output", "show the last lines of a shell's output", "task id"},
+		{"cancel", "cancel a task (a shell gets SIGTERM, then SIGKILL, with everything it started)", "task id"},
+		{"wait", "wait until a task finishes", "task id"},
+	}
+}
+
+// Command runs a command a person typed ("/tasks", "/cancel shell:3"),
+// calling out with each line to show. Commands act on the whole table,
+// every task whoever started it, as a person may; the model's tools act
+// only on its own. /wait blocks until the task finishes or ctx ends. It
+// returns false if line is not one of Commands (a surface's own, such as
+// /quit, is the caller's to handle first); out is then told so. Safe to
+// call concurrently with a turn.
+func (s *Session) Command(ctx context.Context, line string, out func(string)) bool {
+	name, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	arg = strings.TrimSpace(arg)
+	tb := s.table
+	needID := func() bool {
+		if arg == "" {
+			out(fmt.Sprintf("usage: %s ID (see /tasks)", name))
+		}
+		return arg != ""
+	}
+	switch name {
+	case "/help":
+		var names []string
+		for _, c := range Commands() {
+			n := "/" + c.Name
+			if c.Arg != "" {
+				n += " ID"
+			}
+			names = append(names, n)
+		}
+		out(strings.Join(names, "  "))
+	case "/tasks":
+		infos := tb.List()
+		if len(infos) == 0 {
+			out("no tasks")
+		}
+		for _, i := range infos {
+			owner := ""
+			if i.Owner != "" {
+				owner = " (of " + i.Owner + ")"
+			}
+			out(fmt.Sprintf("%-10s %-9s %6s  %s%s", i.ID, i.State, time.Since(i.Created).Round(time.Second), i.Label, owner))
+		}
+	case "/inspect":
+		if !needID() {
+			break
+		}
+		pk, err := tb.Peek(arg, 10)
+		if err != nil {
+			out(err.Error())
+			break
+		}
+		out(fmt.Sprintf("%s %s: %s (iteration %d, %s)", pk.ID, pk.State, pk.Label, pk.Iteration, pk.Activity))
+		for _, b := range pk.Blocks {
+			out(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, clip(b.Text, 100)))
+		}
+		if pk.Output != "" {
+			out(strings.TrimRight(pk.Output, "\n"))
+		}
+	case "/output":
+		if !needID() {
+			break
+		}
+		o, err := tb.Output(arg)
+		if err != nil {
+			out(err.Error())
+			break
+		}
+		p, ok := o.(*proc.Process)
+		if !ok {
+			out(arg + " has no output (it is not a shell, or has not started)")
+			break
+		}
+		out(strings.TrimRight(p.Tail(20), "\n"))
+	case "/cancel":
+		if !needID() {
+			break
+		}
+		already, err := tb.Cancel(arg)
+		switch {
+		case err != nil:
+			out(err.Error())
+		case already:
+			out(arg + " had already finished")
+		default:
+			out("cancelling " + arg)
+		}
+	case "/wait":
+		if !needID() {
+			break
+		}
+		done, err := tb.Done(arg)
+		if err != nil {
+			out(err.Error())
+			break
+		}
+		out("waiting for " + arg)
+		select {
+		case <-done:
+			info, _ := tb.Info(arg)
+			out(fmt.Sprintf("%s %s", arg, info.State))
+		case <-ctx.Done():
+			out("(stopped waiting)")
+		}
+	default:
+		out("unknown command " + name + "; /help lists them")
+		return false
+	}
+	return true
+}
+
+// clip cuts s to n runes on one line, marking a cut with "…".
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

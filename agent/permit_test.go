@@ -1,0 +1,109 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/provider"
+)
+
+// TestPermitGatesTopLevelCalls: a refused call is not run and the model
+// gets why; an allowed one runs; sub-agents' calls are not asked about.
+func TestPermitGatesTopLevelCalls(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "touch refused"}}, {"name": "task_list", "input": {}}]},
+		{"expect": "not run: the user said no", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "go"}}]},
+		{"text": "done"}
+	], "agents": {"worker": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo from the sub-agent"}}]},
+		{"text": "worked"}
+	]}}`
+	var mu sync.Mutex
+	var asked []string
+	cfg := agent.Config{
+		Profiles: []agent.Profile{{Name: "worker", Description: "works", Tools: []string{"bash"}}},
+		Permit: func(ctx context.Context, c agent.ToolCall) error {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, c.Tool.Name+":"+c.Tool.Safety.String())
+			if c.Tool.Name == "bash" {
+				return errors.New("the user said no")
+			}
+			return nil
+		},
+	}
+	s := newSession(t, script, cfg)
+	if answer, err := s.Turn(t.Context(), "go", agent.Discard); err != nil || answer != "done" {
+		t.Fatalf("Turn() = %q, %v", answer, err)
+	}
+	got := strings.Join(asked, " ")
+	for _, want := range []string{"bash:execute", "task_list:read_only", "spawn_agent:execute"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Permit was asked about %q, want %s among them", got, want)
+		}
+	}
+	if strings.Count(got, "bash") != 1 {
+		t.Errorf("Permit was asked about %q: the sub-agent's bash must not be asked about", got)
+	}
+	if res := s.History()[2].Content[0]; !res.IsError || !strings.Contains(res.Text, "the user said no") {
+		t.Errorf("refused call's result = %+v, want an error saying why", res)
+	}
+}
+
+// TestTurnEndSaysWhyTheModelStopped: a refusal reaches the sink.
+func TestTurnEndSaysWhyTheModelStopped(t *testing.T) {
+	s := newSession(t, `{"turns": [{"text": "I can't help with that.", "stop": "refusal"}]}`, agent.Config{})
+	var mu sync.Mutex
+	var stop provider.StopReason
+	sink := agent.SinkFunc(func(e agent.Event) {
+		if e.Type == agent.TurnEnd {
+			mu.Lock()
+			stop = e.Stop
+			mu.Unlock()
+		}
+	})
+	if _, err := s.Turn(t.Context(), "do something bad", sink); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if stop != provider.Refusal {
+		t.Errorf("TurnEnd.Stop = %q, want refusal", stop)
+	}
+}
+
+// TestCommands: the commands a person types see every task.
+func TestCommands(t *testing.T) {
+	script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "echo hello; sleep 100", "run_in_background": true}}]}, {"text": "started"}]}`
+	s := newSession(t, script, agent.Config{})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	run := func(line string) (string, bool) {
+		var lines []string
+		ok := s.Command(t.Context(), line, func(l string) { lines = append(lines, l) })
+		return strings.Join(lines, "\n"), ok
+	}
+	if out, ok := run("/tasks"); !ok || !strings.Contains(out, "shell:1") || !strings.Contains(out, "running") {
+		t.Errorf("/tasks = %q, %v", out, ok)
+	}
+	if out, _ := run("/cancel"); !strings.Contains(out, "usage: /cancel ID") {
+		t.Errorf("/cancel without an id = %q", out)
+	}
+	if out, _ := run("/cancel shell:1"); out != "cancelling shell:1" {
+		t.Errorf("/cancel shell:1 = %q", out)
+	}
+	if out, _ := run("/wait shell:1"); !strings.HasSuffix(out, "shell:1 canceled") {
+		t.Errorf("/wait shell:1 = %q", out)
+	}
+	if out, ok := run("/bogus"); ok || !strings.Contains(out, "/help") {
+		t.Errorf("/bogus = %q, %v; want false and a pointer to /help", out, ok)
+	}
+	if len(agent.Commands()) != 5 {
+		t.Errorf("Commands() = %v", agent.Commands())
+	}
+}

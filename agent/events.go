@@ -35,9 +35,9 @@ type Event struct {
 	TaskIDs    []string        `json:"task_ids,omitempty"`
 	// Stop is why the model ended a turn that ended without error
 	// (provider.EndTurn, provider.Refusal, provider.MaxTokens).
-	Stop provider.StopReason `json:"stop,omitempty"`
-	Err        error           `json:"-"`
-	Error      string          `json:"error,omitempty"`
+	Stop  provider.StopReason `json:"stop,omitempty"`
+	Err   error               `json:"-"`
+	Error string              `json:"error,omitempty"`
 }
 
 // Sink receives a session's events. Event is called from several

@@ -143,6 +143,23 @@ func (tb *Table) Done(id string) (<-chan struct{}, error) { return tb.doneOf("",
 // owns it; see View.Output.
 func (tb *Table) Output(id string) (Output, error) { return tb.outputOf("", false, id) }
 
+// Result returns a finished task's result, whoever owns it, without
+// delivering it: its owner still gets it exactly once, by Drain or Wait.
+// It is meant for UIs that show what a task ended with; ok is false while
+// the task has not finished (r then holds only its Info).
+func (tb *Table) Result(id string) (r Result, ok bool, err error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	t, err := tb.lookupLocked("", false, id)
+	if err != nil {
+		return Result{}, false, err
+	}
+	if !t.state.Finished() {
+		return Result{Info: t.infoLocked()}, false, nil
+	}
+	return Result{Info: t.infoLocked(), Text: t.text, Err: t.err, Trace: t.traceLocked()}, true, nil
+}
+
 // CancelAll cancels every unfinished task and returns how many it
 // cancelled. It does not wait; the table stays open for new tasks.
 func (tb *Table) CancelAll() int { return tb.cancelAll("", false) }

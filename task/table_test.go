@@ -463,3 +463,26 @@ func TestProgressAndExitCodeShowInInfo(t *testing.T) {
 		}
 	})
 }
+
+func TestResultDoesNotDeliver(t *testing.T) {
+	run(t, task.Options{}, func(t *testing.T, tb *task.Table) {
+		top := tb.View("")
+		release := make(chan struct{})
+		id := mustSpawn(t, top, "agent", gate(release, "the answer"))
+		synctest.Wait()
+		if r, ok, err := tb.Result(id); ok || err != nil || r.State != task.Running {
+			t.Errorf("Result(%s) while running = %+v, %v, %v; want not ok, running", id, r, ok, err)
+		}
+		close(release)
+		synctest.Wait()
+		if r, ok, err := tb.Result(id); !ok || err != nil || r.Text != "the answer" || r.Delivered {
+			t.Errorf("Result(%s) = %+v, %v, %v; want the answer, undelivered", id, r, ok, err)
+		}
+		if got := top.Drain(); len(got) != 1 || got[0].Text != "the answer" {
+			t.Errorf("Drain() after Result = %v, want the result still delivered once", got)
+		}
+		if _, _, err := tb.Result("agent:99"); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("Result(agent:99) error = %v, want ErrNotFound", err)
+		}
+	})
+}

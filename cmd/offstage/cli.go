@@ -47,6 +47,7 @@ Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
   offstage run [prompt]       talk to a model: one answer for a prompt, a conversation without
   offstage mcp                serve background shells (and sub-agents) to any MCP client
+  offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage version            print the version
 
 Run "offstage COMMAND --help" for a command's flags and examples.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "mcp":
 		return mcpCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "acp":
+		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "offstage", version())
 		return nil

@@ -63,16 +63,11 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if len(rest) > 0 {
 		return usagef("mcp takes no arguments (got %q)", rest[0])
 	}
-	logOut := stderr
-	if *logPath != "" {
-		f, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			return usagef("cannot open the log file: %v", err)
-		}
-		defer f.Close()
-		logOut = f
+	logger, closeLog, err := openLog(*logPath, stderr)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer closeLog()
 
 	var model provider.Model
 	if mf != (modelFlags{}) || os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != "" {
@@ -154,6 +149,20 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	srv.Shutdown(shutdown)
 	logger.Info("stopped serving HTTP")
 	return nil
+}
+
+// openLog returns the logger of a server command: to path, or to stderr
+// when path is empty; never stdout, which is the protocol.
+func openLog(path string, stderr io.Writer) (*slog.Logger, func(), error) {
+	out, closeLog := stderr, func() {}
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, nil, usagef("cannot open the log file: %v", err)
+		}
+		out, closeLog = f, func() { f.Close() }
+	}
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo})), closeLog, nil
 }
 
 func isLoopback(host string) bool {

@@ -1,0 +1,602 @@
+package acpserver_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
+
+	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/provider/scripted"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// client is an ACP client that records every update and answers
+// permission requests with choose (allow once when nil).
+type client struct {
+	mu      sync.Mutex
+	updates []acp.SessionNotification
+	asked   []acp.RequestPermissionRequest
+	changed chan struct{} // closed and replaced on every update
+	choose  func(acp.RequestPermissionRequest) acp.PermissionOptionId
+}
+
+func newClient() *client { return &client{changed: make(chan struct{})} }
+
+func (c *client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.updates = append(c.updates, n)
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return nil
+}
+
+func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, p)
+	choose := c.choose
+	c.mu.Unlock()
+	id := acp.PermissionOptionId("allow_once")
+	if choose != nil {
+		id = choose(p)
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(id)}, nil
+}
+
+func (c *client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	return acp.ReadTextFileResponse{}, acp.NewMethodNotFound("fs/read_text_file")
+}
+func (c *client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	return acp.WriteTextFileResponse{}, acp.NewMethodNotFound("fs/write_text_file")
+}
+func (c *client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, acp.NewMethodNotFound("terminal/create")
+}
+func (c *client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, acp.NewMethodNotFound("terminal/kill")
+}
+func (c *client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, acp.NewMethodNotFound("terminal/output")
+}
+func (c *client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, acp.NewMethodNotFound("terminal/release")
+}
+func (c *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound("terminal/wait_for_exit")
+}
+
+// await waits until cond holds for the updates so far, or fails.
+func (c *client) await(t *testing.T, what string, cond func([]acp.SessionNotification) bool) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		c.mu.Lock()
+		ok, changed := cond(c.updates), c.changed
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting until %s; updates:\n%s", what, c.dump())
+		}
+	}
+}
+
+func (c *client) dump() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, u := range c.updates {
+		j, _ := json.Marshal(u.Update)
+		fmt.Fprintf(&b, "  %s %s\n", u.SessionId, j)
+	}
+	return b.String()
+}
+
+// rendered is one update as a line a test can match: the kind of update
+// and its fields that matter.
+func rendered(u acp.SessionUpdate) string {
+	switch {
+	case u.AgentMessageChunk != nil:
+		return "message " + textOf(u.AgentMessageChunk.Content)
+	case u.AgentThoughtChunk != nil:
+		return "thought " + textOf(u.AgentThoughtChunk.Content)
+	case u.ToolCall != nil:
+		return fmt.Sprintf("tool_call %s %s %q", u.ToolCall.Status, u.ToolCall.Kind, u.ToolCall.Title)
+	case u.ToolCallUpdate != nil:
+		s := "tool_call_update"
+		if u.ToolCallUpdate.Status != nil {
+			s += " " + string(*u.ToolCallUpdate.Status)
+		}
+		for _, c := range u.ToolCallUpdate.Content {
+			if c.Content != nil {
+				s += " " + textOf(c.Content.Content)
+			}
+		}
+		return s
+	case u.AvailableCommandsUpdate != nil:
+		var names []string
+		for _, c := range u.AvailableCommandsUpdate.AvailableCommands {
+			names = append(names, c.Name)
+		}
+		return "commands " + strings.Join(names, " ")
+	}
+	return "other"
+}
+
+func textOf(c acp.ContentBlock) string {
+	if c.Text != nil {
+		return c.Text.Text
+	}
+	return ""
+}
+
+// lines renders a session's updates, message chunks joined.
+func lines(us []acp.SessionNotification, id acp.SessionId) []string {
+	var out []string
+	for _, u := range us {
+		if u.SessionId != id {
+			continue
+		}
+		r := rendered(u.Update)
+		if n := len(out); n > 0 {
+			for _, kind := range []string{"message ", "thought "} {
+				if strings.HasPrefix(r, kind) && strings.HasPrefix(out[n-1], kind) {
+					out[n-1] += strings.TrimPrefix(r, kind)
+					r = ""
+				}
+			}
+		}
+		if r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func has(ls []string, sub string) bool {
+	for _, l := range ls {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// harness is an agent served over pipes and a client connected to it.
+type harness struct {
+	conn   *acp.ClientSideConnection
+	client *client
+	dir    string
+	hangUp func() // the client closes its side and waits for Serve; idempotent
+}
+
+func start(t *testing.T, script string, cfg acpserver.Config) *harness {
+	t.Helper()
+	m, err := scripted.Parse([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model = m
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), cfg, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	h := &harness{client: newClient(), dir: t.TempDir()}
+	h.conn = acp.NewClientSideConnection(h.client, clientOut, clientIn)
+	h.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var once sync.Once
+	h.hangUp = func() {
+		once.Do(func() {
+			clientOut.Close() // every session closes
+			select {
+			case err := <-served:
+				if err != nil {
+					t.Errorf("Serve() = %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("Serve did not return after the client hung up")
+			}
+			<-h.conn.Done()
+		})
+	}
+	t.Cleanup(h.hangUp)
+	if _, err := h.conn.Initialize(t.Context(), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) session(t *testing.T) acp.SessionId {
+	t.Helper()
+	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.SessionId
+}
+
+func (h *harness) prompt(t *testing.T, id acp.SessionId, text string) acp.StopReason {
+	t.Helper()
+	r, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+	if err != nil {
+		t.Fatalf("prompt %q: %v", text, err)
+	}
+	return r.StopReason
+}
+
+func (h *harness) lines(id acp.SessionId) []string {
+	h.client.mu.Lock()
+	defer h.client.mu.Unlock()
+	return lines(h.client.updates, id)
+}
+
+// TestBackgroundWorkReachesTheEditorWhileIdle: a prompt starts a
+// background shell and ends; the shell's end and the autonomous turn it
+// starts arrive as updates with no second prompt, and the card of the
+// call that started it goes from pending to in_progress to completed.
+func TestBackgroundWorkReachesTheEditorWhileIdle(t *testing.T) {
+	script := `{"turns": [
+		{"thinking": "Start it in the background.", "text": "Starting the build.", "tool_calls": [{"name": "bash", "input": {"command": "echo building; sleep 0.3; echo built", "run_in_background": true}}]},
+		{"expect": "shell:1", "text": "It runs in the background."},
+		{"expect": "background-result", "text": "The build finished."}
+	]}`
+	h := start(t, script, acpserver.Config{})
+	id := h.session(t)
+	if got := h.prompt(t, id, "build it"); got != acp.StopReasonEndTurn {
+		t.Fatalf("stopReason = %s, want end_turn", got)
+	}
+	atPromptEnd := h.lines(id)
+	h.client.await(t, "the autonomous turn's answer arrives", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "The build finished.")
+	})
+	got := h.lines(id)
+	if len(got) > 0 && strings.HasPrefix(got[0], "commands ") {
+		got = got[1:] // offered first thing in the first prompt, or before it
+	}
+	want := []string{
+		"thought Start it in the background.",
+		"message Starting the build.",
+		`tool_call pending execute "Run: echo building; sleep 0.3; echo built (in the background)"`,
+		"tool_call_update in_progress",
+		"tool_call_update in_progress Running in the background as shell:1.",
+		"message It runs in the background.",
+	}
+	for i, w := range want {
+		if i >= len(got) || !strings.HasPrefix(got[i], w) {
+			t.Fatalf("update %d = %q, want %q; all:\n%s", i, at(got, i), w, strings.Join(got, "\n"))
+		}
+	}
+	if has(atPromptEnd, "shell:1 completed") {
+		t.Errorf("the shell's end arrived before its prompt ended: %v", atPromptEnd)
+	}
+	for _, w := range []string{"tool_call_update completed shell:1 completed (exit 0)", "thought Background work finished (shell:1)", "message The build finished."} {
+		if !has(got, w) {
+			t.Errorf("no update %q while idle; all:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+	if !has(h.lines(id), "commands tasks inspect output cancel wait") {
+		t.Errorf("no available_commands_update; all:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+func at(ls []string, i int) string {
+	if i < len(ls) {
+		return ls[i]
+	}
+	return "(none)"
+}
+
+// TestCancelStopsTheTurnNotTheWork: session/cancel ends a prompt
+// cancelled; its background shell goes on (and /tasks says so).
+func TestCancelStopsTheTurnNotTheWork(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "task_wait", "input": {"task_ids": ["shell:1"], "timeout_seconds": 60}}]}
+	]}`
+	h := start(t, script, acpserver.Config{AllowAll: true})
+	id := h.session(t)
+	stopped := make(chan acp.StopReason, 1)
+	go func() {
+		r, _ := h.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+		stopped <- r.StopReason
+	}()
+	h.client.await(t, "the wait starts", func(us []acp.SessionNotification) bool { return has(lines(us, id), `"Wait for shell:1"`) })
+	if err := h.conn.Cancel(t.Context(), acp.CancelNotification{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-stopped:
+		if r != acp.StopReasonCancelled {
+			t.Errorf("stopReason = %s, want cancelled", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the prompt did not end after session/cancel")
+	}
+	h.prompt(t, id, "/tasks")
+	if ls := h.lines(id); !has(ls, "shell:1    running") {
+		t.Errorf("after cancel, /tasks shows:\n%s\nwant shell:1 running", strings.Join(ls, "\n"))
+	}
+}
+
+// TestCloseReapsEverything: session/close and hanging up both end every
+// process of the session.
+func TestCloseReapsEverything(t *testing.T) {
+	for _, how := range []string{"session/close", "hang up"} {
+		t.Run(how, func(t *testing.T) {
+			marker := "OFFSTAGE_ACP_TEST=" + strings.ReplaceAll(t.Name(), "/", ".")
+			script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000 & sleep 1000", "run_in_background": true}}]}, {"text": "started"}]}`
+			cfg := acpserver.Config{AllowAll: true}
+			cfg.Tools.Process.Env = append(os.Environ(), marker)
+			h := start(t, script, cfg)
+			id := h.session(t)
+			h.prompt(t, id, "start")
+			waitProcs(t, marker, func(n int) bool { return n >= 2 })
+			if how == "session/close" {
+				if _, err := h.conn.CloseSession(t.Context(), acp.CloseSessionRequest{SessionId: id}); err != nil {
+					t.Fatal(err)
+				}
+				if n := procs(marker); n != 0 {
+					t.Errorf("%d processes alive after session/close returned", n)
+				}
+				if _, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}}); err == nil || !strings.Contains(err.Error(), "unknown session") {
+					t.Errorf("prompt after close = %v, want unknown session", err)
+				}
+				return
+			}
+			h.hangUp()
+			if n := procs(marker); n != 0 {
+				t.Errorf("%d processes alive after the client hung up", n)
+			}
+		})
+	}
+}
+
+// procs counts live processes whose environment holds marker.
+func procs(marker string) int {
+	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
+	n := 0
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains("\x00"+string(b), "\x00"+marker+"\x00") {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' {
+			n++
+		}
+	}
+	return n
+}
+
+func waitProcs(t *testing.T, marker string, ok func(int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok(procs(marker)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes with %s", procs(marker), marker)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSessionsAreIndependent: two sessions on one connection see only
+// their own tasks.
+func TestSessionsAreIndependent(t *testing.T) {
+	script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]}, {"text": "started"}]}`
+	h := start(t, script, acpserver.Config{AllowAll: true})
+	a, b := h.session(t), h.session(t)
+	h.prompt(t, a, "start one")
+	h.prompt(t, b, "/tasks")
+	if ls := h.lines(b); !has(ls, "no tasks") {
+		t.Errorf("session b's /tasks:\n%s\nwant no tasks", strings.Join(ls, "\n"))
+	}
+	h.prompt(t, a, "/tasks")
+	if ls := h.lines(a); !has(ls, "shell:1") {
+		t.Errorf("session a's /tasks:\n%s\nwant its shell", strings.Join(ls, "\n"))
+	}
+}
+
+// TestPermission: execute calls are asked about; a rejection reaches the
+// model as an error; "always" is remembered for the session; read-only
+// calls are never asked about.
+func TestPermission(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo rejected"}}]},
+		{"expect": "rejected this call", "tool_calls": [{"name": "bash", "input": {"command": "echo first"}}]},
+		{"expect": "first", "tool_calls": [{"name": "bash", "input": {"command": "echo second"}}, {"name": "task_list", "input": {}}]},
+		{"expect": "", "text": "done"}
+	]}`
+	h := start(t, script, acpserver.Config{})
+	var n int
+	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
+		n++
+		if n == 1 {
+			return "reject"
+		}
+		return "allow_always"
+	}
+	id := h.session(t)
+	if got := h.prompt(t, id, "go"); got != acp.StopReasonEndTurn {
+		t.Fatalf("stopReason = %s", got)
+	}
+	h.client.mu.Lock()
+	asked := h.client.asked
+	h.client.mu.Unlock()
+	if len(asked) != 2 {
+		t.Fatalf("asked %d times, want 2 (reject, then allow always; the third bash and task_list not asked)", len(asked))
+	}
+	if tc := asked[0].ToolCall; tc.Title == nil || *tc.Title != "Run: echo rejected" || tc.Kind == nil || *tc.Kind != acp.ToolKindExecute || len(asked[0].Options) != 3 {
+		t.Errorf("permission request = %+v", asked[0])
+	}
+	ls := h.lines(id)
+	if !has(ls, "tool_call_update failed This call was not run: the user rejected this call") {
+		t.Errorf("the rejected call's card:\n%s", strings.Join(ls, "\n"))
+	}
+	if !has(ls, "tool_call_update completed exit 0\nsecond") {
+		t.Errorf("the always-allowed call did not run:\n%s", strings.Join(ls, "\n"))
+	}
+}
+
+// TestStopReasons: a refusal is reported as one.
+func TestStopReasons(t *testing.T) {
+	h := start(t, `{"turns": [{"text": "I won't do that.", "stop": "refusal"}]}`, acpserver.Config{})
+	if got := h.prompt(t, h.session(t), "do something bad"); got != acp.StopReasonRefusal {
+		t.Errorf("stopReason = %s, want refusal", got)
+	}
+}
+
+// TestBadInput: every kind of bad input gets a clear JSON-RPC error and
+// the agent keeps serving.
+func TestBadInput(t *testing.T) {
+	h := start(t, `{"turns": [{"text": "hello"}]}`, acpserver.Config{})
+	ctx := t.Context()
+	for name, call := range map[string]func() error{
+		"relative cwd": func() error {
+			_, err := h.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "relative/dir", McpServers: []acp.McpServer{}})
+			return err
+		},
+		"missing cwd": func() error {
+			_, err := h.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/no/such/dir", McpServers: []acp.McpServer{}})
+			return err
+		},
+		"unknown session": func() error {
+			_, err := h.conn.Prompt(ctx, acp.PromptRequest{SessionId: "nope", Prompt: []acp.ContentBlock{acp.TextBlock("hi")}})
+			return err
+		},
+		"image": func() error {
+			_, err := h.conn.Prompt(ctx, acp.PromptRequest{SessionId: h.session(t), Prompt: []acp.ContentBlock{acp.ImageBlock("AAAA", "image/png")}})
+			return err
+		},
+	} {
+		err := call()
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		t.Logf("%s: %v", name, err)
+	}
+	if got := h.prompt(t, h.session(t), "still there?"); got != acp.StopReasonEndTurn {
+		t.Errorf("after bad input, stopReason = %s", got)
+	}
+}
+
+// TestMalformedLines: a line that is not JSON, or not an object, gets a
+// JSON-RPC error; the connection goes on.
+func TestMalformedLines(t *testing.T) {
+	m, _ := scripted.Parse([]byte(`{"turns": []}`))
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Model: m}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	replies := bufio.NewReader(clientIn)
+	for _, tc := range []struct{ send, want string }{
+		{"this is not json", `"code":-32700`},
+		{"[1, 2]", `"code":-32600`},
+		{`{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": 1}}`, `"id":7,"result"`},
+		{`{"jsonrpc": "2.0", "id": 8, "method": "no/such/method", "params": {}}`, `"code":-32601`},
+	} {
+		if _, err := io.WriteString(clientOut, tc.send+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := replies.ReadString('\n')
+		if err != nil || !strings.Contains(line, tc.want) {
+			t.Errorf("after %q the agent said %q (%v), want %s", tc.send, line, err, tc.want)
+		}
+	}
+	clientOut.Close()
+	if err := <-served; err != nil {
+		t.Errorf("Serve() = %v", err)
+	}
+	io.Copy(io.Discard, clientIn)
+}
+
+// TestCardsOfBackgroundTasks: cancelling a background shell (here with
+// /cancel) ends its card; a background sub-agent's card shows one step
+// line at a time, not its tool calls, then its answer.
+func TestCardsOfBackgroundTasks(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "helper", "prompt": "look around", "run_in_background": true}}]},
+		{"text": "Both started."},
+		{"text": "Noted."},
+		{"text": "Noted again."}
+	], "agents": {"helper": [
+		{"tool_calls": [{"name": "task_list", "input": {}}], "delay_ms": 100},
+		{"text": "Nothing else is running here.", "delay_ms": 100}
+	]}}`
+	cfg := acpserver.Config{AllowAll: true, Profiles: []agent.Profile{{Name: "helper", Description: "looks", Tools: []string{"task_list"}}}}
+	h := start(t, script, cfg)
+	id := h.session(t)
+	h.prompt(t, id, "start both")
+	h.client.await(t, "the sub-agent's card ends", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "tool_call_update completed agent:2 completed")
+	})
+	h.prompt(t, id, "/cancel shell:1")
+	h.client.await(t, "the shell's card ends", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "tool_call_update failed shell:1 canceled")
+	})
+	ls := h.lines(id)
+	if !has(ls, "agent:2, step 1: ") || !has(ls, "Nothing else is running here.") {
+		t.Errorf("the sub-agent's card shows no step line or no answer:\n%s", strings.Join(ls, "\n"))
+	}
+	if has(ls, "List tasks") {
+		t.Errorf("the sub-agent's own tool calls were streamed:\n%s", strings.Join(ls, "\n"))
+	}
+}
+
+// TestPromptWaitsForAnAutonomousTurn: a prompt sent while finished
+// background work has the agent busy runs after that turn, not instead
+// of failing.
+func TestPromptWaitsForAnAutonomousTurn(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "true", "run_in_background": true}}]},
+		{"text": "Started."},
+		{"expect": "background-result", "text": "A slow look at the result.", "delay_ms": 500},
+		{"expect": "and now", "text": "Here I am."}
+	]}`
+	h := start(t, script, acpserver.Config{AllowAll: true})
+	id := h.session(t)
+	h.prompt(t, id, "go")
+	h.client.await(t, "the autonomous turn starts", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "thought Background work finished")
+	})
+	if got := h.prompt(t, id, "and now?"); got != acp.StopReasonEndTurn {
+		t.Errorf("stopReason = %s", got)
+	}
+	ls := h.lines(id)
+	if i, j := index(ls, "A slow look"), index(ls, "Here I am."); i < 0 || j < i {
+		t.Errorf("the prompt did not run after the autonomous turn:\n%s", strings.Join(ls, "\n"))
+	}
+}
+
+func index(ls []string, sub string) int {
+	for i, l := range ls {
+		if strings.Contains(l, sub) {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,78 @@
+// Package acpserver serves offstage as an agent over the Agent Client
+// Protocol (with github.com/coder/acp-go-sdk, protocol version 1), so an
+// editor such as Zed can drive it on stdio: send prompts, watch its
+// messages, thoughts and tool calls stream, and see background work
+// arrive while no prompt runs.
+//
+//	err := acpserver.Serve(ctx, acpserver.Config{Model: m}, os.Stdin, os.Stdout)
+//
+// # Sessions
+//
+// Every session/new makes an agent.Session with its own task table, its
+// shells running in the session's cwd (absolute; checked). Sessions of one
+// connection are independent and see only their own tasks. session/close
+// (advertised) and the connection closing cancel the running turn and
+// every task of the session and reap every process. loadSession, resume
+// and list are not offered: sessions live as long as the connection.
+// session/new's mcpServers are not connected (logged).
+//
+// # Turns and updates
+//
+// One pump per session, for the session's whole life: the session's Run
+// loop (agent.Session.Run) and its task follower send every event to one
+// ordered queue, which a goroutine writes as session/update
+// notifications. So a background shell or sub-agent finishing while no
+// prompt runs reaches the editor at once, and the autonomous turn it
+// starts (active continuation) streams exactly like a prompted one: text
+// as agent_message_chunk, reasoning as agent_thought_chunk, each tool call
+// as tool_call then tool_call_update (pending, in_progress, completed or
+// failed) with a title ("Run: npm test"), a kind, rawInput, rawOutput, and
+// text the editor can show. A prompt's response is written only after
+// every update of its turn.
+//
+// Kinds: bash, task_input and spawn_agent are execute; task_list,
+// task_inspect and task_output read; task_wait other; task_cancel delete.
+//
+// A call that starts background work (bash with run_in_background, a
+// foreground command adopted into the background, spawn_agent in the
+// background) keeps its card in_progress, updated with the shell's latest
+// output or the sub-agent's current step (one line, replaced; the
+// sub-agent's own tool calls are not streamed), until the task ends; then
+// the card gets its final status, exit code and output tail or answer.
+// Cancelling the task (task_cancel, /cancel) ends the card the same way.
+//
+// A prompt that arrives during an autonomous turn waits for it, up to
+// Config.PromptWait (30s), then cancels that turn and runs. A second
+// prompt while one runs is refused. session/cancel cancels the running
+// turn only (stopReason cancelled): background work goes on, as over MCP
+// and in the CLI. Stop reasons: end_turn, cancelled, max_turn_requests
+// (the iteration cap), refusal and max_tokens (as the provider reports).
+// A turn that fails (the model's API is down) is a JSON-RPC error.
+//
+// A prompt that is one of agent.Commands (/tasks, /inspect ID, /output
+// ID, /cancel ID, /wait ID, /help), which available_commands_update
+// offers, runs that command instead of a turn, as in the CLI.
+//
+// # Permission
+//
+// Before an execute or destructive call (tools.Safety) of the top level
+// runs, the client is asked with session/request_permission: allow once,
+// always allow that tool in this session, or reject. A rejection becomes
+// the call's error result, which the model can act on. Config.AllowAll
+// (offstage acp --yolo) asks nothing. A sub-agent's own calls are not
+// asked about: allowing spawn_agent allows what the sub-agent does.
+//
+// # Bad input
+//
+// A line that is not JSON gets a parse error, one that is not an object
+// an invalid-request error, an unknown session id or a relative cwd an
+// invalid-params error saying what to send; the connection goes on.
+//
+// # Concurrency properties
+//
+// Serve blocks until the connection ends and every session is closed.
+// Each session has two goroutines (its Run loop and its writer) and a
+// bounded queue (1024 updates): when the client reads slowly, the session
+// waits; nothing is dropped. The connection has one goroutine reading and
+// checking lines, which ends when the client's side closes.
+package acpserver

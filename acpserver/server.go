@@ -1,0 +1,240 @@
+package acpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// Config configures the agent.
+type Config struct {
+	// Model answers every session (and sub-agents without their own).
+	Model provider.Model
+	// System is the top level's system prompt; Profiles the sub-agents
+	// (nil means agent.DefaultProfiles()).
+	System   string
+	Profiles []agent.Profile
+	// Tools configures the tools; each session's shells run in the cwd
+	// its session/new gave, whatever Tools.Process.Dir says.
+	Tools tools.Config
+	// Tasks configures each session's task table.
+	Tasks task.Options
+	// AllowAll runs every tool call without asking the client (the
+	// command's --yolo). Otherwise execute and destructive calls ask.
+	AllowAll bool
+	// PromptWait bounds how long a prompt that arrives during an
+	// autonomous turn waits for it before cancelling it. Default 30s.
+	PromptWait time.Duration
+	// Logger receives diagnostics; nil discards them. Never stdout: on
+	// stdio, stdout is the protocol.
+	Logger *slog.Logger
+	// Version is reported to clients.
+	Version string
+}
+
+const (
+	defaultPromptWait = 30 * time.Second
+	closeTimeout      = 20 * time.Second
+)
+
+// Serve runs the agent for one client that writes to r and reads from w
+// (the agent's stdin and stdout), until the client disconnects or ctx
+// ends. Then every session is closed: its turn cancelled, its tasks
+// cancelled and every process reaped. It returns once that is done.
+func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
+	if cfg.Model == nil {
+		return errors.New("acpserver: Config.Model is nil")
+	}
+	if cfg.PromptWait <= 0 {
+		cfg.PromptWait = defaultPromptWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Version == "" {
+		cfg.Version = "devel"
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := &lockedWriter{w: w}
+	srv := &server{cfg: cfg, ctx: ctx, sessions: make(map[acp.SessionId]*session)}
+	srv.conn = acp.NewAgentSideConnection(srv, out, checkLines(r, out, cfg.Logger))
+	srv.conn.SetLogger(cfg.Logger)
+	select {
+	case <-srv.conn.Done():
+	case <-ctx.Done():
+	}
+	return srv.closeAll()
+}
+
+// server is one connection's agent: the sessions the client made.
+type server struct {
+	cfg  Config
+	ctx  context.Context // ends with the connection
+	conn *acp.AgentSideConnection
+
+	mu       sync.Mutex
+	sessions map[acp.SessionId]*session // guarded by mu
+	closed   bool                       // guarded by mu
+}
+
+var _ acp.Agent = (*server)(nil)
+
+func (srv *server) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	return acp.InitializeResponse{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		AgentInfo:       &acp.Implementation{Name: "offstage", Title: acp.Ptr("offstage"), Version: srv.cfg.Version},
+		AgentCapabilities: acp.AgentCapabilities{
+			// Text, and text carried in resources (files the editor
+			// attaches); no images or audio: the prompt is text to the
+			// model.
+			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
+			SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}},
+		},
+		AuthMethods: []acp.AuthMethod{},
+	}, nil
+}
+
+func (srv *server) Authenticate(ctx context.Context, p acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, invalid("offstage needs no authentication: the model's key comes from its environment")
+}
+
+func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	if !filepath.IsAbs(p.Cwd) {
+		return acp.NewSessionResponse{}, invalid("cwd %q is not an absolute path; send the project's absolute directory", p.Cwd)
+	}
+	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
+		return acp.NewSessionResponse{}, invalid("cwd %q is not a directory that exists", p.Cwd)
+	}
+	id := acp.SessionId(newID())
+	s, err := newSession(srv, id, filepath.Clean(p.Cwd))
+	if err != nil {
+		return acp.NewSessionResponse{}, internal("%s", err.Error())
+	}
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		s.close()
+		return acp.NewSessionResponse{}, internal("%s", "the agent is shutting down")
+	}
+	srv.sessions[id] = s
+	srv.mu.Unlock()
+	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers_ignored", len(p.McpServers))
+	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+func (srv *server) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	s, err := srv.session(p.SessionId)
+	if err != nil {
+		return acp.PromptResponse{}, err
+	}
+	text, err := promptText(p.Prompt)
+	if err != nil {
+		return acp.PromptResponse{}, err
+	}
+	return s.prompt(ctx, text)
+}
+
+func (srv *server) Cancel(ctx context.Context, p acp.CancelNotification) error {
+	s, err := srv.session(p.SessionId)
+	if err != nil {
+		srv.cfg.Logger.Info("cancel for an unknown session", "session", p.SessionId)
+		return nil // a notification has no answer
+	}
+	s.cancel()
+	return nil
+}
+
+func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	s, err := srv.session(p.SessionId)
+	if err != nil {
+		return acp.CloseSessionResponse{}, err
+	}
+	srv.mu.Lock()
+	delete(srv.sessions, p.SessionId)
+	srv.mu.Unlock()
+	if err := s.close(); err != nil {
+		return acp.CloseSessionResponse{}, internal("%s", err.Error())
+	}
+	return acp.CloseSessionResponse{}, nil
+}
+
+func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+}
+
+func (srv *server) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+}
+
+func (srv *server) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+}
+
+func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+}
+
+// session returns the session called id, or an error for the client.
+func (srv *server) session(id acp.SessionId) (*session, error) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	s, ok := srv.sessions[id]
+	if !ok {
+		return nil, invalid("unknown session %q: create one with session/new (sessions do not survive a restart of the agent)", id)
+	}
+	return s, nil
+}
+
+// closeAll closes every session, once the connection is gone.
+func (srv *server) closeAll() error {
+	srv.mu.Lock()
+	srv.closed = true
+	all := make([]*session, 0, len(srv.sessions))
+	for id, s := range srv.sessions {
+		all = append(all, s)
+		delete(srv.sessions, id)
+	}
+	srv.mu.Unlock()
+	var errs []error
+	for _, s := range all {
+		errs = append(errs, s.close())
+	}
+	return errors.Join(errs...)
+}
+
+// invalid is a JSON-RPC "invalid params" error whose message says what
+// to fix (clients show the message; the SDK's helpers put it in data).
+func invalid(format string, args ...any) *acp.RequestError {
+	return rpcError(-32602, "Invalid params", fmt.Sprintf(format, args...))
+}
+
+// internal is a JSON-RPC internal error that says what went wrong.
+func internal(format string, args ...any) *acp.RequestError {
+	return rpcError(-32603, "Internal error", fmt.Sprintf(format, args...))
+}
+
+func rpcError(code int, kind, sentence string) *acp.RequestError {
+	return &acp.RequestError{Code: code, Message: kind + ": " + sentence, Data: map[string]any{"error": sentence}}
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,414 @@
+package acpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/tools"
+)
+
+// queueSize bounds a session's queue of updates not yet written. A full
+// queue makes the session wait (the model's stream, tool calls and the
+// task follower slow down to the client's pace); nothing is dropped.
+const queueSize = 1024
+
+// session is one ACP session: an agent.Session driven by its Run loop, and
+// the goroutine that writes its updates in order.
+type session struct {
+	srv  *server
+	id   acp.SessionId
+	sess *agent.Session
+
+	input   chan string   // prompts, to Run
+	stopRun func()        // ends Run
+	ran     chan struct{} // closed when Run returned
+	queue   chan queued   // to the sender
+	done    chan struct{} // closed by close: emitters stop waiting on a full queue
+	sent    chan struct{} // closed when the sender returned
+
+	promptMu  sync.Mutex    // one prompt at a time
+	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
+	turnEnds  chan agent.Event
+
+	announce sync.Once // the available commands, once the client knows the session
+
+	mu     sync.Mutex
+	cards  map[string]*card    // guarded by mu: task id → the tool call that started it
+	calls  map[string]*call    // guarded by mu: tool call id → what it is (until it ends)
+	always map[string]bool     // guarded by mu: tools the user allowed for the whole session
+	spawns map[string][]string // guarded by mu: tool call id → tasks it started, while its result is pending
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// queued is one entry of the sender's queue: an update to write, or a
+// marker whose channel is closed (or turn end delivered) once everything
+// before it has been written.
+type queued struct {
+	update  *acp.SessionUpdate
+	flushed chan struct{}
+	turnEnd *agent.Event
+}
+
+func newSession(srv *server, id acp.SessionId, cwd string) (*session, error) {
+	s := &session{
+		srv: srv, id: id,
+		input:     make(chan string),
+		ran:       make(chan struct{}),
+		queue:     make(chan queued, queueSize),
+		done:      make(chan struct{}),
+		sent:      make(chan struct{}),
+		cancelled: make(chan struct{}, 1),
+		turnEnds:  make(chan agent.Event, 1),
+		cards:     make(map[string]*card),
+		calls:     make(map[string]*call),
+		always:    make(map[string]bool),
+		spawns:    make(map[string][]string),
+	}
+	cfg := srv.cfg
+	toolCfg := cfg.Tools
+	toolCfg.Process.Dir = cwd
+	sess, err := agent.New(srv.ctx, agent.Config{
+		Model: cfg.Model, System: cfg.System, Profiles: cfg.Profiles,
+		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.sess = sess
+	runCtx, stop := context.WithCancel(srv.ctx)
+	s.stopRun = stop
+	go s.send()
+	go func() {
+		defer close(s.ran)
+		sess.Run(runCtx, s.input, s)
+	}()
+	// The client learns the session's id from the response to
+	// session/new, written after this returns: the commands follow it
+	// shortly, or come first thing in the first prompt.
+	time.AfterFunc(100*time.Millisecond, s.announceCommands)
+	return s, nil
+}
+
+// announceCommands offers the slash commands, once.
+func (s *session) announceCommands() {
+	s.announce.Do(func() {
+		var cmds []acp.AvailableCommand
+		for _, c := range agent.Commands() {
+			ac := acp.AvailableCommand{Name: c.Name, Description: c.Description}
+			if c.Arg != "" {
+				ac.Input = &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: c.Arg}}
+			}
+			cmds = append(cmds, ac)
+		}
+		s.push(queued{update: &acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}}})
+	})
+}
+
+// send writes the queue's updates in order until close.
+func (s *session) send() {
+	defer close(s.sent)
+	for {
+		select {
+		case q := <-s.queue:
+			s.writeCoalesced(q)
+		case <-s.done:
+			for { // what was queued before close still goes out
+				select {
+				case q := <-s.queue:
+					s.write(q)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// writeCoalesced writes q, first merging into it the message or thought
+// chunks of the same kind queued right behind it: a model streams word by
+// word, and an editor gains nothing from a notification per word when the
+// writer is behind anyway.
+func (s *session) writeCoalesced(q queued) {
+	for {
+		if chunkText(q) == nil {
+			s.write(q)
+			return
+		}
+		select {
+		case next := <-s.queue:
+			if merged, ok := mergeChunks(q, next); ok {
+				q = merged
+				continue
+			}
+			s.write(q)
+			q = next
+		default:
+			s.write(q)
+			return
+		}
+	}
+}
+
+// coalesceBytes bounds a merged chunk.
+const coalesceBytes = 16 << 10
+
+// chunkText returns the text block of a message or thought chunk, or nil.
+func chunkText(q queued) *acp.ContentBlockText {
+	switch u := q.update; {
+	case u == nil:
+	case u.AgentMessageChunk != nil:
+		return u.AgentMessageChunk.Content.Text
+	case u.AgentThoughtChunk != nil:
+		return u.AgentThoughtChunk.Content.Text
+	}
+	return nil
+}
+
+// mergeChunks joins two text chunks of the same kind, up to coalesceBytes.
+func mergeChunks(a, b queued) (queued, bool) {
+	ta, tb := chunkText(a), chunkText(b)
+	if ta == nil || tb == nil || len(ta.Text)+len(tb.Text) > coalesceBytes ||
+		(a.update.AgentMessageChunk != nil) != (b.update.AgentMessageChunk != nil) {
+		return a, false
+	}
+	text := ta.Text + tb.Text
+	if a.update.AgentMessageChunk != nil {
+		u := acp.UpdateAgentMessageText(text)
+		return queued{update: &u}, true
+	}
+	u := acp.UpdateAgentThoughtText(text)
+	return queued{update: &u}, true
+}
+
+func (s *session) write(q queued) {
+	switch {
+	case q.update != nil:
+		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update}); err != nil {
+			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
+		}
+	case q.flushed != nil:
+		close(q.flushed)
+	case q.turnEnd != nil:
+		select {
+		case s.turnEnds <- *q.turnEnd:
+		case <-s.done:
+		}
+	}
+}
+
+// push queues q, waiting while the queue is full; after close it drops q.
+func (s *session) push(q queued) {
+	select {
+	case s.queue <- q:
+	case <-s.done:
+	}
+}
+
+func (s *session) update(u acp.SessionUpdate) { s.push(queued{update: &u}) }
+
+// flush waits until everything queued so far has been written.
+func (s *session) flush(ctx context.Context) {
+	ch := make(chan struct{})
+	s.push(queued{flushed: ch})
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-s.sent:
+	}
+}
+
+// prompt runs one prompted turn and says why it stopped. A prompt that
+// arrives during an autonomous turn waits for it, up to
+// Config.PromptWait, then cancels it and goes first.
+func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, error) {
+	if !s.promptMu.TryLock() {
+		return acp.PromptResponse{}, rpcError(-32600, "Invalid request", "a prompt is already running in this session; wait for it, or send session/cancel")
+	}
+	defer s.promptMu.Unlock()
+	select {
+	case <-s.cancelled: // a cancel that came while no prompt ran is not this one's
+	default:
+	}
+	s.announceCommands()
+	if handled, resp := s.command(ctx, text); handled {
+		return resp, nil
+	}
+	wait := time.NewTimer(s.srv.cfg.PromptWait)
+	defer wait.Stop()
+	for handed := false; !handed; {
+		select {
+		case s.input <- text:
+			handed = true
+		case <-wait.C:
+			s.srv.cfg.Logger.Info("a prompt waited for an autonomous turn too long; cancelling that turn", "session", s.id)
+			s.sess.CancelTurn()
+		case <-s.cancelled:
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		case <-ctx.Done():
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		case <-s.done:
+			return acp.PromptResponse{}, internal("%s", "the session was closed")
+		}
+	}
+	var end agent.Event
+	select {
+	case end = <-s.turnEnds:
+	case <-ctx.Done(): // the client gave up on the request
+		s.sess.CancelTurn()
+		select {
+		case end = <-s.turnEnds:
+		case <-s.done:
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
+	case <-s.done:
+		return acp.PromptResponse{}, internal("%s", "the session was closed")
+	}
+	return stopReason(end)
+}
+
+// stopReason maps how a turn ended to ACP.
+func stopReason(end agent.Event) (acp.PromptResponse, error) {
+	switch err := end.Err; {
+	case err == nil:
+		switch end.Stop {
+		case provider.Refusal:
+			return acp.PromptResponse{StopReason: acp.StopReasonRefusal}, nil
+		case provider.MaxTokens:
+			return acp.PromptResponse{StopReason: acp.StopReasonMaxTokens}, nil
+		}
+		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+	case errors.Is(err, agent.ErrTurnCanceled), errors.Is(err, context.Canceled):
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case errors.Is(err, agent.ErrIterationCap):
+		return acp.PromptResponse{StopReason: acp.StopReasonMaxTurnRequests}, nil
+	default:
+		return acp.PromptResponse{}, internal("%s", "the turn failed: "+err.Error())
+	}
+}
+
+// command runs a prompt that is a slash command (agent.Commands) instead
+// of a turn, and streams what it shows as the agent's message.
+func (s *session) command(ctx context.Context, text string) (bool, acp.PromptResponse) {
+	line := strings.TrimSpace(text)
+	name, _, _ := strings.Cut(line, " ")
+	known := name == "/help"
+	for _, c := range agent.Commands() {
+		known = known || name == "/"+c.Name
+	}
+	if !known {
+		return false, acp.PromptResponse{}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // session/cancel stops a /wait
+		select {
+		case <-s.cancelled:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	s.sess.Command(cctx, line, func(out string) { s.update(acp.UpdateAgentMessageText(out + "\n")) })
+	s.flush(ctx)
+	reason := acp.StopReasonEndTurn
+	if cctx.Err() != nil && ctx.Err() == nil {
+		reason = acp.StopReasonCancelled
+	}
+	return true, acp.PromptResponse{StopReason: reason}
+}
+
+// cancel is session/cancel: the running turn stops (a waiting prompt
+// returns cancelled); background tasks go on.
+func (s *session) cancel() {
+	select {
+	case s.cancelled <- struct{}{}:
+	default:
+	}
+	s.sess.CancelTurn()
+}
+
+// permit asks the client before an execute or destructive call runs,
+// unless Config.AllowAll or the user allowed that tool for the session.
+func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
+	ask := !s.srv.cfg.AllowAll && (c.Tool.Safety == tools.Execute || c.Tool.Safety == tools.Destructive)
+	s.mu.Lock()
+	if s.always[c.Tool.Name] {
+		ask = false
+	}
+	s.mu.Unlock()
+	if ask {
+		if err := s.ask(ctx, c); err != nil {
+			return err
+		}
+	}
+	s.update(acp.UpdateToolCall(acp.ToolCallId(c.ID), acp.WithUpdateStatus(acp.ToolCallStatusInProgress)))
+	return nil
+}
+
+// Permission options offered for a call.
+const (
+	optAllowOnce   = "allow_once"
+	optAllowAlways = "allow_always"
+	optReject      = "reject"
+)
+
+func (s *session) ask(ctx context.Context, c agent.ToolCall) error {
+	s.flush(ctx) // the client has seen the tool call before it is asked about it
+	title, kind := describe(c.Tool, c.Input)
+	resp, err := s.srv.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+		SessionId: s.id,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: acp.ToolCallId(c.ID), Title: &title, Kind: &kind,
+			Status: acp.Ptr(acp.ToolCallStatusPending), RawInput: rawJSON(c.Input),
+		},
+		Options: []acp.PermissionOption{
+			{OptionId: optAllowOnce, Name: "Allow", Kind: acp.PermissionOptionKindAllowOnce},
+			{OptionId: optAllowAlways, Name: "Always allow " + c.Tool.Name + " in this session", Kind: acp.PermissionOptionKindAllowAlways},
+			{OptionId: optReject, Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce},
+		},
+	})
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("the turn was cancelled while asking the user")
+	case err != nil:
+		return fmt.Errorf("the user could not be asked for permission (%v); say what you wanted to do instead", err)
+	case resp.Outcome.Selected == nil:
+		return fmt.Errorf("the user cancelled the permission request")
+	}
+	switch resp.Outcome.Selected.OptionId {
+	case optAllowOnce:
+		return nil
+	case optAllowAlways:
+		s.mu.Lock()
+		s.always[c.Tool.Name] = true
+		s.mu.Unlock()
+		return nil
+	default:
+		return fmt.Errorf("the user rejected this call; do not retry it as it was: ask the user or take another way")
+	}
+}
+
+// close ends the session, once: its turn is cancelled, Run stops, every
+// task is cancelled and every process reaped; then the sender stops.
+func (s *session) close() error {
+	s.closeOnce.Do(func() {
+		s.sess.CancelTurn()
+		s.stopRun()
+		<-s.ran
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		s.closeErr = s.sess.Close(ctx)
+		close(s.done)
+		<-s.sent
+	})
+	return s.closeErr
+}

@@ -1,0 +1,366 @@
+package acpserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// Caps on what a card shows; the model's own results have theirs.
+const (
+	cardTextBytes = 8 << 10
+	cardTailLines = 15
+)
+
+// card is the tool call that started a background task (a shell, or a
+// sub-agent): the editor's live view of it, in_progress until the task
+// ends.
+type card struct {
+	call  acp.ToolCallId
+	final bool // its last update was sent
+}
+
+// call is a tool call the model made, until its result.
+type call struct {
+	tool *tools.Tool
+}
+
+// Event makes a session an agent.Sink: every event of the session, from
+// turns prompted or autonomous and from its task table, becomes a session
+// update, queued in order.
+func (s *session) Event(e agent.Event) {
+	switch e.Type {
+	case agent.TextDelta:
+		s.update(acp.UpdateAgentMessageText(e.Text))
+	case agent.ThinkingDelta:
+		s.update(acp.UpdateAgentThoughtText(e.Text))
+	case agent.ToolCallEvent:
+		s.toolCall(e)
+	case agent.ToolResultEvent:
+		s.toolResult(e)
+	case agent.TaskEvent:
+		if e.Task != nil {
+			s.taskEvent(*e.Task)
+		}
+	case agent.Reflow:
+		if e.Autonomous {
+			s.update(acp.UpdateAgentThoughtText(fmt.Sprintf("Background work finished (%s); looking at the results.\n", strings.Join(e.TaskIDs, ", "))))
+		}
+	case agent.TurnEnd:
+		switch {
+		case !e.Autonomous:
+			s.push(queued{turnEnd: &e})
+		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
+			s.update(acp.UpdateAgentMessageText("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n"))
+		}
+	}
+}
+
+func (s *session) toolOf(name string) *tools.Tool {
+	for _, t := range s.sess.Tools() {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (s *session) toolCall(e agent.Event) {
+	t := s.toolOf(e.Tool)
+	title, kind := describe(t, e.Input)
+	s.mu.Lock()
+	s.calls[e.ToolCallID] = &call{tool: t}
+	s.mu.Unlock()
+	s.update(acp.StartToolCall(acp.ToolCallId(e.ToolCallID), title,
+		acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(rawJSON(e.Input))))
+}
+
+// toolResult ends a tool call's card, unless the call started background
+// work: then the card stays in_progress until the task ends.
+func (s *session) toolResult(e agent.Event) {
+	id := acp.ToolCallId(e.ToolCallID)
+	s.mu.Lock()
+	delete(s.calls, e.ToolCallID)
+	s.mu.Unlock()
+	var out map[string]any
+	json.Unmarshal([]byte(e.Text), &out)
+	str := func(k string) string { v, _ := out[k].(string); return v }
+	if taskID, status := str("task_id"), str("status"); !e.IsError && taskID != "" && (e.Tool == "bash" || e.Tool == "spawn_agent") && (status == "running" || status == "queued") {
+		note := "Running in the background as " + taskID + "."
+		if tail := str("output"); tail != "" {
+			note += "\n\n" + lastLines(tail, cardTailLines)
+		}
+		s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusInProgress),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(note))}), acp.WithUpdateRawOutput(out)))
+		s.mu.Lock()
+		s.cards[taskID] = &card{call: id}
+		s.mu.Unlock()
+		if info, err := s.sess.Table().Info(taskID); err == nil && info.State.Finished() {
+			s.finishCard(taskID) // it ended before its card was made
+		}
+		return
+	}
+	status, text := acp.ToolCallStatusCompleted, resultText(e.Tool, out, e.Text)
+	if e.IsError {
+		status = acp.ToolCallStatusFailed
+	}
+	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(out, e.Text))))
+}
+
+// resultText is what a finished call's card shows: a command's output,
+// an error's sentence, a sub-agent's answer, or the result itself.
+func resultText(tool string, out map[string]any, raw string) string {
+	pick := func(keys ...string) string {
+		var parts []string
+		for _, k := range keys {
+			if v, ok := out[k].(string); ok && v != "" {
+				parts = append(parts, v)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	var text string
+	switch {
+	case out["error"] != nil && len(out) == 1:
+		text = pick("error")
+	case tool == "bash":
+		text = pick("output", "error", "note")
+		if code, ok := out["exit_code"].(float64); ok {
+			text = fmt.Sprintf("exit %d\n%s", int(code), text)
+		}
+	case tool == "spawn_agent":
+		text = pick("answer", "error", "note")
+	}
+	if strings.TrimSpace(text) == "" {
+		text = raw
+	}
+	return clip(text, cardTextBytes)
+}
+
+// taskEvent keeps background tasks' cards current: a sub-agent's latest
+// step (one line, replaced), a shell's latest output, and the end.
+func (s *session) taskEvent(ev task.Event) {
+	switch ev.Type {
+	case task.EventFinished:
+		s.finishCard(ev.ID)
+	case task.EventProgress, task.EventOutput:
+		s.mu.Lock()
+		c := s.cards[ev.ID]
+		live := c != nil && !c.final
+		s.mu.Unlock()
+		if !live {
+			return
+		}
+		var line string
+		if ev.Type == task.EventProgress {
+			if !strings.HasPrefix(ev.ID, "agent:") {
+				return // a shell's activity line; its output says more
+			}
+			line = fmt.Sprintf("%s, step %d: %s", ev.ID, ev.Iteration, ev.Text)
+		} else if tail := s.shellTail(ev.ID); tail != "" {
+			line = ev.ID + " is running; its latest output:\n" + tail
+		} else {
+			return
+		}
+		s.update(acp.UpdateToolCall(c.call, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(line))})))
+	}
+}
+
+// finishCard sends a background task's card its last update, once.
+func (s *session) finishCard(id string) {
+	s.mu.Lock()
+	c := s.cards[id]
+	if c == nil || c.final {
+		s.mu.Unlock()
+		return
+	}
+	c.final = true
+	delete(s.cards, id)
+	s.mu.Unlock()
+	r, _, err := s.sess.Table().Result(id)
+	if err != nil {
+		return
+	}
+	status := acp.ToolCallStatusCompleted
+	if r.State != task.Completed {
+		status = acp.ToolCallStatusFailed
+	}
+	raw := map[string]any{"task_id": id, "status": r.State.String()}
+	text := fmt.Sprintf("%s %s", id, r.State)
+	if r.HasExitCode {
+		raw["exit_code"] = r.ExitCode
+		text += fmt.Sprintf(" (exit %d)", r.ExitCode)
+	}
+	if r.Err != nil && r.State != task.Completed {
+		raw["error"] = r.Err.Error()
+		text += ": " + r.Err.Error()
+	}
+	if body := strings.TrimSpace(r.Text); body != "" {
+		text += "\n\n" + lastLines(body, 40)
+	}
+	s.update(acp.UpdateToolCall(c.call, acp.WithUpdateStatus(status),
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(clip(text, cardTextBytes)))}), acp.WithUpdateRawOutput(raw)))
+}
+
+func (s *session) shellTail(id string) string {
+	out, err := s.sess.Table().Output(id)
+	if err != nil {
+		return ""
+	}
+	p, ok := out.(*proc.Process)
+	if !ok {
+		return ""
+	}
+	return strings.TrimRight(p.Tail(cardTailLines), "\n")
+}
+
+// describe gives a tool call its title and kind, as an editor shows them.
+//
+// Kinds: bash, task_input and spawn_agent execute (they run things);
+// task_list, task_inspect and task_output read; task_wait is "other" (it
+// waits, it neither reads files nor thinks); task_cancel is "delete" (it
+// ends a task and kills its processes).
+func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
+	var in struct {
+		Command    string `json:"command"`
+		Background bool   `json:"run_in_background"`
+		Profile    string `json:"profile"`
+		Prompt     string `json:"prompt"`
+		TaskID     any    `json:"task_id"`
+		TaskIDs    []any  `json:"task_ids"`
+		Text       string `json:"text"`
+	}
+	json.Unmarshal(input, &in)
+	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
+	if t == nil {
+		return "Unknown tool", acp.ToolKindOther
+	}
+	switch t.Name {
+	case "bash":
+		title := "Run: " + oneLine(in.Command, 80)
+		if in.Background {
+			title += " (in the background)"
+		}
+		return title, acp.ToolKindExecute
+	case "spawn_agent":
+		return "Sub-agent " + in.Profile + ": " + oneLine(in.Prompt, 60), acp.ToolKindExecute
+	case "task_list":
+		return "List tasks", acp.ToolKindRead
+	case "task_inspect":
+		return "Inspect " + id, acp.ToolKindRead
+	case "task_output":
+		return "Read the output of " + id, acp.ToolKindRead
+	case "task_wait":
+		ids := make([]string, 0, len(in.TaskIDs))
+		for _, x := range in.TaskIDs {
+			ids = append(ids, fmt.Sprint(x))
+		}
+		return "Wait for " + strings.Join(ids, ", "), acp.ToolKindOther
+	case "task_cancel":
+		return "Cancel " + id, acp.ToolKindDelete
+	case "task_input":
+		return "Send input to " + id, acp.ToolKindExecute
+	}
+	kind := acp.ToolKindOther
+	if t.Safety == tools.ReadOnly {
+		kind = acp.ToolKindRead
+	} else if t.Safety == tools.Execute {
+		kind = acp.ToolKindExecute
+	}
+	if t.Title != "" {
+		return t.Title, kind
+	}
+	return t.Name, kind
+}
+
+func orEmpty(v any) any {
+	if v == nil {
+		return ""
+	}
+	return v
+}
+
+// promptText turns a prompt's content into the text of the user's turn:
+// text as it is, an attached text file as a fenced block with its URI, a
+// link as its name and URI. Images, audio and binary resources are
+// refused with a clear error (the capabilities say so too).
+func promptText(blocks []acp.ContentBlock) (string, error) {
+	var b strings.Builder
+	for i, c := range blocks {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		switch {
+		case c.Text != nil:
+			b.WriteString(c.Text.Text)
+		case c.ResourceLink != nil:
+			fmt.Fprintf(&b, "[%s](%s)", c.ResourceLink.Name, c.ResourceLink.Uri)
+		case c.Resource != nil && c.Resource.Resource.TextResourceContents != nil:
+			r := c.Resource.Resource.TextResourceContents
+			fmt.Fprintf(&b, "Attached %s:\n```\n%s\n```", r.Uri, r.Text)
+		case c.Image != nil, c.Audio != nil, c.Resource != nil:
+			return "", invalid("prompt block %d is an image, audio or binary resource, which offstage does not take (promptCapabilities says so); send text", i)
+		default:
+			return "", invalid("prompt block %d has no content offstage knows", i)
+		}
+	}
+	if strings.TrimSpace(b.String()) == "" {
+		return "", invalid("the prompt is empty; send at least one text block")
+	}
+	return b.String(), nil
+}
+
+func rawJSON(b json.RawMessage) any {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	return v
+}
+
+func rawOr(out map[string]any, raw string) any {
+	if out != nil {
+		return out
+	}
+	return raw
+}
+
+// oneLine folds white space and cuts s to n runes, marking a cut.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) > n {
+		return string([]rune(s)[:n-1]) + "…"
+	}
+	return s
+}
+
+// clip cuts s to about n bytes at a rune boundary, saying how much it cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…(+%d more bytes)", len(s)-cut)
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("…(%d earlier lines)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}

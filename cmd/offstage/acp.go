@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+
+	"github.com/offstage/offstage/acpserver"
+)
+
+const acpUsage = `Usage: offstage acp [flags]
+
+Runs offstage as an Agent Client Protocol agent on stdio, for editors that
+start agents that way (Zed, and any ACP client). The model comes from the
+same flags and environment as "offstage run". Each session's shells run in
+the directory the editor gives; background shells and sub-agents keep
+running between prompts, and their results reach the editor as they
+finish, even while no prompt runs. Before a call that runs a command,
+sends input to a program, starts a sub-agent or cancels a task, the editor
+is asked (allow once, always for the session, reject) unless --yolo.
+session/cancel stops the current turn, not background work; closing the
+session or the editor ends all of it. Logs go to stderr or --log, never
+stdout.`
+
+const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
+  ANTHROPIC_API_KEY=sk-ant-... offstage acp --provider anthropic
+  offstage acp --script examples/demo/demo.json     # a scripted model
+
+  In Zed's settings.json:
+    "agent_servers": {"offstage": {"command": "offstage", "args": ["acp"], "env": {"OPENAI_API_KEY": "sk-..."}}}
+`
+
+func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
+	var mf modelFlags
+	fs.StringVar(&mf.provider, "provider", "", "openai, anthropic or scripted (default: from the environment)")
+	fs.StringVar(&mf.model, "model", "", "model name")
+	fs.StringVar(&mf.baseURL, "base-url", "", "API base URL (an OpenAI-compatible server: Ollama, vLLM, LM Studio…)")
+	fs.StringVar(&mf.script, "script", "", "a scripted model's script file")
+	yolo := fs.Bool("yolo", false, "run every tool call without asking the editor for permission")
+	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	rest, err := parse(fs, args, acpUsage, acpExamples, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("acp takes no arguments (got %q)", rest[0])
+	}
+	model, err := newModel(mf, os.Getenv)
+	if err != nil {
+		return err
+	}
+	logger, closeLog, err := openLog(*logPath, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, cancel := cancelOnInterrupt(ctx)
+	defer cancel()
+	logger.Info("serving ACP on stdio", "yolo", *yolo)
+	return acpserver.Serve(ctx, acpserver.Config{Model: model, AllowAll: *yolo, Logger: logger, Version: version()}, stdin, stdout)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A real peer that nobody here wrote: the TypeScript ACP SDK drives
+// offstage acp, and sees a background result arrive while no prompt runs.
+func TestACPWithTheTypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the TypeScript ACP SDK peer test needs it (.ci/run installs the npm package)")
+	}
+	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@agentclientprotocol", "sdk")); err != nil {
+		npm := exec.Command("npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
+		npm.Dir = dir
+		if out, err := npm.CombinedOutput(); err != nil {
+			t.Fatalf("installing @agentclientprotocol/sdk (as .ci/run does) failed: %v\n%s", err, out)
+		}
+	}
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"text": "Starting the build.", "tool_calls": [{"name": "bash", "input": {"command": "echo building; sleep 0.5; echo built", "run_in_background": true}}]},
+		{"expect": "shell:1", "text": "It runs in the background."},
+		{"expect": "background-result", "text": "The build finished."}
+	]}`), 0o644)
+	cwd := t.TempDir()
+	cmd, mark := offstage(t, nil)
+	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "acp-client.mjs"), cwd, os.Args[0], "acp", "--script", script}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Capabilities struct {
+			LoadSession         bool
+			PromptCapabilities  map[string]bool
+			SessionCapabilities map[string]any
+		}
+		StopReason  string
+		AtPromptEnd int
+		Idle        bool
+		Updates     []string
+		Asked       []string
+		BadCwd      *string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("node printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	all := strings.Join(got.Updates, "\n")
+	if got.StopReason != "end_turn" || !got.Idle {
+		t.Fatalf("stopReason %q, background result while idle %v; updates:\n%s", got.StopReason, got.Idle, all)
+	}
+	if got.Capabilities.LoadSession || got.Capabilities.SessionCapabilities["close"] == nil || !got.Capabilities.PromptCapabilities["embeddedContext"] || got.Capabilities.PromptCapabilities["image"] {
+		t.Errorf("capabilities = %+v", got.Capabilities)
+	}
+	if len(got.Asked) != 1 || !strings.HasPrefix(got.Asked[0], "Run: echo building") {
+		t.Errorf("permission asked for %q, want the bash call once", got.Asked)
+	}
+	before := strings.Join(got.Updates[:got.AtPromptEnd], "\n")
+	if strings.Contains(before, "The build finished.") || !strings.Contains(before, "tool_call pending execute Run: echo building") {
+		t.Errorf("updates by the prompt's end:\n%s", before)
+	}
+	after := strings.Join(got.Updates[got.AtPromptEnd:], "\n")
+	for _, want := range []string{"tool_call_update completed shell:1 completed (exit 0)", "Background work finished (shell:1)"} {
+		if !strings.Contains(after, want) {
+			t.Errorf("no %q after the prompt ended:\n%s", want, after)
+		}
+	}
+	if got.BadCwd == nil {
+		t.Errorf("a relative cwd was accepted")
+	} else {
+		t.Logf("a relative cwd: %s", *got.BadCwd)
+	}
+	noSurvivors(t, mark)
+}

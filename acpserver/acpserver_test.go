@@ -600,3 +600,13 @@ func index(ls []string, sub string) int {
 	}
 	return -1
 }
+
+// TestIterationCapStopsTheTurn: a model still calling tools at the cap
+// ends the prompt with max_turn_requests.
+func TestIterationCapStopsTheTurn(t *testing.T) {
+	turns := strings.Repeat(`{"tool_calls": [{"name": "task_list", "input": {}}]},`, 25)
+	h := start(t, `{"turns": [`+strings.TrimSuffix(turns, ",")+`]}`, acpserver.Config{})
+	if got := h.prompt(t, h.session(t), "loop forever"); got != acp.StopReasonMaxTurnRequests {
+		t.Errorf("stopReason = %s, want max_turn_requests", got)
+	}
+}

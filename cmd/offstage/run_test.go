@@ -115,6 +115,9 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"demo with arguments", nil, []string{"demo", "extra"}, "demo takes no arguments"},
 		{"mcp on all interfaces", nil, []string{"mcp", "--http", "0.0.0.0:0"}, "pass --allow-remote if you mean it"},
 		{"mcp with a bad address", nil, []string{"mcp", "--http", "nonsense"}, "is not host:port"},
+		{"acp without a model", nil, []string{"acp"}, "no model is configured"},
+		{"acp with arguments", nil, []string{"acp", "--script", script, "extra"}, "acp takes no arguments"},
+		{"acp with a bad log", nil, []string{"acp", "--script", script, "--log", "/no/such/dir/log"}, "cannot open the log file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd, _ := offstage(t, tc.env, tc.args...)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc/proctest"
 	"github.com/offstage/offstage/provider/scripted"
 )
 
@@ -202,8 +202,10 @@ func start(t *testing.T, script string, cfg acpserver.Config) *harness {
 		agentOut.Close()
 	}()
 	h := &harness{client: newClient(), dir: t.TempDir()}
-	h.conn = acp.NewClientSideConnection(h.client, clientOut, clientIn)
+	in := &gatedReader{r: clientIn, ready: make(chan struct{})}
+	h.conn = acp.NewClientSideConnection(h.client, clientOut, in)
 	h.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	close(in.ready) // the SDK reads its logger unlocked: set it before the first read
 	var once sync.Once
 	h.hangUp = func() {
 		once.Do(func() {
@@ -355,7 +357,7 @@ func TestCloseReapsEverything(t *testing.T) {
 				if _, err := h.conn.CloseSession(t.Context(), acp.CloseSessionRequest{SessionId: id}); err != nil {
 					t.Fatal(err)
 				}
-				if n := procs(marker); n != 0 {
+				if n := len(proctest.Marked(marker)); n != 0 {
 					t.Errorf("%d processes alive after session/close returned", n)
 				}
 				if _, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}}); err == nil || !strings.Contains(err.Error(), "unknown session") {
@@ -364,36 +366,19 @@ func TestCloseReapsEverything(t *testing.T) {
 				return
 			}
 			h.hangUp()
-			if n := procs(marker); n != 0 {
+			if n := len(proctest.Marked(marker)); n != 0 {
 				t.Errorf("%d processes alive after the client hung up", n)
 			}
 		})
 	}
 }
 
-// procs counts live processes whose environment holds marker.
-func procs(marker string) int {
-	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
-	n := 0
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains("\x00"+string(b), "\x00"+marker+"\x00") {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' {
-			n++
-		}
-	}
-	return n
-}
-
 func waitProcs(t *testing.T, marker string, ok func(int) bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for !ok(procs(marker)) {
+	for !ok(len(proctest.Marked(marker))) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d processes with %s", procs(marker), marker)
+			t.Fatalf("%d processes with %s", len(proctest.Marked(marker)), marker)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -609,4 +594,15 @@ func TestIterationCapStopsTheTurn(t *testing.T) {
 	if got := h.prompt(t, h.session(t), "loop forever"); got != acp.StopReasonMaxTurnRequests {
 		t.Errorf("stopReason = %s, want max_turn_requests", got)
 	}
+}
+
+// gatedReader holds the first Read until ready is closed (see start).
+type gatedReader struct {
+	r     io.Reader
+	ready chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.ready
+	return g.r.Read(p)
 }

@@ -58,8 +58,10 @@ func BenchmarkACPPromptOverhead(b *testing.B) {
 		agentOut.Close()
 	}()
 	c := newClient()
-	conn := acp.NewClientSideConnection(c, clientOut, clientIn)
+	in := &gatedReader{r: clientIn, ready: make(chan struct{})}
+	conn := acp.NewClientSideConnection(c, clientOut, in)
 	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	close(in.ready)
 	ctx := context.Background()
 	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
 		b.Fatal(err)

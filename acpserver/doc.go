@@ -64,8 +64,9 @@
 //
 // # Bad input
 //
-// A line that is not JSON gets a parse error, one that is not an object
-// an invalid-request error, an unknown session id or a relative cwd an
+// A line that is not JSON gets a parse error, one that is not a JSON-RPC
+// object an invalid-request error (internal/rpcline, shared with the MCP
+// surface), an unknown session id or a relative cwd an
 // invalid-params error saying what to send; the connection goes on.
 //
 // # Concurrency properties
@@ -73,6 +74,5 @@
 // Serve blocks until the connection ends and every session is closed.
 // Each session has two goroutines (its Run loop and its writer) and a
 // bounded queue (1024 updates): when the client reads slowly, the session
-// waits; nothing is dropped. The connection has one goroutine reading and
-// checking lines, which ends when the client's side closes.
+// waits; nothing is dropped.
 package acpserver

@@ -16,6 +16,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -71,10 +72,14 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	out := &lockedWriter{w: w}
+	// Malformed lines are answered and skipped before the SDK, which alone
+	// would log and drop them (or hang up on an overlong one).
+	out := rpcline.NewWriter(w)
 	srv := &server{cfg: cfg, ctx: ctx, sessions: make(map[acp.SessionId]*session)}
-	srv.conn = acp.NewAgentSideConnection(srv, out, checkLines(r, out, cfg.Logger))
+	in := gate(rpcline.NewReader(r, out, rpcline.Options{MaxLine: maxLine}))
+	srv.conn = acp.NewAgentSideConnection(srv, out, in)
 	srv.conn.SetLogger(cfg.Logger)
+	in.open()
 	select {
 	case <-srv.conn.Done():
 	case <-ctx.Done():

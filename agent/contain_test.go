@@ -3,14 +3,13 @@
 package agent_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc/proctest"
 	"github.com/offstage/offstage/task"
 )
 
@@ -48,25 +47,7 @@ func TestSubAgentsDaemonEndsWithIt(t *testing.T) {
 	if info, _ := s.Table().Info("shell:2"); info.State != task.Canceled {
 		t.Errorf("shell:2 is %s, want canceled with its owner", info.State)
 	}
-	if left := markedProcs(kv); len(left) != 0 {
+	if left := proctest.Marked(kv); len(left) != 0 {
 		t.Errorf("processes of the sub-agent's shell alive after it ended: %v", left)
 	}
-}
-
-// markedProcs lists the live processes whose environment holds kv.
-func markedProcs(kv string) []string {
-	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
-	var out []string
-	for _, path := range paths {
-		env, err := os.ReadFile(path)
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+kv+"\x00")) {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(path), "stat"))
-		if i := bytes.LastIndexByte(stat, ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, filepath.Base(filepath.Dir(path)))
-	}
-	return out
 }

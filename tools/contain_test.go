@@ -3,36 +3,16 @@
 package tools_test
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/proctest"
 	"github.com/offstage/offstage/tools"
 )
-
-// marked returns the live processes whose environment holds kv.
-func marked(t *testing.T, kv string) []string {
-	t.Helper()
-	paths, _ := filepath.Glob("/proc/[0-9]*/environ")
-	var out []string
-	for _, path := range paths {
-		env, err := os.ReadFile(path)
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00"+kv+"\x00")) {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(path), "stat"))
-		if i := bytes.LastIndexByte(stat, ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, filepath.Base(filepath.Dir(path)))
-	}
-	return out
-}
 
 // TestTaskCancelEndsDaemons: what a background shell daemonizes is
 // counted by task_inspect and ended by task_cancel, and the task is
@@ -48,7 +28,7 @@ func TestTaskCancelEndsDaemons(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for out.Processes != 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("task_inspect = %+v, want processes 3 (the shell and two daemons); /proc shows %v", out, marked(t, kv))
+			t.Fatalf("task_inspect = %+v, want processes 3 (the shell and two daemons); /proc shows %v", out, proctest.Marked(kv))
 		}
 		time.Sleep(10 * time.Millisecond)
 		ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
@@ -56,7 +36,7 @@ func TestTaskCancelEndsDaemons(t *testing.T) {
 	var cancelled tools.CancelOutput
 	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &cancelled)
 	waitDone(t, e.top, id)
-	if left := marked(t, kv); len(left) != 0 {
+	if left := proctest.Marked(kv); len(left) != 0 {
 		t.Errorf("after task_cancel the task ended with processes %v alive", left)
 	}
 	ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
@@ -78,7 +58,7 @@ func TestBashSaysWhatItLeftBehind(t *testing.T) {
 	if !strings.Contains(out.Output+out.Note, "left") || !strings.Contains(out.Output+out.Note, "run_in_background") {
 		t.Errorf("bash = %+v, want it to say what the command left running was killed, and how to keep a server", out)
 	}
-	if left := marked(t, kv); len(left) != 0 {
+	if left := proctest.Marked(kv); len(left) != 0 {
 		t.Errorf("the daemon outlived its command: %v", left)
 	}
 }

@@ -28,6 +28,12 @@ type Profile struct {
 	MaxIterations int
 	// Model answers for it; nil means Config.Model.
 	Model provider.Model
+	// ModelName is the model its file named, for a surface to resolve
+	// into Model (see LoadProfiles); the runtime does not read it.
+	ModelName string
+	// NoProjectInstructions leaves Config.ProjectInstructions out of its
+	// system prompt.
+	NoProjectInstructions bool
 }
 
 // DefaultProfiles returns the profiles used when Config.Profiles is nil:
@@ -47,6 +53,10 @@ type Config struct {
 	Model provider.Model
 	// System is the top level's system prompt.
 	System string
+	// ProjectInstructions (AGENTS.md; see FindProjectInstructions) are
+	// added to the top level's system prompt, and to each sub-agent's
+	// unless its profile says NoProjectInstructions.
+	ProjectInstructions string
 	// Tools configures the model's tools (the shell template and budgets).
 	Tools tools.Config
 	// Tasks configures the task table.
@@ -141,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		}
 	}
 	s := &Session{cfg: cfg, table: task.New(ctx, cfg.Tasks), toolset: tools.New(cfg.Tools)}
-	s.top = s.newLoop("", cfg.System, cfg.Model, s.table.View(""), nil, 0, nil, cfg.MaxIterations)
+	s.top = s.newLoop("", withInstructions(cfg.System, cfg.ProjectInstructions), cfg.Model, s.table.View(""), nil, 0, nil, cfg.MaxIterations)
 	return s, nil
 }
 

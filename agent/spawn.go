@@ -77,7 +77,11 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	}
 	label := proc.Label(profile.Name + ": " + in.Prompt)
 	id, err := v.Spawn(task.Spec{Kind: "agent", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
-		sub := s.newLoop(profile.Name, profile.System, model, h.View(), profile.Tools, depth+1, h, maxIter)
+		system := profile.System
+		if !profile.NoProjectInstructions {
+			system = withInstructions(system, s.cfg.ProjectInstructions)
+		}
+		sub := s.newLoop(profile.Name, system, model, h.View(), profile.Tools, depth+1, h, maxIter)
 		h.AttachHistory(sub.hist)
 		answer, _, err := sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
 		h.Activity("finished")

@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Profile files are Markdown with YAML front matter, the format Claude
+// Code's sub-agents use, so existing files work as they are:
+//
+//	---
+//	name: reviewer
+//	description: Reviews a change for bugs and missing tests.
+//	tools: bash, task_list        # or a YAML list; default: all tools
+//	model: gpt-4.1-mini           # optional; default: the session's model
+//	max_iterations: 10            # offstage's own: the sub-agent's turn cap
+//	project_instructions: false   # offstage's own: leave AGENTS.md out
+//	---
+//	You review code. …             (the body is the system prompt)
+//
+// Claude Code's tool names are understood: Bash is bash, Task is
+// spawn_agent, and Read, Grep, Glob and LS are bash (a shell reads and
+// searches files); its tools that offstage has no equivalent of (Edit,
+// Write, WebFetch…) are left out with a note. Any other tool name makes
+// the file fail to load. Keys offstage does not know (color, …) are
+// ignored.
+
+// maxProfileBytes bounds a profile file; a larger one is skipped.
+const maxProfileBytes = 256 << 10
+
+// ToolNames are the tools a profile can name: the tool set's and
+// spawn_agent.
+func ToolNames() []string {
+	return []string{"bash", "task_list", "task_inspect", "task_output", "task_wait", "task_cancel", "task_input", "spawn_agent"}
+}
+
+// claudeTools maps Claude Code's tool names to offstage's ("" for none).
+var claudeTools = map[string]string{
+	"Bash": "bash", "Task": "spawn_agent", "Read": "bash", "Grep": "bash", "Glob": "bash", "LS": "bash",
+	"BashOutput": "task_output", "KillBash": "task_cancel", "KillShell": "task_cancel",
+	"Edit": "", "MultiEdit": "", "Write": "", "NotebookEdit": "", "NotebookRead": "", "WebFetch": "",
+	"WebSearch": "", "TodoWrite": "", "ExitPlanMode": "", "SlashCommand": "",
+}
+
+// Profiles is what LoadProfiles found.
+type Profiles struct {
+	// List holds the profiles, by name. Each name appears once: the
+	// file read last (the most specific directory) wins.
+	List []Profile
+	// From says which file each profile came from.
+	From map[string]string
+	// Overridden lists files whose profile a later file with the same
+	// name replaced.
+	Overridden []string
+	// Problems lists files that were skipped, and notes on files that
+	// loaded (a tool left out).
+	Problems []ProfileProblem
+}
+
+// ProfileProblem is a file LoadProfiles skipped (Skipped) or a note on one
+// it loaded.
+type ProfileProblem struct {
+	Path    string
+	Line    int // 0 when it is about the whole file
+	Skipped bool
+	Msg     string
+}
+
+func (p *ProfileProblem) Error() string { return p.String() }
+
+func (p ProfileProblem) String() string {
+	where := p.Path
+	if p.Line > 0 {
+		where += ":" + strconv.Itoa(p.Line)
+	}
+	if p.Skipped {
+		return where + ": skipped: " + p.Msg
+	}
+	return where + ": " + p.Msg
+}
+
+// LoadProfiles reads the profile files (*.md) of dirs, in order: a profile
+// from a later directory replaces one of the same name from an earlier
+// one, so list the most general first (the user's, then the project's,
+// then any given on the command line). A directory that does not exist
+// is no problem; a file that cannot be read or parsed is reported in
+// Problems and skipped, never fatal.
+func LoadProfiles(dirs ...string) Profiles {
+	ps := Profiles{From: make(map[string]string)}
+	byName := make(map[string]Profile)
+	for _, dir := range dirs {
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.md"))
+		sort.Strings(paths)
+		for _, path := range paths {
+			p, notes, err := readProfile(path)
+			ps.Problems = append(ps.Problems, notes...)
+			if err != nil {
+				var pe *ProfileProblem
+				if errors.As(err, &pe) {
+					ps.Problems = append(ps.Problems, *pe)
+				} else {
+					ps.Problems = append(ps.Problems, ProfileProblem{Path: path, Skipped: true, Msg: err.Error()})
+				}
+				continue
+			}
+			if prev, ok := ps.From[p.Name]; ok {
+				ps.Overridden = append(ps.Overridden, prev+" (by "+path+")")
+			}
+			byName[p.Name], ps.From[p.Name] = p, path
+		}
+	}
+	for _, p := range byName {
+		ps.List = append(ps.List, p)
+	}
+	slices.SortFunc(ps.List, func(a, b Profile) int { return strings.Compare(a.Name, b.Name) })
+	return ps
+}
+
+// frontMatter is a profile file's YAML header.
+type frontMatter struct {
+	Name                string    `yaml:"name"`
+	Description         string    `yaml:"description"`
+	Tools               yaml.Node `yaml:"tools"`
+	Model               string    `yaml:"model"`
+	MaxIterations       int       `yaml:"max_iterations"`
+	ProjectInstructions *bool     `yaml:"project_instructions"`
+}
+
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// readProfile parses one file; notes are remarks on a file that loads.
+func readProfile(path string) (Profile, []ProfileProblem, error) {
+	skip := func(line int, format string, args ...any) error {
+		return &ProfileProblem{Path: path, Line: line, Skipped: true, Msg: fmt.Sprintf(format, args...)}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return Profile{}, nil, skip(0, "%v", err)
+	}
+	if st.Size() > maxProfileBytes {
+		return Profile{}, nil, skip(0, "%d bytes is more than a profile may have (%d)", st.Size(), maxProfileBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Profile{}, nil, skip(0, "%v", err)
+	}
+	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
+	rest, ok := bytes.CutPrefix(data, []byte("---\n"))
+	if !ok {
+		return Profile{}, nil, skip(1, "no front matter: the file must start with a line \"---\", then name and description in YAML, then \"---\"")
+	}
+	header, body, ok := bytes.Cut(rest, []byte("\n---"))
+	if !ok || (len(body) > 0 && body[0] != '\n') {
+		return Profile{}, nil, skip(1, "the front matter is not closed by a line \"---\"")
+	}
+	var fm frontMatter
+	if err := yaml.Unmarshal(header, &fm); err != nil {
+		return Profile{}, nil, skip(yamlLine(err)+1, "front matter: %s", strings.TrimPrefix(yamlMsg(err), "yaml: "))
+	}
+	if fm.Name == "" {
+		fm.Name = strings.TrimSuffix(filepath.Base(path), ".md")
+	}
+	if !validName.MatchString(fm.Name) {
+		return Profile{}, nil, skip(2, "name %q: use lowercase letters, digits, - and _ (at most 64)", fm.Name)
+	}
+	if strings.TrimSpace(fm.Description) == "" {
+		return Profile{}, nil, skip(2, "no description: the model reads it to decide when to use %s", fm.Name)
+	}
+	if fm.MaxIterations < 0 {
+		return Profile{}, nil, skip(2, "max_iterations must not be negative")
+	}
+	tools, notes, err := profileTools(path, fm.Tools)
+	if err != nil {
+		return Profile{}, notes, err
+	}
+	p := Profile{
+		Name: fm.Name, Description: strings.TrimSpace(fm.Description), System: strings.TrimSpace(string(body)),
+		Tools: tools, MaxIterations: fm.MaxIterations, ModelName: strings.TrimSpace(fm.Model),
+		NoProjectInstructions: fm.ProjectInstructions != nil && !*fm.ProjectInstructions,
+	}
+	return p, notes, nil
+}
+
+// profileTools reads tools: a list, or names separated by commas; nil
+// (all tools) when absent.
+func profileTools(path string, n yaml.Node) ([]string, []ProfileProblem, error) {
+	var names []string
+	switch n.Kind {
+	case 0:
+		return nil, nil, nil
+	case yaml.ScalarNode:
+		for _, s := range strings.Split(n.Value, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				names = append(names, s)
+			}
+		}
+	case yaml.SequenceNode:
+		if err := n.Decode(&names); err != nil {
+			return nil, nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: "tools: a list of tool names, or names separated by commas"}
+		}
+	default:
+		return nil, nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: "tools: a list of tool names, or names separated by commas"}
+	}
+	var out []string
+	var notes []ProfileProblem
+	for _, name := range names {
+		if mapped, ok := claudeTools[name]; ok {
+			if mapped == "" {
+				notes = append(notes, ProfileProblem{Path: path, Line: n.Line + 1, Msg: fmt.Sprintf("tool %s (Claude Code's) has no equivalent here and is left out", name)})
+				continue
+			}
+			name = mapped
+		}
+		if !slices.Contains(ToolNames(), name) {
+			return nil, notes, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: fmt.Sprintf("tools: there is no tool %q; the tools are %s", name, strings.Join(ToolNames(), ", "))}
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	if out == nil {
+		out = []string{} // it named tools, none of which exists here: it gets none
+	}
+	return out, notes, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// yamlLine returns the line a YAML error names (1-based within the front
+// matter), or 0.
+func yamlLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+func yamlMsg(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "\n"); i > 0 {
+		msg = msg[:i]
+	}
+	return regexp.MustCompile(`^yaml: line \d+: `).ReplaceAllString(msg, "")
+}

@@ -38,6 +38,9 @@ type Config struct {
 	// AllowAll runs every tool call without asking the client (the
 	// command's --yolo). Otherwise execute and destructive calls ask.
 	AllowAll bool
+	// NoProjectInstructions turns off reading each session's AGENTS.md
+	// (agent.FindProjectInstructions, from the session's cwd).
+	NoProjectInstructions bool
 	// PromptWait bounds how long a prompt that arrives during an
 	// autonomous turn waits for it before cancelling it. Default 30s.
 	PromptWait time.Duration

@@ -77,8 +77,17 @@ func newSession(srv *server, id acp.SessionId, cwd string) (*session, error) {
 	cfg := srv.cfg
 	toolCfg := cfg.Tools
 	toolCfg.Process.Dir = cwd
+	var instructions string
+	if !cfg.NoProjectInstructions {
+		text, files, err := agent.FindProjectInstructions(cwd)
+		if err != nil {
+			srv.cfg.Logger.Warn("project instructions not read", "err", err)
+		}
+		instructions = text
+		srv.cfg.Logger.Info("project instructions", "session", id, "files", files)
+	}
 	sess, err := agent.New(srv.ctx, agent.Config{
-		Model: cfg.Model, System: cfg.System, Profiles: cfg.Profiles,
+		Model: cfg.Model, System: cfg.System, ProjectInstructions: instructions, Profiles: cfg.Profiles,
 		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit,
 	})
 	if err != nil {

@@ -154,6 +154,19 @@ func readProfile(path string) (Profile, []ProfileProblem, error) {
 	if err != nil {
 		return Profile{}, nil, skip(0, "%v", err)
 	}
+	return ParseProfile(path, data)
+}
+
+// ParseProfile parses one profile file's content (path names it in
+// problems): the profile, notes on a file that loads, or a
+// *ProfileProblem saying why it does not.
+func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
+	skip := func(line int, format string, args ...any) error {
+		return &ProfileProblem{Path: path, Line: line, Skipped: true, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > maxProfileBytes {
+		return Profile{}, nil, skip(0, "%d bytes is more than a profile may have (%d)", len(data), maxProfileBytes)
+	}
 	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
 	rest, ok := bytes.CutPrefix(data, []byte("---\n"))
 	if !ok {

@@ -65,6 +65,9 @@ type Config struct {
 	// agent.DefaultProfiles()).
 	Model    provider.Model
 	Profiles []agent.Profile
+	// ProjectInstructions (AGENTS.md) go to sub-agents, unless their
+	// profile opts out.
+	ProjectInstructions string
 	// KeepOnDisconnect leaves a session's tasks running after it ends;
 	// they are then cancelled and reaped by Service.Close.
 	KeepOnDisconnect bool
@@ -171,7 +174,7 @@ func (s *Service) toolList() []*tools.Tool {
 }
 
 func (s *Service) agentConfig() agent.Config {
-	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true}
+	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, ProjectInstructions: s.cfg.ProjectInstructions, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true}
 }
 
 // Close cancels and reaps every session's tasks and waits for the

@@ -40,6 +40,8 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.StringVar(&mf.script, "script", "", "a scripted model's script file")
 	yolo := fs.Bool("yolo", false, "run every tool call without asking the editor for permission")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	var af agentFlags
+	af.register(fs, true)
 	rest, err := parse(fs, args, acpUsage, acpExamples, stdout)
 	if err != nil {
 		return err
@@ -59,5 +61,14 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
 	logger.Info("serving ACP on stdio", "yolo", *yolo)
-	return acpserver.Serve(ctx, acpserver.Config{Model: model, AllowAll: *yolo, Logger: logger, Version: version()}, stdin, stdout)
+	cwd, err := workDir("")
+	if err != nil {
+		return err
+	}
+	// Profiles come from where offstage acp was started (and --agents);
+	// each session's AGENTS.md from the session's own directory.
+	return acpserver.Serve(ctx, acpserver.Config{
+		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
+		AllowAll: *yolo, Logger: logger, Version: version(),
+	}, stdin, stdout)
 }

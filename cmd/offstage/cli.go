@@ -48,6 +48,7 @@ Usage:
   offstage run [prompt]       talk to a model: one answer for a prompt, a conversation without
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
+  offstage agents             list the sub-agent profiles found, and the files skipped
   offstage version            print the version
 
 Run "offstage COMMAND --help" for a command's flags and examples.
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return mcpCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "acp":
 		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "agents":
+		return agentsCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "offstage", version())
 		return nil

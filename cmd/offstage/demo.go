@@ -39,6 +39,10 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("the embedded demo script is broken: %w", err)
 	}
+	profiles, err := demo.Profiles()
+	if err != nil {
+		return fmt.Errorf("the embedded demo profiles are broken: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "offstage-demo-")
 	if err != nil {
 		return err
@@ -51,7 +55,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	s, err := agent.New(ctx, agent.Config{
 		Model:    model,
 		System:   "You are the model of the offstage demo.",
-		Profiles: demo.Profiles,
+		Profiles: profiles,
 		Tools:    tools.Config{Process: proc.Config{Dir: dir}},
 		Settle:   300 * time.Millisecond,
 	})

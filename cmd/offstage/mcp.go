@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -56,6 +57,8 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	origins := fs.String("allow-origin", "", "with --http: comma-separated extra allowed Origin values, besides loopback")
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	var af agentFlags
+	af.register(fs, true)
 	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
 	if err != nil {
 		return err
@@ -81,12 +84,19 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
+	var profiles []agent.Profile
+	var instructions string
+	if model != nil {
+		profiles, instructions = af.profiles(*dir, mf, stderr), af.instructions(*dir, stderr)
+	}
 	svc := mcpserver.New(ctx, mcpserver.Config{
-		Tools:            tools.Config{Process: proc.Config{Dir: *dir}},
-		Model:            model,
-		KeepOnDisconnect: *keep,
-		Logger:           logger,
-		Version:          version(),
+		Tools:               tools.Config{Process: proc.Config{Dir: *dir}},
+		Model:               model,
+		Profiles:            profiles,
+		ProjectInstructions: instructions,
+		KeepOnDisconnect:    *keep,
+		Logger:              logger,
+		Version:             version(),
 	})
 	defer func() {
 		closeCtx, cancelClose := context.WithTimeout(context.Background(), 20*time.Second)

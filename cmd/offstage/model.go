@@ -20,25 +20,31 @@ const (
 	defaultAnthropicModel = "claude-sonnet-4-5"
 )
 
+// providerName is the provider the flags and environment choose, "" for
+// none.
+func providerName(f modelFlags, getenv func(string) string) string {
+	switch {
+	case f.provider != "":
+		return f.provider
+	case f.script != "":
+		return "scripted"
+	case getenv("OPENAI_API_KEY") != "" || getenv("OPENAI_BASE_URL") != "" || f.baseURL != "":
+		return "openai"
+	case getenv("ANTHROPIC_API_KEY") != "":
+		return "anthropic"
+	}
+	return ""
+}
+
 // newModel builds the model from flags and environment: OPENAI_API_KEY and
 // OPENAI_BASE_URL, ANTHROPIC_API_KEY. Without --provider it picks scripted
 // if --script is given, else whichever provider has a key set. Every
 // mistake is a usage error: one sentence saying what to set.
 func newModel(f modelFlags, getenv func(string) string) (provider.Model, error) {
-	name := f.provider
-	if name == "" {
-		switch {
-		case f.script != "":
-			name = "scripted"
-		case getenv("OPENAI_API_KEY") != "" || getenv("OPENAI_BASE_URL") != "" || f.baseURL != "":
-			name = "openai"
-		case getenv("ANTHROPIC_API_KEY") != "":
-			name = "anthropic"
-		default:
-			return nil, usagef("no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or pass --base-url for a local OpenAI-compatible server (try \"offstage demo\" for a tour that needs no key)")
-		}
-	}
+	name := providerName(f, getenv)
 	switch name {
+	case "":
+		return nil, usagef("no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or pass --base-url for a local OpenAI-compatible server (try \"offstage demo\" for a tour that needs no key)")
 	case "scripted":
 		if f.script == "" {
 			return nil, usagef("--provider scripted needs --script FILE (see provider/scripted for the format)")

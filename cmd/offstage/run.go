@@ -35,7 +35,7 @@ and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
 const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the background and summarise the README"
   offstage run --provider anthropic --model claude-sonnet-4-5
   offstage run --base-url http://localhost:11434/v1 --model qwen3:8b
-  offstage run --script examples/demo/demo.json "go"
+  offstage run --script examples/demo/demo.json --agents examples/demo/agents "go"
   offstage run --json "list the files" | jq -c .
 `
 
@@ -49,6 +49,8 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
+	var af agentFlags
+	af.register(fs, true)
 	rest, err := parse(fs, args, runUsage, runExamples, stdout)
 	if err != nil {
 		return err
@@ -61,9 +63,11 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	s, err := agent.New(ctx, agent.Config{
-		Model:  model,
-		System: systemPrompt,
-		Tools:  tools.Config{Process: proc.Config{Dir: *dir}},
+		Model:               model,
+		System:              systemPrompt,
+		ProjectInstructions: af.instructions(*dir, stderr),
+		Profiles:            af.profiles(*dir, mf, stderr),
+		Tools:               tools.Config{Process: proc.Config{Dir: *dir}},
 	})
 	if err != nil {
 		return err

@@ -5,7 +5,7 @@
 package demo
 
 import (
-	_ "embed"
+	"embed"
 
 	"github.com/offstage/offstage/agent"
 )
@@ -18,8 +18,29 @@ var Script []byte
 // Prompt is the user's message that starts the demo.
 const Prompt = "Build the project, run the tests, have someone check the logs and the docs, and keep me posted."
 
-// Profiles are the demo's sub-agents.
-var Profiles = []agent.Profile{
-	{Name: "log-reader", Description: "Reads system logs and reports problems.", System: "You read logs.", Tools: []string{"bash", "task_list"}},
-	{Name: "doc-reader", Description: "Reads documentation and summarises it.", System: "You read docs.", Tools: []string{"bash", "task_list"}},
+//go:embed agents/*.md
+var agentFiles embed.FS
+
+// Profiles returns the demo's sub-agents: the profile files in agents/,
+// which "offstage run --script examples/demo/demo.json --agents
+// examples/demo/agents" reads from disk.
+func Profiles() ([]agent.Profile, error) {
+	entries, err := agentFiles.ReadDir("agents")
+	if err != nil {
+		return nil, err
+	}
+	var list []agent.Profile
+	for _, e := range entries {
+		path := "agents/" + e.Name()
+		data, err := agentFiles.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		p, _, err := agent.ParseProfile(path, data)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, p)
+	}
+	return list, nil
 }

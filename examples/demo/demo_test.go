@@ -15,3 +15,10 @@ func TestScriptParses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestProfilesParse(t *testing.T) {
+	list, err := Profiles()
+	if err != nil || len(list) != 2 || list[0].Name != "doc-reader" || list[1].Name != "log-reader" {
+		t.Fatalf("Profiles() = %+v, %v", list, err)
+	}
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/offstage/offstage/agent"
+)
+
+// agentFlags are how run, mcp, acp and agents find sub-agent profiles and
+// project instructions.
+type agentFlags struct {
+	dirs           []string
+	noInstructions bool
+}
+
+func (f *agentFlags) register(fs *flag.FlagSet, instructions bool) {
+	fs.Func("agents", "also read sub-agent profiles (*.md) from this directory; repeatable, later ones win", func(dir string) error {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("%q is not a directory", dir)
+		}
+		f.dirs = append(f.dirs, dir)
+		return nil
+	})
+	if instructions {
+		fs.BoolVar(&f.noInstructions, "no-project-instructions", false, "do not give the model the project's AGENTS.md files")
+	}
+}
+
+// projectRoot is the nearest directory from dir up that holds .git, or
+// dir itself.
+func projectRoot(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
+}
+
+// profileDirs lists where profiles are read from, most general first, so
+// that later ones win: Claude Code's user directory, offstage's
+// ($XDG_CONFIG_HOME/offstage/agents), the project's .claude/agents, the
+// project's .offstage/agents, then --agents.
+func (f agentFlags) profileDirs(work string) []string {
+	var dirs []string
+	home, _ := os.UserHomeDir()
+	if home != "" {
+		dirs = append(dirs, filepath.Join(home, ".claude", "agents"))
+	}
+	config := os.Getenv("XDG_CONFIG_HOME")
+	if config == "" && home != "" {
+		config = filepath.Join(home, ".config")
+	}
+	if config != "" {
+		dirs = append(dirs, filepath.Join(config, "offstage", "agents"))
+	}
+	root := projectRoot(work)
+	dirs = append(dirs, filepath.Join(root, ".claude", "agents"), filepath.Join(root, ".offstage", "agents"))
+	return append(dirs, f.dirs...)
+}
+
+// claudeAliases are Claude Code's model names, which mean nothing to
+// another provider.
+var claudeAliases = []string{"sonnet", "opus", "haiku"}
+
+// profiles returns the built-in profiles overridden and extended by the
+// files found for work, each with its model resolved, and tells stderr
+// once about every file skipped and every note.
+func (f agentFlags) profiles(work string, mf modelFlags, stderr io.Writer) []agent.Profile {
+	found := agent.LoadProfiles(f.profileDirs(work)...)
+	for _, p := range found.Problems {
+		fmt.Fprintln(stderr, "offstage: profile", p.String())
+	}
+	list := found.List
+	for _, d := range agent.DefaultProfiles() {
+		if !slices.ContainsFunc(list, func(p agent.Profile) bool { return p.Name == d.Name }) {
+			list = append(list, d)
+		}
+	}
+	for i := range list {
+		if note := resolveModel(&list[i], mf); note != "" {
+			fmt.Fprintf(stderr, "offstage: profile %s: %s\n", list[i].Name, note)
+		}
+	}
+	return list
+}
+
+// resolveModel gives a profile whose file named a model that model, with
+// the session's provider; it says why when it cannot.
+func resolveModel(p *agent.Profile, mf modelFlags) string {
+	name := p.ModelName
+	if name == "" || name == "inherit" {
+		return ""
+	}
+	prov := providerName(mf, os.Getenv)
+	switch {
+	case prov == "scripted":
+		return "" // the script answers for every profile
+	case slices.Contains(claudeAliases, name) && prov != "anthropic":
+		return "model " + name + " is a Claude model name; it uses this session's model"
+	case slices.Contains(claudeAliases, name):
+		name = defaultAnthropicModel
+	}
+	mf.model = name
+	m, err := newModel(mf, os.Getenv)
+	if err != nil {
+		return "model " + name + ": " + err.Error() + "; it uses this session's model"
+	}
+	p.Model = m
+	return ""
+}
+
+// instructions returns the project's AGENTS.md for work, unless turned
+// off.
+func (f agentFlags) instructions(work string, stderr io.Writer) string {
+	if f.noInstructions {
+		return ""
+	}
+	text, _, err := agent.FindProjectInstructions(work)
+	if err != nil {
+		fmt.Fprintln(stderr, "offstage:", err)
+	}
+	return text
+}
+
+const agentsUsage = `Usage: offstage agents [flags]
+
+Lists the sub-agent profiles offstage run, mcp and acp would offer, where
+each came from, the files a later one overrode, and the files skipped and
+why. Profiles are Markdown files with YAML front matter (Claude Code's
+sub-agent format), read from, most general first (later ones win):
+~/.claude/agents, $XDG_CONFIG_HOME/offstage/agents (~/.config/…), the
+project's .claude/agents, the project's .offstage/agents, then --agents.
+The project is the nearest directory holding .git.`
+
+const agentsExamples = `  offstage agents
+  offstage agents --dir ~/src/project --agents ./more-agents
+`
+
+func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agents", flag.ContinueOnError)
+	var af agentFlags
+	af.register(fs, false)
+	dir := fs.String("dir", "", "the project directory (default: the current one)")
+	rest, err := parse(fs, args, agentsUsage, agentsExamples, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("agents takes no arguments (got %q)", rest[0])
+	}
+	if *dir, err = workDir(*dir); err != nil {
+		return err
+	}
+	found := agent.LoadProfiles(af.profileDirs(*dir)...)
+	list := found.List
+	for _, d := range agent.DefaultProfiles() {
+		if _, ok := found.From[d.Name]; !ok {
+			list = append(list, d)
+		}
+	}
+	for _, p := range list {
+		from := found.From[p.Name]
+		if from == "" {
+			from = "built in"
+		}
+		tools := "all tools"
+		if p.Tools != nil {
+			tools = strings.Join(p.Tools, ", ")
+			if tools == "" {
+				tools = "no tools"
+			}
+		}
+		fmt.Fprintf(stdout, "%s\n  %s\n  from %s; %s", p.Name, oneLineOf(p.Description, 100), from, tools)
+		if p.ModelName != "" {
+			fmt.Fprintf(stdout, "; model %s", p.ModelName)
+		}
+		fmt.Fprintln(stdout)
+	}
+	for _, o := range found.Overridden {
+		fmt.Fprintln(stdout, "overridden:", o)
+	}
+	for _, p := range found.Problems {
+		fmt.Fprintln(stdout, p.String())
+	}
+	fmt.Fprintln(stdout, "searched:", strings.Join(af.profileDirs(*dir), ", "))
+	return nil
+}
+
+func oneLineOf(s string, n int) string { return clip(s, n) }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAgentsCommand: offstage agents shows each profile's source, the
+// overridden files and the skipped ones; a project file beats a user one.
+func TestAgentsCommand(t *testing.T) {
+	home := t.TempDir()
+	writeFile(t, filepath.Join(home, ".config", "offstage", "agents", "reviewer.md"), "---\nname: reviewer\ndescription: the user's\n---\nx\n")
+	cmd, _ := offstage(t, []string{"HOME=" + home, "XDG_CONFIG_HOME="}, "agents")
+	os.Mkdir(filepath.Join(cmd.Dir, ".git"), 0o755)
+	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "reviewer.md"), "---\nname: reviewer\ndescription: the project's\ntools: bash\n---\nx\n")
+	writeFile(t, filepath.Join(cmd.Dir, ".claude", "agents", "explorer.md"), "---\nname: explorer\ndescription: Explores.\ntools: Read, Grep, Write\nmodel: sonnet\n---\nx\n")
+	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "broken.md"), "---\nname: [\n---\n")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("offstage agents: %v\n%s", err, errOut.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"reviewer\n  the project's\n  from " + filepath.Join(cmd.Dir, ".offstage", "agents", "reviewer.md") + "; bash",
+		"explorer\n  Explores.\n  from " + filepath.Join(cmd.Dir, ".claude", "agents", "explorer.md") + "; bash; model sonnet",
+		"general\n",
+		"overridden: " + filepath.Join(home, ".config", "offstage", "agents", "reviewer.md"),
+		"broken.md:2: skipped: front matter:",
+		"explorer.md:4: tool Write (Claude Code's) has no equivalent here and is left out",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("offstage agents lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestRunSpawnsAFileDefinedProfile: a profile from --agents is offered
+// and runs with its own tools (the script expects its output).
+func TestRunSpawnsAFileDefinedProfile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "agents", "counter.md"), "---\nname: counter\ndescription: Counts things.\ntools: bash\n---\nYou count.\n")
+	script := filepath.Join(dir, "script.json")
+	writeFile(t, script, `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "counter", "prompt": "count to 3"}}]},
+		{"expect": "1 2 3", "text": "The counter says 1 2 3."}
+	], "agents": {"counter": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo 1 2 3"}}]},
+		{"expect": "1 2 3", "text": "1 2 3"}
+	]}}`)
+	cmd, mark := offstage(t, nil, "run", "--script", script, "--agents", filepath.Join(dir, "agents"), "count")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("offstage run: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "The counter says 1 2 3.") {
+		t.Errorf("stdout: %s\nstderr: %s", out.String(), errOut.String())
+	}
+	noSurvivors(t, mark)
+}
+
+// TestREADMECommands runs, as written, every command of the README that
+// needs no key and no network: the set-up and the scripted-model example.
+func TestREADMECommands(t *testing.T) {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	f, err := os.Open(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cmds []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "offstage run --script") || strings.HasPrefix(line, "offstage agents") {
+			if i := strings.Index(line, "  #"); i > 0 {
+				line = strings.TrimSpace(line[:i])
+			}
+			cmds = append(cmds, line)
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatal("the README has no scripted-model example any more; this test runs it")
+	}
+	for _, c := range cmds {
+		t.Run(c, func(t *testing.T) {
+			args := shellWords(t, strings.TrimPrefix(c, "offstage "))
+			cmd, mark := offstage(t, nil, args...)
+			cmd.Dir = root
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%s: %v\n%s", c, err, errOut.String())
+			}
+			if strings.Contains(out.String()+errOut.String(), "no profile") || strings.Contains(errOut.String(), "skipped") {
+				t.Errorf("%s:\n%s\n%s", c, out.String(), errOut.String())
+			}
+			noSurvivors(t, mark)
+		})
+	}
+}
+
+// shellWords splits a command line with double-quoted words.
+func shellWords(t *testing.T, s string) []string {
+	var words []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"')
+			if end < 0 {
+				t.Fatalf("unbalanced quotes in %q", s)
+			}
+			words, s = append(words, s[1:end+1]), s[end+2:]
+			continue
+		}
+		end := strings.IndexAny(s, " \t")
+		if end < 0 {
+			end = len(s)
+		}
+		words, s = append(words, s[:end]), s[end:]
+	}
+	return words
+}

@@ -87,12 +87,24 @@ func version() string {
 	if !ok {
 		return "(unknown build)"
 	}
+	return versionOf(info)
+}
+
+// versionOf is the module's version as "go install …@vX" records it, or,
+// for a build from a checkout, "devel" and the commit (with "+dirty" when
+// the tree had changes), then the Go version.
+func versionOf(info *debug.BuildInfo) string {
 	v := info.Main.Version
 	if v == "" || v == "(devel)" {
 		v = "devel"
+		settings := map[string]string{}
 		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
+			settings[s.Key] = s.Value
+		}
+		if rev := settings["vcs.revision"]; len(rev) >= 12 {
+			v += " " + rev[:12]
+			if settings["vcs.modified"] == "true" {
+				v += "+dirty"
 			}
 		}
 	}

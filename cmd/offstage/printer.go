@@ -19,6 +19,9 @@ type printer struct {
 	w     io.Writer
 	json  bool
 	table *task.Table // for labels and the status line
+	// width returns the terminal's width in columns (0: unknown); the
+	// status line is cut to it, so it never wraps.
+	width func() int
 
 	mu       sync.Mutex
 	column   int  // guarded by mu: 0 at the start of a line
@@ -182,8 +185,67 @@ func (p *printer) drawStatus() {
 	if len(parts) == 0 {
 		return
 	}
-	fmt.Fprintf(p.w, "\r\x1b[2K⋯ %s", clip(strings.Join(parts, " · "), 200))
+	cols := defaultColumns
+	if p.width != nil {
+		if w := p.width(); w > 0 {
+			cols = w
+		}
+	}
+	// The last column stays empty: a character there leaves some
+	// terminals about to wrap, and the next redraw would land a line down.
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitColumns("⋯ "+strings.Join(parts, " · "), cols-1))
 	p.status = true
+}
+
+// defaultColumns is the width assumed when the terminal does not say.
+const defaultColumns = 80
+
+// fitColumns cuts s to at most n columns of a terminal, counting wide
+// (East Asian, emoji) runes as two and dropping control characters, and
+// marks a cut with "…".
+func fitColumns(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	fits := columns(s) <= n
+	var b strings.Builder
+	used := 0
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			continue
+		}
+		w := runeColumns(r)
+		if !fits && used+w > n-1 {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		used += w
+	}
+	return b.String()
+}
+
+// columns is how many terminal columns s takes (see fitColumns).
+func columns(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x20 && r != 0x7f {
+			n += runeColumns(r)
+		}
+	}
+	return n
+}
+
+// runeColumns is 2 for the wide ranges of Unicode's East Asian Width
+// (and the emoji blocks), 1 otherwise.
+func runeColumns(r rune) int {
+	switch {
+	case r >= 0x1100 && r <= 0x115F, r >= 0x2E80 && r <= 0xA4CF, r >= 0xAC00 && r <= 0xD7A3,
+		r >= 0xF900 && r <= 0xFAFF, r >= 0xFE30 && r <= 0xFE4F, r >= 0xFF00 && r <= 0xFF60,
+		r >= 0xFFE0 && r <= 0xFFE6, r >= 0x1F300 && r <= 0x1FAFF, r >= 0x20000 && r <= 0x3FFFD:
+		return 2
+	}
+	return 1
 }
 
 func (p *printer) clearStatusLocked() {

@@ -188,7 +188,9 @@ func settled(tb *task.Table) bool {
 // interactive runs a conversation on stdin.
 func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool) error {
 	tty := isTerminal(stdout)
-	p := &printer{w: stdout, json: asJSON, table: s.Table()}
+	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }}
+	resized, stopResized := resizes()
+	defer stopResized()
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
 	sigs, stopSigs := interrupts()
 	defer stopSigs()
@@ -241,6 +243,10 @@ loop:
 				p.line("(Ctrl-C again or /quit to leave; background tasks keep running until then)")
 			}
 		case <-ticker.C:
+			if tty {
+				p.drawStatus()
+			}
+		case <-resized: // redraw at the new width at once
 			if tty {
 				p.drawStatus()
 			}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+func TestFitColumns(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"eleven char", 10, "eleven ch…"},
+		{"漢字漢字漢字", 7, "漢字漢…"}, // six columns and the mark
+		{"a\x1b[31mb\tc", 10, "a[31mbc"},
+		{"anything", 0, ""},
+	} {
+		got := fitColumns(tc.in, tc.n)
+		if got != tc.want || columns(got) > tc.n {
+			t.Errorf("fitColumns(%q, %d) = %q (%d columns), want %q", tc.in, tc.n, got, columns(got), tc.want)
+		}
+	}
+}
+
+// screen replays what a program wrote to a terminal of the given width
+// (enough of a VT100 for the printer: printable runes with wrapping, CR,
+// LF, and CSI sequences, of which erase-line is obeyed) and returns the
+// rows.
+func screen(out string, width int) []string {
+	rows := [][]rune{{}}
+	r, c := 0, 0
+	put := func(ch rune) {
+		w := runeColumns(ch)
+		if c+w > width { // the terminal wraps before printing
+			r, c = r+1, 0
+		}
+		for len(rows) <= r {
+			rows = append(rows, []rune{})
+		}
+		for len(rows[r]) < c+w {
+			rows[r] = append(rows[r], ' ')
+		}
+		rows[r][c] = ch
+		c += w
+	}
+	in := []rune(out)
+	for i := 0; i < len(in); i++ {
+		switch ch := in[i]; {
+		case ch == '\r':
+			c = 0
+		case ch == '\n':
+			r++
+			for len(rows) <= r {
+				rows = append(rows, []rune{})
+			}
+		case ch == 0x1b && i+1 < len(in) && in[i+1] == '[':
+			j := i + 2
+			for j < len(in) && (in[j] < 0x40 || in[j] > 0x7e) {
+				j++
+			}
+			if j < len(in) && in[j] == 'K' {
+				switch string(in[i+2 : j]) {
+				case "2":
+					rows[r] = []rune{}
+				case "", "0":
+					if c < len(rows[r]) {
+						rows[r] = rows[r][:c]
+					}
+				}
+			}
+			i = j
+		case ch < 0x20 || ch == 0x7f:
+		default:
+			put(ch)
+		}
+	}
+	lines := make([]string, len(rows))
+	for i, row := range rows {
+		lines[i] = strings.TrimRight(string(row), " ")
+	}
+	return lines
+}
+
+func TestScreenModelWraps(t *testing.T) {
+	got := screen("abcdef\r\n12\x1b[2K\rxy", 4)
+	want := []string{"abcd", "ef", "xy"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("screen = %q, want %q", got, want)
+	}
+}
+
+// TestStatusLineNeverWraps: with three background tasks in a terminal of
+// 40 and of 80 columns, however many times the status line is redrawn,
+// the screen shows exactly one, cut to fit.
+func TestStatusLineNeverWraps(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [
+			{"name": "bash", "input": {"command": "sleep 60 # the first long-running background task", "run_in_background": true}},
+			{"name": "bash", "input": {"command": "sleep 60 # the second long-running background task", "run_in_background": true}},
+			{"name": "bash", "input": {"command": "sleep 60 # the third, with a label of its own: 漢字", "run_in_background": true}}
+		]},
+		{"text": "Three tasks are running."}
+	]}`
+	for _, cols := range []uint16{40, 80} {
+		t.Run(fmt.Sprintf("%d columns", cols), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "script.json")
+			os.WriteFile(path, []byte(script), 0o644)
+			cmd, mark := offstage(t, nil, "run", "--script", path)
+			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cols, Rows: 30})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm := &term{t: t, f: f}
+			go tm.read()
+			tm.expect("type a message")
+			tm.send("go\r")
+			tm.expect("Three tasks are running.")
+			// Six redraws, at one a second: past the point where a wrapped
+			// line would have scrolled copies of itself up the screen.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				tm.mu.Lock()
+				all := tm.out.String()
+				tm.mu.Unlock()
+				if strings.Count(all[strings.Index(all, "Three tasks are running."):], "⋯") >= 6 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the status line was not redrawn six times:\n%q", all)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			tm.mu.Lock()
+			shown := screen(tm.out.String(), int(cols))
+			tm.mu.Unlock()
+			// A status row, or a piece of one that wrapped.
+			part := regexp.MustCompile(`⋯|running \d+s|\(heard \d+s ago\)`)
+			var status []string
+			for _, row := range shown {
+				if part.MatchString(row) {
+					status = append(status, row)
+				}
+			}
+			if len(status) != 1 || columns(status[0]) >= int(cols) {
+				t.Errorf("at %d columns the screen shows %d status rows %q, want one narrower than the screen; screen:\n%s", cols, len(status), status, strings.Join(shown, "\n"))
+			}
+			t.Logf("the screen at %d columns:\n%s", cols, strings.Join(shown, "\n"))
+			tm.send("/quit\r")
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("offstage did not quit")
+			}
+			f.Close()
+			noSurvivors(t, mark)
+		})
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	for _, tc := range []struct {
+		info debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.1"}}, "v0.3.1 (go1.26.8)"},
+		{debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}}}, "devel 0123456789ab+dirty (go1.26.8)"},
+		{debug.BuildInfo{GoVersion: "go1.26.8"}, "devel (go1.26.8)"},
+	} {
+		if got := versionOf(&tc.info); got != tc.want {
+			t.Errorf("versionOf(%+v) = %q, want %q", tc.info.Main, got, tc.want)
+		}
+	}
+}

@@ -122,7 +122,11 @@ func TestStatusLineNeverWraps(t *testing.T) {
 				t.Fatal(err)
 			}
 			tm := &term{t: t, f: f}
-			go tm.read()
+			readDone := make(chan struct{})
+			go func() {
+				defer close(readDone)
+				tm.read()
+			}()
 			tm.expect("type a message")
 			tm.send("go\r")
 			tm.expect("Three tasks are running.")
@@ -163,6 +167,12 @@ func TestStatusLineNeverWraps(t *testing.T) {
 			case <-done:
 			case <-time.After(30 * time.Second):
 				t.Fatal("offstage did not quit")
+			}
+			// The reader ends (EIO) once nothing holds the terminal any more.
+			select {
+			case <-readDone:
+			case <-time.After(20 * time.Second):
+				t.Error("something still holds the terminal after offstage quit")
 			}
 			f.Close()
 			noSurvivors(t, mark)

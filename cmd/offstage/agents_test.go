@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,4 +133,30 @@ func shellWords(t *testing.T, s string) []string {
 		words, s = append(words, s[:end]), s[end:]
 	}
 	return words
+}
+
+// TestProjectInstructionsFlag: AGENTS.md is read from a subdirectory of
+// the repository, and --no-project-instructions turns it off.
+func TestProjectInstructionsFlag(t *testing.T) {
+	repo := t.TempDir()
+	os.Mkdir(filepath.Join(repo, ".git"), 0o755)
+	writeFile(t, filepath.Join(repo, "AGENTS.md"), "Run go vet before you commit.")
+	sub := filepath.Join(repo, "internal", "x")
+	os.MkdirAll(sub, 0o755)
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"--no-project-instructions"}, false}} {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		var af agentFlags
+		af.register(fs, true)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		got := af.instructions(sub, &stderr)
+		if strings.Contains(got, "Run go vet") != tc.want || stderr.Len() > 0 {
+			t.Errorf("with %v: instructions %q (stderr %q), want present %v", tc.args, got, stderr.String(), tc.want)
+		}
+	}
 }

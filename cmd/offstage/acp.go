@@ -34,10 +34,7 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
 	var mf modelFlags
-	fs.StringVar(&mf.provider, "provider", "", "openai, anthropic or scripted (default: from the environment)")
-	fs.StringVar(&mf.model, "model", "", "model name")
-	fs.StringVar(&mf.baseURL, "base-url", "", "API base URL (an OpenAI-compatible server: Ollama, vLLM, LM Studio…)")
-	fs.StringVar(&mf.script, "script", "", "a scripted model's script file")
+	mf.register(fs, "")
 	yolo := fs.Bool("yolo", false, "run every tool call without asking the editor for permission")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
 	var af agentFlags

@@ -17,14 +17,7 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed: the TypeScript ACP SDK peer test needs it (.ci/run installs the npm package)")
 	}
-	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@agentclientprotocol", "sdk")); err != nil {
-		npm := exec.Command("npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
-		npm.Dir = dir
-		if out, err := npm.CombinedOutput(); err != nil {
-			t.Fatalf("installing @agentclientprotocol/sdk (as .ci/run does) failed: %v\n%s", err, out)
-		}
-	}
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
 	script := filepath.Join(t.TempDir(), "script.json")
 	os.WriteFile(script, []byte(`{"turns": [
 		{"text": "Starting the build.", "tool_calls": [{"name": "bash", "input": {"command": "echo building; sleep 0.5; echo built", "run_in_background": true}}]},

@@ -47,10 +47,7 @@ const mcpExamples = `  offstage mcp
 func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	var mf modelFlags
-	fs.StringVar(&mf.provider, "provider", "", "model for spawn_agent: openai, anthropic or scripted (default: none unless a key is set)")
-	fs.StringVar(&mf.model, "model", "", "model name")
-	fs.StringVar(&mf.baseURL, "base-url", "", "API base URL")
-	fs.StringVar(&mf.script, "script", "", "a scripted model's script file")
+	mf.register(fs, "for spawn_agent; none unless a key is set")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio (loopback unless --allow-remote)")
 	allowRemote := fs.Bool("allow-remote", false, "with --http: allow listening on a non-loopback address")

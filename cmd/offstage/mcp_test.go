@@ -58,14 +58,7 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed: the TypeScript MCP SDK peer test needs it (.ci/run installs the npm package)")
 	}
-	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		npm := exec.Command("npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
-		npm.Dir = dir
-		if out, err := npm.CombinedOutput(); err != nil {
-			t.Fatalf("installing @modelcontextprotocol/sdk (as .ci/run does) failed: %v\n%s", err, out)
-		}
-	}
+	dir := nodePeer(t, "@modelcontextprotocol/sdk")
 	cmd, mark := offstage(t, nil)
 	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "client.mjs"), os.Args[0], "mcp"}
 	var stdout, stderr bytes.Buffer
@@ -170,4 +163,19 @@ func lines(t *testing.T, r io.Reader) <-chan string {
 		}
 	}()
 	return ch
+}
+
+// nodePeer returns the directory of the Node peers' packages, installing
+// them first (as .ci/run does) if pkg is not there yet.
+func nodePeer(t *testing.T, pkg string) string {
+	t.Helper()
+	dir, _ := filepath.Abs(filepath.Join("testdata", "node"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(pkg))); err != nil {
+		npm := exec.Command("npm", "install", "--no-package-lock", "--no-audit", "--no-fund", "--loglevel=error")
+		npm.Dir = dir
+		if out, err := npm.CombinedOutput(); err != nil {
+			t.Fatalf("installing %s (as .ci/run does) failed: %v\n%s", pkg, err, out)
+		}
+	}
+	return dir
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/provider/anthropic"
 	"github.com/offstage/offstage/provider/openai"
@@ -19,6 +21,18 @@ const (
 	defaultOpenAIModel    = "gpt-4.1"
 	defaultAnthropicModel = "claude-sonnet-4-5"
 )
+
+// register declares the model flags on fs; note adds to --provider's
+// help what the command uses the model for.
+func (f *modelFlags) register(fs *flag.FlagSet, note string) {
+	if note != "" {
+		note = " (" + note + ")"
+	}
+	fs.StringVar(&f.provider, "provider", "", "openai, anthropic or scripted; default: scripted with --script, else whichever key is set"+note)
+	fs.StringVar(&f.model, "model", "", "model name (default "+defaultOpenAIModel+" or "+defaultAnthropicModel+")")
+	fs.StringVar(&f.baseURL, "base-url", "", "API base URL of an OpenAI-compatible server (Ollama, vLLM, LM Studio…); default: OPENAI_BASE_URL, or the provider's")
+	fs.StringVar(&f.script, "script", "", "a scripted model's script file (JSON; see provider/scripted)")
+}
 
 // providerName is the provider the flags and environment choose, "" for
 // none.

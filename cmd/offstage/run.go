@@ -42,10 +42,7 @@ const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the 
 func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var mf modelFlags
-	fs.StringVar(&mf.provider, "provider", "", "openai, anthropic or scripted (default: scripted with --script, else whichever key is set)")
-	fs.StringVar(&mf.model, "model", "", "model name (default "+defaultOpenAIModel+" or "+defaultAnthropicModel+")")
-	fs.StringVar(&mf.baseURL, "base-url", "", "API base URL (default: OPENAI_BASE_URL, or the provider's)")
-	fs.StringVar(&mf.script, "script", "", "a scripted model's script file (JSON)")
+	mf.register(fs, "")
 	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")

@@ -166,7 +166,8 @@ type Process struct {
 	stopBy      time.Time // when a stop's grace ends
 	killTimer   *time.Timer
 	stdinClosed bool
-	exit        Exit // set before done is closed
+	grew        chan struct{} // closed (and cleared) when output arrives; nil until someone waits for it
+	exit        Exit          // set before done is closed
 }
 
 // Start runs cfg.Command in a new process group and returns at once. When
@@ -372,6 +373,10 @@ func (p *Process) record(b []byte, s Stream) {
 	p.mu.Lock()
 	p.out.write(b)
 	p.streams[s-Stdout].write(b)
+	if p.grew != nil {
+		close(p.grew) // wake WaitLine
+		p.grew = nil
+	}
 	p.mu.Unlock()
 	p.written.Add(int64(len(b)))
 }

@@ -239,6 +239,7 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		TaskID     any    `json:"task_id"`
 		TaskIDs    []any  `json:"task_ids"`
 		Text       string `json:"text"`
+		Until      string `json:"until"`
 	}
 	json.Unmarshal(input, &in)
 	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
@@ -265,7 +266,11 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		for _, x := range in.TaskIDs {
 			ids = append(ids, fmt.Sprint(x))
 		}
-		return "Wait for " + strings.Join(ids, ", "), acp.ToolKindOther
+		title := "Wait for " + strings.Join(ids, ", ")
+		if in.Until != "" {
+			title += " until a line matches " + oneLine(in.Until, 40)
+		}
+		return title, acp.ToolKindOther
 	case "task_cancel":
 		return "Cancel " + id, acp.ToolKindDelete
 	case "task_input":

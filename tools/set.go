@@ -55,7 +55,12 @@ type Set struct {
 	order   []cursorKey         // guarded by mu; insertion order, to bound cursors
 }
 
-type cursorKey struct{ owner, id string }
+// cursorKey names a caller's place in a task's output: where it last read
+// (task_output), or where its last wait with until matched.
+type cursorKey struct {
+	owner, id string
+	match     bool
+}
 
 // New returns a Set.
 func New(cfg Config) *Set {
@@ -98,18 +103,26 @@ func (s *Set) Tool(name string) *Tool {
 }
 
 // cursor returns where owner last stopped reading id's output.
-func (s *Set) cursor(owner, id string) int64 {
+func (s *Set) cursor(owner, id string) int64 { return s.cursorOf(cursorKey{owner, id, false}) }
+
+// matchCursor returns where owner's last task_wait with until stopped
+// looking at id's output (just after the line it matched).
+func (s *Set) matchCursor(owner, id string) int64 { return s.cursorOf(cursorKey{owner, id, true}) }
+
+func (s *Set) setCursor(owner, id string, c int64)      { s.set(cursorKey{owner, id, false}, c) }
+func (s *Set) setMatchCursor(owner, id string, c int64) { s.set(cursorKey{owner, id, true}, c) }
+
+func (s *Set) cursorOf(k cursorKey) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cursors[cursorKey{owner, id}]
+	return s.cursors[k]
 }
 
-// setCursor records where owner stopped reading id's output. The oldest
-// cursors are forgotten beyond maxCursors (their next read starts over).
-func (s *Set) setCursor(owner, id string, c int64) {
+// set records a cursor. The oldest cursors are forgotten beyond
+// maxCursors (their next read starts over).
+func (s *Set) set(k cursorKey, c int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := cursorKey{owner, id}
 	if _, ok := s.cursors[k]; !ok {
 		s.order = append(s.order, k)
 		if len(s.order) > maxCursors {

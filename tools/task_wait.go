@@ -5,7 +5,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/offstage/offstage/task"
@@ -18,6 +21,17 @@ type waitInput struct {
 	TaskIDs        []string `json:"task_ids" jsonschema:"the tasks to wait for"`
 	Mode           string   `json:"mode,omitempty" jsonschema:"any (default) or all"`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"default 30, at most 300"`
+	Until          string   `json:"until,omitempty" jsonschema:"a regular expression: return as soon as a new line of output of one of the shells matches it"`
+}
+
+// maxUntilChars bounds an until pattern.
+const maxUntilChars = 1000
+
+// Match is the line a task_wait with until found.
+type Match struct {
+	TaskID string `json:"task_id"`
+	Line   string `json:"line"`
+	Cursor int64  `json:"cursor"` // just after the line: task_output since it reads what came next
 }
 
 // RunningTask is a task still running when a wait returned.
@@ -32,6 +46,7 @@ type WaitOutput struct {
 	Running         []RunningTask `json:"running,omitempty"`
 	DeliveredBefore []TaskInfo    `json:"delivered_before,omitempty"`
 	TimedOut        bool          `json:"timed_out,omitempty"`
+	Matched         *Match        `json:"matched,omitempty"`
 	Note            string        `json:"note,omitempty"`
 }
 
@@ -72,6 +87,16 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if in.Until != "" {
+		m, err := s.waitUntil(wctx, v, ids, mode, in.Until)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			return s.matchOutput(v, ids, m, note), nil
+		}
+		// No line matched: the tasks met the mode, or the time is up.
+	}
 	r, err := v.Wait(wctx, ids, mode)
 	timedOut := false
 	switch {
@@ -130,4 +155,91 @@ func joinNotes(a, b string) string {
 		return a
 	}
 	return a + " " + b
+}
+
+// waitUntil waits for a new line matching pattern in the output of the
+// shells among ids, until the mode's condition is met or ctx ends. Lines
+// count from where the caller last read or matched each shell. It returns
+// the match, or nil when none came; it consumes no result.
+func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, pattern string) (*Match, error) {
+	if len(pattern) > maxUntilChars {
+		return nil, fail("until is longer than %d characters; use a shorter regular expression.", maxUntilChars)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fail("until is not a valid regular expression (Go syntax): %s.", shorten(err.Error(), 200))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait() // every goroutine below ends with ctx
+	}()
+	matches := make(chan Match, len(ids))
+	finished := make(chan struct{}, len(ids))
+	shells := 0
+	for _, id := range ids {
+		done, err := v.Done(id)
+		if err != nil {
+			return nil, idFail(id, err)
+		}
+		wg.Go(func() {
+			select {
+			case <-done:
+				finished <- struct{}{}
+			case <-ctx.Done():
+			}
+		})
+		p, err := processOf(v, id)
+		if err != nil || p == nil {
+			continue // not a shell, or queued: only its end counts
+		}
+		shells++
+		from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
+		wg.Go(func() {
+			if m, err := p.WaitLine(ctx, from, re); err == nil && m.Found {
+				matches <- Match{TaskID: id, Line: m.Line, Cursor: m.Next}
+			}
+		})
+	}
+	if shells == 0 {
+		return nil, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
+	}
+	need := 1
+	if mode == task.All {
+		need = len(ids)
+	}
+	for n := 0; n < need; {
+		select {
+		case m := <-matches:
+			s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
+			return &m, nil
+		case <-finished:
+			n++
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+	select { // a line of a shell that finished counts if it came first
+	case m := <-matches:
+		s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
+		return &m, nil
+	default:
+	}
+	return nil, nil
+}
+
+// matchOutput reports a matched line: the awaited tasks' states, nothing
+// consumed.
+func (s *Set) matchOutput(v *task.View, ids []string, m *Match, note string) WaitOutput {
+	now := time.Now()
+	out := WaitOutput{Done: []TaskResult{}, Matched: m}
+	m.Line = shorten(m.Line, fieldBytes)
+	for _, id := range ids {
+		if i, err := v.Info(id); err == nil && !i.State.Finished() {
+			out.Running = append(out.Running, RunningTask{TaskInfo: infoOf(i, now)})
+		}
+	}
+	out.Note = joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", m.TaskID, m.TaskID, m.Cursor), note)
+	return out
 }

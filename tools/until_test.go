@@ -89,3 +89,17 @@ func TestWaitUntilRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitUntilFirstMatchWins: of several shells, the one that prints the
+// line first is the match.
+func TestWaitUntilFirstMatchWins(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	slow := e.background(t, e.top, "sleep 2; echo up; sleep 100")
+	fast := e.background(t, e.top, "sleep 0.2; echo up; sleep 100")
+	b, _ := json.Marshal(map[string]any{"task_ids": []string{slow, fast}, "until": "^up$", "timeout_seconds": 20})
+	var out tools.WaitOutput
+	ok(t, e, e.top, "task_wait", string(b), &out)
+	if out.Matched == nil || out.Matched.TaskID != fast || len(out.Running) != 2 {
+		t.Errorf("task_wait until over two shells = %+v, want %s's line", out, fast)
+	}
+}

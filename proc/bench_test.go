@@ -154,3 +154,17 @@ func BenchmarkProcesses(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "processes/op")
 }
+
+// BenchmarkSpawnTTY: BenchmarkSpawn on a terminal of its own.
+func BenchmarkSpawnTTY(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		p, err := proc.Start(ctx, proc.Config{Command: "true", TTY: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+	}
+}

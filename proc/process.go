@@ -32,6 +32,18 @@ type Config struct {
 	// Stdin opens a pipe to the child's standard input (see Input). Without
 	// it the child reads from /dev/null.
 	Stdin bool
+	// TTY runs the command on a pseudo-terminal of its own: in a new
+	// session with the terminal as its controlling tty, so programs that
+	// want one (REPLs, ssh, top, git add -p, progress bars) work. Its
+	// input and output are the terminal's: stdout and stderr are one
+	// stream (Stdout), Input writes what a keyboard would (control
+	// characters included: "\x03" interrupts the foreground job), and
+	// CloseInput sends end of file ("\x04"). TERM is xterm-256color (the
+	// host's own TERM describes another terminal) unless Env is given and
+	// sets it. Containment is the same as without a terminal.
+	TTY bool
+	// TTYCols and TTYRows size the terminal. Default 120 by 40.
+	TTYCols, TTYRows uint16
 
 	// HeadBytes is how much of the start of the output is kept in memory.
 	// Default 64 KiB.
@@ -66,6 +78,8 @@ const (
 	DefaultLogMaxBytes = 64 << 20
 	DefaultGrace       = 3 * time.Second
 	DefaultWaitDelay   = 2 * time.Second
+	DefaultTTYCols     = 120
+	DefaultTTYRows     = 40
 )
 
 // readBufferBytes is the largest read from a pipe.
@@ -92,6 +106,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WaitDelay <= 0 {
 		c.WaitDelay = DefaultWaitDelay
+	}
+	if c.TTYCols == 0 {
+		c.TTYCols = DefaultTTYCols
+	}
+	if c.TTYRows == 0 {
+		c.TTYRows = DefaultTTYRows
 	}
 	return c
 }
@@ -155,7 +175,7 @@ type Process struct {
 	log   *logFile   // nil without Config.LogPath; its write and close are guarded by logMu
 
 	inMu  sync.Mutex // serialises writes to stdin
-	stdin *os.File   // write end of the child's stdin; nil without Config.Stdin
+	stdin *os.File   // write end of the child's stdin (the terminal, with Config.TTY); nil without Config.Stdin
 
 	mu          sync.Mutex // guards the fields below
 	out         *capture   // combined
@@ -202,16 +222,25 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		}
 		return nil, err
 	}
-	rOut, wOut, err := pipe(true, false)
-	if err != nil {
-		return fail(err)
+	var rOut, wOut, rErr, wErr *os.File
+	var err error
+	if cfg.TTY {
+		// One terminal: the child's stdin, stdout and stderr are its side.
+		rOut, wOut, err = openTTY(cfg.TTYCols, cfg.TTYRows)
+		if err != nil {
+			return fail(err)
+		}
+		closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
+	} else {
+		if rOut, wOut, err = pipe(true, false); err != nil {
+			return fail(err)
+		}
+		closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
+		if rErr, wErr, err = pipe(true, false); err != nil {
+			return fail(err)
+		}
+		closeLater, closeAfterStart = append(closeLater, rErr), append(closeAfterStart, wErr)
 	}
-	closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
-	rErr, wErr, err := pipe(true, false)
-	if err != nil {
-		return fail(err)
-	}
-	closeLater, closeAfterStart = append(closeLater, rErr), append(closeAfterStart, wErr)
 	lifeR, lifeW, err := pipe(false, false)
 	if err != nil {
 		return fail(err)
@@ -226,7 +255,15 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	cmd.Stdout, cmd.Stderr = wOut, wErr
 	cmd.ExtraFiles = lifelineFiles(lifeR)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if cfg.Stdin {
+	if cfg.TTY {
+		cmd.Env = withTERM(cmd.Env, cfg.Env != nil)
+		cmd.Stdin, cmd.Stderr = wOut, wOut
+		// A new session (whose id, like its group's, is the shell's pid:
+		// signalling the group is unchanged) with the terminal as its
+		// controlling tty, descriptor 0 in the child.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		p.stdin = rOut
+	} else if cfg.Stdin {
 		rIn, wIn, err := pipe(false, true)
 		if err != nil {
 			return fail(err)
@@ -255,7 +292,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	readers := make(chan struct{}, 2)
 	go p.capture(rOut, Stdout, readers)
-	go p.capture(rErr, Stderr, readers)
+	if rErr != nil {
+		go p.capture(rErr, Stderr, readers)
+	} else {
+		readers <- struct{}{} // a terminal has one stream
+	}
 	go p.reap(rOut, rErr, readers)
 	return p, nil
 }
@@ -410,14 +451,12 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 		case <-timeout:
 			// Processes that left the group still hold the pipes:
 			// closing our ends unblocks the readers.
-			rOut.Close()
-			rErr.Close()
+			closeAll(rOut, rErr)
 			timeout = nil
 		}
 	}
 	timer.Stop()
-	rOut.Close()
-	rErr.Close()
+	closeAll(rOut, rErr)
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails
@@ -554,6 +593,13 @@ func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
 func (p *Process) CloseInput() error {
 	if p.stdin == nil {
 		return ErrNoStdin
+	}
+	if p.cfg.TTY {
+		// A terminal stays open (it is also the output): end of file is
+		// what a keyboard sends, Ctrl-D, which a reader sees at the start
+		// of a line.
+		_, err := p.Input(context.Background(), []byte{4})
+		return err
 	}
 	p.inMu.Lock()
 	defer p.inMu.Unlock()

@@ -22,7 +22,8 @@ type bashInput struct {
 	TimeoutSeconds    float64 `json:"timeout_seconds,omitempty" jsonschema:"stop it after this many seconds; default none"`
 	YieldAfterSeconds float64 `json:"yield_after_seconds,omitempty" jsonschema:"foreground only: move it to the background after this many seconds; default 30"`
 	Cwd               string  `json:"cwd,omitempty" jsonschema:"working directory"`
-	Interactive       bool    `json:"interactive,omitempty" jsonschema:"keep stdin open for task_input"`
+	Interactive       *bool   `json:"interactive,omitempty" jsonschema:"keep stdin open for task_input"`
+	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
 }
 
 // BashOutput is the bash tool's result.
@@ -46,8 +47,12 @@ func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error)
 	case in.YieldAfterSeconds < 0:
 		return nil, fail("yield_after_seconds must not be negative (leave it out for the default %d).", defaultYieldSeconds)
 	}
+	interactive := in.Interactive != nil && *in.Interactive
+	if in.TTY && in.Interactive != nil && !*in.Interactive {
+		return nil, fail("tty: true keeps its input open (a terminal is read from); leave interactive out, or drop tty.")
+	}
 	cfg := s.cfg.Process
-	cfg.Command, cfg.Stdin = in.Command, in.Interactive
+	cfg.Command, cfg.Stdin, cfg.TTY = in.Command, interactive, in.TTY
 	if in.Cwd != "" {
 		dir := in.Cwd
 		if !filepath.IsAbs(dir) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"strings"
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
@@ -13,10 +14,28 @@ import (
 var taskInputMD string
 
 type inputInput struct {
-	TaskID     string `json:"task_id" jsonschema:"the shell task id, such as shell:3"`
-	Text       string `json:"text" jsonschema:"the text to write; add a newline to end a line"`
-	CloseStdin bool   `json:"close_stdin,omitempty" jsonschema:"close its input after writing"`
+	TaskID     string   `json:"task_id" jsonschema:"the shell task id, such as shell:3"`
+	Text       string   `json:"text,omitempty" jsonschema:"the text to write; add a newline to end a line"`
+	Keys       []string `json:"keys,omitempty" jsonschema:"named keys to send after the text, such as ctrl-c, enter, up"`
+	CloseStdin bool     `json:"close_stdin,omitempty" jsonschema:"close its input after writing"`
 }
+
+// keyBytes are the named keys task_input sends: what a terminal's
+// keyboard sends for them.
+var keyBytes = func() map[string]string {
+	m := map[string]string{
+		"enter": "\r", "tab": "\t", "escape": "\x1b", "backspace": "\x7f", "space": " ",
+		"up": "\x1b[A", "down": "\x1b[B", "right": "\x1b[C", "left": "\x1b[D",
+		"home": "\x1b[H", "end": "\x1b[F", "delete": "\x1b[3~", "page-up": "\x1b[5~", "page-down": "\x1b[6~",
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		m["ctrl-"+string(c)] = string(rune(c - 'a' + 1))
+	}
+	return m
+}()
+
+// keyNames lists the named keys, for error messages.
+const keyNames = "ctrl-a … ctrl-z, enter, tab, escape, backspace, space, up, down, left, right, home, end, delete, page-up, page-down"
 
 // InputOutput is the task_input tool's result.
 type InputOutput struct {
@@ -31,8 +50,16 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 	if err != nil {
 		return nil, err
 	}
-	if in.Text == "" && !in.CloseStdin {
-		return nil, fail("text is empty; pass the text to write (with \"\\n\" to end a line), or close_stdin: true.")
+	text := in.Text
+	for _, k := range in.Keys {
+		b, ok := keyBytes[strings.ToLower(strings.TrimSpace(k))]
+		if !ok {
+			return nil, fail("There is no key %q; the keys are %s.", shorten(k, 40), keyNames)
+		}
+		text += b
+	}
+	if text == "" && !in.CloseStdin {
+		return nil, fail("text and keys are empty; pass the text to write (with \"\\n\" to end a line), keys such as [\"ctrl-c\"], or close_stdin: true.")
 	}
 	p, err := processOf(v, id)
 	if err != nil {
@@ -45,10 +72,10 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 		return nil, fail("%s has not started yet (it is queued); try again once task_list shows it running.", id)
 	}
 	out := InputOutput{TaskID: id}
-	if in.Text != "" {
+	if text != "" {
 		wctx, cancel := context.WithTimeout(ctx, inputTimeout)
 		defer cancel()
-		out.BytesWritten, err = p.Input(wctx, []byte(in.Text))
+		out.BytesWritten, err = p.Input(wctx, []byte(text))
 		switch {
 		case errors.Is(err, proc.ErrNoStdin):
 			return nil, fail("%s was not started with interactive: true, so it has no input; start the command again with bash {\"interactive\": true}.", id)

@@ -414,7 +414,7 @@ func TestTaskInput(t *testing.T) {
 	if got := e.refused(t, e.top, "task_input", `{"task_id": "`+plain+`", "text": "x"}`); !strings.Contains(got, "interactive: true") {
 		t.Errorf("task_input to a non-interactive shell = %q", got)
 	}
-	if got := e.refused(t, e.top, "task_input", `{"task_id": "`+plain+`", "text": ""}`); !strings.Contains(got, "text is empty") {
+	if got := e.refused(t, e.top, "task_input", `{"task_id": "`+plain+`", "text": ""}`); !strings.Contains(got, "text and keys are empty") {
 		t.Errorf("task_input with no text = %q", got)
 	}
 }

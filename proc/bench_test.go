@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -90,6 +91,36 @@ func BenchmarkCapture(b *testing.B) { benchCapture(b, "") }
 // BenchmarkCaptureLog: ours, memory and a log file that keeps everything.
 func BenchmarkCaptureLog(b *testing.B) {
 	benchCapture(b, filepath.Join(b.TempDir(), "out.log"))
+}
+
+// BenchmarkCaptureWatch: BenchmarkCapture with a task_wait until running
+// the whole time, looking for a line that never comes (so it reads and
+// matches all 256 MiB, as it arrives).
+func BenchmarkCaptureWatch(b *testing.B) {
+	b.SetBytes(captureBytes)
+	ctx := context.Background()
+	re := regexp.MustCompile(`ERROR|panic:`)
+	var skipped int64
+	for b.Loop() {
+		p, err := proc.Start(ctx, helperConfig("print", strconv.Itoa(captureBytes)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		watched := make(chan proc.LineMatch, 1)
+		go func() {
+			m, _ := p.WaitLine(ctx, 0, re)
+			watched <- m
+		}()
+		if e, _ := p.Wait(ctx); e.Code != 0 || e.Bytes != captureBytes {
+			b.Fatalf("exit %+v", e)
+		}
+		m := <-watched
+		if m.Found || m.Next != captureBytes {
+			b.Fatalf("the watch ended at %+v, want at the end of the output", m)
+		}
+		skipped += m.Skipped
+	}
+	b.ReportMetric(float64(skipped)/float64(b.N)/captureBytes, "skipped/op")
 }
 
 // BenchmarkStop: a child that obeys SIGTERM; Stop until it is reaped.

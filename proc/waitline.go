@@ -30,8 +30,11 @@ type LineMatch struct {
 // when the process has finished and every line has been looked at (its
 // last line counts without a newline; Found is then false), or when ctx
 // ends (then it returns context.Cause(ctx) and a LineMatch whose Next says
-// how far it got). A line longer than 256 KiB is looked at in pieces. Safe
-// for concurrent use; it consumes nothing.
+// how far it got). A line longer than 256 KiB is looked at in pieces.
+// Output that outruns the wait by more than the ring holds
+// (Config.TailBytes) is not looked at and is counted in Skipped: a
+// command printing gigabytes a second can pass a line by. Safe for
+// concurrent use; it consumes nothing.
 func (p *Process) WaitLine(ctx context.Context, since int64, re *regexp.Regexp) (LineMatch, error) {
 	m := LineMatch{Next: since}
 	for {

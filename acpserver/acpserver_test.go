@@ -606,3 +606,19 @@ func (g *gatedReader) Read(p []byte) (int, error) {
 	<-g.ready
 	return g.r.Read(p)
 }
+
+// TestSessionsAreBounded: a connection cannot hold more sessions than the
+// cap; closing one makes room.
+func TestSessionsAreBounded(t *testing.T) {
+	h := start(t, `{"turns": []}`, acpserver.Config{MaxSessions: 2})
+	first := h.session(t)
+	h.session(t)
+	_, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{}})
+	if err == nil || !strings.Contains(err.Error(), "already holds 2 sessions") {
+		t.Fatalf("a third session = %v, want it refused", err)
+	}
+	if _, err := h.conn.CloseSession(t.Context(), acp.CloseSessionRequest{SessionId: first}); err != nil {
+		t.Fatal(err)
+	}
+	h.session(t)
+}

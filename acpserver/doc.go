@@ -14,7 +14,9 @@
 // (advertised) and the connection closing cancel the running turn and
 // every task of the session and reap every process. loadSession, resume
 // and list are not offered: sessions live as long as the connection.
-// session/new's mcpServers are not connected (logged).
+// session/new's mcpServers are not connected (logged). A connection holds
+// at most Config.MaxSessions (64) sessions at once; session/new past that
+// is refused, saying to close one.
 //
 // # Turns and updates
 //

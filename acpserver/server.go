@@ -44,6 +44,9 @@ type Config struct {
 	// PromptWait bounds how long a prompt that arrives during an
 	// autonomous turn waits for it before cancelling it. Default 30s.
 	PromptWait time.Duration
+	// MaxSessions bounds the sessions one connection holds at once (each
+	// has a task table and two goroutines). Default 64.
+	MaxSessions int
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -52,8 +55,9 @@ type Config struct {
 }
 
 const (
-	defaultPromptWait = 30 * time.Second
-	closeTimeout      = 20 * time.Second
+	defaultPromptWait  = 30 * time.Second
+	defaultMaxSessions = 64
+	closeTimeout       = 20 * time.Second
 )
 
 // Serve runs the agent for one client that writes to r and reads from w
@@ -66,6 +70,9 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	}
 	if cfg.PromptWait <= 0 {
 		cfg.PromptWait = defaultPromptWait
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = defaultMaxSessions
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -129,19 +136,28 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
 		return acp.NewSessionResponse{}, invalid("cwd %q is not a directory that exists", p.Cwd)
 	}
+	if srv.full() { // cheap early refusal; the insert below decides
+		return acp.NewSessionResponse{}, srv.fullError()
+	}
 	id := acp.SessionId(newID())
 	s, err := newSession(srv, id, filepath.Clean(p.Cwd))
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
 	}
 	srv.mu.Lock()
-	if srv.closed {
-		srv.mu.Unlock()
+	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
+	if !closed && !full {
+		srv.sessions[id] = s // the check and the insert are one critical section
+	}
+	srv.mu.Unlock()
+	switch {
+	case closed:
 		s.close()
 		return acp.NewSessionResponse{}, internal("%s", "the agent is shutting down")
+	case full:
+		s.close()
+		return acp.NewSessionResponse{}, srv.fullError()
 	}
-	srv.sessions[id] = s
-	srv.mu.Unlock()
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers_ignored", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
 }
@@ -196,6 +212,16 @@ func (srv *server) SetSessionConfigOption(ctx context.Context, p acp.SetSessionC
 
 func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
 	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+}
+
+func (srv *server) full() bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return len(srv.sessions) >= srv.cfg.MaxSessions
+}
+
+func (srv *server) fullError() *acp.RequestError {
+	return rpcError(-32600, "Invalid request", fmt.Sprintf("this connection already holds %d sessions, the most it may; close one with session/close first", srv.cfg.MaxSessions))
 }
 
 // session returns the session called id, or an error for the client.

@@ -50,6 +50,16 @@
 // Finished, delivered tasks stay inspectable until retention evicts them
 // (Options.MaxRetained, Options.RetainFor; the oldest go first).
 //
+// A running task can also tell its owner something before its result,
+// with [Handle.Notify]: a shell that seems to wait for input, lines a watch
+// was set to look for. A [Notice] is not a result: it never consumes,
+// replaces or delays the result. It is delivered exactly once, by
+// whichever comes first of [View.Notices] (read with Drain before each
+// model request) and a [View.Wait] on that task, which a notice ends at
+// once. It wakes Ready like a result. At most Options.MaxNotices wait per
+// owner; more are refused, counted, and the count is delivered as a
+// notice of its own. Notices of an owner that has finished are dropped.
+//
 // [Table.Close] cancels everything with cause [ErrClosed], refuses new
 // tasks, and waits until every task function has returned. Undelivered
 // results can still be drained afterwards.

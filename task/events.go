@@ -18,9 +18,10 @@ const (
 	EventFinished                       // it finished (State; Text = error, if any)
 	EventDelivered                      // its result reached its owner
 	EventEvicted                        // retention removed it from the table
+	EventNotice                         // it posted a notice to its owner (Text = kind: text, cut)
 )
 
-var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted"}
+var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted", "notice"}
 
 func (e EventType) String() string {
 	if int(e) < len(eventNames) && e != 0 {

@@ -129,6 +129,12 @@ type Options struct {
 	PeekTextLimit int
 	// EventLogSize is how many events the log retains. Default 1024.
 	EventLogSize int
+	// MaxNotices bounds the notices (Handle.Notify) waiting for one owner
+	// to read them; more are refused and counted, and the next read says
+	// how many. Default 32.
+	MaxNotices int
+	// MaxNoticeBytes cuts a notice's text. Default 8 KiB.
+	MaxNoticeBytes int
 }
 
 const (
@@ -141,6 +147,8 @@ const (
 	maxTraceLineBytes     = 512
 	defaultPeekBlocks     = 10
 	defaultEventLogSize   = 1024
+	defaultMaxNotices     = 32
+	defaultMaxNoticeBytes = 8 << 10
 )
 
 func (o Options) withDefaults() Options {
@@ -170,6 +178,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EventLogSize <= 0 {
 		o.EventLogSize = defaultEventLogSize
+	}
+	if o.MaxNotices <= 0 {
+		o.MaxNotices = defaultMaxNotices
+	}
+	if o.MaxNoticeBytes <= 0 {
+		o.MaxNoticeBytes = defaultMaxNoticeBytes
 	}
 	return o
 }

@@ -48,6 +48,9 @@ type ownerState struct {
 	ready   chan struct{} // capacity 1: a permit that some task of the owner finished
 	changed chan struct{} // closed and cleared when a task of the owner finishes; nil until a Wait needs it
 	dead    bool          // the owner task has finished: nothing will deliver to it any more
+
+	notices        []Notice // posted by the owner's running tasks, not yet read; at most Options.MaxNotices
+	noticesDropped int      // notices refused because the queue was full, since the last read
 }
 
 // task is one entry of the table.
@@ -440,6 +443,7 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 	}
 	if o := t.self; o != nil {
 		o.dead = true
+		o.notices, o.noticesDropped = nil, 0 // nobody will read them
 		for c := o.pending.pop(); c != nil; c = o.pending.pop() {
 			tb.retireLocked(c, now)
 		}

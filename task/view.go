@@ -65,12 +65,13 @@ func (v *View) CancelAll() int { return v.tb.cancelAll(v.owner, true) }
 func (v *View) Done(id string) (<-chan struct{}, error) { return v.tb.doneOf(v.owner, true, id) }
 
 // Ready returns the owner's wake-up channel. It has permit semantics: each
-// time a task of the owner finishes, a token is put in the channel unless
-// one is already there, so a task finishing while nobody listens is not
-// lost; several finishing together leave one token. A token means "call
-// Drain": the results may already have been taken by Wait, in which case
-// Drain returns nothing. The channel is never closed. Ready returns nil (a
-// channel that never fires) if the owner is not in the table.
+// time a task of the owner finishes or posts a notice, a token is put in
+// the channel unless one is already there, so a wake-up while nobody
+// listens is not lost; several together leave one token. A token means
+// "call Drain and Notices": they may already have been taken by Wait, in
+// which case both return nothing. The channel is never closed. Ready
+// returns nil (a channel that never fires) if the owner is not in the
+// table.
 func (v *View) Ready() <-chan struct{} {
 	v.tb.mu.Lock()
 	defer v.tb.mu.Unlock()
@@ -123,6 +124,9 @@ type WaitResult struct {
 	// Unconsumed are tasks that finished but whose results this Wait did
 	// not deliver because ctx ended first; Drain will return them.
 	Unconsumed []Info
+	// Notices are the notices of the awaited tasks this Wait delivered,
+	// oldest first. They are consumed: Notices will not return them.
+	Notices []Notice
 }
 
 // Wait blocks until one (Any) or all (All) of the owner's tasks ids have
@@ -130,9 +134,16 @@ type WaitResult struct {
 // context.WithTimeout. Ids must be the owner's: an unknown or foreign id
 // fails the whole call before anything is consumed. Repeated ids count once.
 //
-// When the condition holds, Wait delivers every finished, undelivered
-// result among ids (Done) and snapshots the rest. When ctx ends first, it
-// consumes nothing (finished results stay for Drain, so a caller that gives
+// A notice posted by one of the tasks (Handle.Notify: a shell waiting for
+// input, say) also ends the wait, at once if one is already waiting to be
+// read: the caller learns of it now rather than after a timeout that
+// nothing will end. Wait then returns a nil error whether or not the
+// condition holds.
+//
+// When the condition holds or a notice came, Wait delivers every finished,
+// undelivered result among ids (Done) and the tasks' notices (Notices), and
+// snapshots the rest. When ctx ends first, it consumes nothing (finished
+// results stay for Drain and notices for Notices, so a caller that gives
 // up cannot lose them), sorts snapshots of the tasks into Running,
 // Unconsumed and Earlier, and returns context.Cause(ctx).
 func (v *View) Wait(ctx context.Context, ids []string, mode WaitMode) (WaitResult, error) {
@@ -148,7 +159,7 @@ func (v *View) Wait(ctx context.Context, ids []string, mode WaitMode) (WaitResul
 	}
 	o := tasks[0].owner
 	for {
-		if met(tasks, mode) {
+		if met(tasks, mode) || hasNoticeLocked(o, tasks) {
 			defer tb.mu.Unlock()
 			return tb.collectLocked(tasks, true), nil
 		}
@@ -162,7 +173,7 @@ func (v *View) Wait(ctx context.Context, ids []string, mode WaitMode) (WaitResul
 			tb.mu.Lock()
 		case <-ctx.Done():
 			tb.mu.Lock()
-			if met(tasks, mode) { // finished while we were giving up
+			if met(tasks, mode) || hasNoticeLocked(o, tasks) { // came while we were giving up
 				defer tb.mu.Unlock()
 				return tb.collectLocked(tasks, true), nil
 			}
@@ -210,6 +221,9 @@ func met(tasks []*task, mode WaitMode) bool {
 func (tb *Table) collectLocked(tasks []*task, deliver bool) WaitResult {
 	var r WaitResult
 	now := time.Now()
+	if deliver && len(tasks) > 0 {
+		r.Notices = takeNoticesLocked(tasks[0].owner, tasks)
+	}
 	for _, t := range tasks {
 		switch {
 		case !t.state.Finished():

@@ -53,7 +53,7 @@ func (s *session) Event(e agent.Event) {
 		}
 	case agent.Reflow:
 		if e.Autonomous {
-			s.update(acp.UpdateAgentThoughtText(fmt.Sprintf("Background work finished (%s); looking at the results.\n", strings.Join(e.TaskIDs, ", "))))
+			s.update(acp.UpdateAgentThoughtText(reflowThought(e)))
 		}
 	case agent.TurnEnd:
 		switch {
@@ -153,7 +153,7 @@ func (s *session) taskEvent(ev task.Event) {
 	switch ev.Type {
 	case task.EventFinished:
 		s.finishCard(ev.ID)
-	case task.EventProgress, task.EventOutput:
+	case task.EventProgress, task.EventOutput, task.EventNotice:
 		s.mu.Lock()
 		c := s.cards[ev.ID]
 		live := c != nil && !c.final
@@ -162,7 +162,9 @@ func (s *session) taskEvent(ev task.Event) {
 			return
 		}
 		var line string
-		if ev.Type == task.EventProgress {
+		if ev.Type == task.EventNotice {
+			line = ev.ID + " notice, " + ev.Text
+		} else if ev.Type == task.EventProgress {
 			if !strings.HasPrefix(ev.ID, "agent:") {
 				return // a shell's activity line; its output says more
 			}
@@ -174,6 +176,17 @@ func (s *session) taskEvent(ev task.Event) {
 		}
 		s.update(acp.UpdateToolCall(c.call, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(line))})))
 	}
+}
+
+// reflowThought says why an autonomous turn starts.
+func reflowThought(e agent.Event) string {
+	switch {
+	case len(e.NoticeIDs) > 0 && len(e.TaskIDs) > 0:
+		return fmt.Sprintf("Background work finished (%s) and sent notices (%s); looking at them.\n", strings.Join(e.TaskIDs, ", "), strings.Join(e.NoticeIDs, ", "))
+	case len(e.NoticeIDs) > 0:
+		return fmt.Sprintf("Background work sent notices (%s); looking at them.\n", strings.Join(e.NoticeIDs, ", "))
+	}
+	return fmt.Sprintf("Background work finished (%s); looking at the results.\n", strings.Join(e.TaskIDs, ", "))
 }
 
 // finishCard sends a background task's card its last update, once.

@@ -18,6 +18,7 @@ import (
 	"github.com/offstage/offstage/provider/openai"
 	"github.com/offstage/offstage/provider/providertest"
 	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -512,5 +513,47 @@ func TestBackgroundSubAgentResultCarriesItsTrace(t *testing.T) {
 	<-done
 	if answer, err := s.Turn(t.Context(), "and?", agent.Discard); err != nil || answer != "it looked" {
 		t.Errorf("Turn() = %q, %v", answer, err)
+	}
+}
+
+func TestANoticeWakesAnIdleSessionOnceAndIsNotAResult(t *testing.T) {
+	script := `{"turns": [
+		{"text": "nothing to do"},
+		{"expect": "(?s)has something to tell you.*background-notice task_id=\"custom:1\" label=\"watcher\" kind=\"test\">\nsaw ERROR", "text": "I saw the notice."},
+		{"expect": "background-result task_id=\"custom:1\"", "text": "And now its result."}
+	]}`
+	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond})
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error)
+	go func() { ran <- s.Run(ctx, input, rec) }()
+	input <- "hello"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 1 })
+	release := make(chan struct{})
+	_, err := s.Table().View("").Spawn(task.Spec{Kind: "custom", Label: "watcher"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		h.Notify("test", "saw ERROR")
+		<-release
+		return "finished", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, true) == 1 })
+	close(release)
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, true) == 2 })
+	cancel()
+	<-ran
+	if bg, _ := mentions(s.History(), "custom:1"); bg != 1 {
+		t.Errorf("custom:1's result reached the history %d times, want once", bg)
+	}
+	var notices int
+	for _, e := range rec.events {
+		if e.Type == agent.Reflow && len(e.NoticeIDs) == 1 && e.NoticeIDs[0] == "custom:1" && len(e.TaskIDs) == 0 {
+			notices++
+		}
+	}
+	if notices != 1 {
+		t.Errorf("%d reflows of the notice alone, want 1", notices)
 	}
 }

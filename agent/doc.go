@@ -17,7 +17,11 @@
 // <background-result> element with id, label, status and result), never
 // as the user's words. Each result reaches the history exactly once:
 // tools that show a result (task_wait, a foreground bash or spawn_agent,
-// task_inspect) take it, and the drain takes the rest.
+// task_inspect) take it, and the drain takes the rest. Notices that
+// running tasks post (task.Handle.Notify: a shell that seems to wait for
+// input, lines a watch looked for) are drained the same way, first, framed
+// as notices ("[offstage] A background task has something to tell you…"
+// and <background-notice> elements), never as results.
 //
 // Cancelling a turn's context stops the model call and the foreground
 // tools; background tasks go on. Session.Close cancels and reaps
@@ -26,7 +30,7 @@
 // # Active continuation
 //
 // Run drives a session from a channel of user input: when the session is
-// idle and background work finishes, it waits Config.Settle (250ms) for
+// idle and background work finishes or posts a notice, it waits Config.Settle (250ms) for
 // more to finish and runs one autonomous turn on the batch, so the model
 // reacts without being prompted. User and autonomous turns never overlap;
 // none starts after Close; at most Config.MaxAutonomousTurns (50) run,

@@ -17,7 +17,7 @@ const (
 	ThinkingDelta   EventType = "thinking_delta"    // assistant reasoning, streamed
 	ToolCallEvent   EventType = "tool_call"         // the model called a tool
 	ToolResultEvent EventType = "tool_result"       // a tool returned
-	Reflow          EventType = "background_reflow" // finished background results were added to the history
+	Reflow          EventType = "background_reflow" // finished background results (TaskIDs) and notices (NoticeIDs) were added to the history
 	TaskEvent       EventType = "task"              // a change in the task table (Task)
 )
 
@@ -33,6 +33,7 @@ type Event struct {
 	IsError    bool            `json:"is_error,omitempty"`
 	Task       *task.Event     `json:"task,omitempty"`
 	TaskIDs    []string        `json:"task_ids,omitempty"`
+	NoticeIDs  []string        `json:"notice_ids,omitempty"`
 	// Stop is why the model ended a turn that ended without error
 	// (provider.EndTurn, provider.Refusal, provider.MaxTokens).
 	Stop  provider.StopReason `json:"stop,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,16 +130,51 @@ func errorJSON(msg string) string {
 	return string(b)
 }
 
-// reflow adds the owner's finished background results to the history,
-// framed as what they are, before a model request.
+// reflow adds the owner's background notices and finished results to the
+// history, framed as what they are, before a model request.
 func (l *loop) reflow(sink Sink) {
-	results := l.view.Drain()
-	if len(results) == 0 {
+	blocks, ids, noticeIDs := drainBackground(l.view)
+	if len(blocks) == 0 {
 		return
 	}
-	blocks, ids := frame(results)
 	l.hist.append(provider.Message{Role: provider.User, Content: blocks})
-	emit(sink, Event{Type: Reflow, TaskIDs: ids})
+	emit(sink, Event{Type: Reflow, TaskIDs: ids, NoticeIDs: noticeIDs})
+}
+
+// drainBackground takes the view's waiting notices and finished results
+// (each exactly once) and frames them as blocks: notices first, as they
+// were posted before the results that follow them.
+func drainBackground(v *task.View) (blocks []provider.Block, ids, noticeIDs []string) {
+	notices := v.Notices()
+	results := v.Drain()
+	blocks, noticeIDs = frameNotices(notices)
+	rb, ids := frame(results)
+	return append(blocks, rb...), ids, noticeIDs
+}
+
+// noticeHeader starts every reflowed notice, as backgroundHeader does
+// results.
+const noticeHeader = "[offstage] A background task has something to tell you while it runs. This is a notice, not its result (that still comes when it finishes) and not a message from the user."
+
+// frameNotices turns notices into one text block for the history.
+func frameNotices(notices []task.Notice) ([]provider.Block, []string) {
+	if len(notices) == 0 {
+		return nil, nil
+	}
+	var b strings.Builder
+	var ids []string
+	b.WriteString(noticeHeader)
+	for _, n := range notices {
+		if n.TaskID == "" {
+			fmt.Fprintf(&b, "\n<background-notice kind=%q>\n%s\n</background-notice>", n.Kind, n.Text)
+			continue
+		}
+		fmt.Fprintf(&b, "\n<background-notice task_id=%q label=%q kind=%q>\n%s\n</background-notice>", n.TaskID, n.Label, n.Kind, n.Text)
+		if !slices.Contains(ids, n.TaskID) {
+			ids = append(ids, n.TaskID)
+		}
+	}
+	return []provider.Block{{Type: provider.Text, Text: b.String()}}, ids
 }
 
 // backgroundHeader starts every reflowed result, so neither the model nor
@@ -179,7 +215,7 @@ func frame(results []task.Result) ([]provider.Block, []string) {
 }
 
 func isBackground(b *provider.Block) bool {
-	return b.Type == provider.Text && strings.HasPrefix(b.Text, backgroundHeader)
+	return b.Type == provider.Text && (strings.HasPrefix(b.Text, backgroundHeader) || strings.HasPrefix(b.Text, noticeHeader))
 }
 
 func (l *loop) progress(iter int, activity string) {

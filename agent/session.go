@@ -285,13 +285,12 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
-	results := s.top.view.Drain()
-	if len(results) == 0 {
+	blocks, ids, noticeIDs := drainBackground(s.top.view)
+	if len(blocks) == 0 {
 		return // a stale wake-up: a wait already took them
 	}
 	s.autonomous.Add(1)
-	blocks, ids := frame(results)
-	emit(sink, Event{Type: Reflow, TaskIDs: ids, Autonomous: true})
+	emit(sink, Event{Type: Reflow, TaskIDs: ids, NoticeIDs: noticeIDs, Autonomous: true})
 	s.runTurn(ctx, blocks, true, sink)
 }
 

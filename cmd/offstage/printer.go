@@ -77,7 +77,12 @@ func (p *printer) Event(e agent.Event) {
 		}
 		p.lineLocked(fmt.Sprintf("  %s %s: %s", mark, e.Tool, clip(e.Text, 300)))
 	case agent.Reflow:
-		p.lineLocked("  ⤷ background results joined the conversation: " + strings.Join(e.TaskIDs, ", "))
+		if len(e.NoticeIDs) > 0 {
+			p.lineLocked("  ⤷ background notices joined the conversation: " + strings.Join(e.NoticeIDs, ", "))
+		}
+		if len(e.TaskIDs) > 0 {
+			p.lineLocked("  ⤷ background results joined the conversation: " + strings.Join(e.TaskIDs, ", "))
+		}
 	case agent.TaskEvent:
 		p.taskLocked(e)
 	}
@@ -102,6 +107,8 @@ func (p *printer) taskLocked(e agent.Event) {
 		if strings.HasPrefix(ev.ID, "agent:") {
 			p.lineLocked(fmt.Sprintf("  · %s heartbeat: iteration %d, %s", who, ev.Iteration, ev.Text))
 		}
+	case task.EventNotice:
+		p.lineLocked(fmt.Sprintf("  · %s notice: %s", who, clip(ev.Text, 200)))
 	case task.EventFinished:
 		line := fmt.Sprintf("  · %s %s", who, ev.State)
 		if ev.Text != "" && ev.State != task.Completed && ev.Text != ev.State.String() {

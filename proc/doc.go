@@ -166,11 +166,42 @@
 // UTF-8 safe for a model, and FilterLines keeps lines matching a regular
 // expression.
 //
+// # Programs that talk back
+//
+// WaitLine waits for a line matching a regular expression, woken by the
+// output as it arrives (capture closes a channel under the lock that
+// writes the output), never by polling.
+//
+// A process seems to wait for input when its output has stopped for
+// Config.PromptAfter (4s) on an unfinished last line that LooksLikePrompt:
+// ending in "?", ":", ">" or a choice such as "[y/N]", or mentioning a
+// password or passphrase (the rule and its false positives are documented
+// there). WaitingForInput reports it until output resumes, and
+// Config.OnPrompt is called once per stall. A timer that follows the last
+// output does the watching, one goroutine per process, which sleeps
+// between checks and ends with the process. A shell task (SpawnShell)
+// tells its owner with a task notice of kind NoticeWaitingForInput, which
+// also ends a task.View.Wait on it at once.
+//
+// ShellOptions.NotifyOn watches a shell's output: matching lines become
+// notices of kind NoticeWatch, batched (the first match waits
+// ShellOptions.WatchBatch, 1s, for company), rate-limited (one notice per
+// WatchEvery, 10s), capped (WatchLines, 20, per notice, saying how many
+// more matched; WatchNotices, 20, per task, the last one saying the watch
+// ended). Like WaitLine, a watch looks at output through the ring: output
+// faster than the watch can read (gigabytes a second) passes partly
+// unseen, and the next notice says how many bytes.
+//
+// With Config.TTY the command runs on a pseudo-terminal of its own
+// (creack/pty): a new session with the terminal as controlling tty, so
+// the containment above is unchanged.
+//
 // # Concurrency properties
 //
 // All methods of Process are safe for concurrent use. Each process has
-// three goroutines (two readers and a reaper), which all end by the time
-// Done is closed (the keeper is a process, and costs the host no
+// three goroutines (two readers and a reaper), and a fourth that watches
+// for prompts unless Config.PromptAfter is negative; the first three end
+// by the time Done is closed, the watcher as soon as it sees Done closed (the keeper is a process, and costs the host no
 // goroutine, only the descriptor of its pipe); Start's context is watched with context.AfterFunc, which
 // is released then too. Signals are sent under the process's lock so they
 // are ordered before the leader is marked exited. Input serialises writers

@@ -45,6 +45,16 @@ type Config struct {
 	// TTYCols and TTYRows size the terminal. Default 120 by 40.
 	TTYCols, TTYRows uint16
 
+	// PromptAfter is how long output must stop on an unfinished line that
+	// looks like a question (see LooksLikePrompt) before the process counts
+	// as waiting for input (WaitingForInput). Default DefaultPromptAfter;
+	// negative turns the watch off.
+	PromptAfter time.Duration
+	// OnPrompt, if set, is called once each time the process starts
+	// waiting for input, with the prompt line, from a goroutine of the
+	// process's own. It must not block for long.
+	OnPrompt func(prompt string)
+
 	// HeadBytes is how much of the start of the output is kept in memory.
 	// Default 64 KiB.
 	HeadBytes int
@@ -97,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StreamBytes <= 0 {
 		c.StreamBytes = DefaultStreamBytes
+	}
+	if c.PromptAfter == 0 {
+		c.PromptAfter = DefaultPromptAfter
 	}
 	if c.LogMaxBytes <= 0 {
 		c.LogMaxBytes = DefaultLogMaxBytes
@@ -187,6 +200,8 @@ type Process struct {
 	killTimer   *time.Timer
 	stdinClosed bool
 	grew        chan struct{} // closed (and cleared) when output arrives; nil until someone waits for it
+	lastOutput  time.Time     // when output last arrived, or the start
+	prompt      string        // the prompt the process seems to wait on; "" when not
 	exit        Exit          // set before done is closed
 }
 
@@ -275,6 +290,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
 	}
 	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
+	p.lastOutput = p.started
 	// The shell is exec'd but has not had the time to fork: its children
 	// inherit the mark. One that forks faster is found by the environment.
 	markStart(p.pid, p.mark)
@@ -298,6 +314,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		readers <- struct{}{} // a terminal has one stream
 	}
 	go p.reap(rOut, rErr, readers)
+	if cfg.PromptAfter > 0 {
+		go p.watchPrompts()
+	}
 	return p, nil
 }
 
@@ -414,6 +433,7 @@ func (p *Process) record(b []byte, s Stream) {
 	p.mu.Lock()
 	p.out.write(b)
 	p.streams[s-Stdout].write(b)
+	p.lastOutput, p.prompt = time.Now(), ""
 	if p.grew != nil {
 		close(p.grew) // wake WaitLine
 		p.grew = nil

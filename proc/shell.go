@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -25,6 +26,48 @@ type ShellOptions struct {
 	// Heartbeat is how often a running shell reports new output as
 	// progress (task.EventOutput), at most. Default 1s.
 	Heartbeat time.Duration
+
+	// PromptNotice writes the notice (task.Handle.Notify, kind
+	// NoticeWaitingForInput) the shell posts to its owner each time it
+	// starts waiting for input (see Config.PromptAfter); inputOpen says
+	// whether anything can answer it. Default: DefaultPromptNotice.
+	PromptNotice func(id, prompt string, inputOpen bool) string
+
+	// NotifyOn, if set, watches the output: lines that match it (cleaned,
+	// as WaitLine matches) are posted to the owner as notices of kind
+	// NoticeWatch, batched: the first match waits WatchBatch for more,
+	// notices come at most one per WatchEvery, each carries at most
+	// WatchLines lines (and says how many more matched), and after
+	// WatchNotices notices the watch ends, saying so.
+	NotifyOn     *regexp.Regexp
+	WatchBatch   time.Duration // default 1s
+	WatchEvery   time.Duration // default 10s
+	WatchLines   int           // default 20
+	WatchNotices int           // default 20
+}
+
+// Kinds of the notices a shell posts.
+const (
+	NoticeWaitingForInput = "waiting_for_input"
+	NoticeWatch           = "watch"
+)
+
+// Defaults of ShellOptions' watch.
+const (
+	DefaultWatchBatch   = time.Second
+	DefaultWatchEvery   = 10 * time.Second
+	DefaultWatchLines   = 20
+	DefaultWatchNotices = 20
+)
+
+// DefaultPromptNotice is the notice of a shell that seems to wait for
+// input, unless ShellOptions.PromptNotice says otherwise.
+func DefaultPromptNotice(id, prompt string, inputOpen bool) string {
+	s := fmt.Sprintf("%s seems to wait for input: %q.", id, prompt)
+	if !inputOpen {
+		s += " Its input is closed, so nothing can answer it: stop it, and run it again with its input open or with a flag that answers for it."
+	}
+	return s
 }
 
 const (
@@ -62,19 +105,53 @@ func SpawnShell(v *task.View, cfg Config, opts ShellOptions) (string, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = defaultHeartbeat
 	}
+	if opts.PromptNotice == nil {
+		opts.PromptNotice = DefaultPromptNotice
+	}
+	if opts.WatchBatch <= 0 {
+		opts.WatchBatch = DefaultWatchBatch
+	}
+	if opts.WatchEvery <= 0 {
+		opts.WatchEvery = DefaultWatchEvery
+	}
+	if opts.WatchLines <= 0 {
+		opts.WatchLines = DefaultWatchLines
+	}
+	if opts.WatchNotices <= 0 {
+		opts.WatchNotices = DefaultWatchNotices
+	}
 	return v.Spawn(task.Spec{Kind: "shell", Label: opts.Label, Timeout: opts.Timeout}, func(ctx context.Context, h *task.Handle) (string, error) {
 		return runShell(ctx, h, cfg, opts)
 	})
 }
 
 func runShell(ctx context.Context, h *task.Handle, cfg Config, opts ShellOptions) (string, error) {
+	var p *Process
+	started := make(chan struct{})
+	onPrompt := cfg.OnPrompt
+	cfg.OnPrompt = func(prompt string) {
+		<-started
+		h.Notify(NoticeWaitingForInput, opts.PromptNotice(h.ID(), prompt, p.InputOpen()))
+		if onPrompt != nil {
+			onPrompt(prompt)
+		}
+	}
 	p, err := Start(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
+	close(started)
 	// Activity first: whoever sees the output attached sees it running.
 	h.Activity(fmt.Sprintf("running (pid %d)", p.PID()))
 	h.AttachOutput(p)
+	if opts.NotifyOn != nil {
+		watched := make(chan struct{})
+		defer func() { <-watched }()
+		go func() {
+			defer close(watched)
+			watch(h, p, opts)
+		}()
+	}
 	ticker := time.NewTicker(opts.Heartbeat)
 	defer ticker.Stop()
 	var reported int64

@@ -38,11 +38,16 @@ func waitResult(t *testing.T, v *task.View, id string) task.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	r, err := v.Wait(ctx, []string{id}, task.All)
-	if err != nil || len(r.Done) != 1 {
-		t.Fatalf("Wait(%s) = %+v, %v", id, r, err)
+	for {
+		r, err := v.Wait(ctx, []string{id}, task.All)
+		if err == nil && len(r.Done) == 0 && len(r.Notices) > 0 {
+			continue // a notice ended the wait, not the task
+		}
+		if err != nil || len(r.Done) != 1 {
+			t.Fatalf("Wait(%s) = %+v, %v", id, r, err)
+		}
+		return r.Done[0]
 	}
-	return r.Done[0]
 }
 
 // processOf returns the process behind a shell task, once it started.

@@ -36,7 +36,25 @@ type LineMatch struct {
 // command printing gigabytes a second can pass a line by. Safe for
 // concurrent use; it consumes nothing.
 func (p *Process) WaitLine(ctx context.Context, since int64, re *regexp.Regexp) (LineMatch, error) {
-	m := LineMatch{Next: since}
+	var m LineMatch
+	next, skipped, err := p.scanLines(ctx, since, re, func(line string, next int64) bool {
+		m.Found, m.Line = true, line
+		return false
+	}, nil)
+	m.Next, m.Skipped = next, skipped
+	return m, err
+}
+
+// scanLines calls match with each line from cursor since on that re
+// matches (cleaned, without its newline) and the cursor after it, until
+// match returns false, the process has finished and every line was looked
+// at (its last line counts without a newline), or ctx ends (then err is
+// context.Cause(ctx)). skip, if set, is told of output that passed the
+// ring before it was looked at. It returns the cursor after the last line looked
+// at and the bytes the ring no longer held, which were not looked at. It
+// is woken by output, never by polling.
+func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp, match func(line string, next int64) bool, skip func(n int64)) (next, skipped int64, err error) {
+	next = since
 	for {
 		// Finished is looked at before the read: output is all captured
 		// before done is closed, so a read after it misses nothing.
@@ -47,46 +65,48 @@ func (p *Process) WaitLine(ctx context.Context, since int64, re *regexp.Regexp) 
 		default:
 		}
 		p.mu.Lock()
-		ch := p.out.read(m.Next, waitLineChunk)
+		ch := p.out.read(next, waitLineChunk)
 		if p.grew == nil {
 			p.grew = make(chan struct{})
 		}
 		grew := p.grew
 		p.mu.Unlock()
-		m.Skipped += ch.Skipped
+		skipped += ch.Skipped
+		if ch.Skipped > 0 && skip != nil {
+			skip(ch.Skipped)
+		}
 		data, at := ch.Data, ch.Start
 		for {
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
 				break
 			}
-			if line := Clean(data[:i]); re.MatchString(line) {
-				m.Found, m.Line, m.Next = true, line, at+int64(i)+1
-				return m, nil
+			if line := Clean(data[:i]); re.MatchString(line) && !match(line, at+int64(i)+1) {
+				return at + int64(i) + 1, skipped, nil
 			}
 			data, at = data[i+1:], at+int64(i)+1
 		}
-		m.Next = at // the start of an unfinished line, read again with its end
+		next = at // the start of an unfinished line, read again with its end
 		switch {
 		case ch.Next < ch.Total:
 			if len(data) == len(ch.Data) && len(data) == waitLineChunk {
-				m.Next = ch.Next // one line longer than a chunk: look at it in pieces
+				next = ch.Next // one line longer than a chunk: look at it in pieces
 			}
 			continue // more is held already
 		case finished:
 			if len(data) > 0 {
+				next = ch.Next
 				if line := Clean(data); re.MatchString(line) {
-					m.Found, m.Line = true, line
+					match(line, next)
 				}
-				m.Next = ch.Next
 			}
-			return m, nil
+			return next, skipped, nil
 		}
 		select {
 		case <-grew:
 		case <-p.done:
 		case <-ctx.Done():
-			return m, context.Cause(ctx)
+			return next, skipped, context.Cause(ctx)
 		}
 	}
 }

@@ -1,0 +1,293 @@
+package proc_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+)
+
+func TestLooksLikePrompt(t *testing.T) {
+	for line, want := range map[string]bool{
+		"Overwrite? [y/N] ":                        true,
+		"Password: ":                               true,
+		"[sudo] password for ana: ":                true,
+		"Enter passphrase for key '/k/id_ed25519'": true,
+		"Are you sure you want to continue connecting (yes/no/[fingerprint])? ": true,
+		"Proceed (y/n)":                true,
+		"Continue [Y/n/q]":             true,
+		"Name: ":                       true,
+		">>> ":                         true,
+		"> ":                           true,
+		"":                             false,
+		"   ":                          false,
+		"working":                      false,
+		"Downloading... 45%":           false,
+		"[=====>":                      false,
+		"step 3 ->":                    false,
+		"a => b =>":                    false,
+		"$ ":                           false,
+		"Compiling foo (3/10)":         false,
+		"two\nlines?":                  false,
+		strings.Repeat("x", 200) + "?": false,
+	} {
+		if got := proc.LooksLikePrompt(line); got != want {
+			t.Errorf("LooksLikePrompt(%q) = %v, want %v", line, got, want)
+		}
+	}
+}
+
+func FuzzLooksLikePrompt(f *testing.F) {
+	for _, s := range []string{"Overwrite? [y/N] ", "Password:", "[(/)]", "=>", "\xff?"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := proc.LooksLikePrompt(s)
+		if got && (strings.TrimSpace(s) == "" || strings.Contains(s, "\n") || utf8.RuneCountInString(s) > 10000) {
+			t.Errorf("LooksLikePrompt(%q) = true", s)
+		}
+	})
+}
+
+// prompts records OnPrompt calls.
+type prompts struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *prompts) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, s)
+}
+
+func (r *prompts) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lines...)
+}
+
+func startPrompting(t *testing.T, command string, rec *prompts) *proc.Process {
+	t.Helper()
+	p, err := proc.Start(t.Context(), proc.Config{Command: command, Stdin: true, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(time.Second)
+		p.Wait(context.Background())
+	})
+	return p
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAPromptIsNoticedOncePerStallAndAnswered(t *testing.T) {
+	rec := &prompts{}
+	p := startPrompting(t, `printf 'Overwrite? [y/N] '; read a; echo "got $a"; printf 'Password: '; read b; echo "second $b"`, rec)
+	waitUntil(t, "the first prompt is noticed", func() bool { return len(rec.get()) == 1 })
+	if got, ok := p.WaitingForInput(); !ok || got != "Overwrite? [y/N]" {
+		t.Errorf("WaitingForInput() = %q, %v, want the prompt", got, ok)
+	}
+	time.Sleep(600 * time.Millisecond) // the same stall goes on: no second call
+	if got := rec.get(); len(got) != 1 || got[0] != "Overwrite? [y/N]" {
+		t.Fatalf("OnPrompt calls = %q, want one with the prompt", got)
+	}
+	if _, err := p.Input(t.Context(), []byte("y\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the second prompt is noticed", func() bool { return len(rec.get()) == 2 })
+	if got := rec.get()[1]; got != "Password:" {
+		t.Errorf("second prompt = %q", got)
+	}
+	if _, err := p.Input(t.Context(), []byte("s3cret\n")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := p.Wait(t.Context())
+	if err != nil || e.Code != 0 {
+		t.Fatalf("Wait() = %+v, %v", e, err)
+	}
+	if _, ok := p.WaitingForInput(); ok {
+		t.Error("a finished process still waits for input")
+	}
+	if out := p.Tail(10); !strings.Contains(out, "got y") || !strings.Contains(out, "second s3cret") {
+		t.Errorf("output %q does not show both answers", out)
+	}
+}
+
+func TestOutputResumingClearsTheMark(t *testing.T) {
+	rec := &prompts{}
+	p := startPrompting(t, `printf 'Continue? '; sleep 0.6; echo; echo resumed; sleep 30`, rec)
+	waitUntil(t, "the prompt is noticed", func() bool { _, ok := p.WaitingForInput(); return ok })
+	waitUntil(t, "the output resumes", func() bool { return strings.Contains(p.Tail(5), "resumed") })
+	if got, ok := p.WaitingForInput(); ok {
+		t.Errorf("WaitingForInput() = %q after output resumed", got)
+	}
+}
+
+func TestAPauseWithoutAPromptIsNotNoticed(t *testing.T) {
+	for _, command := range []string{
+		`printf 'working'; sleep 0.8; echo ' done'`,      // unfinished line, not a question
+		`echo 'step 1:'; sleep 0.8; echo 'step 2'`,       // a finished line
+		`printf 'progress [=====>'; sleep 0.8; echo ']'`, // a progress bar
+		`sleep 0.8`, // no output at all
+	} {
+		rec := &prompts{}
+		p := startPrompting(t, command, rec)
+		if _, err := p.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.get(); len(got) != 0 {
+			t.Errorf("%s: OnPrompt calls %q, want none", command, got)
+		}
+	}
+}
+
+func TestPromptWatchCanBeTurnedOff(t *testing.T) {
+	rec := &prompts{}
+	p, err := proc.Start(t.Context(), proc.Config{Command: `printf 'Sure? '; sleep 0.5`, PromptAfter: -1, OnPrompt: rec.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Wait(t.Context())
+	if got := rec.get(); len(got) != 0 {
+		t.Errorf("OnPrompt calls %q with the watch off", got)
+	}
+}
+
+func TestAShellTellsItsOwnerItWaitsForInput(t *testing.T) {
+	_, v := table(t)
+	cfg := proc.Config{Command: `printf 'Overwrite? [y/N] '; read a; echo "answer $a"`, Stdin: true, PromptAfter: 200 * time.Millisecond}
+	id := spawnShell(t, v, cfg, proc.ShellOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	r, err := v.Wait(ctx, []string{id}, task.All)
+	if err != nil || len(r.Done) != 0 || len(r.Notices) != 1 {
+		t.Fatalf("Wait() = %+v, %v, want it ended by the notice", r, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Wait took %v, want about the prompt's 200ms", d)
+	}
+	n := r.Notices[0]
+	if n.Kind != proc.NoticeWaitingForInput || n.Text != id+` seems to wait for input: "Overwrite? [y/N]".` {
+		t.Errorf("notice = %+v", n)
+	}
+	processOf(t, v, id).Input(t.Context(), []byte("y\n"))
+	if res := waitResult(t, v, id); !strings.Contains(res.Text, "answer y") {
+		t.Errorf("result %q", res.Text)
+	}
+	if got := v.Notices(); got != nil {
+		t.Errorf("Notices() = %+v, want nil: the wait took the one notice", got)
+	}
+}
+
+func TestAClosedInputPromptSaysHowToRerun(t *testing.T) {
+	_, v := table(t)
+	// Without stdin a read fails at once; a program that asks its terminal
+	// or waits anyway stalls. sleep stands in for it.
+	cfg := proc.Config{Command: `printf 'Password: '; sleep 30`, PromptAfter: 200 * time.Millisecond}
+	id := spawnShell(t, v, cfg, proc.ShellOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r, err := v.Wait(ctx, []string{id}, task.All)
+	if err != nil || len(r.Notices) != 1 || !strings.Contains(r.Notices[0].Text, "Its input is closed") {
+		t.Fatalf("Wait() = %+v, %v, want a notice that says the input is closed", r, err)
+	}
+	v.Cancel(id)
+}
+
+func TestAWatchPostsMatchesWithinItsCaps(t *testing.T) {
+	_, v := table(t)
+	// 100,000 lines with an ERROR every 10,000th.
+	cfg := proc.Config{Command: `awk 'BEGIN { for (i = 1; i <= 100000; i++) { print "line " i; if (i % 10000 == 0) print "ERROR at " i } }'`}
+	id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchLines: 4, WatchBatch: 5 * time.Second})
+	done, _ := v.Done(id)
+	<-done
+	if res := v.Drain(); len(res) != 1 || res[0].State != task.Completed {
+		t.Fatalf("results %+v", res)
+	}
+	got := v.Notices()
+	if len(got) != 1 {
+		t.Fatalf("Notices() = %+v, want one batch", got)
+	}
+	want := id + " printed 10 lines matching \"ERROR\":\nERROR at 10000\nERROR at 20000\nERROR at 30000\nERROR at 40000\n…and 6 more (at most 4 lines per notice)."
+	if got[0].Kind != proc.NoticeWatch || got[0].Text != want {
+		t.Errorf("notice = %q, want %q", got[0].Text, want)
+	}
+}
+
+func TestAWatchIsRateLimitedAndEnds(t *testing.T) {
+	_, v := table(t)
+	cfg := proc.Config{Command: `i=0; while [ $i -lt 30 ]; do echo "ERROR $i"; i=$((i+1)); sleep 0.05; done`}
+	id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`^ERROR`),
+		WatchBatch: 10 * time.Millisecond, WatchEvery: 300 * time.Millisecond, WatchNotices: 3})
+	var times []time.Time
+	var notices []task.Notice
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		r, err := v.Wait(ctx, []string{id}, task.All)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range r.Notices {
+			notices = append(notices, n)
+			times = append(times, time.Now())
+		}
+		if len(r.Done) > 0 {
+			break
+		}
+	}
+	if len(notices) != 3 {
+		t.Fatalf("%d notices, want 3 (the cap): %+v", len(notices), notices)
+	}
+	for i := 1; i < len(times); i++ {
+		if d := times[i].Sub(times[i-1]); d < 250*time.Millisecond {
+			t.Errorf("notice %d came %v after the one before, want about 300ms", i, d)
+		}
+	}
+	if !strings.Contains(notices[2].Text, "This was the watch's last notice (at most 3 per task)") {
+		t.Errorf("last notice %q does not say the watch ended", notices[2].Text)
+	}
+	total := 0
+	for _, n := range notices {
+		total += strings.Count(n.Text, "\nERROR ")
+	}
+	if total >= 30 {
+		t.Errorf("the watch posted %d lines after its cap", total)
+	}
+}
+
+func TestAPromptOnATerminalIsNoticed(t *testing.T) {
+	rec := &prompts{}
+	p, err := proc.Start(t.Context(), proc.Config{Command: `read -p 'Overwrite? [y/N] ' x; echo "x=$x"`, TTY: true, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait(context.Background())
+	defer p.Stop(time.Second)
+	waitUntil(t, "the prompt is noticed", func() bool { return len(rec.get()) == 1 })
+	if got := rec.get()[0]; got != "Overwrite? [y/N]" {
+		t.Errorf("prompt = %q", got)
+	}
+	p.Input(t.Context(), []byte("y\r"))
+	if e, _ := p.Wait(t.Context()); e.Code != 0 || !strings.Contains(p.Tail(5), "x=y") {
+		t.Errorf("exit %+v, output %q", e, p.Tail(5))
+	}
+}

@@ -1,0 +1,118 @@
+package proc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/offstage/offstage/task"
+)
+
+// watch posts the lines of p's output that match opts.NotifyOn to h's
+// owner as notices, batched and rate-limited as ShellOptions says, until
+// the process has finished and every line was looked at (then what is
+// pending goes out before the result) or the watch has posted its last
+// notice.
+func watch(h *task.Handle, p *Process, opts ShellOptions) {
+	var (
+		mu      sync.Mutex
+		lines   []string // matched, not yet posted
+		more    int      // matched beyond opts.WatchLines, not yet posted
+		skipped int64    // bytes the watch could not look at, not yet said
+		sent    int      // notices posted
+		first   = make(chan struct{}, 1)
+	)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	// post sends what is pending; it reports false once the watch is over.
+	post := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lines) == 0 {
+			return sent < opts.WatchNotices
+		}
+		sent++
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s printed %s matching %q:\n%s", h.ID(), plural(len(lines)+more, "line"), opts.NotifyOn, strings.Join(lines, "\n"))
+		if more > 0 {
+			fmt.Fprintf(&b, "\n…and %d more (at most %d lines per notice).", more, opts.WatchLines)
+		}
+		if skipped > 0 {
+			fmt.Fprintf(&b, "\n%d bytes of output came too fast to be looked at.", skipped)
+		}
+		if sent == opts.WatchNotices {
+			fmt.Fprintf(&b, "\nThis was the watch's last notice (at most %d per task); read further matches from its output.", opts.WatchNotices)
+			stop()
+		}
+		h.Notify(NoticeWatch, b.String())
+		lines, more, skipped = nil, 0, 0
+		return sent < opts.WatchNotices
+	}
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		p.scanLines(ctx, 0, opts.NotifyOn, func(line string, _ int64) bool {
+			mu.Lock()
+			if len(lines) < opts.WatchLines {
+				lines = append(lines, shortLine(line))
+			} else {
+				more++
+			}
+			mu.Unlock()
+			select {
+			case first <- struct{}{}:
+			default:
+			}
+			return true
+		}, func(n int64) {
+			mu.Lock()
+			skipped += n
+			mu.Unlock()
+		})
+	}()
+	var last time.Time // when the last notice went out
+	for {
+		select {
+		case <-first:
+		case <-scanned:
+			post()
+			return
+		}
+		wait := opts.WatchBatch
+		if !last.IsZero() {
+			wait = max(wait, opts.WatchEvery-time.Since(last))
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-scanned:
+			timer.Stop()
+			post()
+			return
+		}
+		last = time.Now()
+		if !post() {
+			<-scanned
+			return
+		}
+	}
+}
+
+// maxWatchLineBytes cuts each line a watch posts.
+const maxWatchLineBytes = 300
+
+func shortLine(s string) string {
+	if len(s) <= maxWatchLineBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxWatchLineBytes], "") + "…"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -200,10 +200,11 @@
 //
 // All methods of Process are safe for concurrent use. Each process has
 // three goroutines (two readers and a reaper), and a fourth that watches
-// for prompts unless Config.PromptAfter is negative; the first three end
-// by the time Done is closed, the watcher as soon as it sees Done closed (the keeper is a process, and costs the host no
-// goroutine, only the descriptor of its pipe); Start's context is watched with context.AfterFunc, which
-// is released then too. Signals are sent under the process's lock so they
-// are ordered before the leader is marked exited. Input serialises writers
-// and can be abandoned through its context.
+// for prompts unless Config.PromptAfter is negative; the first three end by
+// the time Done is closed, the watcher as soon as it sees Done closed (the
+// keeper is a process, and costs the host no goroutine, only the descriptor
+// of its pipe); Start's context is watched with context.AfterFunc, which is
+// released then too. Signals are sent under the process's lock so they are
+// ordered before the leader is marked exited. Input serialises writers and
+// can be abandoned through its context.
 package proc

@@ -557,3 +557,38 @@ func TestANoticeWakesAnIdleSessionOnceAndIsNotAResult(t *testing.T) {
 		t.Errorf("%d reflows of the notice alone, want 1", notices)
 	}
 }
+
+// TestAWatchWakesAnIdleSession: a job printing ERROR lines among 100k
+// others notifies its owner with the matches, within the caps, and the
+// idle session takes an autonomous turn on the notice.
+func TestAWatchWakesAnIdleSession(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 100000 | sed 's/^\\(.*0000\\)$/ERROR \\1/'; sleep 2", "run_in_background": true, "notify_on": "^ERROR"}}]},
+		{"text": "Started the job; I will hear of errors."},
+		{"expect": "(?s)background-notice task_id=\"shell:1\".*kind=\"watch\">\nshell:1 printed 10 lines matching \"\\^ERROR\":\nERROR 10000\nERROR 20000", "text": "Errors at every ten thousand."},
+		{"expect": "background-result task_id=\"shell:1\"", "text": "The job finished."}
+	]}`
+	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond})
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error)
+	go func() { ran <- s.Run(ctx, input, rec) }()
+	input <- "run the job and tell me about errors"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, true) == 2 })
+	cancel()
+	<-ran
+	h := s.History()
+	if got := h[len(h)-1].TextOf(); got != "The job finished." {
+		t.Errorf("last message %q", got)
+	}
+	notices := 0
+	for _, m := range h {
+		for _, b := range m.Content {
+			notices += strings.Count(b.Text, "<background-notice")
+		}
+	}
+	if notices != 1 {
+		t.Errorf("%d notices in the history, want 1", notices)
+	}
+}

@@ -598,6 +598,11 @@ func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
 			return n, context.Cause(ctx)
 		}
 	}
+	if n > 0 {
+		p.mu.Lock()
+		p.prompt = "" // answered, or at least written to: no longer waiting
+		p.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 		return n, nil

@@ -78,7 +78,7 @@ func (p *Process) lastLineLocked() (string, bool) {
 // WaitingForInput reports whether the process seems to wait for input: its
 // output stopped Config.PromptAfter ago or longer on an unfinished line
 // that LooksLikePrompt, and nothing came since. It returns that line. New
-// output clears it.
+// output, and input written to the process, clear it.
 func (p *Process) WaitingForInput() (prompt string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

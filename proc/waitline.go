@@ -106,6 +106,11 @@ func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp,
 		case <-grew:
 		case <-p.done:
 		case <-ctx.Done():
+			select {
+			case <-p.done:
+				continue // finished meanwhile: its last lines are looked at first
+			default:
+			}
 			return next, skipped, context.Cause(ctx)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/offstage/offstage/proc"
@@ -24,6 +26,7 @@ type bashInput struct {
 	Cwd               string  `json:"cwd,omitempty" jsonschema:"working directory"`
 	Interactive       *bool   `json:"interactive,omitempty" jsonschema:"keep stdin open for task_input"`
 	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
+	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it is sent to you as a notice while the command runs"`
 }
 
 // BashOutput is the bash tool's result.
@@ -47,6 +50,16 @@ func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error)
 	case in.YieldAfterSeconds < 0:
 		return nil, fail("yield_after_seconds must not be negative (leave it out for the default %d).", defaultYieldSeconds)
 	}
+	var watch *regexp.Regexp
+	if in.NotifyOn != "" {
+		if !in.RunInBackground {
+			return nil, fail("notify_on watches a command running in the background; add run_in_background: true, or drop notify_on.")
+		}
+		var err error
+		if watch, err = watchPattern(in.NotifyOn); err != nil {
+			return nil, err
+		}
+	}
 	interactive := in.Interactive != nil && *in.Interactive
 	if in.TTY && in.Interactive != nil && !*in.Interactive {
 		return nil, fail("tty: true keeps its input open (a terminal is read from); leave interactive out, or drop tty.")
@@ -63,7 +76,7 @@ func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error)
 		}
 		cfg.Dir = dir
 	}
-	id, err := proc.SpawnShell(v, cfg, proc.ShellOptions{Timeout: seconds2d(in.TimeoutSeconds)})
+	id, err := proc.SpawnShell(v, cfg, proc.ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch})
 	switch {
 	case errors.Is(err, task.ErrFull):
 		return nil, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")
@@ -71,8 +84,11 @@ func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error)
 		return nil, err
 	}
 	if in.RunInBackground {
-		return BashOutput{TaskID: id, Status: status(v, id),
-			Note: fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)}, nil
+		note := fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)
+		if watch != nil {
+			note += fmt.Sprintf(" Lines matching notify_on come to you as notices meanwhile (at most %d lines per notice, one notice per %d seconds, %d notices in all).", proc.DefaultWatchLines, int(proc.DefaultWatchEvery/time.Second), proc.DefaultWatchNotices)
+		}
+		return BashOutput{TaskID: id, Status: status(v, id), Note: note}, nil
 	}
 	return s.foreground(ctx, v, id, seconds2d(in.YieldAfterSeconds))
 }
@@ -83,39 +99,52 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 	if yieldAfter <= 0 {
 		yieldAfter = defaultYieldSeconds * time.Second
 	}
-	done, err := v.Done(id)
-	if err != nil {
-		return nil, err
-	}
-	timer := time.NewTimer(yieldAfter)
-	defer timer.Stop()
-	select {
-	case <-done:
-		return s.finished(v, id, ""), nil
-	case <-timer.C:
-		out := BashOutput{TaskID: id, Status: status(v, id),
-			Note: fmt.Sprintf("It is still running after %s, so it keeps running in the background as %s. Do not run it again; read its output with task_output, or wait for it with task_wait.", yieldAfter, id)}
-		if p, _ := processOf(v, id); p != nil {
-			out.Output, out.OutputBytes = tail(p, outputBytes)
+	wctx, cancel := context.WithTimeout(ctx, yieldAfter)
+	defer cancel()
+	r, err := v.Wait(wctx, []string{id}, task.All)
+	switch {
+	case err == nil && len(r.Done) == 1:
+		return s.finished(v, r.Done[0], true, ""), nil
+	case err == nil && len(r.Done) == 0:
+		// A notice ended the wait: the command waits for input.
+		var notes []string
+		for _, n := range r.Notices {
+			notes = append(notes, n.Text)
 		}
-		return out, nil
-	case <-ctx.Done():
+		return s.adopted(v, id, strings.Join(notes, " ")+fmt.Sprintf(" It keeps running in the background as %s.", id)), nil
+	case ctx.Err() != nil:
 		// The turn was cancelled: a foreground command goes with it.
 		v.Cancel(id)
+		done, _ := v.Done(id)
 		stopped, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		select {
 		case <-done:
 		case <-stopped.Done():
 		}
-		return s.finished(v, id, "The command was stopped because the turn was cancelled."), nil
+		res, ok := consume(v, id)
+		return s.finished(v, res, ok, "The command was stopped because the turn was cancelled."), nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return s.adopted(v, id, fmt.Sprintf("It is still running after %s, so it keeps running in the background as %s. Do not run it again; read its output with task_output, or wait for it with task_wait.", yieldAfter, id)), nil
+	default:
+		return nil, err
 	}
+}
+
+// adopted reports a foreground command that goes on in the background.
+func (s *Set) adopted(v *task.View, id, note string) BashOutput {
+	out := BashOutput{TaskID: id, Status: status(v, id), Note: note}
+	if p, _ := processOf(v, id); p != nil {
+		out.Output, out.OutputBytes = tail(p, outputBytes)
+	}
+	return out
 }
 
 // finished reports a foreground command that ended, consuming its result
 // so it is not reported again later.
-func (s *Set) finished(v *task.View, id, note string) BashOutput {
-	r, ok := consume(v, id)
+// r is its result, if ok (delivered here, not before).
+func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOutput {
+	id := r.ID
 	out := BashOutput{TaskID: id, Status: r.State.String(), Note: note}
 	if !ok {
 		info, _ := v.Info(id)
@@ -168,4 +197,27 @@ func status(v *task.View, id string) string {
 
 func seconds2d(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
+}
+
+// maxNotifyOnChars bounds a notify_on pattern.
+const maxNotifyOnChars = 1000
+
+func watchPattern(pattern string) (*regexp.Regexp, error) {
+	if len(pattern) > maxNotifyOnChars {
+		return nil, fail("notify_on is longer than %d characters; use a shorter regular expression.", maxNotifyOnChars)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fail("notify_on is not a valid regular expression (Go syntax): %s.", shorten(err.Error(), 200))
+	}
+	return re, nil
+}
+
+// promptNotice is what the model is told when a shell seems to wait for
+// input.
+func promptNotice(id, prompt string, inputOpen bool) string {
+	if inputOpen {
+		return fmt.Sprintf("%s seems to wait for input: %q. Answer it with task_input, or cancel it with task_cancel.", id, prompt)
+	}
+	return fmt.Sprintf("%s seems to wait for input: %q, but its input is closed, so nothing can answer it. Cancel it with task_cancel, and run it again with interactive: true (or tty: true) to answer it, or with a flag that answers for it (such as --yes).", id, prompt)
 }

@@ -10,6 +10,7 @@ const (
 	MaxRecent           = maxRecent
 	OutputBytes         = outputBytes
 	MaxListed           = maxListed
+	MaxNotifyOnChars    = maxNotifyOnChars
 )
 
 // FitBudget exposes the last guard on a result's size.

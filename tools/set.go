@@ -183,6 +183,8 @@ type TaskInfo struct {
 	Activity      string   `json:"activity,omitempty"`
 	SilentSeconds *float64 `json:"silent_seconds,omitempty"` // while unfinished
 	ExitCode      *int     `json:"exit_code,omitempty"`
+	// WaitingForInput is the prompt a running shell seems to wait on.
+	WaitingForInput string `json:"waiting_for_input,omitempty"`
 }
 
 func infoOf(i task.Info, now time.Time) TaskInfo {
@@ -204,6 +206,27 @@ func infoOf(i task.Info, now time.Time) TaskInfo {
 		out.ExitCode = &code
 	}
 	return out
+}
+
+// liveInfo is infoOf for a task that may be running: a shell that seems
+// to wait for input says on what.
+func liveInfo(v *task.View, i task.Info, now time.Time) TaskInfo {
+	out := infoOf(i, now)
+	if !i.State.Finished() {
+		out.WaitingForInput = waitingFor(v, i.ID)
+	}
+	return out
+}
+
+// waitingFor returns the prompt a shell seems to wait on, or "".
+func waitingFor(v *task.View, id string) string {
+	o, _ := v.Output(id)
+	if p, ok := o.(*proc.Process); ok {
+		if prompt, ok := p.WaitingForInput(); ok {
+			return shorten(prompt, fieldBytes)
+		}
+	}
+	return ""
 }
 
 // seconds rounds to a tenth: enough for a model, stable to read.

@@ -56,7 +56,7 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 		return nil, idFail(id, err)
 	}
 	now := time.Now()
-	out := InspectOutput{TaskInfo: infoOf(p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes)}
+	out := InspectOutput{TaskInfo: liveInfo(v, p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes)}
 	for _, b := range p.Blocks {
 		out.Recent = append(out.Recent, Step{Kind: b.Kind.String(), Tool: b.Tool, Text: shorten(b.Text, fieldBytes)})
 	}

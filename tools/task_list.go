@@ -29,7 +29,7 @@ func (s *Set) taskList(_ context.Context, v *task.View, _ listInput) (any, error
 		infos = infos[len(infos)-maxListed:]
 	}
 	for _, i := range infos {
-		out.Tasks = append(out.Tasks, infoOf(i, now))
+		out.Tasks = append(out.Tasks, liveInfo(v, i, now))
 	}
 	if len(infos) == 0 {
 		out.Note = "You have no background tasks."

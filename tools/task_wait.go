@@ -34,6 +34,17 @@ type Match struct {
 	Cursor int64  `json:"cursor"` // just after the line: task_output since it reads what came next
 }
 
+// NoticeInfo is a notice a task posted while running (a shell waiting for
+// input, lines its watch looked for), delivered by task_wait.
+type NoticeInfo struct {
+	TaskID string `json:"task_id"`
+	Kind   string `json:"kind"`
+	Text   string `json:"text"`
+}
+
+// noticeBytes caps a notice's text in a tool result.
+const noticeBytes = 2 << 10
+
 // RunningTask is a task still running when a wait returned.
 type RunningTask struct {
 	TaskInfo
@@ -43,10 +54,11 @@ type RunningTask struct {
 // WaitOutput is the task_wait tool's result.
 type WaitOutput struct {
 	Done            []TaskResult  `json:"done"`
+	Matched         *Match        `json:"matched,omitempty"`
+	Notices         []NoticeInfo  `json:"notices,omitempty"`
 	Running         []RunningTask `json:"running,omitempty"`
 	DeliveredBefore []TaskInfo    `json:"delivered_before,omitempty"`
 	TimedOut        bool          `json:"timed_out,omitempty"`
-	Matched         *Match        `json:"matched,omitempty"`
 	Note            string        `json:"note,omitempty"`
 }
 
@@ -85,26 +97,45 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 		timeout = maxWaitSeconds * time.Second
 		note = fmt.Sprintf("timeout_seconds was capped at %d.", maxWaitSeconds)
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeoutCause(ctx, timeout, errWaitTimedOut)
 	defer cancel()
-	if in.Until != "" {
-		m, err := s.waitUntil(wctx, v, ids, mode, in.Until)
-		if err != nil {
-			return nil, err
+	// A shell already waiting for input will not finish or print on its
+	// own: say so now rather than at the timeout.
+	var waiting []string
+	for _, id := range ids {
+		if prompt := waitingFor(v, id); prompt != "" {
+			waiting = append(waiting, fmt.Sprintf("%s waits for input (%q)", id, prompt))
 		}
-		if m != nil {
-			return s.matchOutput(v, ids, m, note), nil
-		}
-		// No line matched: the tasks met the mode, or the time is up.
 	}
-	r, err := v.Wait(wctx, ids, mode)
-	timedOut := false
+	if len(waiting) > 0 {
+		var stop context.CancelCauseFunc
+		wctx, stop = context.WithCancelCause(wctx)
+		stop(errWaitingForInput)
+	}
+	var (
+		r   task.WaitResult
+		m   *Match
+		err error
+	)
+	if in.Until != "" {
+		re, perr := untilPattern(in.Until)
+		if perr != nil {
+			return nil, perr
+		}
+		r, m, err = s.waitUntil(wctx, v, ids, mode, re)
+		if errors.Is(err, errNoShell) {
+			return nil, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
+		}
+	} else {
+		r, err = v.Wait(wctx, ids, mode)
+	}
+	stopped := false
 	switch {
-	case err == nil:
+	case m != nil, err == nil:
 	case ctx.Err() != nil:
 		return nil, fail("The wait was interrupted (the turn was cancelled); nothing was consumed.")
-	case errors.Is(err, context.DeadlineExceeded):
-		timedOut = true
+	case errors.Is(err, errWaitTimedOut), errors.Is(err, errWaitingForInput):
+		stopped = true
 		// Tasks that finished without meeting the condition are reported
 		// now rather than later: take their results.
 		for _, i := range r.Unconsumed {
@@ -115,12 +146,35 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 	default: // a task vanished between resolving and waiting
 		return nil, fail("%s; task_list shows your tasks.", err)
 	}
-	return s.waitOutput(v, r, timedOut, timeout, note), nil
+	switch {
+	case m != nil:
+		note = joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", m.TaskID, m.TaskID, m.Cursor), note)
+	case len(waiting) > 0:
+		note = joinNotes(strings.Join(waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)
+	case stopped:
+		note = joinNotes(fmt.Sprintf("Still running after %s; this is not an error. Keep working, or wait again.", timeout), note)
+	case len(r.Notices) > 0 && len(r.Running) > 0:
+		note = joinNotes("A notice from a task ended the wait early (see notices); the tasks under running have not finished.", note)
+	}
+	out := s.waitOutput(v, r, stopped && len(waiting) == 0, note)
+	out.Matched = m
+	if m != nil {
+		m.Line = shorten(m.Line, fieldBytes)
+	}
+	return out, nil
 }
 
-func (s *Set) waitOutput(v *task.View, r task.WaitResult, timedOut bool, timeout time.Duration, note string) WaitOutput {
+// Why a wait ended without its condition.
+var (
+	errWaitTimedOut    = errors.New("the wait timed out")
+	errWaitingForInput = errors.New("a task waits for input")
+	errMatched         = errors.New("a line matched")
+	errNoShell         = errors.New("no shell to wait for a line of")
+)
+
+func (s *Set) waitOutput(v *task.View, r task.WaitResult, timedOut bool, note string) WaitOutput {
 	now := time.Now()
-	n := len(r.Done) + len(r.Running) + len(r.Earlier)
+	n := len(r.Done) + len(r.Running) + len(r.Earlier) + len(r.Notices)
 	perText := min(resultBytes, s.cfg.ResultBudget/(n+1))
 	perTail := min(tailBytes, s.cfg.ResultBudget/(2*n+2))
 	out := WaitOutput{Done: []TaskResult{}, TimedOut: timedOut}
@@ -128,7 +182,7 @@ func (s *Set) waitOutput(v *task.View, r task.WaitResult, timedOut bool, timeout
 		out.Done = append(out.Done, resultOf(d, now, perText))
 	}
 	for _, i := range r.Running {
-		rt := RunningTask{TaskInfo: infoOf(i, now)}
+		rt := RunningTask{TaskInfo: liveInfo(v, i, now)}
 		if p, _ := processOf(v, i.ID); p != nil {
 			rt.OutputTail, _ = tail(p, perTail)
 		}
@@ -137,8 +191,8 @@ func (s *Set) waitOutput(v *task.View, r task.WaitResult, timedOut bool, timeout
 	for _, i := range r.Earlier {
 		out.DeliveredBefore = append(out.DeliveredBefore, infoOf(i, now))
 	}
-	if timedOut {
-		note = joinNotes(fmt.Sprintf("Still running after %s; this is not an error. Keep working, or wait again.", timeout), note)
+	for _, n := range r.Notices {
+		out.Notices = append(out.Notices, NoticeInfo{TaskID: n.TaskID, Kind: n.Kind, Text: shortenTail(n.Text, min(noticeBytes, perText))})
 	}
 	if len(out.DeliveredBefore) > 0 {
 		note = joinNotes(note, "Tasks under delivered_before finished earlier and their results were already given to you.")
@@ -157,11 +211,7 @@ func joinNotes(a, b string) string {
 	return a + " " + b
 }
 
-// waitUntil waits for a new line matching pattern in the output of the
-// shells among ids, until the mode's condition is met or ctx ends. Lines
-// count from where the caller last read or matched each shell. It returns
-// the match, or nil when none came; it consumes no result.
-func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, pattern string) (*Match, error) {
+func untilPattern(pattern string) (*regexp.Regexp, error) {
 	if len(pattern) > maxUntilChars {
 		return nil, fail("until is longer than %d characters; use a shorter regular expression.", maxUntilChars)
 	}
@@ -169,27 +219,23 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 	if err != nil {
 		return nil, fail("until is not a valid regular expression (Go syntax): %s.", shorten(err.Error(), 200))
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	return re, nil
+}
+
+// waitUntil waits for a new line matching re in the output of the shells
+// among ids, as v.Wait waits for the tasks, and ends with whichever comes
+// first: a line, the mode's condition, a notice, or ctx. Lines count from
+// where the caller last read or matched each shell. A match consumes no
+// result; the tasks' condition or a notice consume as v.Wait does, and a
+// line printed before that still counts.
+func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, re *regexp.Regexp) (task.WaitResult, *Match, error) {
+	lines, stopLines := context.WithCancel(ctx)
+	wctx, stopWait := context.WithCancelCause(ctx)
+	defer stopWait(nil)
 	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait() // every goroutine below ends with ctx
-	}()
 	matches := make(chan Match, len(ids))
-	finished := make(chan struct{}, len(ids))
 	shells := 0
 	for _, id := range ids {
-		done, err := v.Done(id)
-		if err != nil {
-			return nil, idFail(id, err)
-		}
-		wg.Go(func() {
-			select {
-			case <-done:
-				finished <- struct{}{}
-			case <-ctx.Done():
-			}
-		})
 		p, err := processOf(v, id)
 		if err != nil || p == nil {
 			continue // not a shell, or queued: only its end counts
@@ -197,49 +243,26 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 		shells++
 		from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
 		wg.Go(func() {
-			if m, err := p.WaitLine(ctx, from, re); err == nil && m.Found {
+			if m, err := p.WaitLine(lines, from, re); err == nil && m.Found {
 				matches <- Match{TaskID: id, Line: m.Line, Cursor: m.Next}
+				stopWait(errMatched)
 			}
 		})
 	}
 	if shells == 0 {
-		return nil, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
+		stopLines()
+		return task.WaitResult{}, nil, errNoShell
 	}
-	need := 1
-	if mode == task.All {
-		need = len(ids)
-	}
-	for n := 0; n < need; {
-		select {
-		case m := <-matches:
-			s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
-			return &m, nil
-		case <-finished:
-			n++
-		case <-ctx.Done():
-			return nil, nil
-		}
-	}
-	select { // a line of a shell that finished counts if it came first
+	r, err := v.Wait(wctx, ids, mode)
+	// A shell that finished has had all its output looked at by now, or
+	// will without blocking; the others stop.
+	stopLines()
+	wg.Wait()
+	select {
 	case m := <-matches:
 		s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
-		return &m, nil
+		return r, &m, nil
 	default:
 	}
-	return nil, nil
-}
-
-// matchOutput reports a matched line: the awaited tasks' states, nothing
-// consumed.
-func (s *Set) matchOutput(v *task.View, ids []string, m *Match, note string) WaitOutput {
-	now := time.Now()
-	out := WaitOutput{Done: []TaskResult{}, Matched: m}
-	m.Line = shorten(m.Line, fieldBytes)
-	for _, id := range ids {
-		if i, err := v.Info(id); err == nil && !i.State.Finished() {
-			out.Running = append(out.Running, RunningTask{TaskInfo: infoOf(i, now)})
-		}
-	}
-	out.Note = joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", m.TaskID, m.TaskID, m.Cursor), note)
-	return out
+	return r, nil, err
 }

@@ -114,8 +114,11 @@ func TestDemo(t *testing.T) {
 		"task_list":                           "→ task_list",
 		"task_wait with any":                  `"mode": "any"`,
 		"cancelling a long task":              "· shell:4 canceled",
-		"a foreground command adopted":        "keeps running in the background as shell:5",
-		"results reflowed into the next turn": "background results joined the conversation: shell:5",
+		"a foreground command adopted":        "keeps running in the background as shell:7",
+		"results reflowed into the next turn": "background results joined the conversation: shell:7",
+		"a wait until a line":                 `"matched":{"task_id":"shell:4","line":"dev server listening on :8080"`,
+		"a prompt noticed":                    `shell:8 seems to wait for input: \"Apply 3 migrations to the dev database? [y/N]\"`,
+		"the prompt answered":                 `answer: y\nmigrations applied`,
 		"an autonomous turn":                  "── autonomous turn",
 		"clean exit, everything reaped":       "every one has finished and every process was reaped",
 	} {

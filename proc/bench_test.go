@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
 )
 
 // Benchmark names are fixed so results can be compared over time; run them
@@ -196,6 +197,30 @@ func BenchmarkSpawnTTY(b *testing.B) {
 		}
 		if e, _ := p.Wait(ctx); e.Code != 0 {
 			b.Fatalf("exit %+v", e)
+		}
+	}
+}
+
+// BenchmarkCaptureNotifyOn: BenchmarkCapture through a shell task whose
+// output carries a notify_on watch (ShellOptions.NotifyOn).
+func BenchmarkCaptureNotifyOn(b *testing.B) {
+	b.SetBytes(captureBytes)
+	tb := task.New(context.Background(), task.Options{})
+	defer tb.Close(context.Background())
+	v := tb.View("")
+	opts := proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR|panic:`)}
+	for b.Loop() {
+		id, err := proc.SpawnShell(v, helperConfig("print", strconv.Itoa(captureBytes)), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done, _ := v.Done(id)
+		<-done
+		if r := v.Drain(); len(r) != 1 || r[0].State != task.Completed {
+			b.Fatalf("results %+v", r)
+		}
+		if n := v.Notices(); n != nil {
+			b.Fatalf("notices %+v, want none", n)
 		}
 	}
 }

@@ -237,7 +237,7 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		closed := svc.closed
 		if !closed {
 			svc.conns[c] = struct{}{}
-			svc.wg.Add(2)
+			svc.wg.Add(3)
 		}
 		svc.mu.Unlock()
 		if closed {
@@ -270,7 +270,50 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			defer svc.wg.Done()
 			c.updates()
 		}()
+		go func() {
+			defer svc.wg.Done()
+			c.notices(ss)
+		}()
 	})
+}
+
+// notices forwards the notices the session's own tasks post (a shell that
+// seems to wait for input, lines a notify_on watch looked for) to the
+// client as log messages (level "notice", logger "offstage"), which
+// clients show their user; MCP has no way into the model's conversation.
+// It reads the event log, so the notices stay in the table for the
+// model's task_wait, which they end as in any surface. Clients get them
+// once they set a log level (logging/setLevel), as MCP says.
+func (c *conn) notices(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(c.svc.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	events := c.table.Events()
+	seq := events.Last()
+	for {
+		evs, _ := events.Wait(ctx, seq)
+		if ctx.Err() != nil {
+			return
+		}
+		for _, e := range evs {
+			seq = e.Seq
+			if e.Type != task.EventNotice || e.Owner != "" {
+				continue
+			}
+			kind, text, _ := strings.Cut(e.Text, ": ") // the event says "kind: text", cut to 512 bytes
+			ss.Log(ctx, &mcp.LoggingMessageParams{Level: "notice", Logger: "offstage",
+				Data: map[string]string{"task_id": e.ID, "kind": kind, "notice": text}})
+		}
+	}
 }
 
 // disconnected runs when the session ends.

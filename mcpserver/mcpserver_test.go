@@ -509,3 +509,37 @@ func TestToolAnnotations(t *testing.T) {
 		t.Errorf("tool annotations (-want +got):\n%s", diff)
 	}
 }
+
+func TestNoticesReachTheClientAsLogMessages(t *testing.T) {
+	logs := make(chan map[string]any, 10)
+	svc := newService(t, mcpserver.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}})
+	cs := client(t, svc, &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+		if req.Params.Logger == "offstage" && req.Params.Level == "notice" {
+			data, _ := req.Params.Data.(map[string]any)
+			logs <- data
+		}
+	}})
+	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	call(t, cs, "bash", `{"command": "printf 'Overwrite? [y/N] '; read a; echo got $a", "run_in_background": true, "interactive": true}`, nil)
+	select {
+	case got := <-logs:
+		if got["task_id"] != "shell:1" || got["kind"] != "waiting_for_input" || !strings.HasPrefix(got["notice"].(string), `shell:1 seems to wait for input: "Overwrite? [y/N]"`) {
+			t.Errorf("log message %v", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no log message for a shell waiting for input")
+	}
+	// The model still gets the notice from task_wait, which it ends.
+	var wait tools.WaitOutput
+	call(t, cs, "task_wait", `{"task_ids": ["shell:1"], "timeout_seconds": 30}`, &wait)
+	if len(wait.Notices) != 1 || len(wait.Running) != 1 || wait.Running[0].WaitingForInput != "Overwrite? [y/N]" {
+		t.Errorf("task_wait = %+v", wait)
+	}
+	call(t, cs, "task_input", `{"task_id": "shell:1", "text": "y\n"}`, nil)
+	call(t, cs, "task_wait", `{"task_ids": ["shell:1"], "timeout_seconds": 30}`, &wait)
+	if len(wait.Done) != 1 || !strings.Contains(wait.Done[0].Result, "got y") {
+		t.Errorf("after the answer: %+v", wait)
+	}
+}

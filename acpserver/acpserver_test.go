@@ -18,8 +18,10 @@ import (
 
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/proctest"
 	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/tools"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -621,4 +623,31 @@ func TestSessionsAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.session(t)
+}
+
+// TestANoticeReachesTheEditorWhileIdle: a background shell that stops on
+// a prompt updates its card, and the autonomous turn it starts says why.
+func TestANoticeReachesTheEditorWhileIdle(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "printf 'Overwrite? [y/N] '; read a", "run_in_background": true, "interactive": true}}]},
+		{"text": "It runs."},
+		{"expect": "background-notice", "text": "It asks whether to overwrite.", "tool_calls": [{"name": "task_cancel", "input": {"task_id": "shell:1"}}]},
+		{"text": "Cancelled it."},
+		{"text": "Done."}
+	]}`
+	h := start(t, script, acpserver.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}})
+	id := h.session(t)
+	h.prompt(t, id, "go")
+	h.client.await(t, "the autonomous turn's answer arrives", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "message It asks whether to overwrite.")
+	})
+	got := h.lines(id)
+	for _, w := range []string{
+		`tool_call_update shell:1 notice, waiting_for_input: shell:1 seems to wait for input: "Overwrite? [y/N]"`,
+		"thought Background work sent notices (shell:1); looking at them.",
+	} {
+		if !has(got, w) {
+			t.Errorf("no update %q; all:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
 }

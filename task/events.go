@@ -62,7 +62,7 @@ func newEventLog(mu *sync.Mutex, size int) *EventLog {
 }
 
 // appendLocked records e, stamping its sequence number. It never blocks.
-func (l *EventLog) appendLocked(e Event) {
+func (l *EventLog) appendLocked(e Event) Event {
 	l.last++
 	e.Seq = l.last
 	l.ring[(e.Seq-1)%uint64(len(l.ring))] = e
@@ -70,6 +70,7 @@ func (l *EventLog) appendLocked(e Event) {
 		close(l.changed)
 		l.changed = nil
 	}
+	return e
 }
 
 // Last returns the sequence number of the newest event, 0 if there is none.

@@ -135,6 +135,13 @@ type Options struct {
 	MaxNotices int
 	// MaxNoticeBytes cuts a notice's text. Default 8 KiB.
 	MaxNoticeBytes int
+	// Recorder, if set, receives every event with the task's details, for
+	// a durable record (see Recorder).
+	Recorder Recorder
+	// FirstID makes the ids of the table's tasks start after it: a table
+	// that continues a recorded session (resumed after a restart) gives
+	// no id the session has used. Default 0: shell:1 comes first.
+	FirstID uint64
 }
 
 const (

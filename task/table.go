@@ -110,6 +110,7 @@ func New(ctx context.Context, opts Options) *Table {
 		owners:  make(map[string]*ownerState),
 	}
 	tb.events = newEventLog(&tb.mu, opts.EventLogSize)
+	tb.nextN = opts.FirstID
 	tb.owners[""] = &ownerState{ctx: tctx, ready: make(chan struct{}, 1)}
 	return tb
 }
@@ -520,10 +521,13 @@ func (tb *Table) evictLocked(now time.Time) {
 }
 
 func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time) {
-	tb.events.appendLocked(Event{
+	e := tb.events.appendLocked(Event{
 		Time: now, Type: typ, ID: t.id, Owner: t.owner.id,
 		State: t.state, Iteration: t.iteration, Text: text,
 	})
+	if tb.opts.Recorder != nil {
+		tb.recordLocked(t, e)
+	}
 }
 
 // traceLocked returns a copy of the trace, led by a note of what was dropped.

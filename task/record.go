@@ -1,0 +1,34 @@
+package task
+
+// Recorder receives every event of a table, with what a durable record of
+// the task needs, as it happens: in the order of the changes, under the
+// table's lock. It must return quickly and must not call back into the
+// table; a journal copies the change into a bounded queue and writes it
+// elsewhere. Set it with Options.Recorder.
+type Recorder interface {
+	Record(Change)
+}
+
+// Change is an event together with the task's details.
+type Change struct {
+	Event
+	Kind  string
+	Label string
+	// For EventFinished: the exit code the task reported, its result text
+	// (cut as Result.Text is) and its error, if any.
+	ExitCode    int
+	HasExitCode bool
+	Result      string
+	Err         string
+}
+
+func (tb *Table) recordLocked(t *task, e Event) {
+	c := Change{Event: e, Kind: t.kind, Label: t.label}
+	if e.Type == EventFinished {
+		c.ExitCode, c.HasExitCode, c.Result = t.exitCode, t.hasExit, t.text
+		if t.err != nil {
+			c.Err = t.err.Error()
+		}
+	}
+	tb.opts.Recorder.Record(c)
+}

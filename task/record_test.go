@@ -1,0 +1,62 @@
+package task_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/offstage/offstage/task"
+)
+
+type changes struct {
+	mu  sync.Mutex
+	all []task.Change
+}
+
+func (c *changes) Record(ch task.Change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.all = append(c.all, ch)
+}
+
+func TestRecorderSeesEveryChangeWithDetails(t *testing.T) {
+	rec := &changes{}
+	run(t, task.Options{Recorder: rec, FirstID: 41}, func(t *testing.T, tb *task.Table) {
+		top := tb.View("")
+		id := mustSpawn(t, top, "shell", func(ctx context.Context, h *task.Handle) (string, error) {
+			h.SetExitCode(2)
+			return "the output", errors.New("exit status 2")
+		})
+		if id != "shell:42" {
+			t.Errorf("first id = %s, want shell:42 after FirstID 41", id)
+		}
+		done, _ := top.Done(id)
+		<-done
+		top.Drain()
+	})
+	var types []string
+	for _, c := range rec.all {
+		types = append(types, c.Type.String())
+		if c.Kind != "shell" || c.Label != "shell task" || c.ID != "shell:42" || c.Seq == 0 {
+			t.Errorf("change %+v lacks the task's details", c)
+		}
+		if c.Type == task.EventFinished && (c.Result != "the output" || c.Err != "exit status 2" || !c.HasExitCode || c.ExitCode != 2 || c.State != task.Failed) {
+			t.Errorf("finished change = %+v", c)
+		}
+	}
+	if got := join(types); got != "spawned started finished delivered" {
+		t.Errorf("changes %s", got)
+	}
+}
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += " "
+		}
+		out += x
+	}
+	return out
+}

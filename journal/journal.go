@@ -1,0 +1,459 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/offstage/offstage/task"
+)
+
+// Host is one offstage process that records into a journal. PID and
+// Start (the process's start time in clock ticks since boot, from
+// /proc/PID/stat) identify it on its machine: a pid alone can be reused.
+type Host struct {
+	ID       string
+	Hostname string
+	PID      int
+	Start    int64
+	Started  time.Time
+	Version  string
+}
+
+// Session is one conversation: a CLI run, an MCP or ACP session.
+type Session struct {
+	ID      string
+	HostID  string
+	Surface string // run, mcp, acp
+	Cwd     string
+	Model   string
+	Started time.Time
+	Ended   time.Time // zero while it runs (or if its host died)
+	// Filled by queries:
+	Tasks    int    // tasks it started
+	Hostname string // of its host
+}
+
+// Task is what the journal knows of one task.
+type Task struct {
+	Session  string
+	ID       string // shell:3, unique within its session
+	Kind     string
+	Label    string
+	Owner    string
+	State    string // task.State's names, and "orphaned"
+	Created  time.Time
+	Started  time.Time
+	Finished time.Time
+	ExitCode *int
+	Result   string // as delivered to the model
+	Error    string
+	// Delivered says the result reached the model's conversation.
+	Delivered bool
+	// LogPath is the shell's output log, if it has one.
+	LogPath string
+	// PID and PIDStart identify a shell's process group leader while it
+	// runs (see Host).
+	PID      int
+	PIDStart int64
+	Hostname string // of the session's host
+}
+
+// Orphaned is the state of a task found unfinished after its host died.
+const Orphaned = "orphaned"
+
+// Message is one message of a session's conversation, as the runtime
+// serialises it.
+type Message struct {
+	Session string
+	Seq     int
+	Body    []byte
+}
+
+// A Record is one change the journal writes: *Host, *Session (started),
+// SessionEnd, *Message, TaskChange, TaskProcess, Delivered.
+type Record interface{ record() }
+
+// SessionEnd records that a session ended.
+type SessionEnd struct {
+	Session string
+	At      time.Time
+}
+
+// TaskChange is a change of a task in a session's table.
+type TaskChange struct {
+	Session string
+	task.Change
+}
+
+// TaskProcess records the process and log of a shell task.
+type TaskProcess struct {
+	Session  string
+	ID       string
+	PID      int
+	PIDStart int64
+	LogPath  string
+}
+
+// Delivered records that results of a session reached its conversation
+// outside the table (resumed after a restart).
+type Delivered struct {
+	Session string
+	IDs     []string
+}
+
+func (*Host) record()       {}
+func (*Session) record()    {}
+func (SessionEnd) record()  {}
+func (*Message) record()    {}
+func (TaskChange) record()  {}
+func (TaskProcess) record() {}
+func (Delivered) record()   {}
+
+// TaskFilter selects tasks in Store.Tasks. Zero fields select everything.
+type TaskFilter struct {
+	Session string
+	State   string
+	Since   time.Time
+	Limit   int
+}
+
+// Store is a journal's backend: the embedded SQLite (OpenSQLite) or a
+// shared database. Write applies a batch in one transaction, in order;
+// the rest read. A Store is used by one Journal's writer goroutine for
+// writes and by any goroutine for reads.
+type Store interface {
+	Write(ctx context.Context, batch []Record) error
+	// Hosts returns the hosts that have sessions with unfinished tasks or
+	// no end, other than except.
+	Hosts(ctx context.Context, except string) ([]Host, error)
+	// Orphan marks the unfinished tasks of host's sessions orphaned at
+	// time at, ends its open sessions, and returns those tasks.
+	Orphan(ctx context.Context, hostID string, at time.Time) ([]Task, error)
+	Sessions(ctx context.Context, limit int) ([]Session, error)
+	Session(ctx context.Context, id string) (Session, error)
+	Tasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	Task(ctx context.Context, session, id string) (Task, error)
+	History(ctx context.Context, session string) ([]Message, error)
+	Close() error
+}
+
+// ErrNotFound is returned for a session or task the journal does not
+// hold.
+var ErrNotFound = errors.New("journal: not found")
+
+// Options shape a Journal's writer; the zero value gives the defaults.
+type Options struct {
+	// QueueRecords bounds the records waiting to be written. Past it new
+	// records are dropped and counted, and Report says so once. Default
+	// 8192.
+	QueueRecords int
+	// BatchRecords bounds one transaction. Default 512.
+	BatchRecords int
+	// Report receives the journal's own trouble (the disk is full, the
+	// database is locked, records were dropped, and recovery), once per
+	// episode. Default: dropped.
+	Report func(msg string)
+}
+
+const (
+	defaultQueueRecords = 8192
+	defaultBatchRecords = 512
+	retryFirst          = 100 * time.Millisecond
+	retryMax            = 5 * time.Second
+)
+
+// Journal records sessions and tasks into a Store without ever making a
+// task or a turn wait for the disk: records go into a bounded queue and
+// one goroutine writes them in batches, one transaction each. When a
+// write fails (a full disk, a database locked past its busy timeout) the
+// batch is kept and retried with backoff while the session goes on; the
+// queue then fills, and past its bound new records are dropped and
+// counted. Each episode is reported once, and its end too. What the
+// running session holds in memory is never affected. Close flushes.
+type Journal struct {
+	store Store
+	opts  Options
+	wake    chan struct{} // capacity 1: records are waiting
+	done    chan struct{} // closed when the writer has finished
+	abandon chan struct{} // closed when Close's context ends: stop retrying
+
+	mu      sync.Mutex // guards the fields below
+	queue   []Record
+	held    int // records the writer took from the queue and has not written yet
+	dropped int
+	closing bool
+	flushed chan struct{} // closed and cleared when the queue empties; nil until a Flush waits
+	written uint64        // records written so far
+	failing error         // the error of the episode being reported, if any
+}
+
+// New starts a journal writing into store.
+func New(store Store, opts Options) *Journal {
+	if opts.QueueRecords <= 0 {
+		opts.QueueRecords = defaultQueueRecords
+	}
+	if opts.BatchRecords <= 0 {
+		opts.BatchRecords = defaultBatchRecords
+	}
+	if opts.Report == nil {
+		opts.Report = func(string) {}
+	}
+	j := &Journal{store: store, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{}), abandon: make(chan struct{})}
+	go j.run()
+	return j
+}
+
+// Store returns the journal's store, for reads.
+func (j *Journal) Store() Store { return j.store }
+
+// Add queues a record for writing and returns at once. It reports false
+// if the record was dropped (the queue is full, or the journal closed).
+func (j *Journal) Add(r Record) bool {
+	j.mu.Lock()
+	if j.closing || len(j.queue)+j.held >= j.opts.QueueRecords {
+		j.dropped++
+		first := j.dropped == 1
+		j.mu.Unlock()
+		if first {
+			j.opts.Report(fmt.Sprintf("the journal is %d records behind, so it is dropping new records (the session goes on; what is dropped is missing from the record)", j.opts.QueueRecords))
+		}
+		return false
+	}
+	j.queue = append(j.queue, r)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Written returns how many records were written so far.
+func (j *Journal) Written() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.written
+}
+
+// Flush waits until every record queued before the call is written (or
+// given up on), or ctx ends.
+func (j *Journal) Flush(ctx context.Context) error {
+	for {
+		j.mu.Lock()
+		if len(j.queue) == 0 && j.flushed == nil {
+			j.mu.Unlock()
+			// The writer may hold a batch taken from the queue: wait for
+			// it through a marker round.
+			return j.waitIdle(ctx)
+		}
+		if j.flushed == nil {
+			j.flushed = make(chan struct{})
+		}
+		ch := j.flushed
+		j.mu.Unlock()
+		select {
+		case <-ch:
+		case <-j.done:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// waitIdle waits until the writer holds no batch.
+func (j *Journal) waitIdle(ctx context.Context) error {
+	marker := &flushMarker{done: make(chan struct{})}
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
+		<-j.done
+		return nil
+	}
+	j.queue = append(j.queue, marker)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-marker.done:
+		return nil
+	case <-j.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+type flushMarker struct{ done chan struct{} }
+
+func (*flushMarker) record() {}
+
+// Close writes what is queued (trying until ctx ends), stops the writer
+// and closes the store. It is idempotent.
+func (j *Journal) Close(ctx context.Context) error {
+	j.mu.Lock()
+	already := j.closing
+	j.closing = true
+	j.mu.Unlock()
+	if !already {
+		stop := context.AfterFunc(ctx, func() { close(j.abandon) })
+		defer stop()
+		select {
+		case j.wake <- struct{}{}:
+		default:
+		}
+	}
+	<-j.done
+	if already {
+		return nil
+	}
+	return j.store.Close()
+}
+
+func (j *Journal) run() {
+	defer close(j.done)
+	backoff := retryFirst
+	var batch []Record
+	for {
+		j.mu.Lock()
+		if len(batch) == 0 {
+			n := min(len(j.queue), j.opts.BatchRecords)
+			batch = append(batch[:0], j.queue[:n]...)
+			clear(j.queue[:n])
+			j.queue = j.queue[n:]
+			if len(j.queue) == 0 {
+				j.queue = nil
+			}
+			j.held = n
+		}
+		closing := j.closing
+		if len(batch) == 0 {
+			if j.flushed != nil {
+				close(j.flushed)
+				j.flushed = nil
+			}
+			j.mu.Unlock()
+			if closing {
+				return
+			}
+			<-j.wake
+			continue
+		}
+		j.mu.Unlock()
+
+		var markers []*flushMarker
+		records := batch[:0:0]
+		for _, r := range batch {
+			if m, ok := r.(*flushMarker); ok {
+				markers = append(markers, m)
+			} else {
+				records = append(records, r)
+			}
+		}
+		var err error
+		if len(records) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = j.store.Write(ctx, records)
+			cancel()
+		}
+		if err != nil {
+			j.mu.Lock()
+			report := j.failing == nil
+			j.failing = err
+			j.mu.Unlock()
+			if report {
+				j.opts.Report(fmt.Sprintf("the journal cannot write (%v); the session goes on and the journal retries", err))
+			}
+			timer := time.NewTimer(backoff)
+			select {
+			case <-timer.C:
+				backoff = min(2*backoff, retryMax)
+			case <-j.abandon:
+				// Close ran out of time: what is left is not written.
+				timer.Stop()
+				j.mu.Lock()
+				lost := len(records) + len(j.queue)
+				j.queue, j.held = nil, 0
+				j.mu.Unlock()
+				j.opts.Report(fmt.Sprintf("the journal closed with %d records it could not write", lost))
+				for _, m := range markers {
+					close(m.done)
+				}
+				batch = batch[:0]
+			}
+			continue
+		}
+		backoff = retryFirst
+		j.mu.Lock()
+		j.written += uint64(len(records))
+		j.held = 0
+		recovered, dropped := j.failing, j.dropped
+		j.failing, j.dropped = nil, 0
+		j.mu.Unlock()
+		if recovered != nil || dropped > 0 {
+			j.opts.Report(fmt.Sprintf("the journal writes again; %d records were dropped meanwhile", dropped))
+		}
+		for _, m := range markers {
+			close(m.done)
+		}
+		batch = batch[:0]
+	}
+}
+
+// SessionLog records one session: its tasks (as a task.Recorder), its
+// conversation and its end.
+type SessionLog struct {
+	j  *Journal
+	id string
+
+	mu  sync.Mutex
+	seq int // messages recorded
+}
+
+// StartSession records a session's start and returns its log. Messages
+// continue after seq (the number of messages the session already has,
+// when it is resumed).
+func (j *Journal) StartSession(s Session, seq int) *SessionLog {
+	j.Add(&s)
+	return &SessionLog{j: j, id: s.ID, seq: seq}
+}
+
+// ID returns the session's id.
+func (l *SessionLog) ID() string { return l.id }
+
+// Record queues a change of the session's task table.
+func (l *SessionLog) Record(c task.Change) {
+	switch c.Type {
+	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:
+		l.j.Add(TaskChange{Session: l.id, Change: c})
+	}
+}
+
+// Message records the next message of the conversation.
+func (l *SessionLog) Message(body []byte) {
+	l.mu.Lock()
+	l.seq++
+	seq := l.seq
+	l.mu.Unlock()
+	l.j.Add(&Message{Session: l.id, Seq: seq, Body: body})
+}
+
+// Process records a shell task's process and log.
+func (l *SessionLog) Process(id string, pid int, pidStart int64, logPath string) {
+	l.j.Add(TaskProcess{Session: l.id, ID: id, PID: pid, PIDStart: pidStart, LogPath: logPath})
+}
+
+// Delivered records results delivered outside the table.
+func (l *SessionLog) Delivered(ids ...string) {
+	l.j.Add(Delivered{Session: l.id, IDs: ids})
+}
+
+// End records the session's end.
+func (l *SessionLog) End() {
+	l.j.Add(SessionEnd{Session: l.id, At: time.Now()})
+}

@@ -1,0 +1,403 @@
+package journal_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
+)
+
+const helperEnv = "OFFSTAGE_JOURNAL_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helper(os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func open(t *testing.T, path string) *journal.SQLite {
+	t.Helper()
+	s, err := journal.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newJournal(t *testing.T, s journal.Store, opts journal.Options) *journal.Journal {
+	t.Helper()
+	j := journal.New(s, opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		j.Close(ctx)
+	})
+	return j
+}
+
+func flush(t *testing.T, j *journal.Journal) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := j.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestATableIsRecorded: a real task table recording into a session log:
+// the tasks, their state changes, results and delivery, and the
+// conversation, read back.
+func TestATableIsRecorded(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "journal.db"))
+	j := newJournal(t, s, journal.Options{})
+	host := journal.ThisHost("test")
+	j.Add(&host)
+	log := j.StartSession(journal.Session{ID: "s1", HostID: host.ID, Surface: "run", Cwd: "/src", Model: "scripted", Started: time.Now()}, 0)
+	tb := task.New(t.Context(), task.Options{Recorder: log})
+	top := tb.View("")
+	ok, _ := top.Spawn(task.Spec{Kind: "shell", Label: "make"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		h.SetExitCode(0)
+		return "built", nil
+	})
+	bad, _ := top.Spawn(task.Spec{Kind: "shell", Label: "make test"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		h.SetExitCode(2)
+		return "3 failed", errors.New("exit status 2")
+	})
+	for _, id := range []string{ok, bad} {
+		done, _ := top.Done(id)
+		<-done
+	}
+	top.Wait(t.Context(), []string{ok}, task.All) // delivers ok; bad stays undelivered
+	log.Process(bad, 4242, 99, "/logs/shell-2.log")
+	log.Message([]byte(`{"role":"user"}`))
+	log.Message([]byte(`{"role":"assistant"}`))
+	log.End()
+	tb.Close(t.Context())
+	flush(t, j)
+
+	tasks, err := s.Tasks(t.Context(), journal.TaskFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 2 || tasks[0].ID != bad || tasks[1].ID != ok {
+		t.Fatalf("tasks = %+v, want both, newest first", tasks)
+	}
+	b := tasks[0]
+	if b.State != "failed" || b.Result != "3 failed" || b.Error != "exit status 2" || b.ExitCode == nil || *b.ExitCode != 2 || b.Delivered || b.LogPath != "/logs/shell-2.log" || b.PID != 4242 || b.Started.IsZero() || b.Finished.IsZero() {
+		t.Errorf("failed task = %+v", b)
+	}
+	if o := tasks[1]; o.State != "completed" || !o.Delivered || o.Label != "make" {
+		t.Errorf("completed task = %+v", o)
+	}
+	if got, _ := s.Tasks(t.Context(), journal.TaskFilter{State: "failed"}); len(got) != 1 {
+		t.Errorf("filter by state: %+v", got)
+	}
+	if got, _ := s.Tasks(t.Context(), journal.TaskFilter{Since: time.Now().Add(time.Hour)}); len(got) != 0 {
+		t.Errorf("filter by time: %+v", got)
+	}
+	sess, err := s.Session(t.Context(), "s")
+	if err != nil || sess.Tasks != 2 || sess.Ended.IsZero() || sess.Model != "scripted" {
+		t.Errorf("Session(prefix) = %+v, %v", sess, err)
+	}
+	hist, _ := s.History(t.Context(), "s1")
+	if len(hist) != 2 || string(hist[1].Body) != `{"role":"assistant"}` || hist[1].Seq != 2 {
+		t.Errorf("history = %+v", hist)
+	}
+	if _, err := s.Task(t.Context(), "s1", "shell:9"); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("Task(missing) = %v", err)
+	}
+}
+
+// failing is a store whose writes fail while broken is set.
+type failing struct {
+	journal.Store
+	mu      sync.Mutex
+	broken  bool
+	written int
+}
+
+func (f *failing) Write(ctx context.Context, batch []journal.Record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.broken {
+		return errors.New("disk full")
+	}
+	f.written += len(batch)
+	return nil
+}
+
+func (f *failing) Close() error { return nil }
+
+func (f *failing) set(broken bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.broken = broken
+}
+
+type reports struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (r *reports) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, s)
+}
+
+func (r *reports) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.all...)
+}
+
+func TestAFailingStoreIsReportedOnceRetriedAndCaughtUp(t *testing.T) {
+	f := &failing{broken: true}
+	rep := &reports{}
+	j := journal.New(f, journal.Options{QueueRecords: 10, Report: rep.add})
+	for i := range 15 {
+		j.Add(journal.SessionEnd{Session: fmt.Sprint(i)})
+	}
+	time.Sleep(300 * time.Millisecond) // some retries
+	f.set(false)
+	flush(t, j)
+	got := rep.get()
+	if len(got) != 3 {
+		t.Fatalf("reports = %q, want one for the failure, one for the drops, one for the recovery", got)
+	}
+	joined := strings.Join(got, "\n")
+	for _, w := range []string{"cannot write (disk full)", "dropping new records", "writes again; 5 records were dropped"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("reports %q do not say %q", got, w)
+		}
+	}
+	if f.written != 10 {
+		t.Errorf("%d records written, want the 10 the queue held", f.written)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := j.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCloseGivesUpWhenItsContextEnds(t *testing.T) {
+	f := &failing{broken: true}
+	rep := &reports{}
+	j := journal.New(f, journal.Options{Report: rep.add})
+	j.Add(journal.SessionEnd{Session: "s"})
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	j.Close(ctx)
+	if got := strings.Join(rep.get(), "\n"); !strings.Contains(got, "closed with 1 records it could not write") {
+		t.Errorf("reports %q", got)
+	}
+}
+
+func TestMigratesAnOlderSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	fixture, err := os.ReadFile("testdata/v1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(string(fixture)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := open(t, path)
+	defer s.Close()
+	tasks, err := s.Tasks(t.Context(), journal.TaskFilter{})
+	if err != nil || len(tasks) != 1 || tasks[0].Result != "exit status 0 after 30s" || tasks[0].Hostname != "old-machine" {
+		t.Fatalf("tasks after migration = %+v, %v", tasks, err)
+	}
+	var v int
+	db, _ = sql.Open("sqlite", "file:"+path)
+	defer db.Close()
+	db.QueryRow("PRAGMA user_version").Scan(&v)
+	if v != journal.SchemaVersion {
+		t.Errorf("user_version = %d, want %d", v, journal.SchemaVersion)
+	}
+	if _, err := db.Exec("SELECT event FROM task_events"); err != nil {
+		t.Errorf("the version 2 table is missing: %v", err)
+	}
+}
+
+func TestBadDatabasesAreClearErrors(t *testing.T) {
+	dir := t.TempDir()
+	newer := filepath.Join(dir, "newer.db")
+	db, _ := sql.Open("sqlite", "file:"+newer)
+	db.Exec("PRAGMA user_version = 99")
+	db.Close()
+	if _, err := journal.OpenSQLite(newer); err == nil || !strings.Contains(err.Error(), newer) || !strings.Contains(err.Error(), "schema version 99, newer than this offstage understands") {
+		t.Errorf("newer schema: %v", err)
+	}
+	junk := filepath.Join(dir, "junk.db")
+	os.WriteFile(junk, []byte(strings.Repeat("this is not a database\n", 400)), 0o600)
+	if _, err := journal.OpenSQLite(junk); err == nil || !strings.Contains(err.Error(), junk) || !strings.Contains(err.Error(), "move it aside") {
+		t.Errorf("damaged file: %v", err)
+	}
+}
+
+// TestTwoHostsOnOneJournal: two stores on one file, writing at once, as
+// two offstage processes would: nothing is lost.
+func TestTwoHostsOnOneJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	var wg sync.WaitGroup
+	for h := range 2 {
+		wg.Go(func() {
+			s := open(t, path)
+			j := journal.New(s, journal.Options{BatchRecords: 7, Report: func(m string) { t.Errorf("host %d: %s", h, m) }})
+			log := j.StartSession(journal.Session{ID: fmt.Sprint("s", h), HostID: fmt.Sprint("h", h), Started: time.Now()}, 0)
+			for i := range 300 {
+				log.Message([]byte(fmt.Sprint(i)))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			j.Close(ctx)
+		})
+	}
+	wg.Wait()
+	s := open(t, path)
+	defer s.Close()
+	for h := range 2 {
+		if hist, err := s.History(t.Context(), fmt.Sprint("s", h)); err != nil || len(hist) != 300 {
+			t.Errorf("session %d: %d messages, %v", h, len(hist), err)
+		}
+	}
+}
+
+// TestRecoverOrphansTheTasksOfADeadHost: a host that died with a task
+// running: the task becomes orphaned once, its process group is killed,
+// and a process whose pid was recorded with another start time (a reused
+// pid) survives.
+func TestRecoverOrphansTheTasksOfADeadHost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j := newJournal(t, open(t, path), journal.Options{})
+	dead := exec.Command("true")
+	dead.Run()
+	name, _ := os.Hostname()
+	host := journal.Host{ID: "dead", Hostname: name, PID: dead.Process.Pid, Start: 1, Started: time.Now()}
+	j.Add(&host)
+	log := j.StartSession(journal.Session{ID: "s1", HostID: "dead", Started: time.Now()}, 0)
+	tb := task.New(t.Context(), task.Options{Recorder: log})
+	release := make(chan struct{})
+	for range 2 {
+		tb.View("").Spawn(task.Spec{Kind: "shell"}, func(ctx context.Context, h *task.Handle) (string, error) {
+			<-release
+			return "", nil
+		})
+	}
+	ours := exec.Command("sleep", "60")
+	ours.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	reused := exec.Command("sleep", "60")
+	for _, c := range []*exec.Cmd{ours, reused} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer reused.Process.Kill()
+	start, _ := journal.ProcessStart(ours.Process.Pid)
+	log.Process("shell:1", ours.Process.Pid, start, "")
+	log.Process("shell:2", reused.Process.Pid, start+12345, "") // the pid now names another process
+	flush(t, j)
+	j.Close(t.Context()) // the host "dies": the table's end is never recorded
+	close(release)
+	tb.Close(t.Context())
+	s := open(t, path)
+	defer s.Close()
+
+	self := journal.ThisHost("test")
+	got, err := journal.Recover(t.Context(), s, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tasks) != 2 || got.Killed != 1 {
+		t.Fatalf("Recover = %+v, want 2 tasks orphaned and 1 process killed", got)
+	}
+	if err := ours.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("our process: %v, want killed", err)
+	}
+	if err := reused.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process with the reused pid was hit: %v", err)
+	}
+	tasks, _ := s.Tasks(t.Context(), journal.TaskFilter{State: journal.Orphaned})
+	if len(tasks) != 2 {
+		t.Errorf("orphaned tasks = %+v", tasks)
+	}
+	if again, _ := journal.Recover(t.Context(), s, self); len(again.Tasks) != 0 {
+		t.Errorf("a second Recover = %+v, want nothing: once only", again)
+	}
+	if sess, _ := s.Session(t.Context(), "s1"); sess.Ended.IsZero() {
+		t.Error("the dead host's session is still open")
+	}
+}
+
+// TestAFullDiskKeepsTheSessionGoing: a process whose file size is
+// limited (RLIMIT_FSIZE) writes past it: the journal reports the failure
+// once and the process goes on.
+func TestAFullDiskKeepsTheSessionGoing(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "full-disk", filepath.Join(dir, "journal.db"))
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	text := string(out)
+	if n := strings.Count(text, "report: the journal cannot write"); n != 1 {
+		t.Errorf("%d failure reports, want 1:\n%s", n, text)
+	}
+	if !strings.Contains(text, "session went on: 2000 turns") {
+		t.Errorf("the session did not go on:\n%s", text)
+	}
+}
+
+func helper(args []string) int {
+	switch args[0] {
+	case "full-disk":
+		s, err := journal.OpenSQLite(args[1])
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		signalIgnoreXFSZ()
+		lim := syscall.Rlimit{Cur: 256 << 10, Max: 256 << 10}
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		j := journal.New(s, journal.Options{Report: func(m string) { fmt.Println("report: " + m) }})
+		log := j.StartSession(journal.Session{ID: "s", Started: time.Now()}, 0)
+		body := []byte(strings.Repeat("x", 1024))
+		turns := 0
+		for range 2000 {
+			log.Message(body)
+			turns++
+		}
+		time.Sleep(500 * time.Millisecond)
+		fmt.Printf("session went on: %d turns\n", turns)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		j.Close(ctx)
+		return 0
+	}
+	return 2
+}

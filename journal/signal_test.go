@@ -1,0 +1,8 @@
+package journal_test
+
+import (
+	"os/signal"
+	"syscall"
+)
+
+func signalIgnoreXFSZ() { signal.Ignore(syscall.SIGXFSZ) }

@@ -1,0 +1,433 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
+)
+
+// migrations bring a SQLite journal from version i to i+1; the schema
+// version is PRAGMA user_version. Only ever append.
+var migrations = []string{
+	// 1: hosts, sessions with their conversation, tasks.
+	`CREATE TABLE hosts (
+		id TEXT PRIMARY KEY,
+		hostname TEXT NOT NULL,
+		pid INTEGER NOT NULL,
+		start INTEGER NOT NULL,
+		started_at INTEGER NOT NULL,
+		version TEXT NOT NULL
+	);
+	CREATE TABLE sessions (
+		id TEXT PRIMARY KEY,
+		host_id TEXT NOT NULL,
+		surface TEXT NOT NULL,
+		cwd TEXT NOT NULL,
+		model TEXT NOT NULL,
+		started_at INTEGER NOT NULL,
+		ended_at INTEGER
+	);
+	CREATE TABLE messages (
+		session_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		body BLOB NOT NULL,
+		PRIMARY KEY (session_id, seq)
+	);
+	CREATE TABLE tasks (
+		session_id TEXT NOT NULL,
+		id TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		label TEXT NOT NULL,
+		owner TEXT NOT NULL,
+		state TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		started_at INTEGER,
+		finished_at INTEGER,
+		exit_code INTEGER,
+		result TEXT NOT NULL DEFAULT '',
+		error TEXT NOT NULL DEFAULT '',
+		delivered INTEGER NOT NULL DEFAULT 0,
+		log_path TEXT NOT NULL DEFAULT '',
+		pid INTEGER NOT NULL DEFAULT 0,
+		pid_start INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (session_id, id)
+	);`,
+	// 2: every state change with its time, and the index "offstage tasks"
+	// reads newest first by.
+	`CREATE TABLE task_events (
+		session_id TEXT NOT NULL,
+		id TEXT NOT NULL,
+		at INTEGER NOT NULL,
+		event TEXT NOT NULL,
+		state TEXT NOT NULL
+	);
+	CREATE INDEX task_events_task ON task_events (session_id, id);
+	CREATE INDEX tasks_created ON tasks (created_at);`,
+}
+
+// SchemaVersion is the schema version this offstage writes.
+var SchemaVersion = len(migrations)
+
+// SQLite is the embedded journal: one database file (WAL mode, so several
+// offstage processes can use it at once; writers wait up to a busy
+// timeout for each other).
+type SQLite struct {
+	db   *sql.DB
+	path string
+}
+
+// OpenSQLite opens (creating it and its directory on first use) the
+// journal database at path and brings its schema up to date. A damaged
+// file, or one written by a newer offstage, is an error that names the
+// file and says what to do.
+func OpenSQLite(path string) (*SQLite, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	s := &SQLite{db: db, path: path}
+	// Switching a new file to WAL takes a lock that does not wait for the
+	// busy timeout: a process opening the journal just as another creates
+	// it retries for a while.
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		err = s.migrate()
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || wait > 5*time.Second {
+			break
+		}
+		time.Sleep(wait)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the database file.
+func (s *SQLite) Path() string { return s.path }
+
+func (s *SQLite) migrate() error {
+	ctx := context.Background()
+	damaged := func(err error) error {
+		return fmt.Errorf("journal %s cannot be read (%v): if it is damaged, move it aside and offstage starts a new one, or pass --no-journal", s.path, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // immediate: one process migrates at a time
+	if err != nil {
+		return damaged(err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return damaged(err)
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("journal %s has schema version %d, newer than this offstage understands (%d): upgrade offstage, or use another --state directory", s.path, v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return damaged(fmt.Errorf("migration to version %d: %w", v+1, err))
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+		return damaged(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return damaged(err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64)
+}
+
+// Write applies batch in one transaction.
+func (s *SQLite) Write(ctx context.Context, batch []Record) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, r := range batch {
+		if err := writeRecord(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func writeRecord(ctx context.Context, tx *sql.Tx, r Record) error {
+	var err error
+	switch r := r.(type) {
+	case *Host:
+		_, err = tx.ExecContext(ctx, `INSERT INTO hosts (id, hostname, pid, start, started_at, version) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, start = excluded.start, started_at = excluded.started_at, version = excluded.version`,
+			r.ID, r.Hostname, r.PID, r.Start, r.Started.UnixNano(), r.Version)
+	case *Session:
+		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET host_id = excluded.host_id, ended_at = NULL`,
+			r.ID, r.HostID, r.Surface, r.Cwd, r.Model, r.Started.UnixNano())
+	case SessionEnd:
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ? WHERE id = ?`, r.At.UnixNano(), r.Session)
+	case *Message:
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO messages (session_id, seq, body) VALUES (?, ?, ?)`, r.Session, r.Seq, r.Body)
+	case TaskProcess:
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
+	case Delivered:
+		for _, id := range r.IDs {
+			if _, err = tx.ExecContext(ctx, `UPDATE tasks SET delivered = 1 WHERE session_id = ? AND id = ?`, r.Session, id); err != nil {
+				break
+			}
+		}
+	case TaskChange:
+		err = writeChange(ctx, tx, r)
+	default:
+		err = fmt.Errorf("journal: unknown record %T", r)
+	}
+	return err
+}
+
+func writeChange(ctx context.Context, tx *sql.Tx, c TaskChange) error {
+	state := c.State.String()
+	var err error
+	switch c.Type.String() {
+	case "spawned":
+		_, err = tx.ExecContext(ctx, `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`,
+			c.Session, c.ID, c.Kind, c.Label, c.Owner, state, c.Time.UnixNano())
+	case "started":
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`, state, c.Time.UnixNano(), c.Session, c.ID)
+	case "finished":
+		var code any
+		if c.HasExitCode {
+			code = c.ExitCode
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ? WHERE session_id = ? AND id = ?`,
+			state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
+	case "delivered":
+		_, err = tx.ExecContext(ctx, `UPDATE tasks SET delivered = 1 WHERE session_id = ? AND id = ?`, c.Session, c.ID)
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, ?, ?)`,
+		c.Session, c.ID, c.Time.UnixNano(), c.Type.String(), state)
+	return err
+}
+
+// Hosts returns the hosts, other than except, that have open sessions or
+// unfinished tasks.
+func (s *SQLite) Hosts(ctx context.Context, except string) ([]Host, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, hostname, pid, start, started_at, version FROM hosts h
+		WHERE id != ? AND EXISTS (SELECT 1 FROM sessions s WHERE s.host_id = h.id AND (s.ended_at IS NULL
+			OR EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.state IN ('queued', 'running'))))`, except)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Host
+	for rows.Next() {
+		var h Host
+		var started int64
+		if err := rows.Scan(&h.ID, &h.Hostname, &h.PID, &h.Start, &started, &h.Version); err != nil {
+			return nil, err
+		}
+		h.Started = time.Unix(0, started)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// Orphan marks the unfinished tasks of hostID's sessions orphaned, ends
+// its open sessions, and returns the tasks, in one transaction: of
+// several processes racing to do it, one gets the tasks.
+func (s *SQLite) Orphan(ctx context.Context, hostID string, at time.Time) ([]Task, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	tasks, err := queryTasks(ctx, tx, `WHERE t.session_id IN (SELECT id FROM sessions WHERE host_id = ?) AND t.state IN ('queued', 'running') ORDER BY t.created_at`, hostID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = 'orphaned', finished_at = ?
+		WHERE session_id IN (SELECT id FROM sessions WHERE host_id = ?) AND state IN ('queued', 'running')`, at.UnixNano(), hostID); err != nil {
+		return nil, err
+	}
+	for _, t := range tasks {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, 'orphaned', 'orphaned')`, t.Session, t.ID, at.UnixNano()); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ? WHERE host_id = ? AND ended_at IS NULL`, at.UnixNano(), hostID); err != nil {
+		return nil, err
+	}
+	return tasks, tx.Commit()
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+const taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
+	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, '')
+	FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id LEFT JOIN hosts h ON h.id = s.host_id `
+
+func queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
+	rows, err := q.QueryContext(ctx, taskColumns+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		var t Task
+		var created int64
+		var started, finished, code sql.NullInt64
+		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname); err != nil {
+			return nil, err
+		}
+		t.Created, t.Started, t.Finished = time.Unix(0, created), fromNanos(started), fromNanos(finished)
+		if code.Valid {
+			c := int(code.Int64)
+			t.ExitCode = &c
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Tasks returns tasks newest first.
+func (s *SQLite) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+	var conds []string
+	var args []any
+	if f.Session != "" {
+		conds, args = append(conds, "t.session_id = ?"), append(args, f.Session)
+	}
+	if f.State != "" {
+		conds, args = append(conds, "t.state = ?"), append(args, f.State)
+	}
+	if !f.Since.IsZero() {
+		conds, args = append(conds, "t.created_at >= ?"), append(args, f.Since.UnixNano())
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = "WHERE " + strings.Join(conds, " AND ")
+	}
+	where += " ORDER BY t.created_at DESC, t.rowid DESC"
+	if f.Limit > 0 {
+		where += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	return queryTasks(ctx, s.db, where, args...)
+}
+
+// Task returns one task.
+func (s *SQLite) Task(ctx context.Context, session, id string) (Task, error) {
+	ts, err := queryTasks(ctx, s.db, "WHERE t.session_id = ? AND t.id = ?", session, id)
+	if err != nil {
+		return Task{}, err
+	}
+	if len(ts) == 0 {
+		return Task{}, fmt.Errorf("%w: task %s of session %s", ErrNotFound, id, session)
+	}
+	return ts[0], nil
+}
+
+const sessionColumns = `SELECT s.id, s.host_id, s.surface, s.cwd, s.model, s.started_at, s.ended_at,
+	(SELECT COUNT(*) FROM tasks t WHERE t.session_id = s.id), COALESCE(h.hostname, '')
+	FROM sessions s LEFT JOIN hosts h ON h.id = s.host_id `
+
+func (s *SQLite) querySessions(ctx context.Context, where string, args ...any) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, sessionColumns+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var x Session
+		var started int64
+		var ended sql.NullInt64
+		if err := rows.Scan(&x.ID, &x.HostID, &x.Surface, &x.Cwd, &x.Model, &started, &ended, &x.Tasks, &x.Hostname); err != nil {
+			return nil, err
+		}
+		x.Started, x.Ended = time.Unix(0, started), fromNanos(ended)
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// Sessions returns sessions newest first.
+func (s *SQLite) Sessions(ctx context.Context, limit int) ([]Session, error) {
+	where := "ORDER BY s.started_at DESC"
+	if limit > 0 {
+		where += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	return s.querySessions(ctx, where)
+}
+
+// Session returns the session with id, or the only one whose id starts
+// with it.
+func (s *SQLite) Session(ctx context.Context, id string) (Session, error) {
+	ss, err := s.querySessions(ctx, "WHERE s.id = ? OR s.id LIKE ? ESCAPE '\\' ORDER BY s.id = ? DESC LIMIT 2", id, likePrefix(id), id)
+	if err != nil {
+		return Session{}, err
+	}
+	switch {
+	case len(ss) == 0:
+		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	case ss[0].ID == id || len(ss) == 1:
+		return ss[0], nil
+	}
+	return Session{}, fmt.Errorf("journal: more than one session starts with %q; give more of its id", id)
+}
+
+func likePrefix(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s) + "%"
+}
+
+// History returns a session's conversation in order.
+func (s *SQLite) History(ctx context.Context, session string) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq`, session)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		m := Message{Session: session}
+		if err := rows.Scan(&m.Seq, &m.Body); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+var _ Store = (*SQLite)(nil)

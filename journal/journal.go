@@ -174,8 +174,8 @@ const (
 // counted. Each episode is reported once, and its end too. What the
 // running session holds in memory is never affected. Close flushes.
 type Journal struct {
-	store Store
-	opts  Options
+	store   Store
+	opts    Options
 	wake    chan struct{} // capacity 1: records are waiting
 	done    chan struct{} // closed when the writer has finished
 	abandon chan struct{} // closed when Close's context ends: stop retrying

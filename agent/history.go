@@ -18,7 +18,8 @@ import (
 // two messages. This keeps a long session from exhausting memory or the
 // model's context; it is not summarisation.
 type history struct {
-	budget int
+	budget   int
+	onAppend func(provider.Message) // set once before use: the top level's Config.OnMessage
 
 	mu    sync.Mutex
 	msgs  []provider.Message // guarded by mu
@@ -32,6 +33,9 @@ func newHistory(budget int) *history { return &history{budget: budget} }
 func (h *history) append(m provider.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.onAppend != nil {
+		h.onAppend(m) // under the lock: recorded in the order appended
+	}
 	for _, b := range m.Content {
 		h.bytes += blockBytes(b)
 	}

@@ -133,7 +133,11 @@ func errorJSON(msg string) string {
 // reflow adds the owner's background notices and finished results to the
 // history, framed as what they are, before a model request.
 func (l *loop) reflow(sink Sink) {
-	blocks, ids, noticeIDs := drainBackground(l.view)
+	var carried *carried
+	if l.handle == nil { // the top level
+		carried = l.s.carried
+	}
+	blocks, ids, noticeIDs := drainBackground(l.view, carried)
 	if len(blocks) == 0 {
 		return
 	}
@@ -144,9 +148,10 @@ func (l *loop) reflow(sink Sink) {
 // drainBackground takes the view's waiting notices and finished results
 // (each exactly once) and frames them as blocks: notices first, as they
 // were posted before the results that follow them.
-func drainBackground(v *task.View) (blocks []provider.Block, ids, noticeIDs []string) {
-	notices := v.Notices()
-	results := v.Drain()
+func drainBackground(v *task.View, c *carried) (blocks []provider.Block, ids, noticeIDs []string) {
+	notices, results := c.take()
+	notices = append(notices, v.Notices()...)
+	results = append(results, v.Drain()...)
 	blocks, noticeIDs = frameNotices(notices)
 	rb, ids := frame(results)
 	return append(blocks, rb...), ids, noticeIDs

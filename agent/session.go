@@ -85,6 +85,25 @@ type Config struct {
 	// gets it as the call's error result. Calls of one model response are
 	// asked about concurrently.
 	Permit func(ctx context.Context, call ToolCall) error
+	// OnMessage, if set, is called with each message added to the top
+	// level's conversation, in order, as it is added (a journal records
+	// them; Resume.History gives them back). It must not block.
+	OnMessage func(provider.Message)
+	// Resume, if set, continues a conversation recorded before a restart.
+	Resume *Resume
+}
+
+// Resume is a conversation recorded before a restart, to continue.
+type Resume struct {
+	// History is restored as the top level's conversation before anything
+	// else (Config.OnMessage does not see it again).
+	History []provider.Message
+	// Notices (what the restart orphaned, say) and Results (tasks that
+	// finished before the restart but never reached the conversation) are
+	// added, framed as background notices and results, before the first
+	// model request, once.
+	Notices []task.Notice
+	Results []task.Result
 }
 
 // ToolCall is a call the model asked for, as Config.Permit sees it.
@@ -137,6 +156,26 @@ type Session struct {
 	cancelTurn context.CancelCauseFunc // guarded by cancelMu: cancels the running turn, nil between turns
 	closing    atomic.Bool
 	autonomous atomic.Int64 // autonomous turns run so far
+	carried    *carried     // what a resumed conversation still has to hear; nil when none
+}
+
+// carried is what Resume brought that the top level has not heard yet.
+type carried struct {
+	mu      sync.Mutex
+	notices []task.Notice
+	results []task.Result
+}
+
+// take returns what is carried, once.
+func (c *carried) take() ([]task.Notice, []task.Result) {
+	if c == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, r := c.notices, c.results
+	c.notices, c.results = nil, nil
+	return n, r
 }
 
 // New returns a session whose tasks descend from ctx.
@@ -152,6 +191,13 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, table: task.New(ctx, cfg.Tasks), toolset: tools.New(cfg.Tools)}
 	s.top = s.newLoop("", withInstructions(cfg.System, cfg.ProjectInstructions), cfg.Model, s.table.View(""), nil, 0, nil, cfg.MaxIterations)
+	if r := cfg.Resume; r != nil {
+		for _, m := range r.History {
+			s.top.hist.append(m)
+		}
+		s.carried = &carried{notices: r.Notices, results: r.Results}
+	}
+	s.top.hist.onAppend = cfg.OnMessage
 	return s, nil
 }
 
@@ -285,7 +331,7 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
-	blocks, ids, noticeIDs := drainBackground(s.top.view)
+	blocks, ids, noticeIDs := drainBackground(s.top.view, s.carried)
 	if len(blocks) == 0 {
 		return // a stale wake-up: a wait already took them
 	}

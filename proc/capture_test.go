@@ -2,7 +2,9 @@ package proc_test
 
 import (
 	"bytes"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -181,5 +183,54 @@ func TestFilterLines(t *testing.T) {
 	}
 	if got := proc.FilterLines(text, nil); got != text {
 		t.Errorf("FilterLines(nil) = %q", got)
+	}
+}
+
+// TestReadsFallBackToTheLog: 15 MiB printed in a burst and read from
+// cursor 0 after the ring has moved on: with a log, every byte comes
+// back in order and nothing is skipped; past the log's cap, the skip is
+// exactly what neither the log nor the ring holds.
+func TestReadsFallBackToTheLog(t *testing.T) {
+	const total = 15 << 20
+	want := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	want[len(want)-1] = '\n'
+	for _, c := range []struct {
+		name    string
+		logMax  int64
+		skipped int64
+	}{
+		{"whole log", 0, 0},
+		{"capped log", 4 << 20, total - 4<<20 - proc.DefaultTailBytes},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := helperConfig("print", strconv.Itoa(total))
+			cfg.LogPath, cfg.LogMaxBytes = filepath.Join(t.TempDir(), "out.log"), c.logMax
+			p, err := proc.Start(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, _ := p.Wait(t.Context()); e.Bytes != total {
+				t.Fatalf("exit %+v", e)
+			}
+			var got bytes.Buffer
+			var skipped int64
+			for cur := int64(0); cur < total; {
+				ch := p.Read(proc.Combined, cur, 64<<10)
+				if ch.Start != cur+ch.Skipped {
+					t.Fatalf("read at %d: start %d, skipped %d", cur, ch.Start, ch.Skipped)
+				}
+				skipped += ch.Skipped
+				for i := range ch.Data {
+					if ch.Data[i] != want[(ch.Start+int64(i))%int64(len(want))] {
+						t.Fatalf("byte %d is wrong", ch.Start+int64(i))
+					}
+				}
+				got.Write(ch.Data)
+				cur = ch.Next
+			}
+			if skipped != c.skipped || int64(got.Len())+skipped != total {
+				t.Errorf("read %d bytes and skipped %d, want %d skipped", got.Len(), skipped, c.skipped)
+			}
+		})
 	}
 }

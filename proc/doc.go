@@ -160,7 +160,10 @@
 //
 // Reads never block. Read returns the output since a cursor (a byte offset
 // from the first byte) and the cursor to continue from; bytes the ring no
-// longer holds are counted in Chunk.Skipped, never silently dropped.
+// longer holds are read back from the log, when there is one and it holds
+// them (the log is the combined output from its first byte, so cursors
+// mean the same in both), and otherwise counted in Chunk.Skipped, never
+// silently dropped.
 // TailLines returns the last lines. Raw bytes are returned as written;
 // Clean strips ANSI escapes, applies carriage returns and makes invalid
 // UTF-8 safe for a model, and FilterLines keeps lines matching a regular
@@ -188,9 +191,10 @@
 // ShellOptions.WatchBatch, 1s, for company), rate-limited (one notice per
 // WatchEvery, 10s), capped (WatchLines, 20, per notice, saying how many
 // more matched; WatchNotices, 20, per task, the last one saying the watch
-// ended). Like WaitLine, a watch looks at output through the ring: output
-// faster than the watch can read (gigabytes a second) passes partly
-// unseen, and the next notice says how many bytes.
+// ended). Like WaitLine, a watch looks at output through the ring and
+// then the log: without a log, output faster than the watch can read
+// (gigabytes a second) passes partly unseen, and the next notice says how
+// many bytes.
 //
 // With Config.TTY the command runs on a pseudo-terminal of its own
 // (creack/pty): a new session with the terminal as controlling tty, so

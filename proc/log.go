@@ -2,8 +2,10 @@ package proc
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // logChunk is how much output the log's writer gathers into one write
@@ -32,6 +34,9 @@ type logFile struct {
 	filling []byte     // output not yet handed to the writer
 	closing bool
 
+	path   string
+	onDisk atomic.Int64 // bytes of output in the file: always its first onDisk bytes
+
 	// owned by the writer goroutine until done is closed
 	written int64
 	cut     int64 // bytes not written
@@ -44,7 +49,7 @@ func openLog(path string, max int64) (*logFile, error) {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	l := &logFile{
-		f: f, max: max,
+		f: f, max: max, path: path,
 		kick:  make(chan struct{}, 1),
 		taken: make(chan struct{}, 1),
 		done:  make(chan struct{}),
@@ -110,6 +115,7 @@ func (l *logFile) writeNow(b []byte) {
 	keep := b[:min(int64(len(b)), l.max-l.written)]
 	n, err := l.f.Write(keep)
 	l.written += int64(n)
+	l.onDisk.Store(l.written)
 	l.cut += int64(len(b) - n)
 	if err != nil {
 		l.err = err
@@ -133,4 +139,25 @@ func (l *logFile) close() int64 {
 	}
 	l.f.Close()
 	return l.cut
+}
+
+// readAt returns up to n bytes of output from cursor off, as far as the
+// file holds them. It opens the file afresh, so it works while the writer
+// runs and after close.
+func (l *logFile) readAt(off, n int64) ([]byte, error) {
+	n = min(n, l.onDisk.Load()-off)
+	if n <= 0 {
+		return nil, nil
+	}
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, err := f.ReadAt(buf, off)
+	if err == io.EOF && k > 0 {
+		err = nil
+	}
+	return buf[:k], err
 }

@@ -65,7 +65,9 @@ type Config struct {
 	// kept separately, for per-stream reads. Default 256 KiB each.
 	StreamBytes int
 	// LogPath, if set, is a file that receives all the output, interleaved
-	// as captured, up to LogMaxBytes. It is created or truncated.
+	// as captured, up to LogMaxBytes. It is created or truncated. Reads of
+	// the combined output fall back to it for what the ring no longer
+	// holds.
 	LogPath string
 	// LogMaxBytes caps the log file; past it the file stops growing and
 	// ends with a line saying how much was not logged. Default 64 MiB.
@@ -643,11 +645,35 @@ func (p *Process) CloseInput() error {
 
 // Read returns up to max bytes of stream s from cursor since on (see
 // Chunk). Cursor 0 is the first byte. Bytes no longer held are reported
-// in Chunk.Skipped, never silently dropped. It does not block.
+// in Chunk.Skipped, never silently dropped; for the combined stream, bytes
+// the ring has moved past are read back from the log file when there is
+// one (Config.LogPath), so only output past the log's cap is skipped. It
+// does not block.
 func (p *Process) Read(s Stream, since int64, max int) Chunk {
+	if s == Combined {
+		return p.readCombined(since, max)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.captureOf(s).read(since, max)
+}
+
+// readCombined reads the combined output like capture.read, but serves
+// bytes the ring has moved past from the log file, when there is one and
+// it holds them: then nothing is skipped short of the log's cap.
+func (p *Process) readCombined(since int64, max int) Chunk {
+	p.mu.Lock()
+	ch := p.out.read(since, max)
+	p.mu.Unlock()
+	if ch.Skipped == 0 || p.log == nil {
+		return ch
+	}
+	from := ch.Start - ch.Skipped
+	data, err := p.log.readAt(from, min(int64(max), ch.Skipped))
+	if err != nil || len(data) == 0 {
+		return ch // past the log's cap, or an unreadable log: the skip stands
+	}
+	return Chunk{Data: data, Start: from, Next: from + int64(len(data)), Total: ch.Total}
 }
 
 // TailLines returns the last n lines of stream s that are held, at most

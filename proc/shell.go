@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -44,6 +45,15 @@ type ShellOptions struct {
 	WatchEvery   time.Duration // default 10s
 	WatchLines   int           // default 20
 	WatchNotices int           // default 20
+
+	// LogDir, if set, gives each shell a log of its whole output in that
+	// directory, named after its task id ("shell-3.log"), capped by
+	// Config.LogMaxBytes; reads that fall behind the ring are then served
+	// from it (see Process.Read). Config.LogPath is ignored.
+	LogDir string
+	// OnStart, if set, is called with the task's id and its process once
+	// the process has started (a journal records its pid and log).
+	OnStart func(id string, p *Process)
 }
 
 // Kinds of the notices a shell posts.
@@ -136,11 +146,17 @@ func runShell(ctx context.Context, h *task.Handle, cfg Config, opts ShellOptions
 			onPrompt(prompt)
 		}
 	}
+	if opts.LogDir != "" {
+		cfg.LogPath = filepath.Join(opts.LogDir, strings.ReplaceAll(h.ID(), ":", "-")+".log")
+	}
 	p, err := Start(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
 	close(started)
+	if opts.OnStart != nil {
+		opts.OnStart(h.ID(), p)
+	}
 	// Activity first: whoever sees the output attached sees it running.
 	h.Activity(fmt.Sprintf("running (pid %d)", p.PID()))
 	h.AttachOutput(p)

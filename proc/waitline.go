@@ -32,7 +32,8 @@ type LineMatch struct {
 // ends (then it returns context.Cause(ctx) and a LineMatch whose Next says
 // how far it got). A line longer than 256 KiB is looked at in pieces.
 // Output that outruns the wait by more than the ring holds
-// (Config.TailBytes) is not looked at and is counted in Skipped: a
+// (Config.TailBytes) is read back from the log (Config.LogPath); without
+// one, or past its cap, it is not looked at and is counted in Skipped: a
 // command printing gigabytes a second can pass a line by. Safe for
 // concurrent use; it consumes nothing.
 func (p *Process) WaitLine(ctx context.Context, since int64, re *regexp.Regexp) (LineMatch, error) {
@@ -65,12 +66,12 @@ func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp,
 		default:
 		}
 		p.mu.Lock()
-		ch := p.out.read(next, waitLineChunk)
 		if p.grew == nil {
 			p.grew = make(chan struct{})
 		}
-		grew := p.grew
+		grew := p.grew // taken before the read: output after it wakes us
 		p.mu.Unlock()
+		ch := p.readCombined(next, waitLineChunk)
 		skipped += ch.Skipped
 		if ch.Skipped > 0 && skip != nil {
 			skip(ch.Skipped)

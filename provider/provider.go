@@ -42,26 +42,28 @@ const (
 )
 
 // Block is one piece of a message.
+//
+// Blocks and messages marshal to JSON as a journal records them.
 type Block struct {
-	Type BlockType
+	Type BlockType `json:"type"`
 	// Text is the text of a text, thinking or tool_result block.
-	Text string
+	Text string `json:"text,omitempty"`
 	// Signature is the provider's signature of a thinking block, which
 	// some providers require to be sent back unchanged.
-	Signature string
+	Signature string `json:"signature,omitempty"`
 	// ToolCallID links a tool_use block and its tool_result.
-	ToolCallID string
+	ToolCallID string `json:"tool_call_id,omitempty"`
 	// ToolName and Input describe a tool_use block.
-	ToolName string
-	Input    json.RawMessage
+	ToolName string          `json:"tool_name,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
 	// IsError marks a tool_result the tool reported as an error.
-	IsError bool
+	IsError bool `json:"is_error,omitempty"`
 }
 
 // Message is one turn of the conversation.
 type Message struct {
-	Role    Role
-	Content []Block
+	Role    Role    `json:"role"`
+	Content []Block `json:"content"`
 }
 
 // ToolCalls returns the tool_use blocks of m.

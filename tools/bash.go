@@ -76,7 +76,8 @@ func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error)
 		}
 		cfg.Dir = dir
 	}
-	id, err := proc.SpawnShell(v, cfg, proc.ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch})
+	id, err := proc.SpawnShell(v, cfg, proc.ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
+		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell})
 	switch {
 	case errors.Is(err, task.ErrFull):
 		return nil, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")

@@ -65,6 +65,7 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 		"task_output": {
 			fmt.Sprintf("At most %d bytes", tools.OutputBytes),
 			fmt.Sprintf("last %d MiB", proc.DefaultTailBytes>>20),
+			fmt.Sprintf("log's cap (%d MiB)", proc.DefaultLogMaxBytes>>20),
 			"`skipped_bytes`", "`next_cursor`", "`more`",
 		},
 		"task_wait": {

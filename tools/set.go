@@ -21,6 +21,12 @@ type Config struct {
 	Process proc.Config
 	// ResultBudget caps the JSON text of any one result. Default 16 KiB.
 	ResultBudget int
+	// LogDir, if set, keeps each shell's whole output in a log file there
+	// (capped by Process.LogMaxBytes), from which task_output reads what
+	// memory no longer holds.
+	LogDir string
+	// OnShell, if set, is told of each shell's process once it starts.
+	OnShell func(id string, p *proc.Process)
 }
 
 // Defaults and caps the descriptions promise; a test checks that the

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	osexec "os/exec"
 	"strings"
 	"testing"
@@ -494,5 +495,39 @@ func TestResultsStayWithinTheBudget(t *testing.T) {
 	}
 	if !strings.Contains(res.Text, "earlier bytes)") {
 		t.Errorf("cut results do not say they were cut: %s", res.Text)
+	}
+}
+
+// TestTaskOutputReadsBackFromTheLog: with LogDir, a shell that prints 15
+// MB in a burst is read with task_output from cursor 0 to the end: every
+// byte comes back in order and skipped_bytes stays 0. Without, the gap is
+// reported.
+func TestTaskOutputReadsBackFromTheLog(t *testing.T) {
+	for _, logs := range []bool{true, false} {
+		cfg := tools.Config{}
+		if logs {
+			cfg.LogDir = t.TempDir()
+		}
+		e := newEnv(t, cfg)
+		id := e.background(t, e.top, "seq 1 2000000")
+		waitDone(t, e.top, id)
+		var b strings.Builder
+		var skipped int64
+		var out tools.OutputOutput
+		for cursor := int64(0); ; cursor = out.NextCursor {
+			ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": %d}`, id, cursor), &out)
+			b.WriteString(out.Output)
+			skipped += out.SkippedBytes
+			if !out.More {
+				break
+			}
+		}
+		want, _ := osexec.Command("seq", "1", "2000000").Output()
+		switch {
+		case logs && (skipped != 0 || b.String() != string(want)):
+			t.Errorf("with a log: %d bytes read, %d skipped, want all %d", b.Len(), skipped, len(want))
+		case !logs && skipped < int64(len(want))-2<<20:
+			t.Errorf("without a log: %d skipped, want most of %d", skipped, len(want))
+		}
 	}
 }

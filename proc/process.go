@@ -322,6 +322,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	return p, nil
 }
 
+// LogPath returns the file the output is logged to ("" without one).
+func (p *Process) LogPath() string { return p.cfg.LogPath }
+
 // PID returns the process id of the group leader, which is also the group
 // id. Use it for display only: it is reused once the process is reaped.
 func (p *Process) PID() int { return p.pid }

@@ -49,6 +49,7 @@ Usage:
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
+  offstage tasks              what ran, from the journal (offstage tasks show ID for one)
   offstage version            print the version
 
 Run "offstage COMMAND --help" for a command's flags and examples.
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "agents":
 		return agentsCommand(ctx, args[1:], stdout, stderr)
+	case "tasks":
+		return tasksCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "offstage", version())
 		return nil

@@ -41,7 +41,8 @@ func offstage(t *testing.T, env []string, args ...string) (*exec.Cmd, string) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, asMainEnv+"=1", markEnv+"="+mark)
+	// A journal of its own, unless env says otherwise (the last value wins).
+	cmd.Env = append(cmd.Env, asMainEnv+"=1", markEnv+"="+mark, "XDG_STATE_HOME="+t.TempDir())
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = t.TempDir()
 	return cmd, mark

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"flag"
+	"path/filepath"
 
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/provider/anthropic"
@@ -94,4 +96,19 @@ func newModel(f modelFlags, getenv func(string) string) (provider.Model, error) 
 		return m, nil
 	}
 	return nil, usagef("unknown provider %q: use openai, anthropic or scripted", name)
+}
+
+// describe names the model the flags select, for the journal: "openai
+// gpt-4.1", "anthropic claude-sonnet-4-5", "scripted demo.json".
+func (f modelFlags) describe(getenv func(string) string) string {
+	switch name := providerName(f, getenv); name {
+	case "scripted":
+		return "scripted " + filepath.Base(f.script)
+	case "openai":
+		return "openai " + cmp.Or(f.model, defaultOpenAIModel)
+	case "anthropic":
+		return "anthropic " + cmp.Or(f.model, defaultAnthropicModel)
+	default:
+		return name
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -48,9 +49,16 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
 	var af agentFlags
 	af.register(fs, true)
+	var jf journalFlags
+	jf.register(fs)
+	var resume resumeFlag
+	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume=SESSION (offstage tasks lists them)")
 	rest, err := parse(fs, args, runUsage, runExamples, stdout)
 	if err != nil {
 		return err
+	}
+	if resume.set && resume.id == "" && len(rest) > 0 && sessionIDPattern.MatchString(rest[0]) {
+		resume.id, rest = rest[0], rest[1:] // --resume SESSION
 	}
 	model, err := newModel(mf, os.Getenv)
 	if err != nil {
@@ -59,21 +67,54 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}
-	s, err := agent.New(ctx, agent.Config{
+	rec, err := openRecorder(ctx, jf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
+	var res *resumed
+	sessionID, seq := journal.NewID(), 0
+	if resume.set {
+		if res, err = rec.loadResume(ctx, resume.id); err != nil {
+			return err
+		}
+		sessionID, seq = res.session.ID, res.seq
+	}
+	sr := rec.session(sessionID, "run", *dir, mf.describe(os.Getenv), seq)
+	defer sr.end()
+	cfg := agent.Config{
 		Model:               model,
 		System:              systemPrompt,
 		ProjectInstructions: af.instructions(*dir, stderr),
 		Profiles:            af.profiles(*dir, mf, stderr),
 		Tools:               tools.Config{Process: proc.Config{Dir: *dir}},
-	})
+	}
+	sr.apply(&cfg)
+	if res != nil {
+		cfg.Resume, cfg.Tasks.FirstID = res.resume, res.firstID
+	}
+	s, err := agent.New(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if res != nil {
+		// Told at the first model request: recorded as delivered now, so a
+		// second resume never tells them again (a crash before that request
+		// loses them from the conversation; offstage tasks still has them).
+		if len(res.told) > 0 {
+			sr.log.Delivered(res.told...)
+		}
+		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
+			res.session.ID, plural(len(res.resume.History), "message"), plural(len(res.resume.Results), "result"), plural(len(res.told)-len(res.resume.Results), "task"))
 	}
 	prompt := strings.TrimSpace(strings.Join(rest, " "))
 	if prompt != "" {
 		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
 	}
-	return interactive(ctx, s, stdin, stdout, *asJSON)
+	if rec == nil {
+		sessionID = ""
+	}
+	return interactive(ctx, s, stdin, stdout, *asJSON, sessionID)
 }
 
 const systemPrompt = `You are a capable agent working in a shell on the user's machine. Long-running work (builds, tests, servers, research by sub-agents) goes to the background so the conversation can go on: results come back to you by themselves when they finish. Do not poll with sleep; keep working, or use one task_wait.`
@@ -183,12 +224,15 @@ func settled(tb *task.Table) bool {
 }
 
 // interactive runs a conversation on stdin.
-func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool) error {
+func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string) error {
 	tty := isTerminal(stdout)
 	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }}
 	resized, stopResized := resizes()
 	defer stopResized()
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
+	if sessionID != "" {
+		p.line("offstage: session " + sessionID + "; offstage run --resume " + sessionID + " continues it later.")
+	}
 	sigs, stopSigs := interrupts()
 	defer stopSigs()
 	runCtx, stopRun := context.WithCancel(ctx)

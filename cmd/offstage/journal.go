@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+)
+
+// journalFlags choose where (and whether) a command records what it runs.
+type journalFlags struct {
+	state     string
+	noJournal bool
+}
+
+func (f *journalFlags) register(fs *flag.FlagSet) {
+	const help = "directory of the journal and the output logs (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)"
+	fs.StringVar(&f.state, "state", "", help)
+	fs.StringVar(&f.state, "state-dir", "", "the same as --state")
+	fs.BoolVar(&f.noJournal, "no-journal", false, "record nothing: no journal, no output logs (task_output then keeps only the last 1 MiB in memory)")
+}
+
+// dir returns the state directory.
+func (f journalFlags) dir(getenv func(string) string) (string, error) {
+	if f.state != "" {
+		return filepath.Abs(f.state)
+	}
+	if x := getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "offstage"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", usagef("no state directory: set XDG_STATE_HOME or HOME, pass --state DIR, or --no-journal")
+	}
+	return filepath.Join(home, ".local", "state", "offstage"), nil
+}
+
+// maxLogBytes caps the output logs of all sessions together; the oldest
+// sessions' logs go first.
+const maxLogBytes = 1 << 30
+
+// recorder is a command's journal: opened at start, closed at exit.
+type recorder struct {
+	j      *journal.Journal
+	store  *journal.SQLite
+	host   journal.Host
+	dir    string
+	stderr io.Writer
+}
+
+// openRecorder opens the journal, or returns nil with --no-journal. Tasks
+// that an offstage which died left unfinished are marked orphaned on the
+// way, and their processes still running are stopped.
+func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recorder, error) {
+	if f.noJournal {
+		return nil, nil
+	}
+	dir, err := f.dir(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	r := &recorder{store: store, dir: dir, stderr: stderr, host: journal.ThisHost(version())}
+	r.j = journal.New(store, journal.Options{Report: func(msg string) {
+		fmt.Fprintf(stderr, "offstage: journal: %s\n", msg)
+	}})
+	r.j.Add(&r.host)
+	got, err := journal.Recover(ctx, store, r.host)
+	if err != nil {
+		fmt.Fprintf(stderr, "offstage: journal: looking for tasks an earlier offstage left: %v\n", err)
+	} else if n := len(got.Tasks); n > 0 {
+		fmt.Fprintf(stderr, "offstage: %s of an offstage that is gone marked orphaned", plural(n, "task"))
+		if got.Killed > 0 {
+			fmt.Fprintf(stderr, "; %s still running stopped", plural(got.Killed, "process group"))
+		}
+		fmt.Fprintln(stderr, " (offstage tasks --state orphaned).")
+	}
+	return r, nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// close writes what is queued, for a few seconds at most.
+func (r *recorder) close() {
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.j.Close(ctx)
+}
+
+// sessionRec records one session.
+type sessionRec struct {
+	log    *journal.SessionLog
+	logDir string
+}
+
+// session starts recording a session; seq is how many messages it has
+// already (when resumed).
+func (r *recorder) session(id, surface, cwd, model string, seq int) *sessionRec {
+	if r == nil {
+		return nil
+	}
+	log := r.j.StartSession(journal.Session{ID: id, HostID: r.host.ID, Surface: surface, Cwd: cwd, Model: model, Started: time.Now()}, seq)
+	logDir := filepath.Join(r.dir, "logs", id)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		fmt.Fprintf(r.stderr, "offstage: journal: no output logs this session: %v\n", err)
+		logDir = ""
+	}
+	r.pruneLogs(id)
+	return &sessionRec{log: log, logDir: logDir}
+}
+
+// apply hooks a session's configuration up to the recording.
+func (sr *sessionRec) apply(cfg *agent.Config) {
+	if sr == nil {
+		return
+	}
+	cfg.Tasks.Recorder = sr.log
+	cfg.OnMessage = func(m provider.Message) {
+		b, err := json.Marshal(m)
+		if err == nil {
+			sr.log.Message(b)
+		}
+	}
+	cfg.Tools.LogDir = sr.logDir
+	cfg.Tools.OnShell = func(id string, p *proc.Process) {
+		start, _ := journal.ProcessStart(p.PID())
+		sr.log.Process(id, p.PID(), start, p.LogPath())
+	}
+}
+
+// end records the session's end.
+func (sr *sessionRec) end() {
+	if sr != nil {
+		sr.log.End()
+	}
+}
+
+// pruneLogs removes the oldest sessions' logs (never keep's) while all of
+// them add up to more than maxLogBytes, and says what it removed.
+func (r *recorder) pruneLogs(keep string) {
+	root := filepath.Join(r.dir, "logs")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	type dirSize struct {
+		name string
+		size int64
+	}
+	var dirs []dirSize
+	var total int64
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		d := dirSize{name: e.Name()}
+		filepath.WalkDir(filepath.Join(root, e.Name()), func(_ string, f os.DirEntry, err error) error {
+			if err == nil && !f.IsDir() {
+				if info, err := f.Info(); err == nil {
+					d.size += info.Size()
+				}
+			}
+			return nil
+		})
+		total += d.size
+		dirs = append(dirs, d)
+	}
+	slices.SortFunc(dirs, func(a, b dirSize) int { return strings.Compare(a.name, b.name) }) // ids sort by start time
+	var removed int
+	var freed int64
+	for _, d := range dirs {
+		if total <= maxLogBytes {
+			break
+		}
+		if d.name == keep {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(root, d.name)) == nil {
+			total -= d.size
+			freed += d.size
+			removed++
+		}
+	}
+	if removed > 0 {
+		fmt.Fprintf(r.stderr, "offstage: removed the output logs of the %s oldest sessions (%d MB) to keep all logs under %d MB.\n", plural(removed, "session")[2:], freed>>20, maxLogBytes>>20)
+	}
+}
+
+// sessionIDPattern matches the start of a session id: a date and time.
+var sessionIDPattern = regexp.MustCompile(`^\d{8}(-\d{0,6}(-[0-9a-f]{0,6})?)?$`)
+
+// resumeFlag is --resume: alone it means the latest session, with =ID
+// (or a following argument that looks like a session id) that one.
+type resumeFlag struct {
+	set bool
+	id  string
+}
+
+func (r *resumeFlag) String() string   { return r.id }
+func (r *resumeFlag) IsBoolFlag() bool { return true }
+func (r *resumeFlag) Set(v string) error {
+	r.set = true
+	if v != "true" {
+		r.id = v
+	}
+	if v == "false" {
+		r.set, r.id = false, ""
+	}
+	return nil
+}
+
+// resumed is what a resumed session brings back.
+type resumed struct {
+	session journal.Session
+	seq     int
+	firstID uint64
+	resume  *agent.Resume
+	told    []string // task ids whose notice or result the resume delivers
+}
+
+// loadResume reads a recorded session to continue: its conversation, the
+// results that never reached it, and the tasks the restart orphaned.
+func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) {
+	if r == nil {
+		return nil, usagef("--resume needs the journal; drop --no-journal")
+	}
+	var s journal.Session
+	var err error
+	if id == "" {
+		var all []journal.Session
+		all, err = r.store.Sessions(ctx, 0)
+		for _, x := range all {
+			if x.Surface == "run" {
+				s = x
+				break
+			}
+		}
+		if err == nil && s.ID == "" {
+			return nil, usagef("there is no session to resume in %s", r.store.Path())
+		}
+	} else {
+		s, err = r.store.Session(ctx, id)
+	}
+	if errors.Is(err, journal.ErrNotFound) {
+		return nil, usagef("no session %q in %s; offstage tasks lists them", id, r.store.Path())
+	}
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	if s.Ended.IsZero() && s.HostID != r.host.ID {
+		if hosts, _ := r.store.Hosts(ctx, r.host.ID); slices.ContainsFunc(hosts, func(h journal.Host) bool { return h.ID == s.HostID && journal.Alive(h) }) {
+			return nil, usagef("session %s is still running in another offstage (pid of its host is alive); end it first", s.ID)
+		}
+	}
+	msgs, err := r.store.History(ctx, s.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, err)
+	}
+	out := &resumed{session: s, resume: &agent.Resume{}}
+	for _, m := range msgs {
+		var pm provider.Message
+		if err := json.Unmarshal(m.Body, &pm); err != nil {
+			return nil, fmt.Errorf("session %s: message %d cannot be read: %v", s.ID, m.Seq, err)
+		}
+		out.resume.History = append(out.resume.History, pm)
+		out.seq = max(out.seq, m.Seq)
+	}
+	tasks, err := r.store.Tasks(ctx, journal.TaskFilter{Session: s.ID})
+	if err != nil {
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, err)
+	}
+	var orphaned []string
+	slices.Reverse(tasks) // oldest first
+	for _, t := range tasks {
+		if _, n, ok := strings.Cut(t.ID, ":"); ok {
+			if k, err := strconv.ParseUint(n, 10, 64); err == nil {
+				out.firstID = max(out.firstID, k)
+			}
+		}
+		if t.Delivered || t.Owner != "" {
+			continue
+		}
+		switch t.State {
+		case journal.Orphaned:
+			orphaned = append(orphaned, describeOrphan(t))
+			out.told = append(out.told, t.ID)
+		case "completed", "failed", "canceled", "timed_out":
+			out.resume.Results = append(out.resume.Results, resultOf(t))
+			out.told = append(out.told, t.ID)
+		}
+	}
+	if len(orphaned) > 0 {
+		out.resume.Notices = append(out.resume.Notices, task.Notice{Kind: "orphaned", Time: time.Now(),
+			Text: "offstage restarted, and these tasks of yours were still running when it stopped; they were stopped and their results are lost. Start again what is still needed.\n" + strings.Join(orphaned, "\n")})
+	}
+	return out, nil
+}
+
+// describeOrphan says what an orphaned task was, with its last output
+// lines.
+func describeOrphan(t journal.Task) string {
+	s := fmt.Sprintf("- %s (%s) started %s ago", t.ID, t.Label, time.Since(t.Created).Round(time.Second))
+	if t.LogPath == "" {
+		return s
+	}
+	tail, err := logTail(t.LogPath, 5, 1024)
+	switch {
+	case err != nil:
+		s += fmt.Sprintf("; its output log cannot be read (%v)", err)
+	case tail != "":
+		s += "; its last output:\n    " + strings.ReplaceAll(strings.TrimRight(tail, "\n"), "\n", "\n    ")
+	}
+	return s
+}
+
+// logTail returns the cleaned last lines of a log file, at most maxBytes.
+func logTail(path string, lines, maxBytes int) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	off := max(0, st.Size()-int64(maxBytes))
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	text := strings.TrimRight(proc.Clean(buf), "\n")
+	all := strings.Split(text, "\n")
+	if off > 0 && len(all) > 1 {
+		all = all[1:] // the first line is cut
+	}
+	return strings.Join(all[max(0, len(all)-lines):], "\n"), nil
+}
+
+// resultOf turns a recorded task into the result a resumed session is
+// told.
+func resultOf(t journal.Task) task.Result {
+	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: parseState(t.State),
+		Created: t.Created, Started: t.Started, Finished: t.Finished}, Text: t.Result}
+	if t.ExitCode != nil {
+		r.ExitCode, r.HasExitCode = *t.ExitCode, true
+	}
+	if t.Error != "" {
+		r.Err = errors.New(t.Error)
+	}
+	return r
+}
+
+func parseState(s string) task.State {
+	for st := task.Queued; st <= task.TimedOut; st++ {
+		if st.String() == s {
+			return st
+		}
+	}
+	return task.Failed
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/offstage/offstage/journal"
+)
+
+const tasksUsage = `Usage: offstage tasks [flags]
+       offstage tasks show [flags] ID
+
+Shows what ran, from the journal: every task of every session, newest
+first, or one task with its result and the end of its output log. ID is
+shell:3 (the newest task of that id), SESSION/shell:3, or shell:3 with
+--session. On a terminal the list has aligned columns and colour; piped,
+or with --json, it is JSON lines.`
+
+const tasksExamples = `  offstage tasks
+  offstage tasks --state failed --since 24h
+  offstage tasks --session 20261122-2217 --json | jq -r .label
+  offstage tasks show shell:3
+`
+
+// timeNow is the clock of relative times; tests fix it.
+var timeNow = time.Now
+
+func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
+	var dirFlag string
+	fs.StringVar(&dirFlag, "state-dir", "", "directory of the journal (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)")
+	session := fs.String("session", "", "only this session's tasks (an id, or its start)")
+	state := fs.String("state", "", "only tasks in this state: queued, running, completed, failed, canceled, timed_out, orphaned")
+	since := fs.String("since", "", "only tasks started since: a duration (2h, 30m) or a date (2026-11-22)")
+	limit := fs.Int("limit", 50, "at most this many tasks (0: all)")
+	asJSON := fs.Bool("json", false, "JSON lines, one task per line (the default when not on a terminal)")
+	rest, err := parse(fs, args, tasksUsage, tasksExamples, stdout)
+	if err != nil {
+		return err
+	}
+	dir, err := journalFlags{state: dirFlag}.dir(os.Getenv)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "journal.db")
+	if _, err := os.Stat(path); err != nil {
+		return usagef("no journal at %s yet: it is made by the first offstage run, mcp or acp (or pass --state-dir)", path)
+	}
+	store, err := journal.OpenSQLite(path)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer store.Close()
+	jsonOut := *asJSON || !isTerminal(stdout)
+	if *session != "" {
+		s, err := store.Session(ctx, *session)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		*session = s.ID
+	}
+	if len(rest) > 0 {
+		if rest[0] != "show" || len(rest) != 2 {
+			return usagef("unexpected %q: offstage tasks takes flags, or \"show ID\"", strings.Join(rest, " "))
+		}
+		return showTask(ctx, store, *session, rest[1], jsonOut, stdout)
+	}
+	f := journal.TaskFilter{Session: *session, State: *state, Limit: *limit}
+	if *state != "" && !validState(*state) {
+		return usagef("--state %q is not a state: use queued, running, completed, failed, canceled, timed_out or orphaned", *state)
+	}
+	if *since != "" {
+		if f.Since, err = parseSince(*since, timeNow()); err != nil {
+			return err
+		}
+	}
+	tasks, err := store.Tasks(ctx, f)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		for _, t := range tasks {
+			enc.Encode(taskJSON(t))
+		}
+		return nil
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintln(stdout, "No tasks match.")
+		return nil
+	}
+	writeTasks(stdout, tasks, timeNow(), true)
+	return nil
+}
+
+func validState(s string) bool {
+	for _, x := range []string{"queued", "running", "completed", "failed", "canceled", "timed_out", journal.Orphaned} {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", time.RFC3339} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usagef("--since %q is neither a duration (2h, 30m) nor a date (2026-11-22, 2026-11-22T15:04)", s)
+}
+
+// writeTasks prints aligned columns, with the state in colour if colour.
+func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTATE\tSTARTED\tTOOK\tEXIT\tSESSION\tLABEL")
+	for _, t := range tasks {
+		exit := "-"
+		if t.ExitCode != nil {
+			exit = fmt.Sprint(*t.ExitCode)
+		}
+		id := t.ID
+		if t.Owner != "" {
+			id += " ←" + t.Owner
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, clipLabel(t.Label, 50))
+	}
+	tw.Flush()
+}
+
+// paint colours a state for a terminal. Padding counts the escape codes,
+// so every state gets the same number of them.
+func paint(state string, colour bool) string {
+	if !colour {
+		return state
+	}
+	code := "0"
+	switch state {
+	case "completed":
+		code = "32"
+	case "failed", journal.Orphaned, "timed_out":
+		code = "31"
+	case "running", "queued":
+		code = "33"
+	}
+	return "\x1b[" + code + "m" + state + "\x1b[0m"
+}
+
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return short(now.Sub(t)) + " ago"
+}
+
+func took(t journal.Task, now time.Time) string {
+	switch {
+	case t.Started.IsZero():
+		return "-"
+	case t.Finished.IsZero():
+		return short(now.Sub(t.Started)) + "…"
+	}
+	return short(t.Finished.Sub(t.Started))
+}
+
+// short writes a duration the way people say it: 850ms, 12s, 4m, 3h, 2d.
+func short(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func clipLabel(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// taskLine is a task as JSON.
+type taskLine struct {
+	Session   string     `json:"session"`
+	TaskID    string     `json:"task_id"`
+	Kind      string     `json:"kind"`
+	Label     string     `json:"label"`
+	Owner     string     `json:"owner,omitempty"`
+	State     string     `json:"state"`
+	Created   time.Time  `json:"created"`
+	Started   *time.Time `json:"started,omitempty"`
+	Finished  *time.Time `json:"finished,omitempty"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	Delivered bool       `json:"delivered"`
+	Host      string     `json:"host,omitempty"`
+	LogPath   string     `json:"log_path,omitempty"`
+	Result    string     `json:"result,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+func taskJSON(t journal.Task) taskLine {
+	l := taskLine{Session: t.Session, TaskID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State,
+		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath}
+	if !t.Started.IsZero() {
+		s := t.Started.UTC()
+		l.Started = &s
+	}
+	if !t.Finished.IsZero() {
+		f := t.Finished.UTC()
+		l.Finished = &f
+	}
+	return l
+}
+
+// showTask prints one task with its result and the end of its log.
+func showTask(ctx context.Context, store *journal.SQLite, session, id string, jsonOut bool, w io.Writer) error {
+	if s, rest, ok := strings.Cut(id, "/"); ok {
+		full, err := store.Session(ctx, s)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		session, id = full.ID, rest
+	}
+	var t journal.Task
+	var err error
+	if session != "" {
+		t, err = store.Task(ctx, session, id)
+	} else {
+		var ts []journal.Task
+		ts, err = store.Tasks(ctx, journal.TaskFilter{})
+		err = errors.Join(err, func() error {
+			for _, x := range ts {
+				if x.ID == id {
+					t = x
+					return nil
+				}
+			}
+			return fmt.Errorf("%w: task %s", journal.ErrNotFound, id)
+		}())
+	}
+	if errors.Is(err, journal.ErrNotFound) {
+		return usagef("no task %s in the journal; offstage tasks lists them", id)
+	}
+	if err != nil {
+		return err
+	}
+	tail, tailErr := "", error(nil)
+	if t.LogPath != "" {
+		tail, tailErr = logTail(t.LogPath, 20, 4<<10)
+	}
+	if jsonOut {
+		l := taskJSON(t)
+		l.Result, l.Error = t.Result, t.Error
+		out := struct {
+			taskLine
+			OutputTail string `json:"output_tail,omitempty"`
+			LogError   string `json:"log_error,omitempty"`
+		}{taskLine: l, OutputTail: tail}
+		if tailErr != nil {
+			out.LogError = tailErr.Error()
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	now := timeNow()
+	fmt.Fprintf(w, "%s of session %s", t.ID, t.Session)
+	if t.Hostname != "" {
+		fmt.Fprintf(w, " (on %s)", t.Hostname)
+	}
+	fmt.Fprintf(w, "\n  %s: %s\n  state:   %s", t.Kind, t.Label, t.State)
+	if t.ExitCode != nil {
+		fmt.Fprintf(w, ", exit %d", *t.ExitCode)
+	}
+	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), took(t, now))
+	if t.Owner != "" {
+		fmt.Fprintf(w, "  started by %s\n", t.Owner)
+	}
+	switch {
+	case t.Delivered:
+		fmt.Fprintln(w, "  its result reached the conversation")
+	case t.State == journal.Orphaned:
+		fmt.Fprintln(w, "  orphaned: its offstage stopped while it ran")
+	case t.Finished.IsZero():
+	default:
+		fmt.Fprintln(w, "  its result has not reached the conversation (offstage run --resume delivers it)")
+	}
+	if t.Error != "" {
+		fmt.Fprintf(w, "  error:   %s\n", t.Error)
+	}
+	if t.Result != "" {
+		fmt.Fprintf(w, "\nresult:\n%s\n", indent(t.Result))
+	}
+	switch {
+	case tailErr != nil:
+		fmt.Fprintf(w, "\noutput log %s cannot be read: %v\n", t.LogPath, tailErr)
+	case tail != "":
+		fmt.Fprintf(w, "\nend of its output (%s):\n%s\n", t.LogPath, indent(tail))
+	}
+	return nil
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
+)
+
+// fixtureJournal writes a journal with two sessions at fixed times.
+func fixtureJournal(t *testing.T) (dir string, now time.Time) {
+	t.Helper()
+	dir = t.TempDir()
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := journal.New(store, journal.Options{})
+	base := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	j.Add(&journal.Host{ID: "h1", Hostname: "build-box", PID: 1, Start: 1, Started: base})
+	at := func(d time.Duration) time.Time { return base.Add(d) }
+	change := func(s string, typ task.EventType, id, label string, state task.State, when time.Duration, extra func(*task.Change)) {
+		c := task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when)}, Kind: strings.Split(id, ":")[0], Label: label}
+		if extra != nil {
+			extra(&c)
+		}
+		j.Add(journal.TaskChange{Session: s, Change: c})
+	}
+	exit := func(code int, result, err string) func(*task.Change) {
+		return func(c *task.Change) { c.ExitCode, c.HasExitCode, c.Result, c.Err = code, true, result, err }
+	}
+	j.StartSession(journal.Session{ID: "20261122-090000-aaaaaa", HostID: "h1", Surface: "run", Cwd: "/src", Model: "openai gpt-4.1", Started: at(0)}, 0).End()
+	change("20261122-090000-aaaaaa", task.EventSpawned, "shell:1", "make", task.Running, 0, nil)
+	change("20261122-090000-aaaaaa", task.EventStarted, "shell:1", "make", task.Running, 0, nil)
+	change("20261122-090000-aaaaaa", task.EventFinished, "shell:1", "make", task.Completed, 95*time.Second, exit(0, "exit status 0 after 1m35s", ""))
+	change("20261122-090000-aaaaaa", task.EventDelivered, "shell:1", "make", task.Completed, 96*time.Second, nil)
+	change("20261122-090000-aaaaaa", task.EventSpawned, "agent:2", "reviewer: look at the diff", task.Running, time.Minute, nil)
+	change("20261122-090000-aaaaaa", task.EventStarted, "agent:2", "reviewer: look at the diff", task.Running, time.Minute, nil)
+	change("20261122-090000-aaaaaa", task.EventFinished, "agent:2", "reviewer: look at the diff", task.Failed, 2*time.Minute, func(c *task.Change) { c.Err = "model unavailable" })
+	j.StartSession(journal.Session{ID: "20261122-110000-bbbbbb", HostID: "h1", Surface: "mcp", Cwd: "/src", Started: at(2 * time.Hour)}, 0)
+	change("20261122-110000-bbbbbb", task.EventSpawned, "shell:1", "npm run dev   # the dev server, which runs until it is stopped", task.Running, 2*time.Hour, nil)
+	change("20261122-110000-bbbbbb", task.EventStarted, "shell:1", "npm run dev   # the dev server, which runs until it is stopped", task.Running, 2*time.Hour, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := j.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return dir, at(2*time.Hour + 5*time.Minute)
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		os.WriteFile(path, []byte(got), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (UPDATE_GOLDEN=1 writes it)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", name, d)
+	}
+}
+
+func TestTasksGolden(t *testing.T) {
+	dir, now := fixtureJournal(t)
+	timeNow = func() time.Time { return now }
+	defer func() { timeNow = time.Now }()
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tasks, _ := store.Tasks(t.Context(), journal.TaskFilter{})
+	var plain, colour bytes.Buffer
+	writeTasks(&plain, tasks, now, false)
+	writeTasks(&colour, tasks, now, true)
+	golden(t, "tasks.txt", plain.String())
+	golden(t, "tasks-colour.txt", colour.String())
+
+	var out, errOut bytes.Buffer
+	if err := tasksCommand(t.Context(), []string{"--state-dir", dir}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "tasks.jsonl", out.String())
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var l taskLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.TaskID == "" {
+			t.Errorf("line %q: %v", line, err)
+		}
+	}
+
+	out.Reset()
+	if err := tasksCommand(t.Context(), []string{"--state-dir", dir, "--state", "failed", "--since", "3h"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(out.String(), "\n"); got != 1 || !strings.Contains(out.String(), `"task_id":"agent:2"`) {
+		t.Errorf("--state failed --since 3h = %s", out.String())
+	}
+	out.Reset()
+	tasksCommand(t.Context(), []string{"--state-dir", dir, "--session", "20261122-11"}, &out, &errOut)
+	if got := strings.Count(out.String(), "\n"); got != 1 {
+		t.Errorf("--session prefix = %s", out.String())
+	}
+	for args, want := range map[string]string{
+		"--state sleeping": `--state "sleeping" is not a state`,
+		"--since yesterday": `--since "yesterday" is neither a duration`,
+		"--session nope":    `session "nope"`,
+		"show shell:9":      "no task shell:9 in the journal",
+	} {
+		err := tasksCommand(t.Context(), append([]string{"--state-dir", dir}, strings.Fields(args)...), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("tasks %s = %v, want %q", args, err, want)
+		}
+	}
+	if err := tasksCommand(t.Context(), []string{"--state-dir", t.TempDir()}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "no journal at") {
+		t.Errorf("no journal: %v", err)
+	}
+}
+
+func TestTasksShow(t *testing.T) {
+	dir, now := fixtureJournal(t)
+	timeNow = func() time.Time { return now }
+	defer func() { timeNow = time.Now }()
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var out bytes.Buffer
+	if err := showTask(t.Context(), store, "", "20261122-09/shell:1", false, &out); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "tasks-show.txt", out.String())
+}

@@ -73,7 +73,7 @@ type Message struct {
 }
 
 // A Record is one change the journal writes: *Host, *Session (started),
-// SessionEnd, *Message, TaskChange, TaskProcess, Delivered.
+// SessionEnd, *Message, *TaskChange, TaskProcess, Delivered.
 type Record interface{ record() }
 
 // SessionEnd records that a session ended.
@@ -85,7 +85,7 @@ type SessionEnd struct {
 // TaskChange is a change of a task in a session's table.
 type TaskChange struct {
 	Session string
-	task.Change
+	*task.Change
 }
 
 // TaskProcess records the process and log of a shell task.
@@ -108,7 +108,7 @@ func (*Host) record()       {}
 func (*Session) record()    {}
 func (SessionEnd) record()  {}
 func (*Message) record()    {}
-func (TaskChange) record()  {}
+func (*TaskChange) record() {}
 func (TaskProcess) record() {}
 func (Delivered) record()   {}
 
@@ -152,6 +152,10 @@ type Options struct {
 	QueueRecords int
 	// BatchRecords bounds one transaction. Default 512.
 	BatchRecords int
+	// Interval is how long the writer gathers records after a write
+	// before the next, unless a batch is full or Flush or Close asks: a
+	// crash loses at most about this much. Default 20ms.
+	Interval time.Duration
 	// Report receives the journal's own trouble (the disk is full, the
 	// database is locked, records were dropped, and recovery), once per
 	// episode. Default: dropped.
@@ -161,6 +165,7 @@ type Options struct {
 const (
 	defaultQueueRecords = 8192
 	defaultBatchRecords = 512
+	defaultInterval     = 20 * time.Millisecond
 	retryFirst          = 100 * time.Millisecond
 	retryMax            = 5 * time.Second
 )
@@ -179,6 +184,7 @@ type Journal struct {
 	wake    chan struct{} // capacity 1: records are waiting
 	done    chan struct{} // closed when the writer has finished
 	abandon chan struct{} // closed when Close's context ends: stop retrying
+	hurry   chan struct{} // capacity 1: Flush or Close wants the queue written now
 
 	mu      sync.Mutex // guards the fields below
 	queue   []Record
@@ -201,7 +207,10 @@ func New(store Store, opts Options) *Journal {
 	if opts.Report == nil {
 		opts.Report = func(string) {}
 	}
-	j := &Journal{store: store, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{}), abandon: make(chan struct{})}
+	if opts.Interval <= 0 {
+		opts.Interval = defaultInterval
+	}
+	j := &Journal{store: store, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{}), abandon: make(chan struct{}), hurry: make(chan struct{}, 1)}
 	go j.run()
 	return j
 }
@@ -223,10 +232,13 @@ func (j *Journal) Add(r Record) bool {
 		return false
 	}
 	j.queue = append(j.queue, r)
+	first := len(j.queue) == 1 // the writer takes the whole queue when woken: wake it once
 	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
+	if first {
+		select {
+		case j.wake <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -275,9 +287,11 @@ func (j *Journal) waitIdle(ctx context.Context) error {
 	}
 	j.queue = append(j.queue, marker)
 	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{j.wake, j.hurry} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 	select {
 	case <-marker.done:
@@ -303,9 +317,11 @@ func (j *Journal) Close(ctx context.Context) error {
 	if !already {
 		stop := context.AfterFunc(ctx, func() { close(j.abandon) })
 		defer stop()
-		select {
-		case j.wake <- struct{}{}:
-		default:
+		for _, ch := range []chan struct{}{j.wake, j.hurry} {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 	<-j.done
@@ -402,6 +418,19 @@ func (j *Journal) run() {
 			close(m.done)
 		}
 		batch = batch[:0]
+		// Gather for a while: fewer, larger transactions, and a writer
+		// that leaves the CPU to the session between them.
+		j.mu.Lock()
+		gather := !j.closing && len(j.queue) < j.opts.BatchRecords
+		j.mu.Unlock()
+		if gather {
+			timer := time.NewTimer(j.opts.Interval)
+			select {
+			case <-timer.C:
+			case <-j.hurry:
+				timer.Stop()
+			}
+		}
 	}
 }
 
@@ -427,10 +456,10 @@ func (j *Journal) StartSession(s Session, seq int) *SessionLog {
 func (l *SessionLog) ID() string { return l.id }
 
 // Record queues a change of the session's task table.
-func (l *SessionLog) Record(c task.Change) {
+func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
 	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:
-		l.j.Add(TaskChange{Session: l.id, Change: c})
+		l.j.Add(&TaskChange{Session: l.id, Change: c})
 	}
 }
 

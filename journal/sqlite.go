@@ -11,6 +11,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
+
+	"github.com/offstage/offstage/task"
 )
 
 // migrations bring a SQLite journal from version i to i+1; the schema
@@ -162,80 +164,113 @@ func fromNanos(n sql.NullInt64) time.Time {
 	return time.Unix(0, n.Int64)
 }
 
-// Write applies batch in one transaction.
+// Write applies batch in one transaction, each statement prepared once.
 func (s *SQLite) Write(ctx context.Context, batch []Record) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	w := &writer{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}}
+	defer w.close()
 	for _, r := range batch {
-		if err := writeRecord(ctx, tx, r); err != nil {
+		if err := w.record(r); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
 }
 
-func writeRecord(ctx context.Context, tx *sql.Tx, r Record) error {
-	var err error
-	switch r := r.(type) {
-	case *Host:
-		_, err = tx.ExecContext(ctx, `INSERT INTO hosts (id, hostname, pid, start, started_at, version) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, start = excluded.start, started_at = excluded.started_at, version = excluded.version`,
-			r.ID, r.Hostname, r.PID, r.Start, r.Started.UnixNano(), r.Version)
-	case *Session:
-		_, err = tx.ExecContext(ctx, `INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET host_id = excluded.host_id, ended_at = NULL`,
-			r.ID, r.HostID, r.Surface, r.Cwd, r.Model, r.Started.UnixNano())
-	case SessionEnd:
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ? WHERE id = ?`, r.At.UnixNano(), r.Session)
-	case *Message:
-		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO messages (session_id, seq, body) VALUES (?, ?, ?)`, r.Session, r.Seq, r.Body)
-	case TaskProcess:
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
-	case Delivered:
-		for _, id := range r.IDs {
-			if _, err = tx.ExecContext(ctx, `UPDATE tasks SET delivered = 1 WHERE session_id = ? AND id = ?`, r.Session, id); err != nil {
-				break
-			}
+// writer runs one batch's statements, preparing each the first time.
+type writer struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (w *writer) exec(query string, args ...any) error {
+	st := w.stmts[query]
+	if st == nil {
+		var err error
+		if st, err = w.tx.PrepareContext(w.ctx, query); err != nil {
+			return err
 		}
-	case TaskChange:
-		err = writeChange(ctx, tx, r)
-	default:
-		err = fmt.Errorf("journal: unknown record %T", r)
+		w.stmts[query] = st
 	}
+	_, err := st.ExecContext(w.ctx, args...)
 	return err
 }
 
-func writeChange(ctx context.Context, tx *sql.Tx, c TaskChange) error {
+func (w *writer) close() {
+	for _, st := range w.stmts {
+		st.Close()
+	}
+}
+
+const (
+	insertHost = `INSERT INTO hosts (id, hostname, pid, start, started_at, version) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, start = excluded.start, started_at = excluded.started_at, version = excluded.version`
+	insertSession = `INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET host_id = excluded.host_id, ended_at = NULL`
+	endSession     = `UPDATE sessions SET ended_at = ? WHERE id = ?`
+	insertMessage  = `INSERT OR REPLACE INTO messages (session_id, seq, body) VALUES (?, ?, ?)`
+	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
+	updateDelivery = `UPDATE tasks SET delivered = 1 WHERE session_id = ? AND id = ?`
+	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
+	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
+	updateFinished = `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ? WHERE session_id = ? AND id = ?`
+	insertEvent    = `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, ?, ?)`
+)
+
+func (w *writer) record(r Record) error {
+	switch r := r.(type) {
+	case *Host:
+		return w.exec(insertHost, r.ID, r.Hostname, r.PID, r.Start, r.Started.UnixNano(), r.Version)
+	case *Session:
+		return w.exec(insertSession, r.ID, r.HostID, r.Surface, r.Cwd, r.Model, r.Started.UnixNano())
+	case SessionEnd:
+		return w.exec(endSession, r.At.UnixNano(), r.Session)
+	case *Message:
+		return w.exec(insertMessage, r.Session, r.Seq, r.Body)
+	case TaskProcess:
+		return w.exec(updateProcess, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
+	case Delivered:
+		for _, id := range r.IDs {
+			if err := w.exec(updateDelivery, r.Session, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *TaskChange:
+		return w.change(r)
+	}
+	return fmt.Errorf("journal: unknown record %T", r)
+}
+
+func (w *writer) change(c *TaskChange) error {
 	state := c.State.String()
 	var err error
-	switch c.Type.String() {
-	case "spawned":
-		_, err = tx.ExecContext(ctx, `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`,
-			c.Session, c.ID, c.Kind, c.Label, c.Owner, state, c.Time.UnixNano())
-	case "started":
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`, state, c.Time.UnixNano(), c.Session, c.ID)
-	case "finished":
+	switch c.Type {
+	case task.EventSpawned:
+		err = w.exec(insertTask, c.Session, c.ID, c.Kind, c.Label, c.Owner, state, c.Time.UnixNano())
+	case task.EventStarted:
+		err = w.exec(updateStarted, state, c.Time.UnixNano(), c.Session, c.ID)
+	case task.EventFinished:
 		var code any
 		if c.HasExitCode {
 			code = c.ExitCode
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ? WHERE session_id = ? AND id = ?`,
-			state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
-	case "delivered":
-		_, err = tx.ExecContext(ctx, `UPDATE tasks SET delivered = 1 WHERE session_id = ? AND id = ?`, c.Session, c.ID)
+		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
+	case task.EventDelivered:
+		err = w.exec(updateDelivery, c.Session, c.ID)
 	default:
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, ?, ?)`,
-		c.Session, c.ID, c.Time.UnixNano(), c.Type.String(), state)
-	return err
+	return w.exec(insertEvent, c.Session, c.ID, c.Time.UnixNano(), c.Type.String(), state)
 }
 
 // Hosts returns the hosts, other than except, that have open sessions or

@@ -67,6 +67,36 @@ func BenchmarkCaptureRaw(b *testing.B) {
 	}
 }
 
+// BenchmarkCaptureTeeRaw: the child's 256 MiB copied straight into a
+// file with io.Copy, the limit for BenchmarkCaptureLog on this machine.
+func BenchmarkCaptureTeeRaw(b *testing.B) {
+	b.SetBytes(captureBytes)
+	path := filepath.Join(b.TempDir(), "out.log")
+	for b.Loop() {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "print", strconv.Itoa(captureBytes))
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(f, out)
+		if err != nil || n != captureBytes {
+			b.Fatalf("copied %d bytes, %v", n, err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
 // onlyReader hides WriterTo so io.CopyBuffer uses the buffer.
 type onlyReader struct{ io.Reader }
 

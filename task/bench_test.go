@@ -130,3 +130,25 @@ func heldBytes() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc + m.StackInuse
 }
+
+type nopRecorder struct{}
+
+func (nopRecorder) Record(*task.Change) {}
+
+// BenchmarkSpawnDrainRecorder: BenchmarkSpawnDrain with a Recorder that
+// keeps nothing: what handing every change to a recorder costs the table.
+func BenchmarkSpawnDrainRecorder(b *testing.B) {
+	tb := task.New(b.Context(), task.Options{Recorder: nopRecorder{}})
+	defer tb.Close(context.Background())
+	top := tb.View("")
+	ready := top.Ready()
+	for b.Loop() {
+		if _, err := top.Spawn(task.Spec{Kind: "shell"}, noop); err != nil {
+			b.Fatal(err)
+		}
+		<-ready
+		if rs := top.Drain(); len(rs) != 1 {
+			b.Fatalf("Drain() returned %d results, want 1", len(rs))
+		}
+	}
+}

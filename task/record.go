@@ -6,7 +6,8 @@ package task
 // table; a journal copies the change into a bounded queue and writes it
 // elsewhere. Set it with Options.Recorder.
 type Recorder interface {
-	Record(Change)
+	// Record receives a change; it is the recorder's to keep.
+	Record(*Change)
 }
 
 // Change is an event together with the task's details.
@@ -22,8 +23,8 @@ type Change struct {
 	Err         string
 }
 
-func (tb *Table) recordLocked(t *task, e Event) {
-	c := Change{Event: e, Kind: t.kind, Label: t.label}
+func (tb *Table) recordLocked(t *task, e *Event) {
+	c := &Change{Event: *e, Kind: t.kind, Label: t.label}
 	if e.Type == EventFinished {
 		c.ExitCode, c.HasExitCode, c.Result = t.exitCode, t.hasExit, t.text
 		if t.err != nil {

@@ -14,10 +14,10 @@ type changes struct {
 	all []task.Change
 }
 
-func (c *changes) Record(ch task.Change) {
+func (c *changes) Record(ch *task.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.all = append(c.all, ch)
+	c.all = append(c.all, *ch)
 }
 
 func TestRecorderSeesEveryChangeWithDetails(t *testing.T) {

@@ -526,7 +526,7 @@ func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time)
 		State: t.state, Iteration: t.iteration, Text: text,
 	})
 	if tb.opts.Recorder != nil {
-		tb.recordLocked(t, e)
+		tb.recordLocked(t, &e)
 	}
 }
 

@@ -29,11 +29,11 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 	j.Add(&journal.Host{ID: "h1", Hostname: "build-box", PID: 1, Start: 1, Started: base})
 	at := func(d time.Duration) time.Time { return base.Add(d) }
 	change := func(s string, typ task.EventType, id, label string, state task.State, when time.Duration, extra func(*task.Change)) {
-		c := task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when)}, Kind: strings.Split(id, ":")[0], Label: label}
+		c := &task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when)}, Kind: strings.Split(id, ":")[0], Label: label}
 		if extra != nil {
-			extra(&c)
+			extra(c)
 		}
-		j.Add(journal.TaskChange{Session: s, Change: c})
+		j.Add(&journal.TaskChange{Session: s, Change: c})
 	}
 	exit := func(code int, result, err string) func(*task.Change) {
 		return func(c *task.Change) { c.ExitCode, c.HasExitCode, c.Result, c.Err = code, true, result, err }

@@ -113,7 +113,7 @@ func TestTasksGolden(t *testing.T) {
 		t.Errorf("--session prefix = %s", out.String())
 	}
 	for args, want := range map[string]string{
-		"--state sleeping": `--state "sleeping" is not a state`,
+		"--state sleeping":  `--state "sleeping" is not a state`,
 		"--since yesterday": `--since "yesterday" is neither a duration`,
 		"--session nope":    `session "nope"`,
 		"show shell:9":      "no task shell:9 in the journal",

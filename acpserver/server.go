@@ -47,6 +47,9 @@ type Config struct {
 	// MaxSessions bounds the sessions one connection holds at once (each
 	// has a task table and two goroutines). Default 64.
 	MaxSessions int
+	// Record, if set, records each session (its conversation, tasks and
+	// their output logs; the CLI's journal).
+	Record agent.RecordSession
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger

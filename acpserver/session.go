@@ -23,9 +23,10 @@ const queueSize = 1024
 // session is one ACP session: an agent.Session driven by its Run loop, and
 // the goroutine that writes its updates in order.
 type session struct {
-	srv  *server
-	id   acp.SessionId
-	sess *agent.Session
+	srv       *server
+	id        acp.SessionId
+	sess      *agent.Session
+	endRecord func() // records the session's end; nil when not recorded
 
 	input   chan string   // prompts, to Run
 	stopRun func()        // ends Run
@@ -86,11 +87,18 @@ func newSession(srv *server, id acp.SessionId, cwd string) (*session, error) {
 		instructions = text
 		srv.cfg.Logger.Info("project instructions", "session", id, "files", files)
 	}
-	sess, err := agent.New(srv.ctx, agent.Config{
+	acfg := agent.Config{
 		Model: cfg.Model, System: cfg.System, ProjectInstructions: instructions, Profiles: cfg.Profiles,
 		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit,
-	})
+	}
+	if cfg.Record != nil {
+		s.endRecord = cfg.Record(string(id), "acp", &acfg)
+	}
+	sess, err := agent.New(srv.ctx, acfg)
 	if err != nil {
+		if s.endRecord != nil {
+			s.endRecord()
+		}
 		return nil, err
 	}
 	s.sess = sess
@@ -416,6 +424,9 @@ func (s *session) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		s.closeErr = s.sess.Close(ctx)
+		if s.endRecord != nil {
+			s.endRecord()
+		}
 		close(s.done)
 		<-s.sent
 	})

@@ -93,6 +93,14 @@ type Config struct {
 	Resume *Resume
 }
 
+// RecordSession hooks a session a surface starts (an MCP or ACP
+// session) up to a durable record, such as the CLI's journal: it is
+// called as the session starts, amends its configuration (Tasks.Recorder,
+// Tools.LogDir and Tools.OnShell, OnMessage) and returns what records the
+// session's end. surface names the surface ("mcp", "acp"); the working
+// directory is cfg.Tools.Process.Dir.
+type RecordSession func(id, surface string, cfg *Config) (end func())
+
 // Resume is a conversation recorded before a restart, to continue.
 type Resume struct {
 	// History is restored as the top level's conversation before anything

@@ -35,6 +35,8 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +73,9 @@ type Config struct {
 	// KeepOnDisconnect leaves a session's tasks running after it ends;
 	// they are then cancelled and reaped by Service.Close.
 	KeepOnDisconnect bool
+	// Record, if set, records each MCP session (its tasks and their output
+	// logs; the CLI's journal).
+	Record agent.RecordSession
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -227,6 +232,15 @@ type conn struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	endRecord func() // set by start when sessions are recorded
+}
+
+// newSessionID names a session that has no MCP session id (stdio): the
+// time, and random hex, as the journal's ids.
+func newSessionID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
 // start gives the session its task table, once, and starts its goroutines.
@@ -244,8 +258,19 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			c.err = errors.New("the server is shutting down")
 			return
 		}
+		cfg := svc.agentConfig()
+		if svc.cfg.Record != nil {
+			id := ""
+			if ss != nil {
+				id = ss.ID()
+			}
+			if id == "" {
+				id = newSessionID()
+			}
+			c.endRecord = svc.cfg.Record(id, "mcp", &cfg)
+		}
 		if svc.cfg.Model != nil {
-			sess, err := agent.New(svc.ctx, svc.agentConfig())
+			sess, err := agent.New(svc.ctx, cfg)
 			if err != nil {
 				c.err = err
 			} else {
@@ -253,8 +278,8 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			}
 		}
 		if c.table == nil {
-			c.table = task.New(svc.ctx, svc.cfg.Tasks)
-			c.tools = tools.New(svc.cfg.Tools).Tools()
+			c.table = task.New(svc.ctx, cfg.Tasks)
+			c.tools = tools.New(cfg.Tools).Tools()
 		}
 		c.view = c.table.View("")
 		go func() {
@@ -340,6 +365,9 @@ func (c *conn) close(ctx context.Context) error {
 			c.closeErr = c.session.Close(ctx)
 		} else if c.table != nil {
 			c.closeErr = c.table.Close(ctx)
+		}
+		if c.endRecord != nil {
+			c.endRecord()
 		}
 		close(c.done)
 		c.svc.mu.Lock()

@@ -39,6 +39,8 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
 	var af agentFlags
 	af.register(fs, true)
+	var jf journalFlags
+	jf.register(fs)
 	rest, err := parse(fs, args, acpUsage, acpExamples, stdout)
 	if err != nil {
 		return err
@@ -57,6 +59,11 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	defer closeLog()
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
+	rec, err := openRecorder(ctx, jf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
 	logger.Info("serving ACP on stdio", "yolo", *yolo)
 	cwd, err := workDir("")
 	if err != nil {
@@ -66,6 +73,6 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// each session's AGENTS.md from the session's own directory.
 	return acpserver.Serve(ctx, acpserver.Config{
 		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
-		AllowAll: *yolo, Logger: logger, Version: version(),
+		AllowAll: *yolo, Logger: logger, Version: version(), Record: rec.hook(mf.describe(os.Getenv)),
 	}, stdin, stdout)
 }

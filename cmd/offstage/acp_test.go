@@ -24,8 +24,8 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 		{"expect": "shell:1", "text": "It runs in the background."},
 		{"expect": "background-result", "text": "The build finished."}
 	]}`), 0o644)
-	cwd := t.TempDir()
-	cmd, mark := offstage(t, nil)
+	cwd, state := t.TempDir(), t.TempDir()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
 	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "acp-client.mjs"), cwd, os.Args[0], "acp", "--script", script}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -74,4 +74,11 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 		t.Logf("a relative cwd: %s", *got.BadCwd)
 	}
 	noSurvivors(t, mark)
+	sessions, tasks := journalOf(t, state)
+	if len(sessions) != 1 || sessions[0].Surface != "acp" || sessions[0].Cwd != cwd || sessions[0].Model != "scripted script.json" {
+		t.Errorf("sessions = %+v", sessions)
+	}
+	if len(tasks) != 1 || tasks[0].State != "completed" || !tasks[0].Delivered {
+		t.Errorf("tasks = %+v", tasks)
+	}
 }

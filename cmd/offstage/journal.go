@@ -385,3 +385,16 @@ func parseState(s string) task.State {
 	}
 	return task.Failed
 }
+
+// hook records the sessions a server surface starts (nil without a
+// journal).
+func (r *recorder) hook(model string) agent.RecordSession {
+	if r == nil {
+		return nil
+	}
+	return func(id, surface string, cfg *agent.Config) func() {
+		sr := r.session(id, surface, cfg.Tools.Process.Dir, model, 0)
+		sr.apply(cfg)
+		return sr.end
+	}
+}

@@ -56,6 +56,8 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
 	var af agentFlags
 	af.register(fs, true)
+	var jf journalFlags
+	jf.register(fs)
 	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
 	if err != nil {
 		return err
@@ -81,6 +83,11 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
+	rec, err := openRecorder(ctx, jf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
 	var profiles []agent.Profile
 	var instructions string
 	if model != nil {
@@ -92,6 +99,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Profiles:            profiles,
 		ProjectInstructions: instructions,
 		KeepOnDisconnect:    *keep,
+		Record:              rec.hook(mf.describe(os.Getenv)),
 		Logger:              logger,
 		Version:             version(),
 	})

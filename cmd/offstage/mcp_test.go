@@ -19,7 +19,8 @@ import (
 )
 
 func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
-	cmd, mark := offstage(t, nil, "mcp")
+	state := t.TempDir()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
@@ -49,6 +50,14 @@ func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
 	noSurvivors(t, mark)
 	if strings.Contains(stderr.String(), "panic") {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+	// The session and its task are in the journal.
+	sessions, tasks := journalOf(t, state)
+	if len(sessions) != 1 || sessions[0].Surface != "mcp" || sessions[0].Ended.IsZero() {
+		t.Errorf("sessions = %+v", sessions)
+	}
+	if len(tasks) != 1 || tasks[0].ID != "shell:1" || tasks[0].State != "canceled" || tasks[0].LogPath == "" {
+		t.Errorf("tasks = %+v", tasks)
 	}
 }
 

@@ -17,6 +17,25 @@ import (
 	"github.com/offstage/offstage/provider"
 )
 
+// journalOf reads the sessions and tasks of a state directory's journal.
+func journalOf(t *testing.T, state string) ([]journal.Session, []journal.Task) {
+	t.Helper()
+	s, err := journal.OpenSQLite(filepath.Join(state, "offstage", "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sessions, err := s.Sessions(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := s.Tasks(t.Context(), journal.TaskFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sessions, tasks
+}
+
 // waitForTask polls the journal until a task of the state directory
 // satisfies ok.
 func waitForTask(t *testing.T, state string, ok func(journal.Task) bool) journal.Task {

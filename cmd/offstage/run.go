@@ -31,13 +31,20 @@ ANTHROPIC_API_KEY for Anthropic.
 In a conversation: Ctrl-C interrupts the current turn (background work
 goes on); a second Ctrl-C or /quit cancels everything, reaps every process
 and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
-/wait ID, /help, /quit.`
+/wait ID, /help, /quit.
+
+The session is recorded in the journal (--state, --no-journal; see
+offstage tasks), and each shell's output in a log there. --resume
+continues the latest recorded conversation, or --resume SESSION that one:
+its history comes back, results it never saw are delivered once, and the
+model is told which tasks a crash or restart orphaned.`
 
 const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the background and summarise the README"
   offstage run --provider anthropic --model claude-sonnet-4-5
   offstage run --base-url http://localhost:11434/v1 --model qwen3:8b
   offstage run --script examples/demo/demo.json --agents examples/demo/agents "go"
   offstage run --json "list the files" | jq -c .
+  offstage run --resume "what came of the tests?"
 `
 
 func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

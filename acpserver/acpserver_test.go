@@ -20,7 +20,9 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -115,6 +117,8 @@ func (c *client) dump() string {
 // and its fields that matter.
 func rendered(u acp.SessionUpdate) string {
 	switch {
+	case u.UserMessageChunk != nil:
+		return "user " + textOf(u.UserMessageChunk.Content)
 	case u.AgentMessageChunk != nil:
 		return "message " + textOf(u.AgentMessageChunk.Content)
 	case u.AgentThoughtChunk != nil:
@@ -649,5 +653,72 @@ func TestANoticeReachesTheEditorWhileIdle(t *testing.T) {
 		if !has(got, w) {
 			t.Errorf("no update %q; all:\n%s", w, strings.Join(got, "\n"))
 		}
+	}
+}
+
+// recorded is a Sessions with one session to load.
+type recorded struct{ cwd string }
+
+func (r *recorded) List(_ context.Context, cwd string) ([]acp.SessionInfo, error) {
+	all := []acp.SessionInfo{{SessionId: "old", Cwd: r.cwd, Title: acp.Ptr("build it")}, {SessionId: "elsewhere", Cwd: "/elsewhere"}}
+	var out []acp.SessionInfo
+	for _, s := range all {
+		if cwd == "" || s.Cwd == cwd {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (r *recorded) Load(_ context.Context, id string) (*agent.Resume, uint64, error) {
+	if id != "old" {
+		return nil, 0, fmt.Errorf("%w: %s", acpserver.ErrUnknownSession, id)
+	}
+	return &agent.Resume{
+		History: []provider.Message{
+			{Role: provider.User, Content: []provider.Block{{Type: provider.Text, Text: "build it"}}},
+			{Role: provider.Assistant, Content: []provider.Block{{Type: provider.ToolUse, ToolCallID: "c1", ToolName: "bash", Input: json.RawMessage(`{"command": "make", "run_in_background": true}`)}}},
+			{Role: provider.User, Content: []provider.Block{{Type: provider.ToolResult, ToolCallID: "c1", Text: `{"task_id":"shell:4"}`}}},
+			{Role: provider.Assistant, Content: []provider.Block{{Type: provider.Text, Text: "The build runs."}}},
+		},
+		Results: []task.Result{{Info: task.Info{ID: "shell:4", Label: "make", State: task.Completed}, Text: "exit status 0: built"}},
+	}, 4, nil
+}
+
+// TestLoadSessionReplaysAndContinues: session/list and session/load come
+// from the recorded sessions; a loaded session replays its conversation,
+// then goes on: its next prompt brings the result it never saw, and its
+// task ids continue.
+func TestLoadSessionReplaysAndContinues(t *testing.T) {
+	script := `{"turns": [
+		{"text": "unused: the recorded conversation already has two answers"},
+		{"text": "unused"},
+		{"expect": "(?s)what now.*background-result task_id=\"shell:4\".*built", "text": "It built; testing.", "tool_calls": [{"name": "bash", "input": {"command": "echo tested"}}]},
+		{"expect": "shell:5", "text": "Tested."}
+	]}`
+	rec := &recorded{}
+	h := start(t, script, acpserver.Config{Sessions: rec})
+	rec.cwd = h.dir
+	list, err := h.conn.ListSessions(t.Context(), acp.ListSessionsRequest{Cwd: acp.Ptr(h.dir)})
+	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionId != "old" {
+		t.Fatalf("ListSessions = %+v, %v", list, err)
+	}
+	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "nope", McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), "no such session") {
+		t.Errorf("loading an unknown session: %v", err)
+	}
+	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "old", McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	replayed := h.lines("old")
+	for _, w := range []string{"user build it", `tool_call in_progress execute "Run: make (in the background)"`, "tool_call_update completed", "message The build runs."} {
+		if !has(replayed, w) {
+			t.Errorf("replay lacks %q; all:\n%s", w, strings.Join(replayed, "\n"))
+		}
+	}
+	if got := h.prompt(t, "old", "what now?"); got != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after load = %s", got)
+	}
+	if !has(h.lines("old"), "message Tested.") {
+		t.Errorf("the loaded session did not go on:\n%s", strings.Join(h.lines("old"), "\n"))
 	}
 }

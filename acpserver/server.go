@@ -50,6 +50,9 @@ type Config struct {
 	// Record, if set, records each session (its conversation, tasks and
 	// their output logs; the CLI's journal).
 	Record agent.RecordSession
+	// Sessions, if set, answers session/list and session/load from the
+	// sessions recorded earlier.
+	Sessions Sessions
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -62,6 +65,21 @@ const (
 	defaultMaxSessions = 64
 	closeTimeout       = 20 * time.Second
 )
+
+// Sessions are the conversations recorded earlier (the CLI's journal).
+type Sessions interface {
+	// List returns recorded sessions, newest first; of the directory cwd
+	// only, unless it is empty.
+	List(ctx context.Context, cwd string) ([]acp.SessionInfo, error)
+	// Load returns a session's conversation to continue, what it has not
+	// been told yet, and the number its task ids continue after. An
+	// unknown id is an error wrapping ErrUnknownSession.
+	Load(ctx context.Context, id string) (resume *agent.Resume, firstID uint64, err error)
+}
+
+// ErrUnknownSession is what Sessions.Load wraps for an id it does not
+// know.
+var ErrUnknownSession = errors.New("no such session")
 
 // Serve runs the agent for one client that writes to r and reads from w
 // (the agent's stdin and stdout), until the client disconnects or ctx
@@ -122,7 +140,8 @@ func (srv *server) Initialize(ctx context.Context, p acp.InitializeRequest) (acp
 			// attaches); no images or audio: the prompt is text to the
 			// model.
 			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
-			SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}},
+			SessionCapabilities: srv.sessionCapabilities(),
+			LoadSession:         srv.cfg.Sessions != nil,
 		},
 		AuthMethods: []acp.AuthMethod{},
 	}, nil
@@ -143,7 +162,7 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 		return acp.NewSessionResponse{}, srv.fullError()
 	}
 	id := acp.SessionId(newID())
-	s, err := newSession(srv, id, filepath.Clean(p.Cwd))
+	s, err := newSession(srv, id, filepath.Clean(p.Cwd), nil, 0)
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
 	}
@@ -201,8 +220,81 @@ func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) 
 	return acp.CloseSessionResponse{}, nil
 }
 
+func (srv *server) sessionCapabilities() acp.SessionCapabilities {
+	c := acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}}
+	if srv.cfg.Sessions != nil {
+		c.List = &acp.SessionListCapabilities{}
+	}
+	return c
+}
+
 func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+	if srv.cfg.Sessions == nil {
+		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+	}
+	cwd := ""
+	if p.Cwd != nil {
+		cwd = filepath.Clean(*p.Cwd)
+	}
+	list, err := srv.cfg.Sessions.List(ctx, cwd)
+	if err != nil {
+		return acp.ListSessionsResponse{}, internal("listing the recorded sessions: %s", err.Error())
+	}
+	if list == nil {
+		list = []acp.SessionInfo{}
+	}
+	return acp.ListSessionsResponse{Sessions: list}, nil
+}
+
+// LoadSession continues a recorded session: its conversation is replayed
+// to the client as updates, then it goes on as any session, its task ids
+// numbered on; results it had not been told and tasks a restart orphaned
+// reach the model with the next prompt.
+func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	if srv.cfg.Sessions == nil {
+		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
+	}
+	if !filepath.IsAbs(p.Cwd) {
+		return acp.LoadSessionResponse{}, invalid("cwd %q is not an absolute path; send the project's absolute directory", p.Cwd)
+	}
+	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
+		return acp.LoadSessionResponse{}, invalid("cwd %q is not a directory that exists", p.Cwd)
+	}
+	if _, err := srv.session(p.SessionId); err == nil {
+		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", p.SessionId)
+	}
+	if srv.full() {
+		return acp.LoadSessionResponse{}, srv.fullError()
+	}
+	resume, firstID, err := srv.cfg.Sessions.Load(ctx, string(p.SessionId))
+	switch {
+	case errors.Is(err, ErrUnknownSession):
+		return acp.LoadSessionResponse{}, invalid("%s; session/list gives the sessions there are", err.Error())
+	case err != nil:
+		return acp.LoadSessionResponse{}, internal("loading session %s: %s", p.SessionId, err.Error())
+	}
+	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), resume, firstID)
+	if err != nil {
+		return acp.LoadSessionResponse{}, internal("%s", err.Error())
+	}
+	s.replay(resume.History)
+	s.flush(ctx)
+	srv.mu.Lock()
+	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
+	if !closed && !full {
+		srv.sessions[p.SessionId] = s
+	}
+	srv.mu.Unlock()
+	switch {
+	case closed:
+		s.close()
+		return acp.LoadSessionResponse{}, internal("%s", "the agent is shutting down")
+	case full:
+		s.close()
+		return acp.LoadSessionResponse{}, srv.fullError()
+	}
+	srv.cfg.Logger.Info("session loaded", "session", p.SessionId, "cwd", p.Cwd, "messages", len(resume.History))
+	return acp.LoadSessionResponse{}, nil
 }
 
 func (srv *server) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {

@@ -60,7 +60,7 @@ type queued struct {
 	turnEnd *agent.Event
 }
 
-func newSession(srv *server, id acp.SessionId, cwd string) (*session, error) {
+func newSession(srv *server, id acp.SessionId, cwd string, resume *agent.Resume, firstID uint64) (*session, error) {
 	s := &session{
 		srv: srv, id: id,
 		input:     make(chan string),
@@ -89,7 +89,10 @@ func newSession(srv *server, id acp.SessionId, cwd string) (*session, error) {
 	}
 	acfg := agent.Config{
 		Model: cfg.Model, System: cfg.System, ProjectInstructions: instructions, Profiles: cfg.Profiles,
-		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit,
+		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit, Resume: resume,
+	}
+	if resume != nil {
+		acfg.Tasks.FirstID = firstID
 	}
 	if cfg.Record != nil {
 		s.endRecord = cfg.Record(string(id), "acp", &acfg)

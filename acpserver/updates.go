@@ -11,6 +11,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -381,4 +382,49 @@ func lastLines(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("…(%d earlier lines)", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// replayBytes bounds each replayed block of a loaded conversation.
+const replayBytes = 8 << 10
+
+// replay sends a loaded conversation to the client as the updates it
+// would have seen: the user's messages, the model's text and thoughts,
+// its tool calls with their results; background results and notices
+// appear as thoughts.
+func (s *session) replay(history []provider.Message) {
+	for _, m := range history {
+		for _, b := range m.Content {
+			switch b.Type {
+			case provider.Text:
+				text := clipText(b.Text)
+				switch {
+				case m.Role == provider.Assistant:
+					s.update(acp.UpdateAgentMessageText(text))
+				case strings.HasPrefix(b.Text, "[offstage]"):
+					s.update(acp.UpdateAgentThoughtText(text + "\n"))
+				default:
+					s.update(acp.UpdateUserMessageText(text))
+				}
+			case provider.Thinking:
+				s.update(acp.UpdateAgentThoughtText(clipText(b.Text)))
+			case provider.ToolUse:
+				title, kind := describe(s.toolOf(b.ToolName), b.Input)
+				s.update(acp.StartToolCall(acp.ToolCallId(b.ToolCallID), title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusInProgress)))
+			case provider.ToolResult:
+				status := acp.ToolCallStatusCompleted
+				if b.IsError {
+					status = acp.ToolCallStatusFailed
+				}
+				s.update(acp.UpdateToolCall(acp.ToolCallId(b.ToolCallID), acp.WithUpdateStatus(status),
+					acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(clipText(b.Text)))})))
+			}
+		}
+	}
+}
+
+func clipText(s string) string {
+	if len(s) <= replayBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:replayBytes], "") + "…"
 }

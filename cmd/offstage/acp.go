@@ -73,6 +73,6 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// each session's AGENTS.md from the session's own directory.
 	return acpserver.Serve(ctx, acpserver.Config{
 		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
-		AllowAll: *yolo, Logger: logger, Version: version(), Record: rec.hook(mf.describe(os.Getenv)),
+		AllowAll: *yolo, Logger: logger, Version: version(), Record: rec.hook(mf.describe(os.Getenv)), Sessions: rec.sessions(),
 	}, stdin, stdout)
 }

@@ -22,7 +22,8 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	os.WriteFile(script, []byte(`{"turns": [
 		{"text": "Starting the build.", "tool_calls": [{"name": "bash", "input": {"command": "echo building; sleep 0.5; echo built", "run_in_background": true}}]},
 		{"expect": "shell:1", "text": "It runs in the background."},
-		{"expect": "background-result", "text": "The build finished."}
+		{"expect": "background-result", "text": "The build finished."},
+		{"expect": "and now", "text": "Still here."}
 	]}`), 0o644)
 	cwd, state := t.TempDir(), t.TempDir()
 	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
@@ -52,7 +53,7 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	if got.StopReason != "end_turn" || !got.Idle {
 		t.Fatalf("stopReason %q, background result while idle %v; updates:\n%s", got.StopReason, got.Idle, all)
 	}
-	if got.Capabilities.LoadSession || got.Capabilities.SessionCapabilities["close"] == nil || !got.Capabilities.PromptCapabilities["embeddedContext"] || got.Capabilities.PromptCapabilities["image"] {
+	if !got.Capabilities.LoadSession || got.Capabilities.SessionCapabilities["list"] == nil || got.Capabilities.SessionCapabilities["close"] == nil || !got.Capabilities.PromptCapabilities["embeddedContext"] || got.Capabilities.PromptCapabilities["image"] {
 		t.Errorf("capabilities = %+v", got.Capabilities)
 	}
 	if len(got.Asked) != 1 || !strings.HasPrefix(got.Asked[0], "Run: echo building") {
@@ -81,4 +82,38 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	if len(tasks) != 1 || tasks[0].State != "completed" || !tasks[0].Delivered {
 		t.Errorf("tasks = %+v", tasks)
 	}
+
+	// A second offstage acp on the same journal lists the session, loads
+	// it (the conversation replayed), and goes on with it.
+	load, mark2 := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	load.Path, load.Args = node, []string{node, filepath.Join(dir, "acp-load.mjs"), cwd, os.Args[0], "acp", "--script", script, "--yolo"}
+	stdout.Reset()
+	stderr.Reset()
+	load.Stdout, load.Stderr = &stdout, &stderr
+	if err := load.Run(); err != nil {
+		t.Fatalf("the node loader failed: %v\n%s", err, stderr.String())
+	}
+	var loaded struct {
+		LoadSession bool
+		Listed      []struct{ SessionID, Cwd, Title string }
+		Replayed    int
+		StopReason  string
+		Updates     []string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &loaded); err != nil {
+		t.Fatalf("node printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	replay := strings.Join(loaded.Updates[:loaded.Replayed], "\n")
+	if !loaded.LoadSession || len(loaded.Listed) != 1 || loaded.Listed[0].SessionID != sessions[0].ID || loaded.Listed[0].Title != "build it" {
+		t.Errorf("listed = %+v", loaded)
+	}
+	for _, want := range []string{"user build it", "message Starting the build.", "tool_call in_progress execute Run: echo building", "message The build finished."} {
+		if !strings.Contains(replay, want) {
+			t.Errorf("the replay lacks %q:\n%s", want, replay)
+		}
+	}
+	if after := strings.Join(loaded.Updates[loaded.Replayed:], "\n"); loaded.StopReason != "end_turn" || !strings.Contains(after, "message Still here.") {
+		t.Errorf("the loaded session's prompt: %s\n%s", loaded.StopReason, after)
+	}
+	noSurvivors(t, mark2)
 }

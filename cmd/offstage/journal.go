@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
@@ -393,8 +396,68 @@ func (r *recorder) hook(model string) agent.RecordSession {
 		return nil
 	}
 	return func(id, surface string, cfg *agent.Config) func() {
-		sr := r.session(id, surface, cfg.Tools.Process.Dir, model, 0)
+		seq := 0 // a loaded session's messages continue its own
+		if msgs, err := r.store.History(context.Background(), id); err == nil && len(msgs) > 0 {
+			seq = msgs[len(msgs)-1].Seq
+		}
+		sr := r.session(id, surface, cfg.Tools.Process.Dir, model, seq)
 		sr.apply(cfg)
 		return sr.end
 	}
+}
+
+// acpSessions answers ACP's session/list and session/load from the
+// journal.
+type acpSessions struct{ r *recorder }
+
+func (a acpSessions) List(ctx context.Context, cwd string) ([]acp.SessionInfo, error) {
+	all, err := a.r.store.Sessions(ctx, 200)
+	if err != nil {
+		return nil, err
+	}
+	var out []acp.SessionInfo
+	for _, s := range all {
+		if s.Surface == "mcp" || (cwd != "" && s.Cwd != cwd) {
+			continue // an MCP session has no conversation to load
+		}
+		info := acp.SessionInfo{SessionId: acp.SessionId(s.ID), Cwd: s.Cwd}
+		updated := s.Started
+		if !s.Ended.IsZero() {
+			updated = s.Ended
+		}
+		info.UpdatedAt = acp.Ptr(updated.UTC().Format(time.RFC3339))
+		if msgs, err := a.r.store.History(ctx, s.ID); err == nil && len(msgs) > 0 {
+			var m provider.Message
+			if json.Unmarshal(msgs[0].Body, &m) == nil && m.TextOf() != "" {
+				info.Title = acp.Ptr(clipLabel(m.TextOf(), 80))
+			}
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func (a acpSessions) Load(ctx context.Context, id string) (*agent.Resume, uint64, error) {
+	if _, err := a.r.store.Session(ctx, id); err != nil {
+		if errors.Is(err, journal.ErrNotFound) {
+			return nil, 0, fmt.Errorf("%w: %s is not in the journal", acpserver.ErrUnknownSession, id)
+		}
+		return nil, 0, err
+	}
+	res, err := a.r.loadResume(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(res.told) > 0 {
+		a.r.j.Add(journal.Delivered{Session: res.session.ID, IDs: res.told})
+	}
+	return res.resume, res.firstID, nil
+}
+
+// sessions returns the journal's sessions for ACP (nil without one).
+func (r *recorder) sessions() acpserver.Sessions {
+	if r == nil {
+		return nil
+	}
+	return acpSessions{r}
 }

@@ -12,8 +12,14 @@
 // shells running in the session's cwd (absolute; checked). Sessions of one
 // connection are independent and see only their own tasks. session/close
 // (advertised) and the connection closing cancel the running turn and
-// every task of the session and reap every process. loadSession, resume
-// and list are not offered: sessions live as long as the connection.
+// every task of the session and reap every process. With Config.Sessions
+// (the CLI gives it the journal), session/list and session/load are
+// offered: a loaded session replays its recorded conversation as updates
+// (user messages, answers, thoughts, tool calls with their results;
+// background results and notices as thoughts) before session/load
+// answers, numbers its tasks on, and its next prompt brings the model the
+// results it never saw and the tasks a restart orphaned. Config.Record
+// records each session as it runs. session/resume is not offered.
 // session/new's mcpServers are not connected (logged). A connection holds
 // at most Config.MaxSessions (64) sessions at once; session/new past that
 // is refused, saying to close one.

@@ -54,8 +54,8 @@ func (f journalFlags) dir(getenv func(string) string) (string, error) {
 }
 
 // maxLogBytes caps the output logs of all sessions together; the oldest
-// sessions' logs go first.
-const maxLogBytes = 1 << 30
+// sessions' logs go first. A variable for tests.
+var maxLogBytes int64 = 1 << 30
 
 // recorder is a command's journal: opened at start, closed at exit.
 type recorder struct {
@@ -211,7 +211,11 @@ func (r *recorder) pruneLogs(keep string) {
 		}
 	}
 	if removed > 0 {
-		fmt.Fprintf(r.stderr, "offstage: removed the output logs of the %s oldest sessions (%d MB) to keep all logs under %d MB.\n", plural(removed, "session")[2:], freed>>20, maxLogBytes>>20)
+		what := "the oldest session"
+		if removed > 1 {
+			what = fmt.Sprintf("the %d oldest sessions", removed)
+		}
+		fmt.Fprintf(r.stderr, "offstage: removed the output logs of %s (%s) to keep all logs under %s.\n", what, size(freed), size(maxLogBytes))
 	}
 }
 
@@ -460,4 +464,15 @@ func (r *recorder) sessions() acpserver.Sessions {
 		return nil
 	}
 	return acpSessions{r}
+}
+
+// size writes a byte count for people: 812 KiB, 3.1 MiB, 1.0 GiB.
+func size(n int64) string {
+	switch {
+	case n < 1<<20:
+		return fmt.Sprintf("%d KiB", n>>10)
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }

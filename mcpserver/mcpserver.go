@@ -297,22 +297,20 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		}()
 		go func() {
 			defer svc.wg.Done()
-			c.notices(ss)
+			c.notices()
 		}()
 	})
 }
 
-// notices forwards the notices the session's own tasks post (a shell that
+// notices writes the notices the session's own tasks post (a shell that
 // seems to wait for input, lines a notify_on watch looked for) to the
-// client as log messages (level "notice", logger "offstage"), which
-// clients show their user; MCP has no way into the model's conversation.
-// It reads the event log, so the notices stay in the table for the
-// model's task_wait, which they end as in any surface. Clients get them
-// once they set a log level (logging/setLevel), as MCP says.
-func (c *conn) notices(ss *mcp.ServerSession) {
-	if ss == nil {
-		return
-	}
+// server's log, where the person running it sees them. MCP has no way
+// into the model's conversation, and its logging messages are deprecated
+// (SEP-2577, which points stdio servers to stderr), so the model gets
+// notices from task_wait, which they end as in any surface, and the
+// waiting_for_input of task_list. It reads the event log, so the notices
+// stay in the table for task_wait.
+func (c *conn) notices() {
 	ctx, cancel := context.WithCancel(c.svc.ctx)
 	defer cancel()
 	go func() {
@@ -335,8 +333,7 @@ func (c *conn) notices(ss *mcp.ServerSession) {
 				continue
 			}
 			kind, text, _ := strings.Cut(e.Text, ": ") // the event says "kind: text", cut to 512 bytes
-			ss.Log(ctx, &mcp.LoggingMessageParams{Level: "notice", Logger: "offstage",
-				Data: map[string]string{"task_id": e.ID, "kind": kind, "notice": text}})
+			c.svc.cfg.Logger.Info("task notice", "task_id", e.ID, "kind", kind, "notice", text)
 		}
 	}
 }

@@ -166,19 +166,8 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
 	}
-	srv.mu.Lock()
-	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
-	if !closed && !full {
-		srv.sessions[id] = s // the check and the insert are one critical section
-	}
-	srv.mu.Unlock()
-	switch {
-	case closed:
-		s.close()
-		return acp.NewSessionResponse{}, internal("%s", "the agent is shutting down")
-	case full:
-		s.close()
-		return acp.NewSessionResponse{}, srv.fullError()
+	if err := srv.add(id, s); err != nil {
+		return acp.NewSessionResponse{}, err
 	}
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers_ignored", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
@@ -279,19 +268,8 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	}
 	s.replay(resume.History)
 	s.flush(ctx)
-	srv.mu.Lock()
-	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
-	if !closed && !full {
-		srv.sessions[p.SessionId] = s
-	}
-	srv.mu.Unlock()
-	switch {
-	case closed:
-		s.close()
-		return acp.LoadSessionResponse{}, internal("%s", "the agent is shutting down")
-	case full:
-		s.close()
-		return acp.LoadSessionResponse{}, srv.fullError()
+	if err := srv.add(p.SessionId, s); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
 	srv.cfg.Logger.Info("session loaded", "session", p.SessionId, "cwd", p.Cwd, "messages", len(resume.History))
 	return acp.LoadSessionResponse{}, nil
@@ -307,6 +285,26 @@ func (srv *server) SetSessionConfigOption(ctx context.Context, p acp.SetSessionC
 
 func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
 	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+}
+
+// add makes s the connection's session id, unless the connection is
+// closing or full: then it closes s and says why.
+func (srv *server) add(id acp.SessionId, s *session) error {
+	srv.mu.Lock()
+	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
+	if !closed && !full {
+		srv.sessions[id] = s // the check and the insert are one critical section
+	}
+	srv.mu.Unlock()
+	switch {
+	case closed:
+		s.close()
+		return internal("%s", "the agent is shutting down")
+	case full:
+		s.close()
+		return srv.fullError()
+	}
+	return nil
 }
 
 func (srv *server) full() bool {

@@ -50,14 +50,8 @@ func (h *Handle) Notify(kind, text string) bool {
 	o.notices = append(o.notices, n)
 	t.lastActive = now
 	tb.eventLocked(t, EventNotice, cutBytes(kind+": "+text, maxTraceLineBytes), now)
-	select {
-	case o.ready <- struct{}{}:
-	default:
-	}
-	if o.changed != nil {
-		close(o.changed)
-		o.changed = nil
-	}
+	o.wakeLocked()
+	o.changedLocked()
 	return true
 }
 

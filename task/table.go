@@ -53,6 +53,23 @@ type ownerState struct {
 	noticesDropped int      // notices refused because the queue was full, since the last read
 }
 
+// wakeLocked leaves a token in the owner's Ready channel, unless one is
+// there.
+func (o *ownerState) wakeLocked() {
+	select {
+	case o.ready <- struct{}{}:
+	default:
+	}
+}
+
+// changedLocked wakes the owner's Waits.
+func (o *ownerState) changedLocked() {
+	if o.changed != nil {
+		close(o.changed)
+		o.changed = nil
+	}
+}
+
 // task is one entry of the table.
 type task struct {
 	// set at spawn, then immutable
@@ -454,15 +471,9 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 		tb.retireLocked(t, now) // nothing will deliver to a finished owner
 	} else {
 		o.pending.push(t)
-		select {
-		case o.ready <- struct{}{}:
-		default:
-		}
+		o.wakeLocked()
 	}
-	if o.changed != nil {
-		close(o.changed)
-		o.changed = nil
-	}
+	o.changedLocked()
 	if t.done != nil {
 		close(t.done)
 	}

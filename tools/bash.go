@@ -204,14 +204,7 @@ func seconds2d(s float64) time.Duration {
 const maxNotifyOnChars = 1000
 
 func watchPattern(pattern string) (*regexp.Regexp, error) {
-	if len(pattern) > maxNotifyOnChars {
-		return nil, fail("notify_on is longer than %d characters; use a shorter regular expression.", maxNotifyOnChars)
-	}
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return nil, fail("notify_on is not a valid regular expression (Go syntax): %s.", shorten(err.Error(), 200))
-	}
-	return re, nil
+	return compilePattern("notify_on", pattern, maxNotifyOnChars)
 }
 
 // promptNotice is what the model is told when a shell seems to wait for

@@ -212,12 +212,18 @@ func joinNotes(a, b string) string {
 }
 
 func untilPattern(pattern string) (*regexp.Regexp, error) {
-	if len(pattern) > maxUntilChars {
-		return nil, fail("until is longer than %d characters; use a shorter regular expression.", maxUntilChars)
+	return compilePattern("until", pattern, maxUntilChars)
+}
+
+// compilePattern compiles the regular expression a model gave in field,
+// or says what is wrong with it.
+func compilePattern(field, pattern string, maxChars int) (*regexp.Regexp, error) {
+	if len(pattern) > maxChars {
+		return nil, fail("%s is longer than %d characters; use a shorter regular expression.", field, maxChars)
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, fail("until is not a valid regular expression (Go syntax): %s.", shorten(err.Error(), 200))
+		return nil, fail("%s is not a valid regular expression (Go syntax): %s.", field, shorten(err.Error(), 200))
 	}
 	return re, nil
 }

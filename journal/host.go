@@ -79,10 +79,13 @@ type Recovered struct {
 }
 
 // Recover looks for hosts of this machine that died with sessions open or
-// tasks unfinished: their unfinished tasks become orphaned, their
-// sessions end, and the process groups of their shells that still run
-// (the leader's pid and start time both match what was recorded; never a
-// bare pid) are killed. Hosts still alive, and self, are left alone.
+// tasks unfinished, and, in a journal several machines share (a Leaser),
+// for hosts anywhere whose lease ran out: their unfinished tasks become
+// orphaned, their sessions end, and the process groups of their shells
+// that still run on this machine (the leader's pid and start time both
+// match what was recorded; never a bare pid) are killed. Hosts still
+// alive, and self, are left alone; each dead host is handled once, by
+// one of the processes that look.
 func Recover(ctx context.Context, store Store, self Host) (Recovered, error) {
 	var r Recovered
 	hosts, err := store.Hosts(ctx, self.ID)
@@ -97,12 +100,70 @@ func Recover(ctx context.Context, store Store, self Host) (Recovered, error) {
 		if err != nil {
 			return r, fmt.Errorf("journal: %w", err)
 		}
-		for _, t := range tasks {
-			if Same(t.PID, t.PIDStart) && syscall.Kill(-t.PID, syscall.SIGKILL) == nil {
-				r.Killed++
-			}
+		r.add(tasks)
+	}
+	if l, ok := store.(Leaser); ok {
+		_, tasks, err := l.OrphanExpired(ctx, time.Now())
+		if err != nil {
+			return r, fmt.Errorf("journal: %w", err)
 		}
-		r.Tasks = append(r.Tasks, tasks...)
+		r.add(tasks)
 	}
 	return r, nil
+}
+
+// add records orphaned tasks, killing their shells that still run here.
+func (r *Recovered) add(tasks []Task) {
+	name, _ := os.Hostname()
+	for _, t := range tasks {
+		if (t.Hostname == "" || t.Hostname == name) && Same(t.PID, t.PIDStart) && syscall.Kill(-t.PID, syscall.SIGKILL) == nil {
+			r.Killed++
+		}
+	}
+	r.Tasks = append(r.Tasks, tasks...)
+}
+
+// DefaultLease is how long a host's lease in a shared journal lasts; it
+// is renewed every sixth of that.
+const DefaultLease = 30 * time.Second
+
+// KeepLease holds host's lease in a shared journal until ctx ends:
+// every lease/6 it renews it to lease from now, and runs Recover, so that
+// when a host's lease runs out one live host orphans its tasks within
+// about lease + lease/6. report hears of trouble once per episode (the
+// database cannot be reached; this host was declared gone, which happens
+// when it could not renew for longer than the lease); found hears of
+// every recovery that orphaned something.
+func KeepLease(ctx context.Context, store Leaser, host Host, lease time.Duration, report func(string), found func(Recovered)) {
+	tick := time.NewTicker(lease / 6)
+	defer tick.Stop()
+	var failing, gone bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ok, err := store.Renew(ctx, host.ID, time.Now().Add(lease))
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				report(fmt.Sprintf("cannot renew this instance's lease (%v); the others take its tasks for orphaned if that lasts %s", err, lease))
+			}
+			failing = true
+			continue
+		case !ok && !gone:
+			report("the other instances took this one for gone (its lease ran out) and marked its unfinished tasks orphaned; it goes on, and its records set them right as they finish")
+			gone = true
+		}
+		if failing {
+			report("the lease is renewed again")
+			failing = false
+		}
+		if r, err := Recover(ctx, store, host); err == nil && len(r.Tasks) > 0 {
+			found(r)
+		}
+	}
 }

@@ -20,6 +20,9 @@ type Host struct {
 	Start    int64
 	Started  time.Time
 	Version  string
+	// Lease is when the host's lease ends, in a journal several machines
+	// share (a Leaser); zero elsewhere.
+	Lease time.Time
 }
 
 // Session is one conversation: a CLI run, an MCP or ACP session.
@@ -114,10 +117,11 @@ func (Delivered) record()   {}
 
 // TaskFilter selects tasks in Store.Tasks. Zero fields select everything.
 type TaskFilter struct {
-	Session string
-	State   string
-	Since   time.Time
-	Limit   int
+	Session  string
+	State    string
+	Since    time.Time
+	Hostname string // the tasks of one machine's hosts
+	Limit    int
 }
 
 // Store is a journal's backend: the embedded SQLite (OpenSQLite) or a
@@ -138,6 +142,22 @@ type Store interface {
 	Task(ctx context.Context, session, id string) (Task, error)
 	History(ctx context.Context, session string) ([]Message, error)
 	Close() error
+}
+
+// Leaser is a Store several machines share (a fleet). Each host renews a
+// lease; a host whose lease ran out is gone, wherever it ran, and one of
+// the others orphans its unfinished tasks.
+type Leaser interface {
+	Store
+	// Renew extends host's lease to until. It reports false if the host
+	// was declared gone meanwhile (its lease ran out and its tasks were
+	// orphaned).
+	Renew(ctx context.Context, hostID string, until time.Time) (bool, error)
+	// OrphanExpired finds the hosts whose lease ended before now and
+	// that nobody has handled, and orphans their unfinished tasks and ends
+	// their sessions, as Orphan does, in one transaction: of all the
+	// hosts racing to do it, each expired host is handled by exactly one.
+	OrphanExpired(ctx context.Context, now time.Time) ([]Host, []Task, error)
 }
 
 // ErrNotFound is returned for a session or task the journal does not

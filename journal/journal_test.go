@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/offstage/offstage/internal/pgtest"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
 )
@@ -26,10 +27,67 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helper(os.Args[1:]))
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if pg != nil {
+		pg.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
-func open(t *testing.T, path string) *journal.SQLite {
+// A backend makes a fresh journal and connects to it (as often as a test
+// wants: each connection is another process's view of the same journal).
+type backend struct {
+	name  string
+	fresh func(t *testing.T) (connect func(t *testing.T) *journal.DB)
+}
+
+var (
+	pgOnce sync.Once
+	pg     *pgtest.Server
+	pgErr  error
+)
+
+// backends are the journals the behaviour suite runs against: SQLite,
+// and PostgreSQL on a private server (one for the package, a database
+// per test).
+var backends = []backend{
+	{"sqlite", func(t *testing.T) func(*testing.T) *journal.DB {
+		path := filepath.Join(t.TempDir(), "journal.db")
+		return func(t *testing.T) *journal.DB { return open(t, path) }
+	}},
+	{"postgres", func(t *testing.T) func(*testing.T) *journal.DB {
+		pgOnce.Do(func() { pg, pgErr = pgtest.Run() })
+		if errors.Is(pgErr, pgtest.ErrNoPostgres) && os.Getenv(pgtest.RequireEnv) == "" {
+			t.Skipf("skipping: %v; apt-get install postgresql runs these tests", pgErr)
+		}
+		if pgErr != nil {
+			t.Fatal(pgErr)
+		}
+		url := pg.NewDatabase(t)
+		return func(t *testing.T) *journal.DB {
+			s, err := journal.OpenPostgres(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}},
+}
+
+// suite runs a behaviour test against every backend.
+func suite(t *testing.T, test func(t *testing.T, connect func(*testing.T) *journal.DB)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b.fresh(t)) })
+	}
+}
+
+func open(t *testing.T, path string) *journal.DB {
 	t.Helper()
 	s, err := journal.OpenSQLite(path)
 	if err != nil {
@@ -61,8 +119,10 @@ func flush(t *testing.T, j *journal.Journal) {
 // TestATableIsRecorded: a real task table recording into a session log:
 // the tasks, their state changes, results and delivery, and the
 // conversation, read back.
-func TestATableIsRecorded(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "journal.db"))
+func TestATableIsRecorded(t *testing.T) { suite(t, testATableIsRecorded) }
+
+func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
+	s := connect(t)
 	j := newJournal(t, s, journal.Options{})
 	host := journal.ThisHost("test")
 	j.Add(&host)
@@ -88,6 +148,9 @@ func TestATableIsRecorded(t *testing.T) {
 	log.End()
 	tb.Close(t.Context())
 	flush(t, j)
+	j.Close(t.Context())
+	s = connect(t)
+	defer s.Close()
 
 	tasks, err := s.Tasks(t.Context(), journal.TaskFilter{})
 	if err != nil {
@@ -258,12 +321,13 @@ func TestBadDatabasesAreClearErrors(t *testing.T) {
 
 // TestTwoHostsOnOneJournal: two stores on one file, writing at once, as
 // two offstage processes would: nothing is lost.
-func TestTwoHostsOnOneJournal(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "journal.db")
+func TestTwoHostsOnOneJournal(t *testing.T) { suite(t, testTwoHostsOnOneJournal) }
+
+func testTwoHostsOnOneJournal(t *testing.T, connect func(*testing.T) *journal.DB) {
 	var wg sync.WaitGroup
 	for h := range 2 {
 		wg.Go(func() {
-			s := open(t, path)
+			s := connect(t)
 			j := journal.New(s, journal.Options{BatchRecords: 7, Report: func(m string) { t.Errorf("host %d: %s", h, m) }})
 			log := j.StartSession(journal.Session{ID: fmt.Sprint("s", h), HostID: fmt.Sprint("h", h), Started: time.Now()}, 0)
 			for i := range 300 {
@@ -275,7 +339,7 @@ func TestTwoHostsOnOneJournal(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s := open(t, path)
+	s := connect(t)
 	defer s.Close()
 	for h := range 2 {
 		if hist, err := s.History(t.Context(), fmt.Sprint("s", h)); err != nil || len(hist) != 300 {
@@ -288,9 +352,10 @@ func TestTwoHostsOnOneJournal(t *testing.T) {
 // running: the task becomes orphaned once, its process group is killed,
 // and a process whose pid was recorded with another start time (a reused
 // pid) survives.
-func TestRecoverOrphansTheTasksOfADeadHost(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "journal.db")
-	j := newJournal(t, open(t, path), journal.Options{})
+func TestRecoverOrphansTheTasksOfADeadHost(t *testing.T) { suite(t, testRecoverOrphans) }
+
+func testRecoverOrphans(t *testing.T, connect func(*testing.T) *journal.DB) {
+	j := newJournal(t, connect(t), journal.Options{})
 	dead := exec.Command("true")
 	dead.Run()
 	name, _ := os.Hostname()
@@ -321,7 +386,7 @@ func TestRecoverOrphansTheTasksOfADeadHost(t *testing.T) {
 	j.Close(t.Context()) // the host "dies": the table's end is never recorded
 	close(release)
 	tb.Close(t.Context())
-	s := open(t, path)
+	s := connect(t)
 	defer s.Close()
 
 	self := journal.ThisHost("test")
@@ -400,4 +465,91 @@ func helper(args []string) int {
 		return 0
 	}
 	return 2
+}
+
+// TestExpiredLeasesAreOrphanedOnce: a host whose lease ran out has its
+// tasks orphaned by exactly one of many hosts racing to do it; a live
+// lease is left alone; a renewal after that says the host was taken for
+// gone.
+func TestExpiredLeasesAreOrphanedOnce(t *testing.T) { suite(t, testExpiredLeases) }
+
+func testExpiredLeases(t *testing.T, connect func(*testing.T) *journal.DB) {
+	s := connect(t)
+	j := newJournal(t, s, journal.Options{})
+	now := time.Now()
+	for i, lease := range []time.Duration{-time.Second, time.Hour} { // one expired, one live
+		id := fmt.Sprint("host", i)
+		j.Add(&journal.Host{ID: id, Hostname: "elsewhere", PID: 1, Start: 1, Started: now, Lease: now.Add(lease)})
+		log := j.StartSession(journal.Session{ID: fmt.Sprint("s", i), HostID: id, Started: now}, 0)
+		for k := range 20 {
+			log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: fmt.Sprint("shell:", k), State: task.Running, Time: now}, Kind: "shell"})
+		}
+	}
+	flush(t, j)
+	var wg sync.WaitGroup
+	counts := make(chan int, 8)
+	for range 8 {
+		wg.Go(func() {
+			c := connect(t)
+			defer c.Close()
+			_, tasks, err := c.OrphanExpired(context.Background(), time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			counts <- len(tasks)
+		})
+	}
+	wg.Wait()
+	close(counts)
+	total, winners := 0, 0
+	for n := range counts {
+		total += n
+		if n > 0 {
+			winners++
+		}
+	}
+	if total != 20 || winners != 1 {
+		t.Errorf("%d tasks orphaned by %d hosts, want 20 by exactly 1", total, winners)
+	}
+	if orphaned, _ := s.Tasks(t.Context(), journal.TaskFilter{State: journal.Orphaned}); len(orphaned) != 20 || orphaned[0].Session != "s0" {
+		t.Errorf("orphaned = %d tasks, want the expired host's 20", len(orphaned))
+	}
+	if ok, err := s.Renew(t.Context(), "host0", time.Now().Add(time.Minute)); ok || err != nil {
+		t.Errorf("Renew of an orphaned host = %v, %v; want false", ok, err)
+	}
+	if ok, err := s.Renew(t.Context(), "host1", time.Now().Add(time.Minute)); !ok || err != nil {
+		t.Errorf("Renew of a live host = %v, %v; want true", ok, err)
+	}
+	if ok, err := s.Renew(t.Context(), "not-yet-recorded", time.Now()); !ok || err != nil {
+		t.Errorf("Renew of a host whose record is still queued = %v, %v; want true", ok, err)
+	}
+}
+
+// TestARetriedBatchWritesNothingTwice: a batch written again (its commit
+// was lost on the way back) leaves the journal as once.
+func TestARetriedBatchWritesNothingTwice(t *testing.T) { suite(t, testRetriedBatch) }
+
+func testRetriedBatch(t *testing.T, connect func(*testing.T) *journal.DB) {
+	s := connect(t)
+	defer s.Close()
+	at := time.Now()
+	batch := []journal.Record{
+		&journal.Session{ID: "s", HostID: "h", Started: at},
+		&journal.TaskChange{Session: "s", Change: &task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", State: task.Running, Time: at}, Kind: "shell"}},
+		&journal.TaskChange{Session: "s", Change: &task.Change{Event: task.Event{Type: task.EventFinished, ID: "shell:1", State: task.Completed, Time: at.Add(time.Second)}, Kind: "shell", Result: "ok"}},
+		&journal.Message{Session: "s", Seq: 1, Body: []byte("hello")},
+	}
+	for range 2 {
+		if err := s.Write(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, _ := s.Tasks(t.Context(), journal.TaskFilter{})
+	hist, _ := s.History(t.Context(), "s")
+	if len(tasks) != 1 || tasks[0].State != "completed" || len(hist) != 1 {
+		t.Errorf("after the batch twice: %d tasks %+v, %d messages", len(tasks), tasks, len(hist))
+	}
+	if n := s.CountEvents(t.Context(), "s", "shell:1"); n != 2 {
+		t.Errorf("%d events, want 2 (spawned, finished) once each", n)
+	}
 }

@@ -60,7 +60,7 @@ var maxLogBytes int64 = 1 << 30
 // recorder is a command's journal: opened at start, closed at exit.
 type recorder struct {
 	j      *journal.Journal
-	store  *journal.SQLite
+	store  *journal.DB
 	host   journal.Host
 	dir    string
 	stderr io.Writer

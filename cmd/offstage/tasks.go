@@ -233,7 +233,7 @@ func taskJSON(t journal.Task) taskLine {
 }
 
 // showTask prints one task with its result and the end of its log.
-func showTask(ctx context.Context, store *journal.SQLite, session, id string, jsonOut bool, w io.Writer) error {
+func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w io.Writer) error {
 	if s, rest, ok := strings.Cut(id, "/"); ok {
 		full, err := store.Session(ctx, s)
 		if err != nil {

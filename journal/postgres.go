@@ -1,0 +1,57 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// OpenPostgres connects to the PostgreSQL journal at dsn (a postgres://
+// URL or a key=value connection string) and brings its schema up to date,
+// under an advisory lock, so instances starting at once migrate it once.
+// The journal is a Leaser: the instances sharing it hold leases, and one
+// of them orphans the tasks of an instance whose lease ran out. Errors
+// and Path never show the password.
+func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("journal: the PostgreSQL address cannot be read (%s)", scrub(err.Error(), dsn))
+	}
+	where := fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("journal %s cannot be reached (%s): check the address and that the server runs, or pass --no-journal", where, scrub(err.Error(), dsn))
+	}
+	s := newDB(db, where, postgresDialect)
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// IsPostgres reports whether a --journal value names a PostgreSQL
+// server rather than a SQLite file.
+func IsPostgres(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") || strings.Contains(s, "host=")
+}
+
+// scrub removes the password of dsn from a message.
+func scrub(msg, dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	if cfg, err := pgx.ParseConfig(dsn); err == nil && cfg.Password != "" {
+		msg = strings.ReplaceAll(msg, cfg.Password, "xxxxx")
+	}
+	return msg
+}
+

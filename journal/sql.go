@@ -1,0 +1,682 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
+
+	"github.com/offstage/offstage/task"
+)
+
+// sqliteMigrations bring a SQLite journal from version i to i+1; the
+// schema version is PRAGMA user_version. Only ever append.
+var sqliteMigrations = []string{
+	// 1: hosts, sessions with their conversation, tasks.
+	`CREATE TABLE hosts (
+		id TEXT PRIMARY KEY,
+		hostname TEXT NOT NULL,
+		pid INTEGER NOT NULL,
+		start INTEGER NOT NULL,
+		started_at INTEGER NOT NULL,
+		version TEXT NOT NULL
+	);
+	CREATE TABLE sessions (
+		id TEXT PRIMARY KEY,
+		host_id TEXT NOT NULL,
+		surface TEXT NOT NULL,
+		cwd TEXT NOT NULL,
+		model TEXT NOT NULL,
+		started_at INTEGER NOT NULL,
+		ended_at INTEGER
+	);
+	CREATE TABLE messages (
+		session_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		body BLOB NOT NULL,
+		PRIMARY KEY (session_id, seq)
+	);
+	CREATE TABLE tasks (
+		session_id TEXT NOT NULL,
+		id TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		label TEXT NOT NULL,
+		owner TEXT NOT NULL,
+		state TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		started_at INTEGER,
+		finished_at INTEGER,
+		exit_code INTEGER,
+		result TEXT NOT NULL DEFAULT '',
+		error TEXT NOT NULL DEFAULT '',
+		delivered INTEGER NOT NULL DEFAULT 0,
+		log_path TEXT NOT NULL DEFAULT '',
+		pid INTEGER NOT NULL DEFAULT 0,
+		pid_start INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (session_id, id)
+	);`,
+	// 2: every state change with its time, and the index "offstage tasks"
+	// reads newest first by.
+	`CREATE TABLE task_events (
+		session_id TEXT NOT NULL,
+		id TEXT NOT NULL,
+		at INTEGER NOT NULL,
+		event TEXT NOT NULL,
+		state TEXT NOT NULL
+	);
+	CREATE INDEX task_events_task ON task_events (session_id, id);
+	CREATE INDEX tasks_created ON tasks (created_at);`,
+	// 3: leases, for the schema a shared journal has too, and events that
+	// a retried batch cannot write twice.
+	`ALTER TABLE hosts ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE hosts ADD COLUMN orphaned_at INTEGER;
+	DELETE FROM task_events WHERE rowid NOT IN (SELECT MIN(rowid) FROM task_events GROUP BY session_id, id, event, at);
+	CREATE UNIQUE INDEX task_events_once ON task_events (session_id, id, event, at);`,
+}
+
+// postgresMigrations are the same for PostgreSQL, whose schema version
+// is the one row of offstage_schema.
+var postgresMigrations = []string{
+	`CREATE TABLE hosts (
+		id text PRIMARY KEY,
+		hostname text NOT NULL,
+		pid integer NOT NULL,
+		start bigint NOT NULL,
+		started_at bigint NOT NULL,
+		version text NOT NULL,
+		lease_until bigint NOT NULL DEFAULT 0,
+		orphaned_at bigint
+	);
+	CREATE TABLE sessions (
+		id text PRIMARY KEY,
+		host_id text NOT NULL,
+		surface text NOT NULL,
+		cwd text NOT NULL,
+		model text NOT NULL,
+		started_at bigint NOT NULL,
+		ended_at bigint
+	);
+	CREATE INDEX sessions_host ON sessions (host_id);
+	CREATE TABLE messages (
+		session_id text NOT NULL,
+		seq integer NOT NULL,
+		body bytea NOT NULL,
+		PRIMARY KEY (session_id, seq)
+	);
+	CREATE TABLE tasks (
+		session_id text NOT NULL,
+		id text NOT NULL,
+		kind text NOT NULL,
+		label text NOT NULL,
+		owner text NOT NULL,
+		state text NOT NULL,
+		created_at bigint NOT NULL,
+		started_at bigint,
+		finished_at bigint,
+		exit_code integer,
+		result text NOT NULL DEFAULT '',
+		error text NOT NULL DEFAULT '',
+		delivered boolean NOT NULL DEFAULT false,
+		log_path text NOT NULL DEFAULT '',
+		pid integer NOT NULL DEFAULT 0,
+		pid_start bigint NOT NULL DEFAULT 0,
+		PRIMARY KEY (session_id, id)
+	);
+	CREATE INDEX tasks_created ON tasks (created_at);
+	CREATE TABLE task_events (
+		session_id text NOT NULL,
+		id text NOT NULL,
+		at bigint NOT NULL,
+		event text NOT NULL,
+		state text NOT NULL,
+		PRIMARY KEY (session_id, id, event, at)
+	);`,
+}
+
+// SchemaVersion is the schema version this offstage writes into SQLite.
+var SchemaVersion = len(sqliteMigrations)
+
+// dialect is what differs between the databases a DB speaks to; the
+// statements and the logic are one.
+type dialect struct {
+	name       string
+	migrations []string
+	dollars    bool   // $1, $2 … instead of ?
+	skipLocked string // appended to a SELECT that claims rows
+	true       string // the literal of a true boolean
+	// version reads the schema version in tx; lock, if set, runs first
+	// so that processes migrating at once take turns.
+	lock       string
+	version    func(ctx context.Context, tx *sql.Tx) (int, error)
+	setVersion func(ctx context.Context, tx *sql.Tx, v int) error
+}
+
+var sqliteDialect = &dialect{
+	name: "sqlite", migrations: sqliteMigrations, true: "1",
+	version: func(ctx context.Context, tx *sql.Tx) (v int, err error) {
+		err = tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+		return v, err
+	},
+	setVersion: func(ctx context.Context, tx *sql.Tx, v int) error {
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v))
+		return err
+	},
+}
+
+var postgresDialect = &dialect{
+	name: "postgres", migrations: postgresMigrations, dollars: true, skipLocked: " FOR UPDATE SKIP LOCKED", true: "true",
+	lock: "SELECT pg_advisory_xact_lock(7390001)", // offstage's migration lock
+	version: func(ctx context.Context, tx *sql.Tx) (int, error) {
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS offstage_schema (version integer NOT NULL)"); err != nil {
+			return 0, err
+		}
+		var v int
+		err := tx.QueryRowContext(ctx, "SELECT version FROM offstage_schema").Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			_, err = tx.ExecContext(ctx, "INSERT INTO offstage_schema (version) VALUES (0)")
+		}
+		return v, err
+	},
+	setVersion: func(ctx context.Context, tx *sql.Tx, v int) error {
+		_, err := tx.ExecContext(ctx, "UPDATE offstage_schema SET version = $1", v)
+		return err
+	},
+}
+
+// DB is a journal in a SQL database: the embedded SQLite file
+// (OpenSQLite) or a PostgreSQL server a fleet shares (OpenPostgres). Both
+// run the same statements.
+type DB struct {
+	db    *sql.DB
+	where string // the file, or the server's address without credentials
+	d     *dialect
+}
+
+// OpenSQLite opens (creating it and its directory on first use) the
+// journal database at path and brings its schema up to date. A damaged
+// file, or one written by a newer offstage, is an error that names the
+// file and says what to do.
+func OpenSQLite(path string) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	s := newDB(db, path, sqliteDialect)
+	// Switching a new file to WAL takes a lock that does not wait for the
+	// busy timeout: a process opening the journal just as another creates
+	// it retries for a while.
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		err = s.migrate()
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || wait > 5*time.Second {
+			break
+		}
+		time.Sleep(wait)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newDB(db *sql.DB, where string, d *dialect) *DB {
+	return &DB{db: db, where: where, d: d}
+}
+
+// Path returns where the journal is: its file, or its server's address
+// (without credentials).
+func (s *DB) Path() string { return s.where }
+
+// Dialect names the database: "sqlite" or "postgres".
+func (s *DB) Dialect() string { return s.d.name }
+
+// rebind turns ? placeholders into $1, $2 … for PostgreSQL, once per
+// statement.
+func (d *dialect) rebind(q string) string {
+	if !d.dollars {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (s *DB) migrate() error {
+	ctx := context.Background()
+	damaged := func(err error) error {
+		return fmt.Errorf("journal %s cannot be read (%v): if it is damaged, move it aside and offstage starts a new one, or pass --no-journal", s.where, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // immediate in SQLite: one process migrates at a time
+	if err != nil {
+		return damaged(err)
+	}
+	defer tx.Rollback()
+	if s.d.lock != "" {
+		if _, err := tx.ExecContext(ctx, s.d.lock); err != nil {
+			return damaged(err)
+		}
+	}
+	v, err := s.d.version(ctx, tx)
+	if err != nil {
+		return damaged(err)
+	}
+	if v > len(s.d.migrations) {
+		return fmt.Errorf("journal %s has schema version %d, newer than this offstage understands (%d): upgrade offstage, or use another --state directory", s.where, v, len(s.d.migrations))
+	}
+	for ; v < len(s.d.migrations); v++ {
+		if _, err := tx.ExecContext(ctx, s.d.migrations[v]); err != nil {
+			return damaged(fmt.Errorf("migration to version %d: %w", v+1, err))
+		}
+	}
+	if err := s.d.setVersion(ctx, tx, v); err != nil {
+		return damaged(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return damaged(err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *DB) Close() error { return s.db.Close() }
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64)
+}
+
+// Write applies batch in one transaction, each statement prepared once.
+func (s *DB) Write(ctx context.Context, batch []Record) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	w := &writer{ctx: ctx, tx: tx, d: s.d, stmts: map[string]*sql.Stmt{}}
+	defer w.close()
+	for _, r := range batch {
+		if err := w.record(r); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// writer runs one batch's statements, preparing each the first time.
+type writer struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	d     *dialect
+	stmts map[string]*sql.Stmt
+}
+
+func (w *writer) exec(query string, args ...any) error {
+	st := w.stmts[query]
+	if st == nil {
+		var err error
+		if st, err = w.tx.PrepareContext(w.ctx, w.d.rebind(query)); err != nil {
+			return err
+		}
+		w.stmts[query] = st
+	}
+	_, err := st.ExecContext(w.ctx, args...)
+	return err
+}
+
+func (w *writer) close() {
+	for _, st := range w.stmts {
+		st.Close()
+	}
+}
+
+const (
+	insertHost = `INSERT INTO hosts (id, hostname, pid, start, started_at, version, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, start = excluded.start, started_at = excluded.started_at, version = excluded.version`
+	insertSession = `INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET host_id = excluded.host_id, ended_at = NULL`
+	endSession     = `UPDATE sessions SET ended_at = ? WHERE id = ?`
+	insertMessage  = `INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?) ON CONFLICT (session_id, seq) DO UPDATE SET body = excluded.body`
+	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
+	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
+	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
+	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
+	updateFinished = `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ? WHERE session_id = ? AND id = ?`
+	insertEvent    = `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+)
+
+func (w *writer) record(r Record) error {
+	switch r := r.(type) {
+	case *Host:
+		var lease int64
+		if !r.Lease.IsZero() {
+			lease = r.Lease.UnixNano()
+		}
+		return w.exec(insertHost, r.ID, r.Hostname, r.PID, r.Start, r.Started.UnixNano(), r.Version, lease)
+	case *Session:
+		return w.exec(insertSession, r.ID, r.HostID, r.Surface, r.Cwd, r.Model, r.Started.UnixNano())
+	case SessionEnd:
+		return w.exec(endSession, r.At.UnixNano(), r.Session)
+	case *Message:
+		return w.exec(insertMessage, r.Session, r.Seq, r.Body)
+	case TaskProcess:
+		return w.exec(updateProcess, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
+	case Delivered:
+		for _, id := range r.IDs {
+			if err := w.exec(updateDelivery, r.Session, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *TaskChange:
+		return w.change(r)
+	}
+	return fmt.Errorf("journal: unknown record %T", r)
+}
+
+func (w *writer) change(c *TaskChange) error {
+	state := c.State.String()
+	var err error
+	switch c.Type {
+	case task.EventSpawned:
+		err = w.exec(insertTask, c.Session, c.ID, c.Kind, c.Label, c.Owner, state, c.Time.UnixNano())
+	case task.EventStarted:
+		err = w.exec(updateStarted, state, c.Time.UnixNano(), c.Session, c.ID)
+	case task.EventFinished:
+		var code any
+		if c.HasExitCode {
+			code = c.ExitCode
+		}
+		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
+	case task.EventDelivered:
+		err = w.exec(updateDelivery, c.Session, c.ID)
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return w.exec(insertEvent, c.Session, c.ID, c.Time.UnixNano(), c.Type.String(), state)
+}
+
+// Hosts returns the hosts, other than except and not yet orphaned, that
+// have open sessions or unfinished tasks.
+func (s *DB) Hosts(ctx context.Context, except string) ([]Host, error) {
+	return s.queryHosts(ctx, s.db, `WHERE id != ? AND orphaned_at IS NULL AND EXISTS (SELECT 1 FROM sessions s WHERE s.host_id = h.id AND (s.ended_at IS NULL
+			OR EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.state IN ('queued', 'running'))))`, except)
+}
+
+func (s *DB) queryHosts(ctx context.Context, q querier, where string, args ...any) ([]Host, error) {
+	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT id, hostname, pid, start, started_at, version, lease_until FROM hosts h `+where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Host
+	for rows.Next() {
+		var h Host
+		var started, lease int64
+		if err := rows.Scan(&h.ID, &h.Hostname, &h.PID, &h.Start, &started, &h.Version, &lease); err != nil {
+			return nil, err
+		}
+		h.Started = time.Unix(0, started)
+		if lease != 0 {
+			h.Lease = time.Unix(0, lease)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// Orphan marks the unfinished tasks of hostID's sessions orphaned, ends
+// its open sessions, and returns the tasks, in one transaction that also
+// marks the host handled: of several processes racing to do it, one gets
+// the tasks, and the others nothing.
+func (s *DB) Orphan(ctx context.Context, hostID string, at time.Time) ([]Task, error) {
+	_, tasks, err := s.orphan(ctx, `WHERE id = ? AND orphaned_at IS NULL`, at, hostID)
+	return tasks, err
+}
+
+// OrphanExpired orphans, as Orphan does, every host whose lease ended
+// before now that nobody has handled; hosts another process is handling
+// at the same moment are skipped (FOR UPDATE SKIP LOCKED in PostgreSQL).
+func (s *DB) OrphanExpired(ctx context.Context, now time.Time) ([]Host, []Task, error) {
+	return s.orphan(ctx, `WHERE lease_until > 0 AND lease_until < ? AND orphaned_at IS NULL`, now, now.UnixNano())
+}
+
+// orphan claims the hosts that where selects and orphans what they left.
+func (s *DB) orphan(ctx context.Context, where string, at time.Time, args ...any) ([]Host, []Task, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback()
+	hosts, err := s.queryHosts(ctx, tx, where+s.d.skipLocked, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var all []Task
+	for _, h := range hosts {
+		tasks, err := s.queryTasks(ctx, tx, `WHERE t.session_id IN (SELECT id FROM sessions WHERE host_id = ?) AND t.state IN ('queued', 'running') ORDER BY t.created_at`, h.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, q := range []struct {
+			query string
+			args  []any
+		}{
+			{`UPDATE tasks SET state = 'orphaned', finished_at = ? WHERE session_id IN (SELECT id FROM sessions WHERE host_id = ?) AND state IN ('queued', 'running')`, []any{at.UnixNano(), h.ID}},
+			{`UPDATE sessions SET ended_at = ? WHERE host_id = ? AND ended_at IS NULL`, []any{at.UnixNano(), h.ID}},
+			{`UPDATE hosts SET orphaned_at = ? WHERE id = ?`, []any{at.UnixNano(), h.ID}},
+		} {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q.query), q.args...); err != nil {
+				return nil, nil, err
+			}
+		}
+		for _, t := range tasks {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, 'orphaned', 'orphaned') ON CONFLICT DO NOTHING`), t.Session, t.ID, at.UnixNano()); err != nil {
+				return nil, nil, err
+			}
+		}
+		all = append(all, tasks...)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, err
+	}
+	return hosts, all, nil
+}
+
+// Renew extends a host's lease; false means the host was orphaned
+// meanwhile. A host not recorded yet (its record still queued) is fine.
+func (s *DB) Renew(ctx context.Context, hostID string, until time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE hosts SET lease_until = ? WHERE id = ? AND orphaned_at IS NULL`), until.UnixNano(), hostID)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, nil
+	}
+	var orphaned sql.NullInt64
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT orphaned_at FROM hosts WHERE id = ?`), hostID).Scan(&orphaned)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return !orphaned.Valid, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+const taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
+	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, '')
+	FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id LEFT JOIN hosts h ON h.id = s.host_id `
+
+func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		var t Task
+		var created int64
+		var started, finished, code sql.NullInt64
+		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname); err != nil {
+			return nil, err
+		}
+		t.Created, t.Started, t.Finished = time.Unix(0, created), fromNanos(started), fromNanos(finished)
+		if code.Valid {
+			c := int(code.Int64)
+			t.ExitCode = &c
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Tasks returns tasks newest first.
+func (s *DB) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+	var conds []string
+	var args []any
+	if f.Session != "" {
+		conds, args = append(conds, "t.session_id = ?"), append(args, f.Session)
+	}
+	if f.State != "" {
+		conds, args = append(conds, "t.state = ?"), append(args, f.State)
+	}
+	if !f.Since.IsZero() {
+		conds, args = append(conds, "t.created_at >= ?"), append(args, f.Since.UnixNano())
+	}
+	if f.Hostname != "" {
+		conds, args = append(conds, "h.hostname = ?"), append(args, f.Hostname)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = "WHERE " + strings.Join(conds, " AND ")
+	}
+	where += " ORDER BY t.created_at DESC, t.id DESC"
+	if f.Limit > 0 {
+		where += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	return s.queryTasks(ctx, s.db, where, args...)
+}
+
+// Task returns one task.
+func (s *DB) Task(ctx context.Context, session, id string) (Task, error) {
+	ts, err := s.queryTasks(ctx, s.db, "WHERE t.session_id = ? AND t.id = ?", session, id)
+	if err != nil {
+		return Task{}, err
+	}
+	if len(ts) == 0 {
+		return Task{}, fmt.Errorf("%w: task %s of session %s", ErrNotFound, id, session)
+	}
+	return ts[0], nil
+}
+
+const sessionColumns = `SELECT s.id, s.host_id, s.surface, s.cwd, s.model, s.started_at, s.ended_at,
+	(SELECT COUNT(*) FROM tasks t WHERE t.session_id = s.id), COALESCE(h.hostname, '')
+	FROM sessions s LEFT JOIN hosts h ON h.id = s.host_id `
+
+func (s *DB) querySessions(ctx context.Context, where string, args ...any) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(sessionColumns+where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var x Session
+		var started int64
+		var ended sql.NullInt64
+		if err := rows.Scan(&x.ID, &x.HostID, &x.Surface, &x.Cwd, &x.Model, &started, &ended, &x.Tasks, &x.Hostname); err != nil {
+			return nil, err
+		}
+		x.Started, x.Ended = time.Unix(0, started), fromNanos(ended)
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// Sessions returns sessions newest first.
+func (s *DB) Sessions(ctx context.Context, limit int) ([]Session, error) {
+	where := "ORDER BY s.started_at DESC"
+	if limit > 0 {
+		where += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	return s.querySessions(ctx, where)
+}
+
+// Session returns the session with id, or the only one whose id starts
+// with it.
+func (s *DB) Session(ctx context.Context, id string) (Session, error) {
+	ss, err := s.querySessions(ctx, "WHERE s.id = ? OR s.id LIKE ? ESCAPE '\\' ORDER BY s.id = ? DESC LIMIT 2", id, likePrefix(id), id)
+	if err != nil {
+		return Session{}, err
+	}
+	switch {
+	case len(ss) == 0:
+		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	case ss[0].ID == id || len(ss) == 1:
+		return ss[0], nil
+	}
+	return Session{}, fmt.Errorf("journal: more than one session starts with %q; give more of its id", id)
+}
+
+func likePrefix(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s) + "%"
+}
+
+// History returns a session's conversation in order.
+func (s *DB) History(ctx context.Context, session string) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq`), session)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		m := Message{Session: session}
+		if err := rows.Scan(&m.Seq, &m.Body); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+var (
+	_ Store  = (*DB)(nil)
+	_ Leaser = (*DB)(nil)
+)

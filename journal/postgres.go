@@ -54,4 +54,3 @@ func scrub(msg, dsn string) string {
 	}
 	return msg
 }
-

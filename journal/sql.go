@@ -680,3 +680,30 @@ var (
 	_ Store  = (*DB)(nil)
 	_ Leaser = (*DB)(nil)
 )
+
+// TaskEvent is one recorded state change of a task.
+type TaskEvent struct {
+	At    time.Time
+	Event string // spawned, started, finished, delivered, orphaned
+	State string
+}
+
+// TaskEvents returns a task's state changes in order.
+func (s *DB) TaskEvents(ctx context.Context, session, id string) ([]TaskEvent, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT at, event, state FROM task_events WHERE session_id = ? AND id = ? ORDER BY at, event`), session, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TaskEvent
+	for rows.Next() {
+		var e TaskEvent
+		var at int64
+		if err := rows.Scan(&at, &e.Event, &e.State); err != nil {
+			return nil, err
+		}
+		e.At = time.Unix(0, at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -8,9 +8,10 @@ import (
 
 // DefaultSecrets returns the environment variables removed from every
 // child's environment unless Config.KeepSecrets is set: provider API keys
-// a model could otherwise read with "env", and offstage's own MCP token.
+// a model could otherwise read with "env", offstage's own MCP token, and
+// the credentials of a shared journal (its URL, PostgreSQL's password).
 func DefaultSecrets() []string {
-	return []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OFFSTAGE_MCP_TOKEN"}
+	return []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OFFSTAGE_MCP_TOKEN", "OFFSTAGE_JOURNAL_URL", "PGPASSWORD"}
 }
 
 // childEnv returns env (os.Environ() when nil) without the secret names.

@@ -29,13 +29,53 @@ import (
 type journalFlags struct {
 	state     string
 	noJournal bool
+	url       string
+	lease     time.Duration
 }
+
+// journalURLEnv names a shared journal (PostgreSQL) without a flag, so
+// its credentials stay out of the process list. Children never see it.
+const journalURLEnv = "OFFSTAGE_JOURNAL_URL"
 
 func (f *journalFlags) register(fs *flag.FlagSet) {
 	const help = "directory of the journal and the output logs (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)"
 	fs.StringVar(&f.state, "state", "", help)
 	fs.StringVar(&f.state, "state-dir", "", "the same as --state")
 	fs.BoolVar(&f.noJournal, "no-journal", false, "record nothing: no journal, no output logs (task_output then keeps only the last 1 MiB in memory)")
+	f.registerShared(fs)
+	fs.DurationVar(&f.lease, "lease", journal.DefaultLease, "with a shared journal: how long this instance's lease lasts (renewed every sixth of it); an instance silent for longer is taken for gone and its tasks for orphaned")
+}
+
+// registerShared declares --journal.
+func (f *journalFlags) registerShared(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "journal", "", "a shared journal: postgres://USER@HOST/DB (default $"+journalURLEnv+"; prefer the variable, which keeps the password out of the process list); output logs stay in --state")
+}
+
+// sharedURL is the PostgreSQL journal to use, if any.
+func (f journalFlags) sharedURL(getenv func(string) string) string {
+	if f.url != "" {
+		return f.url
+	}
+	return getenv(journalURLEnv)
+}
+
+// open opens the journal the flags choose.
+func (f journalFlags) open(ctx context.Context, dir string) (*journal.DB, error) {
+	if u := f.sharedURL(os.Getenv); u != "" {
+		if !journal.IsPostgres(u) {
+			return nil, usagef("--journal (or $%s) must be a postgres:// URL", journalURLEnv)
+		}
+		s, err := journal.OpenPostgres(ctx, u)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return s, nil
+	}
+	s, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return s, nil
 }
 
 // dir returns the state directory.
@@ -59,11 +99,12 @@ var maxLogBytes int64 = 1 << 30
 
 // recorder is a command's journal: opened at start, closed at exit.
 type recorder struct {
-	j      *journal.Journal
-	store  *journal.DB
-	host   journal.Host
-	dir    string
-	stderr io.Writer
+	j         *journal.Journal
+	store     *journal.DB
+	host      journal.Host
+	dir       string
+	stderr    io.Writer
+	stopLease func() // nil without a shared journal
 }
 
 // openRecorder opens the journal, or returns nil with --no-journal. Tasks
@@ -77,26 +118,52 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 	if err != nil {
 		return nil, err
 	}
-	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	store, err := f.open(ctx, dir)
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, err
 	}
 	r := &recorder{store: store, dir: dir, stderr: stderr, host: journal.ThisHost(version())}
-	r.j = journal.New(store, journal.Options{Report: func(msg string) {
-		fmt.Fprintf(stderr, "offstage: journal: %s\n", msg)
-	}})
+	report := func(msg string) { fmt.Fprintf(stderr, "offstage: journal: %s\n", msg) }
+	r.j = journal.New(store, journal.Options{Report: report})
+	if store.Dialect() == "postgres" {
+		if f.lease <= 0 {
+			f.lease = journal.DefaultLease
+		}
+		r.host.Lease = time.Now().Add(f.lease)
+	}
 	r.j.Add(&r.host)
+	if err := r.j.Flush(ctx); err != nil { // the host is on record before its lease is renewed
+		return nil, err
+	}
 	got, err := journal.Recover(ctx, store, r.host)
 	if err != nil {
-		fmt.Fprintf(stderr, "offstage: journal: looking for tasks an earlier offstage left: %v\n", err)
-	} else if n := len(got.Tasks); n > 0 {
-		fmt.Fprintf(stderr, "offstage: %s of an offstage that is gone marked orphaned", plural(n, "task"))
-		if got.Killed > 0 {
-			fmt.Fprintf(stderr, "; %s still running stopped", plural(got.Killed, "process group"))
-		}
-		fmt.Fprintln(stderr, " (offstage tasks --state orphaned).")
+		report(fmt.Sprintf("looking for tasks an earlier offstage left: %v", err))
+	} else {
+		r.orphaned(got)
+	}
+	if store.Dialect() == "postgres" {
+		leaseCtx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			journal.KeepLease(leaseCtx, store, r.host, f.lease, report, r.orphaned)
+		}()
+		r.stopLease = func() { stop(); <-done }
 	}
 	return r, nil
+}
+
+// orphaned says what Recover found.
+func (r *recorder) orphaned(got journal.Recovered) {
+	n := len(got.Tasks)
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(r.stderr, "offstage: %s of an offstage that is gone marked orphaned", plural(n, "task"))
+	if got.Killed > 0 {
+		fmt.Fprintf(r.stderr, "; %s still running stopped", plural(got.Killed, "process group"))
+	}
+	fmt.Fprintln(r.stderr, " (offstage tasks --state orphaned).")
 }
 
 func plural(n int, what string) string {
@@ -110,6 +177,9 @@ func plural(n int, what string) string {
 func (r *recorder) close() {
 	if r == nil {
 		return
+	}
+	if r.stopLease != nil {
+		r.stopLease()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

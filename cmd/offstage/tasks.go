@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,11 +23,14 @@ const tasksUsage = `Usage: offstage tasks [flags]
 Shows what ran, from the journal: every task of every session, newest
 first, or one task with its result and the end of its output log. ID is
 shell:3 (the newest task of that id), SESSION/shell:3, or shell:3 with
---session. On a terminal the list has aligned columns and colour; piped,
+--session. With a shared journal (--journal or $OFFSTAGE_JOURNAL_URL) it
+shows the whole fleet, with each task's instance (its host name); ids are
+unique within a session, so SESSION/shell:3 names a task across the fleet. On a terminal the list has aligned columns and colour; piped,
 or with --json, it is JSON lines.`
 
 const tasksExamples = `  offstage tasks
   offstage tasks --state failed --since 24h
+  OFFSTAGE_JOURNAL_URL=postgres://offstage@db/offstage offstage tasks --instance web-2
   offstage tasks --session 20261122-2217 --json | jq -r .label
   offstage tasks show shell:3
 `
@@ -38,6 +42,9 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
 	var dirFlag string
 	fs.StringVar(&dirFlag, "state-dir", "", "directory of the journal (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)")
+	var jf journalFlags
+	jf.registerShared(fs)
+	instance := fs.String("instance", "", "only tasks of the instances on this host name (a shared journal's fleet)")
 	session := fs.String("session", "", "only this session's tasks (an id, or its start)")
 	state := fs.String("state", "", "only tasks in this state: queued, running, completed, failed, canceled, timed_out, orphaned")
 	since := fs.String("since", "", "only tasks started since: a duration (2h, 30m) or a date (2026-11-22)")
@@ -47,19 +54,22 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	dir, err := journalFlags{state: dirFlag}.dir(os.Getenv)
+	jf.state = dirFlag
+	dir, err := jf.dir(os.Getenv)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "journal.db")
-	if _, err := os.Stat(path); err != nil {
-		return usagef("no journal at %s yet: it is made by the first offstage run, mcp or acp (or pass --state-dir)", path)
+	if jf.sharedURL(os.Getenv) == "" {
+		if path := filepath.Join(dir, "journal.db"); !exists(path) {
+			return usagef("no journal at %s yet: it is made by the first offstage run, mcp or acp (or pass --state-dir, or --journal for a shared one)", path)
+		}
 	}
-	store, err := journal.OpenSQLite(path)
+	store, err := jf.open(ctx, dir)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	defer store.Close()
+	fleet := store.Dialect() == "postgres"
 	jsonOut := *asJSON || !isTerminal(stdout)
 	if *session != "" {
 		s, err := store.Session(ctx, *session)
@@ -74,7 +84,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return showTask(ctx, store, *session, rest[1], jsonOut, stdout)
 	}
-	f := journal.TaskFilter{Session: *session, State: *state, Limit: *limit}
+	f := journal.TaskFilter{Session: *session, State: *state, Hostname: *instance, Limit: *limit}
 	if *state != "" && !validState(*state) {
 		return usagef("--state %q is not a state: use queued, running, completed, failed, canceled, timed_out or orphaned", *state)
 	}
@@ -98,8 +108,13 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "No tasks match.")
 		return nil
 	}
-	writeTasks(stdout, tasks, timeNow(), true)
+	writeTasks(stdout, tasks, timeNow(), true, fleet)
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func validState(s string) bool {
@@ -123,10 +138,21 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, usagef("--since %q is neither a duration (2h, 30m) nor a date (2026-11-22, 2026-11-22T15:04)", s)
 }
 
-// writeTasks prints aligned columns, with the state in colour if colour.
-func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour bool) {
+// writeTasks prints aligned columns, with the state in colour if colour,
+// and with the instance (host name) of each task's session if fleet.
+func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSTATE\tSTARTED\tTOOK\tEXIT\tSESSION\tLABEL")
+	instance := func(t journal.Task) string {
+		if !fleet {
+			return ""
+		}
+		return cmp.Or(t.Hostname, "?") + "\t"
+	}
+	head := "TASK\tSTATE\tSTARTED\tTOOK\tEXIT\tSESSION\tLABEL"
+	if fleet {
+		head = "INSTANCE\t" + head
+	}
+	fmt.Fprintln(tw, head)
 	for _, t := range tasks {
 		exit := "-"
 		if t.ExitCode != nil {
@@ -136,7 +162,7 @@ func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour bool) {
 		if t.Owner != "" {
 			id += " ←" + t.Owner
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, clipLabel(t.Label, 50))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", instance(t), id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, clipLabel(t.Label, 50))
 	}
 	tw.Flush()
 }

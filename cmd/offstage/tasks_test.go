@@ -83,8 +83,11 @@ func TestTasksGolden(t *testing.T) {
 	defer store.Close()
 	tasks, _ := store.Tasks(t.Context(), journal.TaskFilter{})
 	var plain, colour bytes.Buffer
-	writeTasks(&plain, tasks, now, false)
-	writeTasks(&colour, tasks, now, true)
+	writeTasks(&plain, tasks, now, false, false)
+	writeTasks(&colour, tasks, now, true, false)
+	var fleet bytes.Buffer
+	writeTasks(&fleet, tasks, now, false, true)
+	golden(t, "tasks-fleet.txt", fleet.String())
 	golden(t, "tasks.txt", plain.String())
 	golden(t, "tasks-colour.txt", colour.String())
 

@@ -294,14 +294,23 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	if t.LogPath != "" {
 		tail, tailErr = logTail(t.LogPath, 20, 4<<10)
 	}
+	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
 	if jsonOut {
 		l := taskJSON(t)
 		l.Result, l.Error = t.Result, t.Error
+		type event struct {
+			At    time.Time `json:"at"`
+			Event string    `json:"event"`
+		}
 		out := struct {
 			taskLine
-			OutputTail string `json:"output_tail,omitempty"`
-			LogError   string `json:"log_error,omitempty"`
+			Events     []event `json:"events,omitempty"`
+			OutputTail string  `json:"output_tail,omitempty"`
+			LogError   string  `json:"log_error,omitempty"`
 		}{taskLine: l, OutputTail: tail}
+		for _, e := range events {
+			out.Events = append(out.Events, event{At: e.At.UTC(), Event: e.Event})
+		}
 		if tailErr != nil {
 			out.LogError = tailErr.Error()
 		}
@@ -331,6 +340,13 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "  error:   %s\n", t.Error)
+	}
+	if len(events) > 0 {
+		var steps []string
+		for _, e := range events {
+			steps = append(steps, fmt.Sprintf("%s %s", e.Event, e.At.Sub(t.Created).Round(time.Millisecond)))
+		}
+		fmt.Fprintf(w, "  history: %s (from its start)\n", strings.Join(steps, ", "))
 	}
 	if t.Result != "" {
 		fmt.Fprintf(w, "\nresult:\n%s\n", indent(t.Result))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offstage/offstage/internal/pgtest"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
 )
@@ -23,6 +24,26 @@ func BenchmarkSpawnDrainJournal(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchSpawnDrain(b, s)
+}
+
+// BenchmarkSpawnDrainJournalPostgres: the same into PostgreSQL (a private
+// server on this machine).
+func BenchmarkSpawnDrainJournalPostgres(b *testing.B) {
+	benchSpawnDrain(b, openPostgres(b))
+}
+
+func openPostgres(b *testing.B) *journal.DB {
+	srv := pgtest.Start(b)
+	s, err := journal.OpenPostgres(context.Background(), srv.NewDatabase(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func benchSpawnDrain(b *testing.B, s journal.Store) {
+	b.ResetTimer() // setting up a server is not what is measured
 	var drops atomic.Int64
 	j := journal.New(s, journal.Options{Report: func(string) { drops.Add(1) }})
 	log := j.StartSession(journal.Session{ID: "bench", Started: time.Now()}, 0)
@@ -53,6 +74,16 @@ func BenchmarkJournalThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchThroughput(b, s)
+}
+
+// BenchmarkJournalThroughputPostgres: the same into PostgreSQL.
+func BenchmarkJournalThroughputPostgres(b *testing.B) {
+	benchThroughput(b, openPostgres(b))
+}
+
+func benchThroughput(b *testing.B, s journal.Store) {
+	b.ResetTimer()
 	j := journal.New(s, journal.Options{QueueRecords: 1 << 20})
 	log := j.StartSession(journal.Session{ID: "bench", Started: time.Now()}, 0)
 	now := time.Now()

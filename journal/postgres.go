@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
 	"strings"
@@ -34,6 +35,34 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func init() { postgresDialect.pipeline = pipeline }
+
+// pipeline sends a batch's statements in one transaction as one pgx
+// batch: one round trip to the server instead of one per statement.
+func pipeline(ctx context.Context, db *sql.DB, stmts []stmt) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(driverConn any) error {
+		pc := driverConn.(*stdlib.Conn).Conn()
+		tx, err := pc.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		b := &pgx.Batch{}
+		for _, q := range stmts {
+			b.Queue(q.query, q.args...)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
 }
 
 // IsPostgres reports whether a --journal value names a PostgreSQL

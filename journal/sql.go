@@ -156,6 +156,9 @@ type dialect struct {
 	lock       string
 	version    func(ctx context.Context, tx *sql.Tx) (int, error)
 	setVersion func(ctx context.Context, tx *sql.Tx, v int) error
+	// pipeline, if set, runs a batch's statements in one transaction in
+	// one round trip (PostgreSQL); without it each is executed in turn.
+	pipeline func(ctx context.Context, db *sql.DB, stmts []stmt) error
 }
 
 var sqliteDialect = &dialect{
@@ -312,46 +315,56 @@ func fromNanos(n sql.NullInt64) time.Time {
 
 // Write applies batch in one transaction, each statement prepared once.
 func (s *DB) Write(ctx context.Context, batch []Record) error {
+	w := &writer{d: s.d}
+	for _, r := range batch {
+		if err := w.record(r); err != nil {
+			return err
+		}
+	}
+	if s.d.pipeline != nil {
+		return s.d.pipeline(ctx, s.db, w.stmts)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	w := &writer{ctx: ctx, tx: tx, d: s.d, stmts: map[string]*sql.Stmt{}}
-	defer w.close()
-	for _, r := range batch {
-		if err := w.record(r); err != nil {
+	prepared := map[string]*sql.Stmt{}
+	defer func() {
+		for _, st := range prepared {
+			st.Close()
+		}
+	}()
+	for _, q := range w.stmts {
+		st := prepared[q.query]
+		if st == nil {
+			if st, err = tx.PrepareContext(ctx, q.query); err != nil {
+				return err
+			}
+			prepared[q.query] = st
+		}
+		if _, err := st.ExecContext(ctx, q.args...); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
 }
 
-// writer runs one batch's statements, preparing each the first time.
+// stmt is one statement of a batch, rebound for the dialect.
+type stmt struct {
+	query string
+	args  []any
+}
+
+// writer turns a batch's records into statements.
 type writer struct {
-	ctx   context.Context
-	tx    *sql.Tx
 	d     *dialect
-	stmts map[string]*sql.Stmt
+	stmts []stmt
 }
 
 func (w *writer) exec(query string, args ...any) error {
-	st := w.stmts[query]
-	if st == nil {
-		var err error
-		if st, err = w.tx.PrepareContext(w.ctx, w.d.rebind(query)); err != nil {
-			return err
-		}
-		w.stmts[query] = st
-	}
-	_, err := st.ExecContext(w.ctx, args...)
-	return err
-}
-
-func (w *writer) close() {
-	for _, st := range w.stmts {
-		st.Close()
-	}
+	w.stmts = append(w.stmts, stmt{w.d.rebind(query), args})
+	return nil
 }
 
 const (

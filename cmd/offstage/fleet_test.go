@@ -264,3 +264,30 @@ func countEvents(t *testing.T, s *journal.DB, x journal.Task, event string) int 
 	}
 	return n
 }
+
+// TestJournalCredentialsStayOut: the shared journal's URL and password
+// reach neither a shell's environment nor the instance's log.
+func TestJournalCredentialsStayOut(t *testing.T) {
+	srv := pgtest.Start(t)
+	db := strings.Replace(srv.NewDatabase(t), "offstage@", "offstage:s3cret-pw@", 1) // trust auth takes any password
+	in := startInstance(t, db)
+	cs := in.connect(t)
+	out := bash(t, cs, map[string]any{"command": "env"})
+	if strings.Contains(out.Output, "s3cret-pw") || strings.Contains(out.Output, "OFFSTAGE_JOURNAL_URL") {
+		t.Errorf("a shell sees the journal's credentials:\n%s", out.Output)
+	}
+	cs.Close()
+	in.cmd.Process.Signal(syscall.SIGTERM)
+	in.cmd.Wait()
+	<-in.done
+	if strings.Contains(in.log(), "s3cret-pw") {
+		t.Errorf("the log has the password:\n%s", in.log())
+	}
+	// A bad address is reported without the password either.
+	bad := strings.Replace(db, ":"+srv.Port()+"/", ":1/", 1) // nothing listens on port 1
+	cmd, _ := offstage(t, []string{"OFFSTAGE_JOURNAL_URL=" + bad}, "tasks")
+	msg, _ := cmd.CombinedOutput()
+	if strings.Contains(string(msg), "s3cret-pw") || !strings.Contains(string(msg), "cannot be reached") {
+		t.Errorf("a bad address: %s", msg)
+	}
+}

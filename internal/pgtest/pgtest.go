@@ -128,6 +128,9 @@ func (s *Server) init() error {
 	return s.Start()
 }
 
+// Port returns the server's port, as text.
+func (s *Server) Port() string { return strconv.Itoa(s.port) }
+
 func (s *Server) urlOf(db string) string {
 	return fmt.Sprintf("postgres://offstage@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
 }

@@ -88,7 +88,7 @@ type SessionEnd struct {
 // TaskChange is a change of a task in a session's table.
 type TaskChange struct {
 	Session string
-	*task.Change
+	task.Change
 }
 
 // TaskProcess records the process and log of a shell task.
@@ -207,8 +207,8 @@ type Journal struct {
 	hurry   chan struct{} // capacity 1: Flush or Close wants the queue written now
 
 	mu      sync.Mutex // guards the fields below
-	queue   []Record
-	held    int // records the writer took from the queue and has not written yet
+	queue   []entry // in the order added; reused from batch to batch
+	held    int     // records the writer took from the queue and has not written yet
 	dropped int
 	closing bool
 	flushed chan struct{} // closed and cleared when the queue empties; nil until a Flush waits
@@ -238,9 +238,25 @@ func New(store Store, opts Options) *Journal {
 // Store returns the journal's store, for reads.
 func (j *Journal) Store() Store { return j.store }
 
+// entry is one queued record. A task change is kept by value, so the
+// queue of a busy table allocates nothing per change.
+type entry struct {
+	rec    Record // nil for a task change
+	change TaskChange
+}
+
 // Add queues a record for writing and returns at once. It reports false
 // if the record was dropped (the queue is full, or the journal closed).
 func (j *Journal) Add(r Record) bool {
+	return j.add(entry{rec: r})
+}
+
+// addChange queues a copy of a task change.
+func (j *Journal) addChange(session string, c *task.Change) bool {
+	return j.add(entry{change: TaskChange{Session: session, Change: *c}})
+}
+
+func (j *Journal) add(e entry) bool {
 	j.mu.Lock()
 	if j.closing || len(j.queue)+j.held >= j.opts.QueueRecords {
 		j.dropped++
@@ -251,7 +267,7 @@ func (j *Journal) Add(r Record) bool {
 		}
 		return false
 	}
-	j.queue = append(j.queue, r)
+	j.queue = append(j.queue, e)
 	first := len(j.queue) == 1 // the writer takes the whole queue when woken: wake it once
 	j.mu.Unlock()
 	if first {
@@ -305,7 +321,7 @@ func (j *Journal) waitIdle(ctx context.Context) error {
 		<-j.done
 		return nil
 	}
-	j.queue = append(j.queue, marker)
+	j.queue = append(j.queue, entry{rec: marker})
 	j.mu.Unlock()
 	for _, ch := range []chan struct{}{j.wake, j.hurry} {
 		select {
@@ -354,17 +370,16 @@ func (j *Journal) Close(ctx context.Context) error {
 func (j *Journal) run() {
 	defer close(j.done)
 	backoff := retryFirst
-	var batch []Record
+	var batch []entry
+	var records []Record
 	for {
 		j.mu.Lock()
 		if len(batch) == 0 {
 			n := min(len(j.queue), j.opts.BatchRecords)
 			batch = append(batch[:0], j.queue[:n]...)
-			clear(j.queue[:n])
-			j.queue = j.queue[n:]
-			if len(j.queue) == 0 {
-				j.queue = nil
-			}
+			rest := copy(j.queue, j.queue[n:])
+			clear(j.queue[rest:])
+			j.queue = j.queue[:rest]
 			j.held = n
 		}
 		closing := j.closing
@@ -383,11 +398,14 @@ func (j *Journal) run() {
 		j.mu.Unlock()
 
 		var markers []*flushMarker
-		records := batch[:0:0]
-		for _, r := range batch {
-			if m, ok := r.(*flushMarker); ok {
-				markers = append(markers, m)
-			} else {
+		records = records[:0]
+		for i := range batch {
+			switch r := batch[i].rec.(type) {
+			case nil:
+				records = append(records, &batch[i].change)
+			case *flushMarker:
+				markers = append(markers, r)
+			default:
 				records = append(records, r)
 			}
 		}
@@ -414,7 +432,8 @@ func (j *Journal) run() {
 				timer.Stop()
 				j.mu.Lock()
 				lost := len(records) + len(j.queue)
-				j.queue, j.held = nil, 0
+				clear(j.queue)
+				j.queue, j.held = j.queue[:0], 0
 				j.mu.Unlock()
 				j.opts.Report(fmt.Sprintf("the journal closed with %d records it could not write", lost))
 				for _, m := range markers {
@@ -479,7 +498,7 @@ func (l *SessionLog) ID() string { return l.id }
 func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
 	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:
-		l.j.Add(&TaskChange{Session: l.id, Change: c})
+		l.j.addChange(l.id, c)
 	}
 }
 

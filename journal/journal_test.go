@@ -535,8 +535,8 @@ func testRetriedBatch(t *testing.T, connect func(*testing.T) *journal.DB) {
 	at := time.Now()
 	batch := []journal.Record{
 		&journal.Session{ID: "s", HostID: "h", Started: at},
-		&journal.TaskChange{Session: "s", Change: &task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", State: task.Running, Time: at}, Kind: "shell"}},
-		&journal.TaskChange{Session: "s", Change: &task.Change{Event: task.Event{Type: task.EventFinished, ID: "shell:1", State: task.Completed, Time: at.Add(time.Second)}, Kind: "shell", Result: "ok"}},
+		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", State: task.Running, Time: at}, Kind: "shell"}},
+		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Type: task.EventFinished, ID: "shell:1", State: task.Completed, Time: at.Add(time.Second)}, Kind: "shell", Result: "ok"}},
 		&journal.Message{Session: "s", Seq: 1, Body: []byte("hello")},
 	}
 	for range 2 {

@@ -6,7 +6,8 @@ package task
 // table; a journal copies the change into a bounded queue and writes it
 // elsewhere. Set it with Options.Recorder.
 type Recorder interface {
-	// Record receives a change; it is the recorder's to keep.
+	// Record receives a change. It is valid during the call only (the
+	// table reuses it): copy what you keep.
 	Record(*Change)
 }
 
@@ -24,7 +25,8 @@ type Change struct {
 }
 
 func (tb *Table) recordLocked(t *task, e *Event) {
-	c := &Change{Event: *e, Kind: t.kind, Label: t.label}
+	c := &tb.change // one per table: the lock is held, and Record copies
+	*c = Change{Event: *e, Kind: t.kind, Label: t.label}
 	if e.Type == EventFinished {
 		c.ExitCode, c.HasExitCode, c.Result = t.exitCode, t.hasExit, t.text
 		if t.err != nil {

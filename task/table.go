@@ -35,6 +35,7 @@ type Table struct {
 	held          int                    // tasks retention may not evict: live, or finished and undelivered with a live owner
 	closed        bool                   // Close was called
 	drainedClosed bool                   // drained is closed
+	change        Change                 // handed to Options.Recorder, reused
 }
 
 // ownerState is what the table keeps for one owner: the top level ("") or

@@ -33,7 +33,7 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 		if extra != nil {
 			extra(c)
 		}
-		j.Add(&journal.TaskChange{Session: s, Change: c})
+		j.Add(&journal.TaskChange{Session: s, Change: *c})
 	}
 	exit := func(code int, result, err string) func(*task.Change) {
 		return func(c *task.Change) { c.ExitCode, c.HasExitCode, c.Result, c.Err = code, true, result, err }

@@ -207,8 +207,8 @@ type Journal struct {
 	hurry   chan struct{} // capacity 1: Flush or Close wants the queue written now
 
 	mu      sync.Mutex // guards the fields below
-	queue   []entry // in the order added; reused from batch to batch
-	held    int     // records the writer took from the queue and has not written yet
+	queue   []entry    // in the order added; reused from batch to batch
+	held    int        // records the writer took from the queue and has not written yet
 	dropped int
 	closing bool
 	flushed chan struct{} // closed and cleared when the queue empties; nil until a Flush waits

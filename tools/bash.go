@@ -43,7 +43,7 @@ type BashOutput struct {
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error) {
 	switch {
-	case in.Command == "":
+	case strings.TrimSpace(in.Command) == "":
 		return nil, fail("command is empty; pass the shell command line to run.")
 	case in.TimeoutSeconds < 0:
 		return nil, fail("timeout_seconds must not be negative (leave it out for no timeout).")

@@ -28,6 +28,8 @@ func FuzzToolCall(f *testing.F) {
 	} {
 		f.Add(tool, []byte(args))
 	}
+	f.Add(uint8(0), []byte(`{"command": "x", "run_in_background": true, "notify_on": "(a+)+$", "tty": true}`))
+	f.Add(uint8(4), []byte(`{"task_ids": ["shell:1"], "until": "[", "timeout_seconds": 0.05}`))
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
 		tb := task.New(context.Background(), task.Options{})
 		defer tb.Close(context.Background())

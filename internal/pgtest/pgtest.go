@@ -80,7 +80,11 @@ func Run() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "offstage-pg-")
+	parent := "" // $TMPDIR
+	if os.Geteuid() == 0 {
+		parent = "/tmp" // the server's user must reach it, whatever $TMPDIR is
+	}
+	dir, err := os.MkdirTemp(parent, "offstage-pg-")
 	if err != nil {
 		return nil, err
 	}

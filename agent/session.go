@@ -369,21 +369,9 @@ func (s *Session) AutonomousTurns() int { return int(s.autonomous.Load()) }
 // the sink falls behind the bounded log, it says so with one event and
 // goes on from the oldest event still held.
 func (s *Session) FollowTasks(ctx context.Context, sink Sink) {
-	log := s.table.Events()
-	seq := log.Last()
-	for {
-		evs, err := log.Wait(ctx, seq)
-		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, task.ErrEventsDropped) {
-			emit(sink, Event{Type: TaskEvent, Err: err})
-		}
-		for i := range evs {
-			emit(sink, Event{Type: TaskEvent, Task: &evs[i]})
-			seq = evs[i].Seq
-		}
-	}
+	s.table.Events().Follow(ctx, func(e *task.Event, err error) {
+		emit(sink, Event{Type: TaskEvent, Task: e, Err: err})
+	})
 }
 
 // Close stops the session: no autonomous turn starts any more, every task

@@ -320,22 +320,13 @@ func (c *conn) notices() {
 		case <-ctx.Done():
 		}
 	}()
-	events := c.table.Events()
-	seq := events.Last()
-	for {
-		evs, _ := events.Wait(ctx, seq)
-		if ctx.Err() != nil {
+	c.table.Events().Follow(ctx, func(e *task.Event, err error) {
+		if e == nil || e.Type != task.EventNotice || e.Owner != "" {
 			return
 		}
-		for _, e := range evs {
-			seq = e.Seq
-			if e.Type != task.EventNotice || e.Owner != "" {
-				continue
-			}
-			kind, text, _ := strings.Cut(e.Text, ": ") // the event says "kind: text", cut to 512 bytes
-			c.svc.cfg.Logger.Info("task notice", "task_id", e.ID, "kind", kind, "notice", text)
-		}
-	}
+		kind, text, _ := strings.Cut(e.Text, ": ") // the event says "kind: text", cut to 512 bytes
+		c.svc.cfg.Logger.Info("task notice", "task_id", e.ID, "kind", kind, "notice", text)
+	})
 }
 
 // disconnected runs when the session ends.

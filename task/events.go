@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -114,6 +115,28 @@ func (l *EventLog) oldestLocked() uint64 {
 		return l.last - size + 1
 	}
 	return 1
+}
+
+// Follow calls fn with every event appended from now on, in order, until
+// ctx ends. If it falls more than the log's size behind, it calls fn once
+// with a nil event and an error wrapping ErrEventsDropped, and goes on
+// from the oldest event still held. fn runs on the caller's goroutine and
+// should return quickly: the log does not wait for it, it only drops.
+func (l *EventLog) Follow(ctx context.Context, fn func(e *Event, err error)) {
+	seq := l.Last()
+	for {
+		evs, err := l.Wait(ctx, seq)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrEventsDropped) {
+			fn(nil, err)
+		}
+		for i := range evs {
+			fn(&evs[i], nil)
+			seq = evs[i].Seq
+		}
+	}
 }
 
 // Wait is After that blocks until at least one event after seq exists or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/offstage/offstage/task"
 )
@@ -59,4 +60,47 @@ func join(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// TestFollowSeesNewEventsAndSaysWhenItFellBehind: Follow hands over the
+// events appended after it started, in order, and one ErrEventsDropped
+// when the log moved past it.
+func TestFollowSeesNewEventsAndSaysWhenItFellBehind(t *testing.T) {
+	run(t, task.Options{EventLogSize: 4}, func(t *testing.T, tb *task.Table) {
+		top := tb.View("")
+		mustSpawn(t, top, "shell", noop) // before Follow: not seen
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(t.Context())
+		block := make(chan struct{})
+		var got []string
+		var dropped int
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			tb.Events().Follow(ctx, func(e *task.Event, err error) {
+				if err != nil {
+					dropped++
+					return
+				}
+				got = append(got, e.ID+" "+e.Type.String())
+				if len(got) == 1 {
+					<-block // fall behind while the table goes on
+				}
+			})
+		}()
+		synctest.Wait()
+		id := mustSpawn(t, top, "shell", noop)
+		synctest.Wait()
+		for range 3 {
+			mustSpawn(t, top, "shell", noop)
+		}
+		synctest.Wait()
+		close(block)
+		synctest.Wait()
+		cancel()
+		<-followed
+		if len(got) == 0 || got[0] != id+" spawned" || dropped != 1 {
+			t.Errorf("followed %q with %d drops, want %s spawned first and one drop", got, dropped, id)
+		}
+	})
 }

@@ -396,7 +396,7 @@ func (s *session) replay(history []provider.Message) {
 		for _, b := range m.Content {
 			switch b.Type {
 			case provider.Text:
-				text := clipText(b.Text)
+				text := clip(b.Text, replayBytes)
 				switch {
 				case m.Role == provider.Assistant:
 					s.update(acp.UpdateAgentMessageText(text))
@@ -406,7 +406,7 @@ func (s *session) replay(history []provider.Message) {
 					s.update(acp.UpdateUserMessageText(text))
 				}
 			case provider.Thinking:
-				s.update(acp.UpdateAgentThoughtText(clipText(b.Text)))
+				s.update(acp.UpdateAgentThoughtText(clip(b.Text, replayBytes)))
 			case provider.ToolUse:
 				title, kind := describe(s.toolOf(b.ToolName), b.Input)
 				s.update(acp.StartToolCall(acp.ToolCallId(b.ToolCallID), title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusInProgress)))
@@ -416,15 +416,8 @@ func (s *session) replay(history []provider.Message) {
 					status = acp.ToolCallStatusFailed
 				}
 				s.update(acp.UpdateToolCall(acp.ToolCallId(b.ToolCallID), acp.WithUpdateStatus(status),
-					acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(clipText(b.Text)))})))
+					acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(clip(b.Text, replayBytes)))})))
 			}
 		}
 	}
-}
-
-func clipText(s string) string {
-	if len(s) <= replayBytes {
-		return s
-	}
-	return strings.ToValidUTF8(s[:replayBytes], "") + "…"
 }

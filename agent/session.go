@@ -98,7 +98,8 @@ type Config struct {
 // called as the session starts, amends its configuration (Tasks.Recorder,
 // Tools.LogDir and Tools.OnShell, OnMessage) and returns what records the
 // session's end. surface names the surface ("mcp", "acp"); the working
-// directory is cfg.Tools.Process.Dir.
+// directory is cfg.Tools.Process.Dir. id is empty for a session the
+// surface has no id for (MCP over stdio): the recorder names it.
 type RecordSession func(id, surface string, cfg *Config) (end func())
 
 // Resume is a conversation recorded before a restart, to continue.

@@ -112,21 +112,5 @@ func (discard) Close() error                                  { return nil }
 // that writes nothing: the cost recording puts on a task itself, without
 // SQLite competing for the CPU.
 func BenchmarkSpawnDrainRecorded(b *testing.B) {
-	j := journal.New(discard{}, journal.Options{})
-	log := j.StartSession(journal.Session{ID: "bench", Started: time.Now()}, 0)
-	tb := task.New(b.Context(), task.Options{Recorder: log})
-	top := tb.View("")
-	ready := top.Ready()
-	for b.Loop() {
-		if _, err := top.Spawn(task.Spec{Kind: "shell"}, noop); err != nil {
-			b.Fatal(err)
-		}
-		<-ready
-		if rs := top.Drain(); len(rs) != 1 {
-			b.Fatalf("Drain() returned %d results, want 1", len(rs))
-		}
-	}
-	b.StopTimer()
-	tb.Close(context.Background())
-	j.Close(context.Background())
+	benchSpawnDrain(b, discard{})
 }

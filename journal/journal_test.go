@@ -180,6 +180,18 @@ func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 	if len(hist) != 2 || string(hist[1].Body) != `{"role":"assistant"}` || hist[1].Seq != 2 {
 		t.Errorf("history = %+v", hist)
 	}
+	if first, err := s.FirstMessage(t.Context(), "s1"); err != nil || string(first.Body) != `{"role":"user"}` {
+		t.Errorf("FirstMessage = %+v, %v", first, err)
+	}
+	if n, err := s.LastSeq(t.Context(), "s1"); n != 2 || err != nil {
+		t.Errorf("LastSeq = %d, %v", n, err)
+	}
+	if n, err := s.LastSeq(t.Context(), "none"); n != 0 || err != nil {
+		t.Errorf("LastSeq of a session without messages = %d, %v", n, err)
+	}
+	if _, err := s.FirstMessage(t.Context(), "none"); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("FirstMessage of a session without messages = %v", err)
+	}
 	if _, err := s.Task(t.Context(), "s1", "shell:9"); !errors.Is(err, journal.ErrNotFound) {
 		t.Errorf("Task(missing) = %v", err)
 	}

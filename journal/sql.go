@@ -694,6 +694,25 @@ var (
 	_ Leaser = (*DB)(nil)
 )
 
+// FirstMessage returns a session's first message (ErrNotFound if it has
+// none), without reading the rest.
+func (s *DB) FirstMessage(ctx context.Context, session string) (Message, error) {
+	m := Message{Session: session}
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq LIMIT 1`), session).Scan(&m.Seq, &m.Body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, fmt.Errorf("%w: messages of session %s", ErrNotFound, session)
+	}
+	return m, err
+}
+
+// LastSeq returns the number of a session's last message, 0 if it has
+// none.
+func (s *DB) LastSeq(ctx context.Context, session string) (int, error) {
+	var n sql.NullInt64
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT MAX(seq) FROM messages WHERE session_id = ?`), session).Scan(&n)
+	return int(n.Int64), err
+}
+
 // TaskEvent is one recorded state change of a task.
 type TaskEvent struct {
 	At    time.Time

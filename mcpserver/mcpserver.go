@@ -35,8 +35,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -235,14 +233,6 @@ type conn struct {
 	endRecord func() // set by start when sessions are recorded
 }
 
-// newSessionID names a session that has no MCP session id (stdio): the
-// time, and random hex, as the journal's ids.
-func newSessionID() string {
-	var b [3]byte
-	rand.Read(b[:])
-	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
-}
-
 // start gives the session its task table, once, and starts its goroutines.
 func (c *conn) start(ss *mcp.ServerSession) {
 	c.once.Do(func() {
@@ -260,12 +250,9 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		}
 		cfg := svc.agentConfig()
 		if svc.cfg.Record != nil {
-			id := ""
+			id := "" // a stdio session has none: the recorder names it
 			if ss != nil {
 				id = ss.ID()
-			}
-			if id == "" {
-				id = newSessionID()
 			}
 			c.endRecord = svc.cfg.Record(id, "mcp", &cfg)
 		}

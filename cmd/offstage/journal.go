@@ -470,10 +470,10 @@ func (r *recorder) hook(model string) agent.RecordSession {
 		return nil
 	}
 	return func(id, surface string, cfg *agent.Config) func() {
-		seq := 0 // a loaded session's messages continue its own
-		if msgs, err := r.store.History(context.Background(), id); err == nil && len(msgs) > 0 {
-			seq = msgs[len(msgs)-1].Seq
+		if id == "" {
+			id = journal.NewID()
 		}
+		seq, _ := r.store.LastSeq(context.Background(), id) // a loaded session's messages continue its own
 		sr := r.session(id, surface, cfg.Tools.Process.Dir, model, seq)
 		sr.apply(cfg)
 		return sr.end
@@ -500,9 +500,9 @@ func (a acpSessions) List(ctx context.Context, cwd string) ([]acp.SessionInfo, e
 			updated = s.Ended
 		}
 		info.UpdatedAt = acp.Ptr(updated.UTC().Format(time.RFC3339))
-		if msgs, err := a.r.store.History(ctx, s.ID); err == nil && len(msgs) > 0 {
+		if first, err := a.r.store.FirstMessage(ctx, s.ID); err == nil {
 			var m provider.Message
-			if json.Unmarshal(msgs[0].Body, &m) == nil && m.TextOf() != "" {
+			if json.Unmarshal(first.Body, &m) == nil && m.TextOf() != "" {
 				info.Title = acp.Ptr(clipLabel(m.TextOf(), 80))
 			}
 		}

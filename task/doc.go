@@ -92,6 +92,12 @@
 // held, never a silent gap, and should resynchronise with Table.List and
 // EventLog.Last.
 //
+// Recording: Options.Recorder, if set, is handed every event with the
+// task's details as it happens, under the table's lock, in one Change the
+// table reuses: it must copy what it keeps, return quickly and never call
+// the table (a journal queues a copy). EventLog.Follow is the way to read
+// events as they come instead.
+//
 // Costs: Spawn, Cancel and a Drain that finds nothing are O(1); Drain is
 // O(results returned); List is O(tasks held). Memory is bounded:
 // Options.MaxTasks tasks that may not be evicted (Spawn fails with

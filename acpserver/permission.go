@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -173,8 +175,8 @@ func who(c agent.ToolCall) string { return c.Agent + " (" + c.Profile + ")" }
 func subTitle(c agent.ToolCall, title string) string {
 	if rest, ok := strings.CutPrefix(title, "Sub-agent "); ok {
 		title = "start sub-agent " + rest
-	} else if title != "" {
-		title = strings.ToLower(title[:1]) + title[1:]
+	} else if r, n := utf8.DecodeRuneInString(title); n > 0 {
+		title = string(unicode.ToLower(r)) + title[n:]
 	}
 	return who(c) + " wants to " + title
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/offstage/offstage/agent"
 )
 
 // TestDialogsAreFIFO: permission requests open one at a time, in the
@@ -57,4 +59,20 @@ func TestDialogsAreFIFO(t *testing.T) {
 			t.Errorf("after all: busy %v, %d waiting", d.busy, len(d.waiting))
 		}
 	})
+}
+
+// TestSubTitle: a sub-agent's call is named after the sub-agent.
+func TestSubTitle(t *testing.T) {
+	c := agent.ToolCall{Agent: "agent:1", Profile: "general"}
+	for title, want := range map[string]string{
+		"Run: ls":                 "agent:1 (general) wants to run: ls",
+		"Sub-agent general: look": "agent:1 (general) wants to start sub-agent general: look",
+		"Cancel shell:3":          "agent:1 (general) wants to cancel shell:3",
+		"Écrire un fichier":       "agent:1 (general) wants to écrire un fichier",
+		"":                        "agent:1 (general) wants to ",
+	} {
+		if got := subTitle(c, title); got != want {
+			t.Errorf("subTitle(%q) = %q, want %q", title, got, want)
+		}
+	}
 }

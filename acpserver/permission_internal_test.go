@@ -76,3 +76,38 @@ func TestSubTitle(t *testing.T) {
 		}
 	}
 }
+
+// TestDialogsPassOnATurnTheCancelledMissed: a waiter cancelled just as
+// the turn reaches it passes the turn on; nobody behind it is stranded.
+func TestDialogsPassOnATurnTheCancelledMissed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for range 50 { // the waiter's select sees both at once and picks either
+			var d dialogs
+			d.acquire(t.Context(), func() {})
+			gone, leave := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if d.acquire(gone, func() {}) == nil {
+					d.release()
+				}
+			})
+			synctest.Wait()
+			third := make(chan struct{})
+			wg.Go(func() {
+				if err := d.acquire(t.Context(), func() {}); err != nil {
+					t.Error(err)
+				}
+				close(third)
+				d.release()
+			})
+			synctest.Wait()
+			leave()
+			d.release()
+			<-third
+			wg.Wait()
+			if d.busy || len(d.waiting) != 0 {
+				t.Fatalf("after all: busy %v, %d waiting", d.busy, len(d.waiting))
+			}
+		}
+	})
+}

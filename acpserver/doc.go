@@ -45,7 +45,8 @@
 // foreground command adopted into the background, spawn_agent in the
 // background) keeps its card in_progress, updated with the shell's latest
 // output or the sub-agent's current step (one line, replaced; the
-// sub-agent's own tool calls are not streamed), until the task ends; then
+// sub-agent's own tool calls are not streamed, except those the user is
+// asked about: see Permission), until the task ends; then
 // the card gets its final status, exit code and output tail or answer.
 // Cancelling the task (task_cancel, /cancel) ends the card the same way.
 //

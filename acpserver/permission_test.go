@@ -330,3 +330,42 @@ func TestAlwaysAllowScopes(t *testing.T) {
 		t.Errorf("asked:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
+
+// TestAlwaysForASubAgentCoversItsSubAgents: "always" given to a
+// sub-agent covers the sub-agents it starts.
+func TestAlwaysForASubAgentCoversItsSubAgents(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "lead", "prompt": "go"}}]},
+		{"expect": "led", "text": "finished"}
+	], "agents": {
+		"lead": [
+			{"tool_calls": [{"name": "bash", "input": {"command": "echo one"}}]},
+			{"expect": "one", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "b", "prompt": "dig"}}]},
+			{"expect": "dug", "text": "led"}
+		],
+		"b": [
+			{"tool_calls": [{"name": "bash", "input": {"command": "echo deep"}}]},
+			{"expect": "deep", "text": "dug"}
+		]
+	}}`
+	h := start(t, script, acpserver.Config{Profiles: []agent.Profile{{Name: "lead", Description: "leads"}, {Name: "b", Description: "digs"}}})
+	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
+		if titleOf(p) == "agent:1 (lead) wants to run: echo one" {
+			return "allow_always_agent"
+		}
+		return "allow_once"
+	}
+	id := h.session(t)
+	if got := h.prompt(t, id, "go"); got != acp.StopReasonEndTurn {
+		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines(id), "\n"))
+	}
+	want := []string{
+		"Sub-agent lead: go",
+		"agent:1 (lead) wants to run: echo one",
+		"agent:1 (lead) wants to start sub-agent b: dig", // another tool: asked
+		// agent:3 (b), started by agent:1, runs bash unasked
+	}
+	if got := h.client.titles(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("asked:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}

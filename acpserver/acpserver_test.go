@@ -53,6 +53,8 @@ func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 	c.mu.Lock()
 	c.asked = append(c.asked, p)
 	choose := c.choose
+	close(c.changed)
+	c.changed = make(chan struct{})
 	c.mu.Unlock()
 	id := acp.PermissionOptionId("allow_once")
 	if choose != nil {
@@ -83,7 +85,8 @@ func (c *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitReq
 	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound("terminal/wait_for_exit")
 }
 
-// await waits until cond holds for the updates so far, or fails.
+// await waits until cond holds for the updates so far, or fails. A
+// permission request counts as a change too.
 func (c *client) await(t *testing.T, what string, cond func([]acp.SessionNotification) bool) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
@@ -195,11 +198,13 @@ type harness struct {
 
 func start(t *testing.T, script string, cfg acpserver.Config) *harness {
 	t.Helper()
-	m, err := scripted.Parse([]byte(script))
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Model == nil {
+		m, err := scripted.Parse([]byte(script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Model = m
 	}
-	cfg.Model = m
 	agentIn, clientOut := io.Pipe()
 	clientIn, agentOut := io.Pipe()
 	served := make(chan error, 1)

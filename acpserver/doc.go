@@ -45,7 +45,8 @@
 // foreground command adopted into the background, spawn_agent in the
 // background) keeps its card in_progress, updated with the shell's latest
 // output or the sub-agent's current step (one line, replaced; the
-// sub-agent's own tool calls are not streamed), until the task ends; then
+// sub-agent's own tool calls are not streamed, except those the user is
+// asked about: see Permission), until the task ends; then
 // the card gets its final status, exit code and output tail or answer.
 // Cancelling the task (task_cancel, /cancel) ends the card the same way.
 //
@@ -63,12 +64,31 @@
 //
 // # Permission
 //
-// Before an execute or destructive call (tools.Safety) of the top level
-// runs, the client is asked with session/request_permission: allow once,
-// always allow that tool in this session, or reject. A rejection becomes
-// the call's error result, which the model can act on. Config.AllowAll
-// (offstage acp --yolo) asks nothing. A sub-agent's own calls are not
-// asked about: allowing spawn_agent allows what the sub-agent does.
+// Before an execute or destructive call (tools.Safety) runs, the client
+// is asked with session/request_permission, whoever makes the call: the
+// top level, or a sub-agent (agent.ToolCall.Agent), foreground or in the
+// background, also while no prompt runs. A sub-agent's call, which the
+// client has not seen (sub-agents' calls are not streamed), first gets a
+// card of its own, attributed ("agent:1 (general) wants to run: ls", id
+// "agent:1/<call id>"); once answered it fails (rejected) or stays
+// in_progress until the sub-agent moves past that step. A call whose
+// arguments do not fit its tool is refused before anyone is asked.
+//
+// One request is open at a time per session: the others wait, in the
+// order they asked (a waiting request whose agent is cancelled leaves the
+// queue), and are asked in turn unless an earlier answer already allowed
+// them.
+//
+// Options: allow once; always allow that tool in this session; for a
+// sub-agent's call also always allow that tool for this sub-agent (and
+// the sub-agents it starts); reject. "Always" given at the top level
+// covers every sub-agent of the session: the top level, allowed to run
+// the tool unasked, could run whatever a sub-agent would, so asking the
+// sub-agent protects nothing. "Always" given to a sub-agent covers it
+// and its descendants only, since the user judged that one sub-agent's
+// task. A rejection becomes the call's error result, which the calling
+// model (top level or sub-agent) reads and can act on. Config.AllowAll
+// (offstage acp --yolo) asks nothing.
 //
 // # Bad input
 //

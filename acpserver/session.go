@@ -3,7 +3,6 @@ package acpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/provider"
-	"github.com/offstage/offstage/tools"
 )
 
 // queueSize bounds a session's queue of updates not yet written. A full
@@ -44,8 +42,11 @@ type session struct {
 	mu     sync.Mutex
 	cards  map[string]*card    // guarded by mu: task id → the tool call that started it
 	calls  map[string]*call    // guarded by mu: tool call id → what it is (until it ends)
-	always map[string]bool     // guarded by mu: tools the user allowed for the whole session
+	always map[grant]bool      // guarded by mu: tools the user allowed for good, per scope
 	spawns map[string][]string // guarded by mu: tool call id → tasks it started, while its result is pending
+
+	dialogs  dialogs              // one permission request open at a time
+	subCalls map[string][]subCall // guarded by mu: sub-agent id → its allowed calls whose cards are in_progress
 
 	closeOnce sync.Once
 	closeErr  error
@@ -72,7 +73,8 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume *agent.Resume,
 		turnEnds:  make(chan agent.Event, 1),
 		cards:     make(map[string]*card),
 		calls:     make(map[string]*call),
-		always:    make(map[string]bool),
+		always:    make(map[grant]bool),
+		subCalls:  make(map[string][]subCall),
 		spawns:    make(map[string][]string),
 	}
 	cfg := srv.cfg
@@ -354,67 +356,6 @@ func (s *session) cancel() {
 	default:
 	}
 	s.sess.CancelTurn()
-}
-
-// permit asks the client before an execute or destructive call runs,
-// unless Config.AllowAll or the user allowed that tool for the session.
-func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
-	ask := !s.srv.cfg.AllowAll && (c.Tool.Safety == tools.Execute || c.Tool.Safety == tools.Destructive)
-	s.mu.Lock()
-	if s.always[c.Tool.Name] {
-		ask = false
-	}
-	s.mu.Unlock()
-	if ask {
-		if err := s.ask(ctx, c); err != nil {
-			return err
-		}
-	}
-	s.update(acp.UpdateToolCall(acp.ToolCallId(c.ID), acp.WithUpdateStatus(acp.ToolCallStatusInProgress)))
-	return nil
-}
-
-// Permission options offered for a call.
-const (
-	optAllowOnce   = "allow_once"
-	optAllowAlways = "allow_always"
-	optReject      = "reject"
-)
-
-func (s *session) ask(ctx context.Context, c agent.ToolCall) error {
-	s.flush(ctx) // the client has seen the tool call before it is asked about it
-	title, kind := describe(c.Tool, c.Input)
-	resp, err := s.srv.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
-		SessionId: s.id,
-		ToolCall: acp.ToolCallUpdate{
-			ToolCallId: acp.ToolCallId(c.ID), Title: &title, Kind: &kind,
-			Status: acp.Ptr(acp.ToolCallStatusPending), RawInput: rawJSON(c.Input),
-		},
-		Options: []acp.PermissionOption{
-			{OptionId: optAllowOnce, Name: "Allow", Kind: acp.PermissionOptionKindAllowOnce},
-			{OptionId: optAllowAlways, Name: "Always allow " + c.Tool.Name + " in this session", Kind: acp.PermissionOptionKindAllowAlways},
-			{OptionId: optReject, Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce},
-		},
-	})
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("the turn was cancelled while asking the user")
-	case err != nil:
-		return fmt.Errorf("the user could not be asked for permission (%v); say what you wanted to do instead", err)
-	case resp.Outcome.Selected == nil:
-		return fmt.Errorf("the user cancelled the permission request")
-	}
-	switch resp.Outcome.Selected.OptionId {
-	case optAllowOnce:
-		return nil
-	case optAllowAlways:
-		s.mu.Lock()
-		s.always[c.Tool.Name] = true
-		s.mu.Unlock()
-		return nil
-	default:
-		return fmt.Errorf("the user rejected this call; do not retry it as it was: ask the user or take another way")
-	}
 }
 
 // close ends the session, once: its turn is cancelled, Run stops, every

@@ -151,6 +151,7 @@ func resultText(tool string, out map[string]any, raw string) string {
 // taskEvent keeps background tasks' cards current: a sub-agent's latest
 // step (one line, replaced), a shell's latest output, and the end.
 func (s *session) taskEvent(ev task.Event) {
+	s.subCallsAdvance(ev)
 	switch ev.Type {
 	case task.EventFinished:
 		s.finishCard(ev.ID)

@@ -46,6 +46,16 @@
 // tools see only its own tasks. Sub-agents may start sub-agents one level
 // down; those may not.
 //
+// # Permission
+//
+// Config.Permit, when set, is asked before every tool call runs, the top
+// level's and each sub-agent's alike (ToolCall.Agent and Profile name the
+// sub-agent), so allowing spawn_agent allows starting the sub-agent, not
+// whatever it then runs. A call to an unknown tool or whose arguments do
+// not fit the tool's input is refused before Permit is asked. A refusal
+// is the call's error result, which the calling model (top level or
+// sub-agent) reads and can act on.
+//
 // # History guard
 //
 // The history is kept under Config.HistoryBytes (2 MiB of text): past it,

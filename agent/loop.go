@@ -102,8 +102,16 @@ func (l *loop) callTool(ctx context.Context, c provider.Block) provider.Block {
 		out.Text, out.IsError = errorJSON(fmt.Sprintf("There is no tool %q here; the tools are: %s.", c.ToolName, l.toolNames())), true
 		return out
 	}
-	if permit := l.s.cfg.Permit; permit != nil && l.handle == nil {
-		if err := permit(ctx, ToolCall{ID: c.ToolCallID, Tool: tool, Input: c.Input}); err != nil {
+	if res, ok := tool.Check(c.Input); !ok { // nobody is asked about a call that cannot run
+		out.Text, out.IsError = res.Text, true
+		return out
+	}
+	if permit := l.s.cfg.Permit; permit != nil {
+		call := ToolCall{ID: c.ToolCallID, Tool: tool, Input: c.Input}
+		if l.handle != nil {
+			call.Agent, call.Profile = l.handle.ID(), l.agent
+		}
+		if err := permit(ctx, call); err != nil {
 			out.Text, out.IsError = errorJSON("This call was not run: "+err.Error()), true
 			return out
 		}

@@ -11,16 +11,20 @@ import (
 	"github.com/offstage/offstage/provider"
 )
 
-// TestPermitGatesTopLevelCalls: a refused call is not run and the model
-// gets why; an allowed one runs; sub-agents' calls are not asked about.
-func TestPermitGatesTopLevelCalls(t *testing.T) {
+// TestPermitGatesEveryAgentsCalls: a refused call is not run and the
+// model gets why; an allowed one runs; a sub-agent's calls are asked about
+// too, naming the sub-agent, and a refusal reaches the sub-agent as its
+// call's error; a call whose arguments do not fit its tool is refused
+// without asking.
+func TestPermitGatesEveryAgentsCalls(t *testing.T) {
 	script := `{"turns": [
 		{"tool_calls": [{"name": "bash", "input": {"command": "touch refused"}}, {"name": "task_list", "input": {}}]},
-		{"expect": "not run: the user said no", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "go"}}]},
-		{"text": "done"}
+		{"expect": "not run: the user said no", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "go", "bogus": true}}]},
+		{"expect": "bogus", "tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "go"}}]},
+		{"expect": "the sub-agent saw: .*not run: the user said no", "text": "done"}
 	], "agents": {"worker": [
 		{"tool_calls": [{"name": "bash", "input": {"command": "echo from the sub-agent"}}]},
-		{"text": "worked"}
+		{"expect": "not run: the user said no", "text": "the sub-agent saw: This call was not run: the user said no"}
 	]}}`
 	var mu sync.Mutex
 	var asked []string
@@ -29,7 +33,11 @@ func TestPermitGatesTopLevelCalls(t *testing.T) {
 		Permit: func(ctx context.Context, c agent.ToolCall) error {
 			mu.Lock()
 			defer mu.Unlock()
-			asked = append(asked, c.Tool.Name+":"+c.Tool.Safety.String())
+			who := "top"
+			if c.Agent != "" {
+				who = c.Agent + "(" + c.Profile + ")"
+			}
+			asked = append(asked, who+":"+c.Tool.Name+":"+c.Tool.Safety.String())
 			if c.Tool.Name == "bash" {
 				return errors.New("the user said no")
 			}
@@ -40,17 +48,18 @@ func TestPermitGatesTopLevelCalls(t *testing.T) {
 	if answer, err := s.Turn(t.Context(), "go", agent.Discard); err != nil || answer != "done" {
 		t.Fatalf("Turn() = %q, %v", answer, err)
 	}
+	mu.Lock()
 	got := strings.Join(asked, " ")
-	for _, want := range []string{"bash:execute", "task_list:read_only", "spawn_agent:execute"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("Permit was asked about %q, want %s among them", got, want)
-		}
-	}
-	if strings.Count(got, "bash") != 1 {
-		t.Errorf("Permit was asked about %q: the sub-agent's bash must not be asked about", got)
+	mu.Unlock()
+	want := "top:bash:execute top:task_list:read_only top:spawn_agent:execute agent:1(worker):bash:execute"
+	if got != want && got != "top:task_list:read_only top:bash:execute top:spawn_agent:execute agent:1(worker):bash:execute" {
+		t.Errorf("Permit was asked about\n  %s\nwant\n  %s\n(the spawn_agent with an unknown field not at all)", got, want)
 	}
 	if res := s.History()[2].Content[0]; !res.IsError || !strings.Contains(res.Text, "the user said no") {
 		t.Errorf("refused call's result = %+v, want an error saying why", res)
+	}
+	if res := s.History()[4].Content[0]; !res.IsError || !strings.Contains(res.Text, "bogus") {
+		t.Errorf("ill-formed spawn_agent's result = %+v, want an error naming the field", res)
 	}
 }
 

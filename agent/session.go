@@ -78,12 +78,15 @@ type Config struct {
 	// HistoryBytes is the history guard's budget (see the package doc).
 	// Default 2 MiB.
 	HistoryBytes int
-	// Permit, when set, is asked before each of the top level's tool
-	// calls runs (sub-agents' calls are not asked about: allowing
-	// spawn_agent allows what the sub-agent does with its tools). It may
-	// block, to ask a person; an error refuses the call, and the model
-	// gets it as the call's error result. Calls of one model response are
-	// asked about concurrently.
+	// Permit, when set, is asked before each tool call runs: the top
+	// level's and every sub-agent's (ToolCall.Agent says whose), so
+	// allowing spawn_agent does not allow what the sub-agent then does. A
+	// call to an unknown tool or with arguments that do not fit the tool's
+	// input (tools.Tool.Check) is refused first, without asking. Permit may
+	// block, to ask a person; an error refuses the call, and the calling
+	// model gets it as the call's error result. It is called concurrently
+	// (the calls of one model response, and sub-agents running at once),
+	// also while no turn runs (a background sub-agent's calls).
 	Permit func(ctx context.Context, call ToolCall) error
 	// OnMessage, if set, is called with each message added to the top
 	// level's conversation, in order, as it is added (a journal records
@@ -117,9 +120,14 @@ type Resume struct {
 
 // ToolCall is a call the model asked for, as Config.Permit sees it.
 type ToolCall struct {
-	ID    string // the provider's tool call id
+	ID    string // the provider's tool call id, unique within its agent's conversation
 	Tool  *tools.Tool
 	Input json.RawMessage
+	// Agent is the task id of the sub-agent making the call ("agent:3"),
+	// empty for the top level; Profile is that sub-agent's profile. Its
+	// owner (the top level, or the sub-agent that started it) is
+	// Table().Info(Agent).Owner.
+	Agent, Profile string
 }
 
 const (

@@ -30,6 +30,7 @@ type Tool struct {
 	Idempotent, OpenWorld bool
 
 	resolved *jsonschema.Resolved
+	decode   func(args json.RawMessage) error // decodes into the typed input, to check it
 	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
 	budget   int
 }
@@ -108,6 +109,27 @@ func (t *Tool) Call(ctx context.Context, v *task.View, args json.RawMessage) (Re
 		return t.result(ErrorOutput{Error: te.msg}, true), nil
 	}
 	return Result{}, fmt.Errorf("tool %s: %w", t.Name, err)
+}
+
+// Check tells whether Call would accept args, without calling: the
+// arguments are parsed, validated against the input schema and decoded
+// into the tool's typed input (unknown fields refused), as Call does first.
+// When they are not accepted it returns false and the error result Call
+// would give. A surface checks before it asks a person about a call, so
+// nobody is asked about a call that could not run.
+func (t *Tool) Check(args json.RawMessage) (Result, bool) {
+	fixed, err := t.checkArgs(args)
+	if err == nil && t.decode != nil {
+		err = t.decode(fixed)
+	}
+	if err == nil {
+		return Result{}, true
+	}
+	msg := err.Error()
+	if te := (*toolError)(nil); errors.As(err, &te) {
+		msg = te.msg
+	}
+	return t.result(ErrorOutput{Error: msg}, true), false
 }
 
 // checkArgs parses the arguments and validates them against the schema.
@@ -195,15 +217,25 @@ func newTool[In any](name, description string, budget int, run func(context.Cont
 	if err != nil {
 		panic(fmt.Sprintf("tools: resolve schema for %s: %v", name, err))
 	}
+	decode := func(args json.RawMessage, in *In) error {
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(in); err != nil {
+			return fail("The arguments do not fit %s: %s.", name, shorten(err.Error(), 200))
+		}
+		return nil
+	}
 	return &Tool{
 		Name: name, Description: strings.TrimSpace(description), InputSchema: schema,
 		resolved: resolved, budget: budget,
+		decode: func(args json.RawMessage) error {
+			var in In
+			return decode(args, &in)
+		},
 		call: func(ctx context.Context, v *task.View, args json.RawMessage) (any, error) {
 			var in In
-			dec := json.NewDecoder(bytes.NewReader(args))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&in); err != nil {
-				return nil, fail("The arguments do not fit %s: %s.", name, shorten(err.Error(), 200))
+			if err := decode(args, &in); err != nil {
+				return nil, err
 			}
 			return run(ctx, v, in)
 		},

@@ -199,6 +199,43 @@ func TestBashTimeoutAndCwd(t *testing.T) {
 	}
 }
 
+// TestCheckRefusesBeforeRunning: Check refuses what does not fit the
+// schema or the typed input with the error Call would give, and accepts
+// what Call would run (whose own checks, an empty command say, come later).
+func TestCheckRefusesBeforeRunning(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	bash := e.set.Tool("bash")
+	for _, args := range []string{`{"command": "true", "bogus": 1}`, `{"command": 42}`, `not json`, `[1]`} {
+		res, ok := bash.Check(json.RawMessage(args))
+		if ok || !res.IsError {
+			t.Errorf("Check(%s) = %+v, %v; want refused", args, res, ok)
+			continue
+		}
+		if want := e.call(t, e.top, "bash", args); res.Text != want.Text {
+			t.Errorf("Check(%s) says %s, Call says %s", args, res.Text, want.Text)
+		}
+	}
+	for _, args := range []string{`{"command": "true"}`, `{"command": ""}`} {
+		if res, ok := bash.Check(json.RawMessage(args)); !ok {
+			t.Errorf("Check(%s) = %+v, want accepted", args, res)
+		}
+	}
+	if res, ok := e.set.Tool("task_list").Check(nil); !ok {
+		t.Errorf("task_list Check(no arguments) = %+v, want accepted", res)
+	}
+	// A tool made with Define is checked the same way.
+	type in struct {
+		N int `json:"n"`
+	}
+	tl := tools.Define("typed", "d", 0, func(context.Context, *task.View, in) (any, error) { return nil, nil })
+	if res, ok := tl.Check(json.RawMessage(`{"n": 1, "m": 2}`)); ok || !strings.Contains(res.Text, "typed") {
+		t.Errorf("Check(unknown field m) = %+v, %v; want refused", res, ok)
+	}
+	if n := len(e.top.List()); n != 0 {
+		t.Errorf("Check started %d tasks", n)
+	}
+}
+
 func TestTaskList(t *testing.T) {
 	e := newEnv(t, tools.Config{})
 	var out tools.ListOutput

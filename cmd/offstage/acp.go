@@ -18,7 +18,8 @@ the directory the editor gives; background shells and sub-agents keep
 running between prompts, and their results reach the editor as they
 finish, even while no prompt runs. Before a call that runs a command,
 sends input to a program, starts a sub-agent or cancels a task, the editor
-is asked (allow once, always for the session, reject) unless --yolo.
+is asked (allow once, always for the session, reject) unless --yolo; a
+sub-agent's calls too, named after it.
 session/cancel stops the current turn, not background work; closing the
 session or the editor ends all of it. Logs go to stderr or --log, never
 stdout.`

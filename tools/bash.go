@@ -254,5 +254,9 @@ func (s *Set) envNote(owner string) string {
 	if len(names) > maxWithheldNames {
 		list += fmt.Sprintf(" and %d more", len(names)-maxWithheldNames)
 	}
-	return fmt.Sprintf("Your commands run without %d environment variables that look like secrets, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through (offstage --env-keep NAME).", len(names), list)
+	what := fmt.Sprintf("%d environment variables that look like secrets", len(names))
+	if len(names) == 1 {
+		what = "1 environment variable that looks like a secret"
+	}
+	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through (offstage --env-keep NAME).", what, list)
 }

@@ -141,6 +141,9 @@ func matchesAny(patterns []string, name string) bool {
 		if pat == name {
 			return true
 		}
+		if !strings.ContainsAny(pat, `*?[\`) {
+			continue // a plain name, compared above
+		}
 		if ok, _ := path.Match(pat, name); ok {
 			return true
 		}

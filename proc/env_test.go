@@ -143,3 +143,26 @@ func BenchmarkEnvPolicyApply(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(env)), "vars")
 }
+
+// FuzzEnvPolicy: any variable is either kept whole or withheld by name,
+// never both, never mangled, and the names withheld carry no value.
+func FuzzEnvPolicy(f *testing.F) {
+	for _, kv := range []string{"DATABASE_URL=postgres://a:b@c/d", "X=://:@", "Y=a://b:c@", "PATH=/bin", "=x", "NOEQUALS", "K=https://u:p@h, ftp://x"} {
+		f.Add(kv, "AWS_*")
+	}
+	f.Fuzz(func(t *testing.T, kv, keep string) {
+		p := proc.EnvPolicy{Keep: []string{keep}}
+		kept, withheld := p.Apply([]string{kv})
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case len(kept)+len(withheld) != 1:
+			t.Fatalf("Apply(%q) = %q, %q: want it kept or withheld", kv, kept, withheld)
+		case len(kept) == 1 && kept[0] != kv:
+			t.Fatalf("Apply(%q) kept %q", kv, kept[0])
+		case len(withheld) == 1 && withheld[0] != name:
+			t.Fatalf("Apply(%q) withheld %q, want the name %q", kv, withheld[0], name)
+		case (len(withheld) == 1) != p.Withholds(name, value):
+			t.Fatalf("Apply and Withholds disagree on %q", kv)
+		}
+	})
+}

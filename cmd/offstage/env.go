@@ -103,7 +103,8 @@ func loadUserConfig(path string) (userConfig, error) {
 	case errors.Is(err, os.ErrNotExist):
 		return c, nil
 	case err != nil:
-		return c, usagef("the config file %s cannot be read: %v", path, err)
+		// Not skipped: it may withhold variables the user relies on.
+		return c, usagef("the config file %s cannot be read (%v): fix its permissions, or set XDG_CONFIG_HOME to a directory this user can read", path, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxUserConfigBytes+1))

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/offstage/offstage/proc"
 )
 
 // Profile files are Markdown with YAML front matter, the format Claude
@@ -25,6 +27,8 @@ import (
 //	model: gpt-4.1-mini           # optional; default: the session's model
 //	max_iterations: 10            # offstage's own: the sub-agent's turn cap
 //	project_instructions: false   # offstage's own: leave AGENTS.md out
+//	env_keep: GITHUB_TOKEN        # offstage's own: variables its shells see
+//	env_drop: [CORP_*]            # although withheld, or withheld besides
 //	---
 //	You review code. …             (the body is the system prompt)
 //
@@ -34,6 +38,13 @@ import (
 // Write, WebFetch…) are left out with a note. Any other tool name makes
 // the file fail to load. Keys offstage does not know (color, …) are
 // ignored.
+//
+// env_keep and env_drop (names or patterns, as proc.EnvPolicy reads them;
+// a YAML list or names separated by commas) become Profile.Env, applied
+// on top of the session's environment policy for this sub-agent's
+// shells. Whether to honour env_keep from a given file is the caller's
+// choice: a repository's own profiles should not decide which of the
+// user's secrets its commands see (the CLI ignores it there).
 
 // maxProfileBytes bounds a profile file; a larger one is skipped.
 const maxProfileBytes = 256 << 10
@@ -134,6 +145,8 @@ type frontMatter struct {
 	Model               string    `yaml:"model"`
 	MaxIterations       int       `yaml:"max_iterations"`
 	ProjectInstructions *bool     `yaml:"project_instructions"`
+	EnvKeep             yaml.Node `yaml:"env_keep"`
+	EnvDrop             yaml.Node `yaml:"env_drop"`
 }
 
 var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -196,32 +209,64 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if err != nil {
 		return Profile{}, notes, err
 	}
+	var env proc.EnvPolicy
+	if env.Keep, err = profileNames(path, "env_keep", fm.EnvKeep); err != nil {
+		return Profile{}, notes, err
+	}
+	if env.Drop, err = profileNames(path, "env_drop", fm.EnvDrop); err != nil {
+		return Profile{}, notes, err
+	}
 	p := Profile{
 		Name: fm.Name, Description: strings.TrimSpace(fm.Description), System: strings.TrimSpace(string(body)),
 		Tools: tools, MaxIterations: fm.MaxIterations, ModelName: strings.TrimSpace(fm.Model),
 		NoProjectInstructions: fm.ProjectInstructions != nil && !*fm.ProjectInstructions,
+		Env:                   env,
 	}
 	return p, notes, nil
 }
 
-// profileTools reads tools: a list, or names separated by commas; nil
-// (all tools) when absent.
-func profileTools(path string, n yaml.Node) ([]string, []ProfileProblem, error) {
-	var names []string
+// nameList reads a list of names, or names separated by commas; ok is
+// false when n is neither.
+func nameList(n yaml.Node) (names []string, ok bool) {
 	switch n.Kind {
 	case 0:
-		return nil, nil, nil
+		return nil, true
 	case yaml.ScalarNode:
 		for _, s := range strings.Split(n.Value, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				names = append(names, s)
 			}
 		}
+		return names, true
 	case yaml.SequenceNode:
-		if err := n.Decode(&names); err != nil {
-			return nil, nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: "tools: a list of tool names, or names separated by commas"}
+		err := n.Decode(&names)
+		return names, err == nil
+	}
+	return nil, false
+}
+
+// profileNames reads env_keep or env_drop: variable names or patterns.
+func profileNames(path, key string, n yaml.Node) ([]string, error) {
+	names, ok := nameList(n)
+	if !ok {
+		return nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: key + ": a list of environment variable names, or names separated by commas"}
+	}
+	for _, name := range names {
+		if err := proc.ValidEnvName(name); err != nil {
+			return nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: key + ": " + err.Error()}
 		}
-	default:
+	}
+	return names, nil
+}
+
+// profileTools reads tools: a list, or names separated by commas; nil
+// (all tools) when absent.
+func profileTools(path string, n yaml.Node) ([]string, []ProfileProblem, error) {
+	if n.Kind == 0 {
+		return nil, nil, nil
+	}
+	names, ok := nameList(n)
+	if !ok {
 		return nil, nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: "tools: a list of tool names, or names separated by commas"}
 	}
 	var out []string

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -34,6 +35,11 @@ type Profile struct {
 	// NoProjectInstructions leaves Config.ProjectInstructions out of its
 	// system prompt.
 	NoProjectInstructions bool
+	// Env is applied on top of the session's environment policy
+	// (Config.Tools.Process.EnvPolicy, with proc.EnvPolicy.Then) for the
+	// shells of this sub-agent: it can keep a variable the session
+	// withholds, or withhold more.
+	Env proc.EnvPolicy
 }
 
 // DefaultProfiles returns the profiles used when Config.Profiles is nil:
@@ -166,7 +172,10 @@ type Session struct {
 	cfg     Config
 	table   *task.Table
 	toolset *tools.Set
-	top     *loop
+	// profileSets are the tool sets of profiles with an Env policy of
+	// their own, by profile name; the others use toolset.
+	profileSets map[string]*tools.Set
+	top         *loop
 
 	turnMu     sync.Mutex // held for the length of a turn: user and autonomous turns never overlap
 	cancelMu   sync.Mutex
@@ -206,7 +215,14 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 			return nil, fmt.Errorf("agent: profile %d has an empty or repeated name %q", i, p.Name)
 		}
 	}
-	s := &Session{cfg: cfg, table: task.New(ctx, cfg.Tasks), toolset: tools.New(cfg.Tools)}
+	s := &Session{cfg: cfg, table: task.New(ctx, cfg.Tasks), toolset: tools.New(cfg.Tools), profileSets: make(map[string]*tools.Set)}
+	for _, p := range cfg.Profiles {
+		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll {
+			tc := cfg.Tools
+			tc.Process.EnvPolicy = tc.Process.EnvPolicy.Then(p.Env)
+			s.profileSets[p.Name] = tools.New(tc)
+		}
+	}
 	s.top = s.newLoop("", withInstructions(cfg.System, cfg.ProjectInstructions), cfg.Model, s.table.View(""), nil, 0, nil, cfg.MaxIterations)
 	if r := cfg.Resume; r != nil {
 		for _, m := range r.History {
@@ -222,7 +238,11 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 // allowed, nil meaning all) plus spawn_agent below the nesting limit.
 func (s *Session) newLoop(agent, system string, model provider.Model, view *task.View, allowed []string, depth int, h *task.Handle, maxIter int) *loop {
 	l := &loop{s: s, agent: agent, system: system, model: model, view: view, maxIter: maxIter, hist: newHistory(s.cfg.HistoryBytes), handle: h}
-	all := slices.Clone(s.toolset.Tools())
+	set := s.toolset
+	if ps, ok := s.profileSets[agent]; ok {
+		set = ps
+	}
+	all := slices.Clone(set.Tools())
 	if depth < maxDepth && len(s.cfg.Profiles) > 0 {
 		all = append(all, s.spawnTool(depth))
 	}

@@ -15,9 +15,9 @@
 // # Lifecycle
 //
 // Start runs Config.Command through Config.Shell (/bin/sh -c) in a new
-// process group whose id is the shell's pid, and returns at once. Provider
-// API keys (DefaultSecrets) and Config.Secrets are removed from the child's
-// environment unless Config.KeepSecrets is set.
+// process group whose id is the shell's pid, and returns at once. The
+// child's environment is the host's (or Config.Env) without what looks
+// like a secret (see Environment and secrets).
 //
 // Stop, or the end of Start's context, sends SIGTERM to the whole group
 // and every process the command started, and SIGKILL to them after the
@@ -145,6 +145,43 @@
 // killed when its leader exits, and on the host's death through the
 // lifeline, which the same system calls arm but this project does not
 // verify), and processes that leave the group are not contained.
+//
+// # Environment and secrets
+//
+// A command sees the host's environment (or Config.Env) filtered by
+// Config.EnvPolicy. By default it withholds every variable whose name
+// contains KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL (any case),
+// OFFSTAGE_JOURNAL_URL, and every variable whose value holds a URL with
+// a password (DATABASE_URL=postgres://app:pw@db/app; a URL without one
+// is passed: it is an address, and commands need it). Names are the
+// only signal a filter has, and a URL's password is a secret whatever
+// the variable is called, so both are looked at; EnvPolicy.Keep and
+// Drop correct the rule, by name or pattern. EnvPolicy.Withheld lists the
+// names withheld (never the values), so a program that finds itself
+// logged out (gh, npm) can be explained to whoever runs it.
+//
+// Filtering a child's environment does not hide the host's: a child can
+// read its parent's /proc/PID/environ and /proc/PID/mem, which hold the
+// keys the host was started with and the ones it holds in memory. Call
+// ProtectHost once, early in main, to make the host not dumpable
+// (ssh-agent does the same): its /proc files then belong to root, its
+// environment and memory cannot be read nor ptrace attached by processes
+// of the same user, and no core dump is written. Unsetting the variables
+// instead (os.Unsetenv) does not help: /proc/PID/environ shows the block
+// the process was started with, and the memory holds the values anyway.
+// What stays reachable: a child running as root (or with
+// CAP_SYS_PTRACE) reads any process's memory, so a host run as root
+// cannot hide anything from its commands; /proc/PID/cmdline is readable
+// by everyone, so secrets never belong in arguments; and files the user
+// can read (a ~/.netrc, a shell's rc file exporting the key) stay
+// readable. The keeper and every command start dumpable again (exec
+// resets the flag), and nothing in this package needs to read the host's
+// own /proc files. A host that is itself a command of another offstage
+// host (OFFSTAGE_MARK is in its environment) is left dumpable: the outer
+// host finds a command that left its group by the mark in its
+// environment, and must still be able to read it; and such a host holds
+// nothing the outer host's commands could not reach anyway, since they
+// started it (and could have started it under strace).
 //
 // # Output
 //

@@ -1,37 +1,198 @@
 package proc
 
 import (
+	"fmt"
 	"os"
+	"path"
 	"slices"
 	"strings"
 )
 
-// DefaultSecrets returns the environment variables removed from every
-// child's environment unless Config.KeepSecrets is set: provider API keys
-// a model could otherwise read with "env", offstage's own MCP token, and
-// the credentials of a shared journal (its URL, PostgreSQL's password).
-func DefaultSecrets() []string {
-	return []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OFFSTAGE_MCP_TOKEN", "OFFSTAGE_JOURNAL_URL", "PGPASSWORD"}
+// EnvPolicy decides which of the host's environment variables a command
+// sees. The zero value is the default rule: a variable is withheld when
+//
+//   - its name contains KEY, SECRET, TOKEN, PASSWORD, PASSWD or
+//     CREDENTIAL, in any case (OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY,
+//     GITHUB_TOKEN, PGPASSWORD, GOOGLE_APPLICATION_CREDENTIALS);
+//   - it is one of DefaultSecrets (the journal's URL, which names its
+//     server and user even without a password);
+//   - or its value holds a URL with a password in it
+//     (postgres://app:pw@db/app), whatever its name: DATABASE_URL,
+//     REDIS_URL, and also HTTPS_PROXY=http://user:pw@proxy, because the
+//     password is the secret, not the name. A URL without a password
+//     (DATABASE_URL=postgres://localhost/app) is passed.
+//
+// The rule goes by names and the shape of values, so it errs both ways:
+// it withholds harmless names (TOKENIZERS_PARALLELISM, KEYTIMEOUT) and
+// passes secrets with innocent names (a bare password in DB_PASS).
+// Keep and Drop correct it; Withheld lists what it withheld, so a program
+// that finds itself logged out can be explained.
+//
+// Names in Keep and Drop are matched exactly (environment names are case
+// sensitive), or as a pattern with * and ? (path.Match: AWS_*). A name
+// both kept and dropped is dropped.
+type EnvPolicy struct {
+	// Keep names variables a command sees even though the default rule
+	// would withhold them.
+	Keep []string
+	// Drop names more variables to withhold.
+	Drop []string
+	// KeepAll turns the default rule off: only Drop is withheld.
+	KeepAll bool
 }
 
-// childEnv returns env (os.Environ() when nil) without the secret names.
-func childEnv(env []string, secrets []string, keep bool) []string {
+// DefaultSecrets returns the variables the default rule withholds by name
+// beyond its patterns: offstage's own secrets whose names the patterns do
+// not catch.
+func DefaultSecrets() []string { return []string{"OFFSTAGE_JOURNAL_URL"} }
+
+// secretWords are the name parts the default rule withholds, upper case.
+var secretWords = []string{"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"}
+
+// Then returns p with q applied on top, as a more specific layer (flags
+// over a config file, a profile over its session): q's Keep and Drop are
+// added, and each undoes the same name in p's other list, so a layer can
+// keep what an earlier one dropped. KeepAll holds if either sets it.
+func (p EnvPolicy) Then(q EnvPolicy) EnvPolicy {
+	out := EnvPolicy{KeepAll: p.KeepAll || q.KeepAll}
+	for _, n := range p.Keep {
+		if !slices.Contains(q.Drop, n) {
+			out.Keep = append(out.Keep, n)
+		}
+	}
+	for _, n := range p.Drop {
+		if !slices.Contains(q.Keep, n) {
+			out.Drop = append(out.Drop, n)
+		}
+	}
+	out.Keep = append(out.Keep, q.Keep...)
+	out.Drop = append(out.Drop, q.Drop...)
+	return out
+}
+
+// Validate reports a name in Keep or Drop that cannot be one: empty,
+// holding "=", or a malformed pattern.
+func (p EnvPolicy) Validate() error {
+	for _, n := range slices.Concat(p.Keep, p.Drop) {
+		if err := ValidEnvName(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidEnvName says why name (or pattern) cannot be in an EnvPolicy, or
+// returns nil.
+func ValidEnvName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("an empty variable name")
+	case strings.ContainsAny(name, "=\x00"):
+		return fmt.Errorf("%q: a variable name cannot hold = or NUL (give the name alone)", name)
+	}
+	if _, err := path.Match(name, ""); err != nil {
+		return fmt.Errorf("%q: a malformed pattern (* and ? match, [ must be closed)", name)
+	}
+	return nil
+}
+
+// Withholds says whether the policy keeps variable name, whose value is
+// value, from a command.
+func (p EnvPolicy) Withholds(name, value string) bool {
+	switch {
+	case matchesAny(p.Drop, name):
+		return true
+	case p.KeepAll || matchesAny(p.Keep, name):
+		return false
+	}
+	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value)
+}
+
+// Apply returns env (os.Environ() when nil) without the variables the
+// policy withholds, and the names it withheld, in the order found. env is
+// not modified.
+func (p EnvPolicy) Apply(env []string) (kept, withheld []string) {
 	if env == nil {
 		env = os.Environ()
 	}
-	if keep {
-		return env
-	}
-	secrets = append(DefaultSecrets(), secrets...)
-	out := make([]string, 0, len(env))
+	kept = make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(secrets, name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if p.Withholds(name, value) {
+			withheld = append(withheld, name)
 			continue
 		}
-		out = append(out, kv)
+		kept = append(kept, kv)
 	}
-	return out
+	return kept, withheld
+}
+
+// Withheld returns the sorted names of the variables of env (os.Environ()
+// when nil) the policy withholds: what to tell a model whose commands
+// will not see them. It never returns a value.
+func (p EnvPolicy) Withheld(env []string) []string {
+	_, names := p.Apply(env)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+func matchesAny(patterns []string, name string) bool {
+	for _, pat := range patterns {
+		if pat == name {
+			return true
+		}
+		if !strings.ContainsAny(pat, `*?[\`) {
+			continue // a plain name, compared above
+		}
+		if ok, _ := path.Match(pat, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// secretName says whether name contains one of secretWords, in any case.
+func secretName(name string) bool {
+	upper := strings.ToUpper(name)
+	for _, w := range secretWords {
+		if strings.Contains(upper, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasURLPassword says whether s holds scheme://user:password@host with a
+// password that is not empty, anywhere (a list of URLs included).
+func hasURLPassword(s string) bool {
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			return false
+		}
+		s = s[i+3:]
+		// The authority ends at the path, query, fragment, or a separator
+		// of a list of URLs.
+		end := strings.IndexAny(s, "/?#, \t\n;")
+		if end < 0 {
+			end = len(s)
+		}
+		auth := s[:end]
+		at := strings.LastIndexByte(auth, '@')
+		if at < 0 {
+			continue
+		}
+		if _, pw, ok := strings.Cut(auth[:at], ":"); ok && pw != "" {
+			return true
+		}
+	}
+}
+
+// childEnv returns env (os.Environ() when nil) without what policy
+// withholds.
+func childEnv(env []string, policy EnvPolicy) []string {
+	kept, _ := policy.Apply(env)
+	return kept
 }
 
 // markedEnv returns env with the task's mark in it, in place of any mark

@@ -22,13 +22,11 @@ type Config struct {
 	// Dir is the working directory. Default: the host's.
 	Dir string
 	// Env is the child's environment. Default: the host's (os.Environ()).
-	// DefaultSecrets and Secrets are removed from it either way.
+	// EnvPolicy filters it either way.
 	Env []string
-	// Secrets names more environment variables to remove from the child's
-	// environment.
-	Secrets []string
-	// KeepSecrets passes DefaultSecrets and Secrets through unchanged.
-	KeepSecrets bool
+	// EnvPolicy withholds variables from the child's environment. The zero
+	// value withholds whatever looks like a secret (see EnvPolicy).
+	EnvPolicy EnvPolicy
 	// Stdin opens a pipe to the child's standard input (see Input). Without
 	// it the child reads from /dev/null.
 	Stdin bool
@@ -268,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	p.mark = newMark()
 	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	cmd.Dir = cfg.Dir
-	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.Secrets, cfg.KeepSecrets), p.mark)
+	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
 	cmd.Stdout, cmd.Stderr = wOut, wErr
 	cmd.ExtraFiles = lifelineFiles(lifeR)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -42,6 +42,15 @@ type BashOutput struct {
 }
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error) {
+	res, err := s.runBash(ctx, v, in)
+	if out, ok := res.(BashOutput); ok && err == nil {
+		out.Note = joinNotes(out.Note, s.envNote(v.Owner()))
+		res = out
+	}
+	return res, err
+}
+
+func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, error) {
 	switch {
 	case strings.TrimSpace(in.Command) == "":
 		return nil, fail("command is empty; pass the shell command line to run.")
@@ -214,4 +223,40 @@ func promptNotice(id, prompt string, inputOpen bool) string {
 		return fmt.Sprintf("%s seems to wait for input: %q. Answer it with task_input, or cancel it with task_cancel.", id, prompt)
 	}
 	return fmt.Sprintf("%s seems to wait for input: %q, but its input is closed, so nothing can answer it. Cancel it with task_cancel, and run it again with interactive: true (or tty: true) to answer it, or with a flag that answers for it (such as --yes).", id, prompt)
+}
+
+// maxWithheldNames bounds the names envNote lists.
+const maxWithheldNames = 40
+
+// envNote returns, the first time it is called for owner, a note naming
+// the variables the environment policy keeps from commands, so that a
+// model whose gh says "not logged in" knows why and does not go looking
+// for the key; "" after that, and when nothing is withheld. Names only,
+// never values.
+func (s *Set) envNote(owner string) string {
+	s.mu.Lock()
+	told := s.told[owner]
+	if !told {
+		if len(s.told) >= maxCursors {
+			clear(s.told) // bounded: an owner may be told twice
+		}
+		s.told[owner] = true
+	}
+	s.mu.Unlock()
+	if told {
+		return ""
+	}
+	names := s.cfg.Process.EnvPolicy.Withheld(s.cfg.Process.Env)
+	if len(names) == 0 {
+		return ""
+	}
+	list := strings.Join(names[:min(len(names), maxWithheldNames)], ", ")
+	if len(names) > maxWithheldNames {
+		list += fmt.Sprintf(" and %d more", len(names)-maxWithheldNames)
+	}
+	what := fmt.Sprintf("%d environment variables that look like secrets", len(names))
+	if len(names) == 1 {
+		what = "1 environment variable that looks like a secret"
+	}
+	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through (offstage --env-keep NAME).", what, list)
 }

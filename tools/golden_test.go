@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -59,7 +60,10 @@ func golden(t *testing.T, name, text string) {
 }
 
 func TestGolden(t *testing.T) {
-	e := newEnv(t, tools.Config{})
+	// A fixed environment: the first result names what it withholds, and
+	// must not depend on the machine's.
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GITHUB_TOKEN=golden"}
+	e := newEnv(t, tools.Config{Process: proc.Config{Env: env}})
 	run := func(name, tool, args string) {
 		t.Helper()
 		golden(t, name, e.call(t, e.top, tool, args).Text)

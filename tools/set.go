@@ -16,8 +16,9 @@ import (
 // Config configures a Set. The zero value gives the documented defaults.
 type Config struct {
 	// Process is the template for every shell the bash tool starts: shell,
-	// working directory, environment, secrets, capture sizes. Its Command
-	// and Stdin are set per call.
+	// working directory, environment and its policy, capture sizes. Its
+	// Command and Stdin are set per call. The first bash result each
+	// caller gets names the variables Process.EnvPolicy withholds.
 	Process proc.Config
 	// ResultBudget caps the JSON text of any one result. Default 16 KiB.
 	ResultBudget int
@@ -59,6 +60,7 @@ type Set struct {
 	mu      sync.Mutex
 	cursors map[cursorKey]int64 // guarded by mu; where each caller last stopped reading each task's output
 	order   []cursorKey         // guarded by mu; insertion order, to bound cursors
+	told    map[string]bool     // guarded by mu; owners told which variables their commands lack (envNote)
 }
 
 // cursorKey names a caller's place in a task's output: where it last read
@@ -73,7 +75,7 @@ func New(cfg Config) *Set {
 	if cfg.ResultBudget <= 0 {
 		cfg.ResultBudget = defaultBudget
 	}
-	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64)}
+	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool)}
 	b := cfg.ResultBudget
 	s.tools = []*Tool{
 		classify(newTool("bash", bashMD, b, s.bash), "Run a shell command", Execute, false, true),

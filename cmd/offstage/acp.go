@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/tools"
 )
 
 const acpUsage = `Usage: offstage acp [flags]
@@ -40,6 +42,8 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
 	var af agentFlags
 	af.register(fs, true)
+	var ef envFlags
+	ef.register(fs)
 	var jf journalFlags
 	jf.register(fs)
 	rest, err := parse(fs, args, acpUsage, acpExamples, stdout)
@@ -48,6 +52,10 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if len(rest) > 0 {
 		return usagef("acp takes no arguments (got %q)", rest[0])
+	}
+	envPolicy, err := ef.policy()
+	if err != nil {
+		return err
 	}
 	model, err := newModel(mf, os.Getenv)
 	if err != nil {
@@ -73,6 +81,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// Profiles come from where offstage acp was started (and --agents);
 	// each session's AGENTS.md from the session's own directory.
 	return acpserver.Serve(ctx, acpserver.Config{
+		Tools: tools.Config{Process: proc.Config{EnvPolicy: envPolicy}},
 		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
 		AllowAll: *yolo, Logger: logger, Version: version(), Record: rec.hook(mf.describe(os.Getenv)), Sessions: rec.sessions(),
 	}, stdin, stdout)

@@ -63,9 +63,22 @@ func (f agentFlags) profileDirs(work string) []string {
 	if config != "" {
 		dirs = append(dirs, filepath.Join(config, "offstage", "agents"))
 	}
-	root := projectRoot(work)
-	dirs = append(dirs, filepath.Join(root, ".claude", "agents"), filepath.Join(root, ".offstage", "agents"))
+	dirs = append(dirs, projectProfileDirs(work)...)
 	return append(dirs, f.dirs...)
+}
+
+// projectProfileDirs are the project's own profile directories.
+func projectProfileDirs(work string) []string {
+	root := projectRoot(work)
+	return []string{filepath.Join(root, ".claude", "agents"), filepath.Join(root, ".offstage", "agents")}
+}
+
+// trustedProfileDirs are the profile directories the user chose: the
+// user's own and --agents (see untrustedKeeps).
+func (f agentFlags) trustedProfileDirs(work string) []string {
+	dirs := f.profileDirs(work)
+	user := dirs[:len(dirs)-len(f.dirs)-len(projectProfileDirs(work))]
+	return append(slices.Clone(user), f.dirs...)
 }
 
 // claudeAliases are Claude Code's model names, which mean nothing to
@@ -80,6 +93,7 @@ func (f agentFlags) profiles(work string, mf modelFlags, stderr io.Writer) []age
 	for _, p := range found.Problems {
 		fmt.Fprintln(stderr, "offstage: profile", p.String())
 	}
+	untrustedKeeps(found.List, found.From, projectProfileDirs(work), f.trustedProfileDirs(work), stderr)
 	list := found.List
 	for _, d := range agent.DefaultProfiles() {
 		if !slices.ContainsFunc(list, func(p agent.Profile) bool { return p.Name == d.Name }) {
@@ -162,6 +176,7 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	found := agent.LoadProfiles(af.profileDirs(*dir)...)
+	untrustedKeeps(found.List, found.From, projectProfileDirs(*dir), af.trustedProfileDirs(*dir), stdout)
 	list := found.List
 	for _, d := range agent.DefaultProfiles() {
 		if _, ok := found.From[d.Name]; !ok {
@@ -183,6 +198,12 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "%s\n  %s\n  from %s; %s", p.Name, oneLineOf(p.Description, 100), from, tools)
 		if p.ModelName != "" {
 			fmt.Fprintf(stdout, "; model %s", p.ModelName)
+		}
+		if len(p.Env.Keep) > 0 {
+			fmt.Fprintf(stdout, "; its shells also see %s", strings.Join(p.Env.Keep, ", "))
+		}
+		if len(p.Env.Drop) > 0 {
+			fmt.Fprintf(stdout, "; its shells do not see %s", strings.Join(p.Env.Drop, ", "))
 		}
 		fmt.Fprintln(stdout)
 	}

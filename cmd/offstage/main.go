@@ -5,12 +5,21 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/offstage/offstage/proc"
 )
 
 func main() {
+	// First, before any key is read: the commands offstage runs must not
+	// read its environment or memory (see proc.ProtectHost).
+	if err := proc.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		fmt.Fprintln(os.Stderr, "offstage: warning: the commands it runs may read its environment and memory:", err)
+	}
 	// SIGINT is not here: each command decides what Ctrl-C means (the
 	// interactive mode cancels the turn, not the program).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)

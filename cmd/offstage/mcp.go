@@ -56,6 +56,8 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
 	var af agentFlags
 	af.register(fs, true)
+	var ef envFlags
+	ef.register(fs)
 	var jf journalFlags
 	jf.register(fs)
 	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
@@ -64,6 +66,10 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if len(rest) > 0 {
 		return usagef("mcp takes no arguments (got %q)", rest[0])
+	}
+	envPolicy, err := ef.policy()
+	if err != nil {
+		return err
 	}
 	logger, closeLog, err := openLog(*logPath, stderr)
 	if err != nil {
@@ -94,7 +100,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		profiles, instructions = af.profiles(*dir, mf, stderr), af.instructions(*dir, stderr)
 	}
 	svc := mcpserver.New(ctx, mcpserver.Config{
-		Tools:               tools.Config{Process: proc.Config{Dir: *dir}},
+		Tools:               tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
 		Model:               model,
 		Profiles:            profiles,
 		ProjectInstructions: instructions,

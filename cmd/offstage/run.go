@@ -26,7 +26,11 @@ With a prompt, runs one turn (and the turns background work leads to) and
 prints the answer; without, starts a conversation. The model comes from
 the flags and the environment: OPENAI_API_KEY and OPENAI_BASE_URL for
 OpenAI and compatible servers (Ollama, vLLM, LM Studio, OpenRouter),
-ANTHROPIC_API_KEY for Anthropic.
+ANTHROPIC_API_KEY for Anthropic. The commands it runs do not see
+variables that look like secrets (names holding KEY, SECRET, TOKEN,
+PASSWORD, PASSWD or CREDENTIAL, URLs with a password); --env-keep NAME
+passes one, --env-drop NAME withholds another, and so does
+~/.config/offstage/config.yaml (env: {keep: [...], drop: [...]}).
 
 In a conversation: Ctrl-C interrupts the current turn (background work
 goes on); a second Ctrl-C or /quit cancels everything, reaps every process
@@ -56,6 +60,8 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
 	var af agentFlags
 	af.register(fs, true)
+	var ef envFlags
+	ef.register(fs)
 	var jf journalFlags
 	jf.register(fs)
 	var resume resumeFlag
@@ -68,6 +74,10 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		resume.id, rest = rest[0], rest[1:] // --resume SESSION
 	}
 	model, err := newModel(mf, os.Getenv)
+	if err != nil {
+		return err
+	}
+	envPolicy, err := ef.policy()
 	if err != nil {
 		return err
 	}
@@ -94,7 +104,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		System:              systemPrompt,
 		ProjectInstructions: af.instructions(*dir, stderr),
 		Profiles:            af.profiles(*dir, mf, stderr),
-		Tools:               tools.Config{Process: proc.Config{Dir: *dir}},
+		Tools:               tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
 	}
 	sr.apply(&cfg)
 	if res != nil {

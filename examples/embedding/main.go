@@ -14,17 +14,25 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"time"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
 func main() {
+	// First: the commands the model runs must not read this process's
+	// environment (its API keys) or memory. Commands already run without
+	// the variables that look like secrets (proc.EnvPolicy).
+	if err := proc.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		fmt.Fprintln(os.Stderr, "embedding:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Stdout); err != nil {

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+)
+
+// envFlags are --env-keep and --env-drop, on run, mcp and acp: the last
+// layer of the shells' environment policy, over the user's config file.
+type envFlags struct{ keep, drop []string }
+
+func (f *envFlags) register(fs *flag.FlagSet) {
+	add := func(list *[]string) func(string) error {
+		return func(name string) error {
+			if err := proc.ValidEnvName(name); err != nil {
+				return err
+			}
+			*list = append(*list, name)
+			return nil
+		}
+	}
+	fs.Func("env-keep", "let commands see this environment variable although it looks like a secret (a name, or a pattern such as AWS_*); repeatable", add(&f.keep))
+	fs.Func("env-drop", "withhold this environment variable from commands too (a name or a pattern); repeatable", add(&f.drop))
+}
+
+// policy returns the shells' environment policy: the default rule, then
+// the user's config file, then the flags.
+func (f envFlags) policy() (proc.EnvPolicy, error) {
+	for _, name := range f.keep {
+		if slices.Contains(f.drop, name) {
+			return proc.EnvPolicy{}, usagef("--env-keep and --env-drop both name %s; give one of them", name)
+		}
+	}
+	cfg, err := loadUserConfig(userConfigPath())
+	if err != nil {
+		return proc.EnvPolicy{}, err
+	}
+	return cfg.policy().Then(proc.EnvPolicy{Keep: f.keep, Drop: f.drop}), nil
+}
+
+// userConfigDir is $XDG_CONFIG_HOME/offstage, or ~/.config/offstage; ""
+// when neither can be known.
+func userConfigDir() string {
+	config := os.Getenv("XDG_CONFIG_HOME")
+	if config == "" {
+		home, _ := os.UserHomeDir()
+		if home == "" {
+			return ""
+		}
+		config = filepath.Join(home, ".config")
+	}
+	return filepath.Join(config, "offstage")
+}
+
+func userConfigPath() string {
+	dir := userConfigDir()
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "config.yaml")
+}
+
+// userConfig is the user's config file:
+//
+//	env:
+//	  keep: [GITHUB_TOKEN]   # commands see these although they look like secrets
+//	  drop: [CORP_*]         # and not these, besides the default rule
+type userConfig struct {
+	Env struct {
+		Keep []string `yaml:"keep"`
+		Drop []string `yaml:"drop"`
+	} `yaml:"env"`
+}
+
+func (c userConfig) policy() proc.EnvPolicy {
+	return proc.EnvPolicy{Keep: c.Env.Keep, Drop: c.Env.Drop}
+}
+
+// maxUserConfigBytes bounds the user's config file.
+const maxUserConfigBytes = 256 << 10
+
+// loadUserConfig reads path; a file that does not exist is an empty
+// config, one that cannot be read or understood a usage error naming it.
+func loadUserConfig(path string) (userConfig, error) {
+	var c userConfig
+	if path == "" {
+		return c, nil
+	}
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return c, nil
+	case err != nil:
+		// Not skipped: it may withhold variables the user relies on.
+		return c, usagef("the config file %s cannot be read (%v): fix its permissions, or set XDG_CONFIG_HOME to a directory this user can read", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxUserConfigBytes+1))
+	if err != nil {
+		return c, usagef("the config file %s cannot be read: %v", path, err)
+	}
+	if len(data) > maxUserConfigBytes {
+		return c, usagef("the config file %s is over %d KiB; it holds a few settings", path, maxUserConfigBytes>>10)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]})", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := c.policy().Validate(); err != nil {
+		return c, usagef("the config file %s: env: %v", path, err)
+	}
+	return c, nil
+}
+
+// untrustedKeeps clears env_keep in the profiles that came from the
+// project's own directories (dirs are the project's profile directories)
+// and says so: a repository must not decide which of the user's secrets
+// its commands see. env_drop, which only withholds more, is honoured
+// everywhere; env_keep in the user's directories and in --agents, which
+// the user names, is honoured.
+func untrustedKeeps(list []agent.Profile, from map[string]string, project, trusted []string, stderr io.Writer) {
+	for i := range list {
+		p := &list[i]
+		dir := filepath.Dir(from[p.Name])
+		if len(p.Env.Keep) == 0 || !slices.Contains(project, dir) || slices.Contains(trusted, dir) {
+			continue
+		}
+		fmt.Fprintf(stderr, "offstage: profile %s (%s): env_keep is ignored in a project's profile, which must not decide which of your secrets its commands see; put the profile in %s or pass its directory with --agents\n",
+			p.Name, from[p.Name], filepath.Join(userConfigDir(), "agents"))
+		p.Env.Keep = nil
+	}
+}

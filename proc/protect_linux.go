@@ -1,0 +1,34 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProtectHost makes this process's environment and memory unreadable by
+// the commands it starts, and by every other process of its user: it
+// clears the process's dumpable flag (prctl PR_SET_DUMPABLE 0), as
+// ssh-agent does. Its /proc/PID files then belong to root, so
+// /proc/PID/environ and /proc/PID/mem cannot be opened and ptrace cannot
+// attach, except by root (or a holder of CAP_SYS_PTRACE); no core dump is
+// written. Commands are not affected: exec makes them dumpable again.
+//
+// Call it once, early in main, before any secret is read, from a program
+// that holds keys its commands must not see (the offstage CLI does). It
+// is safe to call more than once and from any goroutine (the flag
+// belongs to the process). In a process that is itself a command of an
+// offstage host (OFFSTAGE_MARK is in its environment) it does nothing
+// and returns nil: see "Environment and secrets" in the package doc. On
+// systems other than Linux it returns an error wrapping
+// errors.ErrUnsupported.
+func ProtectHost() error {
+	if _, nested := os.LookupEnv(markEnv); nested {
+		return nil
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("proc: protect host: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+)
+
+// hostSecret is in the environment of the host TestProtectHost starts.
+const hostSecret = "HOST_SECRET_FOR_TEST=hunter2-" + "do-not-leak"
+
+// protectedHost is the helper behind TestProtectHost: a host (with
+// hostSecret in its environment) that, if protect, calls ProtectHost,
+// then runs probe-parent as its command and prints its output.
+func protectedHost(protect bool) int {
+	if protect {
+		if err := proc.ProtectHost(); err != nil {
+			fmt.Println("ProtectHost:", err)
+			return 1
+		}
+	}
+	env := append(os.Environ(), helperEnv+"=1")
+	p, err := proc.Start(context.Background(), proc.Config{Command: helperCommand("probe-parent"), Env: env})
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	exit, _ := p.Wait(context.Background())
+	os.Stdout.Write(p.Read(proc.Combined, 0, 1<<20).Data)
+	if exit.Err() != nil {
+		fmt.Println("probe:", exit.Err())
+		return 1
+	}
+	return 0
+}
+
+// probeParent reads its parent's /proc/PID/environ and opens its
+// /proc/PID/mem, saying for each "read" (and whether the secret was
+// there) or the error.
+func probeParent() int {
+	dir := "/proc/" + strconv.Itoa(os.Getppid())
+	if b, err := os.ReadFile(dir + "/environ"); err != nil {
+		fmt.Println("environ:", errors.Unwrap(err))
+	} else {
+		fmt.Println("environ: read, secret", strings.Contains(string(b), hostSecret))
+	}
+	if f, err := os.Open(dir + "/mem"); err != nil {
+		fmt.Println("mem:", errors.Unwrap(err))
+	} else {
+		f.Close()
+		fmt.Println("mem: opened")
+	}
+	fmt.Println("own environment has the secret:", strings.Contains(strings.Join(os.Environ(), "\n"), "HOST_SECRET"))
+	return 0
+}
+
+// TestProtectHost: issue 19 item 3. A command could read the keys its
+// environment was scrubbed of from its parent's /proc/PID/environ, and
+// anything else from /proc/PID/mem. A protected host's are closed to it.
+// Root (CAP_SYS_PTRACE) reads any process's memory, so when the test runs
+// as root, the host and its command run as nobody.
+func TestProtectHost(t *testing.T) {
+	bin, cred := unprivileged(t)
+	for _, tc := range []struct {
+		name    string
+		protect bool
+		env     []string
+		want    []string
+	}{
+		{"unprotected", false, nil, []string{"environ: read, secret true", "mem: opened"}},
+		{"protected", true, nil, []string{"environ: permission denied", "mem: permission denied"}},
+		// A host that is itself some offstage's command stays readable:
+		// its outer host finds it by its environment.
+		{"nested", true, []string{"OFFSTAGE_MARK=1"}, []string{"environ: read, secret true", "mem: opened"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"protected-host"}
+			if tc.protect {
+				args = append(args, "protect")
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Dir = filepath.Dir(bin)
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "OFFSTAGE_MARK=") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(append(cmd.Env, helperEnv+"=1", hostSecret), tc.env...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("host: %v\n%s", err, out)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(out), want+"\n") {
+					t.Errorf("the command's probe of its host does not say %q:\n%s", want, out)
+				}
+			}
+			if !strings.Contains(string(out), "own environment has the secret: false") {
+				t.Errorf("the secret reached the command's own environment:\n%s", out)
+			}
+		})
+	}
+}
+
+// unprivileged returns the test binary and the credential to run it with
+// so that it has no CAP_SYS_PTRACE: as root, a copy that nobody can run
+// and the credential of nobody; otherwise the binary itself and nil.
+func unprivileged(t *testing.T) (string, *syscall.Credential) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		return os.Args[0], nil
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("running as root with no user nobody to drop to (%v): root reads every process's memory, so there is nothing to test", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "offstage-protect-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "proc.test")
+	src, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}

@@ -50,6 +50,8 @@ func helper(args []string) int {
 		fmt.Println("ignoring SIGTERM")
 		time.Sleep(time.Hour)
 		return 0
+	case "log-full": // LIMIT PATH N: print N bytes logged to PATH under a file size limit
+		return logFullHelper(args[1:])
 	case "contain-host": // start each command given, say ready, exit 0 when stdin closes
 		return containHost(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -201,6 +202,10 @@ func ShellResult(p *Process, e Exit, maxLines, maxBytes int) string {
 	}
 	if e.Survivors > 0 {
 		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
+	}
+	var le *LogError
+	if errors.As(e.LogErr, &le) {
+		fmt.Fprintf(&b, "; its output log stopped at byte %d (%s), so %d bytes of it were not logged", le.At, le.Reason(), e.LogCut)
 	}
 	if e.Bytes == 0 {
 		return b.String()

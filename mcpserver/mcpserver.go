@@ -194,8 +194,8 @@ func (s *Service) agentConfig() agent.Config {
 // requests and streams, and waits for the sessions' goroutines, or until
 // ctx ends. It returns as soon as that is done. It is idempotent.
 //
-// When ctx ends first, a goroutine waiting for the sessions' goroutines
-// outlives Close, until they end.
+// When ctx ends first, Close returns; the goroutines closing the sessions
+// outlive it, until they are done.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -205,27 +205,35 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	idle := slices.Clone(s.idle)
 	s.mu.Unlock()
-	errs := make([]error, len(conns))
+	results := make(chan error, len(conns)) // never blocks a sender
 	var closing sync.WaitGroup
-	for i, c := range conns {
+	for _, c := range conns {
 		closing.Go(func() {
-			errs[i] = c.close(ctx)
+			results <- c.close(ctx)
 			if c.ss != nil {
 				c.ss.Close() // its requests and streams end; ss.Wait returns
 			}
 		})
 	}
-	closing.Wait()
-	for _, t := range idle {
-		t.closeAll() // sessions that never initialised, too
-	}
-	s.cancel()
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() {
+		closing.Wait()
+		for _, t := range idle {
+			t.closeAll() // sessions that never initialised, too
+		}
+		s.cancel()
+		s.wg.Wait()
+		close(done)
+	}()
+	var errs []error
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.cancel()
 		errs = append(errs, context.Cause(ctx))
+	}
+	for len(results) > 0 {
+		errs = append(errs, <-results)
 	}
 	return errors.Join(errs...)
 }

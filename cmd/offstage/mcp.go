@@ -115,7 +115,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Version:             version(),
 	})
 	defer func() {
-		closeCtx, cancelClose := context.WithTimeout(context.Background(), closeTimeout)
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancelClose()
 		if err := svc.Close(closeCtx); err != nil {
 			logger.Error("closing", "err", err)

@@ -213,11 +213,13 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
 
 // closeTimeout bounds how long stopping waits for the sessions' tasks:
 // their grace (3s) and then some. handlerGrace is how long the HTTP
-// server's handlers then get to return before their connections are
-// closed.
+// server then gets to finish before its connections are closed: with every
+// session closed, what is left are requests that raced the stop (answered
+// at once: 404, 503) and connections a client opened but sent nothing on,
+// which Shutdown would wait 5 s for.
 const (
 	closeTimeout = 20 * time.Second
-	handlerGrace = 2 * time.Second
+	handlerGrace = 500 * time.Millisecond
 )
 
 // openLog returns the logger of a server command: to path, or to stderr

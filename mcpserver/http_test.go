@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -149,5 +150,48 @@ func TestHTTPIdleSessionsAreClosed(t *testing.T) {
 		t.Errorf("a request of the reaped session: status %d, want 404", res.StatusCode)
 	} else {
 		res.Body.Close()
+	}
+}
+
+// TestCloseEndsHTTPSessionsAndTheirStreams (issue 19, item 8): Close with
+// an HTTP session open, its GET stream too, and a shell running stops the
+// shell, closes the session and ends its stream, and returns as soon as
+// that is done. Before, Close never closed the SDK's sessions, so it waited
+// out its ctx, and the stream kept the HTTP server from shutting down.
+func TestCloseEndsHTTPSessionsAndTheirStreams(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{"s3cret"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "listening"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call(t, cs, "bash", `{"command": "while true; do sleep 1; done", "run_in_background": true}`, nil)
+	pgid := pidOf(t, cs, "shell:1")
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := svc.Close(ctx); err != nil {
+		t.Fatalf("Close() = %v after %v", err, time.Since(start))
+	}
+	closed := time.Since(start)
+	if groupAlive(pgid) {
+		t.Error("the shell outlived Close")
+	}
+	// httptest's Close waits for every request in flight: the GET stream
+	// must have ended.
+	shut := make(chan struct{})
+	go func() { srv.Close(); close(shut) }()
+	select {
+	case <-shut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HTTP server still serves a request 10s after Close: the session's stream did not end")
+	}
+	t.Logf("Close took %v", closed)
+	if closed > 5*time.Second {
+		t.Errorf("Close took %v, want it done once the shell stopped", closed)
 	}
 }

@@ -195,3 +195,35 @@ func TestCloseEndsHTTPSessionsAndTheirStreams(t *testing.T) {
 		t.Errorf("Close took %v, want it done once the shell stopped", closed)
 	}
 }
+
+// TestHTTPIdleTrackingStaysBounded: requests naming sessions that do not
+// exist get 404 and leave nothing tracked; a session deleted by its client
+// is dropped at once.
+func TestHTTPIdleTrackingStaysBounded(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	for i := range 200 {
+		bogus := &rawSession{t: t, url: srv.URL, token: "s3cret", id: "no-such-session-" + strconv.Itoa(i)}
+		res := bogus.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Fatalf("a request of an unknown session: status %d, want 404", res.StatusCode)
+		}
+	}
+	waitFor(t, "requests of unknown sessions leave nothing tracked", func() bool { return svc.IdleTracked() == 0 })
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	// The handler records it once the SDK's handler returns, which may be
+	// after the client has the reply.
+	waitFor(t, "the new session is tracked", func() bool { return svc.IdleTracked() == 1 })
+	req, _ := http.NewRequest("DELETE", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Mcp-Session-Id", s.id)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	waitFor(t, "the deleted session is no longer tracked", func() bool { return svc.IdleTracked() == 0 })
+}

@@ -53,14 +53,18 @@ type logFile struct {
 
 // LogError says that writing the output log failed (a full disk, a file
 // size limit), so the log holds the output only up to byte At; the rest is
-// kept only as long as memory holds it (see Config.TailBytes).
+// kept only as long as memory holds it (see Config.TailBytes). Start
+// returns one when the log cannot be opened at all.
 type LogError struct {
 	Path string // the log file
 	At   int64  // bytes of output the log holds: where logging stopped
-	Err  error  // the write's error
+	Err  error  // the write's (or the open's) error
 }
 
 func (e *LogError) Error() string {
+	if pe, ok := e.Err.(*os.PathError); ok && pe.Op == "open" {
+		return fmt.Sprintf("output log %s cannot be opened: %s", e.Path, e.Reason())
+	}
 	return fmt.Sprintf("output log %s stopped at byte %d: %s", e.Path, e.At, e.Reason())
 }
 
@@ -79,7 +83,7 @@ func (e *LogError) Reason() string {
 func openLog(path string, max int64, onError func(error)) (*logFile, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		return nil, &LogError{Path: path, Err: err}
 	}
 	l := &logFile{
 		f: f, max: max, path: path, onError: onError,

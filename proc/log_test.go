@@ -131,3 +131,22 @@ func logFullHelper(args []string) int {
 	json.NewEncoder(os.Stdout).Encode(got)
 	return 0
 }
+
+// TestAShellRunsWhenItsLogCannotBeOpened: a shell whose log cannot be
+// opened (here its directory is missing; a full or read-only state
+// directory does the same) runs without one and says so once. Before, the
+// log's failure failed the command: "proc: open log: …".
+func TestAShellRunsWhenItsLogCannotBeOpened(t *testing.T) {
+	_, v := table(t)
+	var told []error
+	cfg := proc.Config{Command: "echo hello", OnLogError: func(err error) { told = append(told, err) }}
+	id := spawnShell(t, v, cfg, proc.ShellOptions{LogDir: filepath.Join(t.TempDir(), "missing")})
+	r := waitResult(t, v, id)
+	if r.Err != nil || !strings.Contains(r.Text, "hello") {
+		t.Errorf("the shell = %q, %v; want it to run", r.Text, r.Err)
+	}
+	var le *proc.LogError
+	if len(told) != 1 || !errors.As(told[0], &le) || !strings.Contains(told[0].Error(), "cannot be opened: no such file or directory") {
+		t.Errorf("OnLogError told %v, want once that the log cannot be opened", told)
+	}
+}

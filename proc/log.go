@@ -62,7 +62,7 @@ type LogError struct {
 }
 
 func (e *LogError) Error() string {
-	if pe, ok := e.Err.(*os.PathError); ok && pe.Op == "open" {
+	if pe := (*os.PathError)(nil); errors.As(e.Err, &pe) && pe.Op == "open" {
 		return fmt.Sprintf("output log %s cannot be opened: %s", e.Path, e.Reason())
 	}
 	return fmt.Sprintf("output log %s stopped at byte %d: %s", e.Path, e.At, e.Reason())

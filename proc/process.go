@@ -75,8 +75,9 @@ type Config struct {
 	// OnLogError, if set, is told once, with a *LogError, when writing the
 	// log fails (a full disk): logging stops there, and the file ends with
 	// a line saying where and why (Process.Log and Exit.LogErr say it
-	// too). It is called from the log's goroutine and must not block for
-	// long.
+	// too). SpawnShell also tells it when the log cannot be opened, and
+	// runs the command without one. It is called from the log's (or the
+	// task's) goroutine and must not block for long.
 	OnLogError func(error)
 
 	// Grace is how long a process stopped because its context ended gets

@@ -141,7 +141,12 @@ func stopWithATask(t *testing.T, command string) time.Duration {
 	if err != nil || res.IsError {
 		t.Fatalf("bash = %+v, %v", res, err)
 	}
-	waitUntil(t, "the loop runs", func() bool { return len(survivors(t, mark)) >= 3 }) // offstage, sh and a sleep
+	var running []string
+	waitUntil(t, "the loop runs", func() bool {
+		running = survivors(t, mark)
+		return len(running) >= 3 // offstage, sh and a sleep
+	})
+	t.Logf("running: %q", running)
 
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -167,7 +172,7 @@ func stopWithATask(t *testing.T, command string) time.Duration {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)

@@ -1,16 +1,23 @@
 package mcpserver
 
 import (
+	"context"
 	"crypto/subtle"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// DefaultIdleTimeout is Config.IdleTimeout's default: how long an HTTP
+// session may have no request in flight and no stream open before it is
+// closed and its tasks stopped.
+const DefaultIdleTimeout = 10 * time.Minute
 
 // HTTPHandler serves MCP's streamable HTTP transport. Running commands
 // over HTTP is remote command execution by design, so it is locked down:
@@ -23,14 +30,34 @@ import (
 //     DNS-rebinding defence the MCP specification asks for.
 //
 // Binding to loopback is the caller's job (the CLI does it unless told
-// otherwise). Idle sessions end after an hour.
+// otherwise).
+//
+// A session ends when its client deletes it (HTTP DELETE), when the
+// Service closes, or when it has been idle for Config.IdleTimeout: no
+// request of its in flight and no stream of its open. A client that is
+// connected holds its GET stream open, or polls, and is never idle; one
+// that vanished without DELETE has neither, and its tasks are stopped
+// after the timeout instead of running on. The SDK's own session timeout
+// is not used: it counts only POSTs, and so would end a connected client
+// that listens on its stream while its user is away.
+//
+// Once the Service is closing, requests that would start a session get
+// 503.
 func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handler {
+	idle := &idleSessions{svc: s, timeout: s.cfg.IdleTimeout, byID: make(map[string]*idleSession)}
+	s.mu.Lock()
+	s.idle = append(s.idle, idle)
+	s.mu.Unlock()
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			return s.probe // an existing session: the SDK finds its server itself
 		}
-		return s.Server()
-	}, &mcp.StreamableHTTPOptions{Logger: s.cfg.Logger, SessionTimeout: time.Hour})
+		srv := s.Server()
+		if slot, ok := r.Context().Value(newServerKey{}).(*newServer); ok {
+			slot.server = srv
+		}
+		return srv
+	}, &mcp.StreamableHTTPOptions{Logger: s.cfg.Logger})
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
@@ -42,7 +69,7 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 			http.Error(w, "403 Forbidden: origin "+origin+" is not allowed", http.StatusForbidden)
 			return
 		}
-		mcpHandler.ServeHTTP(w, r)
+		idle.serve(w, r, mcpHandler)
 	})
 }
 
@@ -60,4 +87,192 @@ func originAllowed(origin string, allowed []string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// newServerKey carries a *newServer in a request that may start a
+// session, so the handler learns which server the SDK was given for it.
+type newServerKey struct{}
+
+type newServer struct{ server *mcp.Server }
+
+// idleSessions tracks the HTTP sessions' requests, to close those idle
+// for timeout. A session's entry is made by the request that created it
+// (or by an earlier request of the session that raced it) and removed
+// when the session is deleted, closed for idleness, or found ended.
+type idleSessions struct {
+	svc     *Service
+	timeout time.Duration // <= 0: never
+
+	mu   sync.Mutex
+	byID map[string]*idleSession // guarded by mu
+}
+
+// idleSession is one session's activity. Its fields are guarded by
+// idleSessions.mu.
+type idleSession struct {
+	server   *mcp.Server // nil until the request that made the session returns
+	inFlight int         // requests being served, GET streams included
+	gen      int         // bumped whenever the timer is armed or disarmed: a timer of an older gen does nothing
+	timer    *time.Timer
+}
+
+func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		if t.svc.closing() {
+			http.Error(w, "503 Service Unavailable: offstage is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		slot := &newServer{}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), newServerKey{}, slot)))
+		if id := w.Header().Get("Mcp-Session-Id"); id != "" && slot.server != nil {
+			t.made(id, slot.server)
+		}
+		return
+	}
+	t.begin(id)
+	defer t.end(id, r.Method == http.MethodDelete)
+	h.ServeHTTP(w, r)
+}
+
+// made records the server of a session its first request created, and
+// starts counting its idleness unless another of its requests is in
+// flight already.
+func (t *idleSessions) made(id string, server *mcp.Server) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	if e == nil {
+		e = &idleSession{}
+		t.byID[id] = e
+	}
+	e.server = server
+	if e.inFlight == 0 {
+		t.armLocked(id, e)
+	}
+}
+
+// begin counts a request of session id in flight: the session is not
+// idle until it ends.
+func (t *idleSessions) begin(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	if e == nil {
+		// Unknown: it raced the request that made it (made fills the
+		// server in), or it is not a session (the SDK answers 404, and end
+		// drops the entry).
+		e = &idleSession{}
+		t.byID[id] = e
+	}
+	e.inFlight++
+	e.gen++
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+}
+
+// end counts a request of session id finished; the last one starts the
+// idle timer. A DELETE, or a session that has ended, drops the entry.
+func (t *idleSessions) end(id string, deleted bool) {
+	t.mu.Lock()
+	e := t.byID[id]
+	if e == nil {
+		t.mu.Unlock()
+		return
+	}
+	e.inFlight--
+	server := e.server
+	if e.inFlight > 0 {
+		t.mu.Unlock()
+		return
+	}
+	if deleted || server == nil {
+		t.dropLocked(id, e)
+		t.mu.Unlock()
+		return
+	}
+	t.armLocked(id, e)
+	t.mu.Unlock()
+	if !hasSessions(server) { // closed meanwhile, by the SDK or by us
+		t.mu.Lock()
+		if t.byID[id] == e && e.inFlight == 0 {
+			t.dropLocked(id, e)
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (t *idleSessions) armLocked(id string, e *idleSession) {
+	e.gen++
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	if t.timeout <= 0 {
+		return
+	}
+	gen := e.gen
+	e.timer = time.AfterFunc(t.timeout, func() { t.expire(id, e, gen) })
+}
+
+func (t *idleSessions) dropLocked(id string, e *idleSession) {
+	e.gen++
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	delete(t.byID, id)
+}
+
+// expire closes session id if it is still idle since the timer of gen
+// was armed. Closing it ends its state as a client's DELETE would: its
+// tasks are stopped (unless Config.KeepOnDisconnect).
+func (t *idleSessions) expire(id string, e *idleSession, gen int) {
+	t.mu.Lock()
+	if t.byID[id] != e || e.gen != gen || e.inFlight > 0 {
+		t.mu.Unlock()
+		return // a request came, or the session went, meanwhile
+	}
+	t.dropLocked(id, e)
+	server := e.server
+	t.mu.Unlock()
+	if !hasSessions(server) {
+		return
+	}
+	t.svc.cfg.Logger.Info("closing an HTTP session idle for longer than the idle timeout (no request, no open stream): its client is taken for gone", "session_id", id, "idle_timeout", t.timeout)
+	closeSessions(server)
+}
+
+// closeAll closes every session the handler made: the Service is closing.
+func (t *idleSessions) closeAll() {
+	t.mu.Lock()
+	var servers []*mcp.Server
+	for id, e := range t.byID {
+		if e.server != nil {
+			servers = append(servers, e.server)
+		}
+		t.dropLocked(id, e)
+	}
+	t.mu.Unlock()
+	for _, server := range servers {
+		closeSessions(server)
+	}
+}
+
+func hasSessions(server *mcp.Server) bool {
+	for range server.Sessions() {
+		return true
+	}
+	return false
+}
+
+// closeSessions closes the sessions of server (one: each session has a
+// server of its own). Close waits for the session's requests in flight.
+func closeSessions(server *mcp.Server) {
+	var all []*mcp.ServerSession
+	for ss := range server.Sessions() {
+		all = append(all, ss)
+	}
+	for _, ss := range all {
+		ss.Close()
+	}
 }

@@ -8,8 +8,8 @@
 // Every MCP session gets an mcp.Server of its own, with its own task table:
 // a session sees only its own tasks, and ids are its own (shell:1 in one
 // session is not shell:1 in another). When the session ends (stdin closes,
-// the HTTP session is deleted or times out), its table is closed: every
-// task is cancelled and every process reaped, unless
+// the HTTP session is deleted or idle for Config.IdleTimeout), its table
+// is closed: every task is cancelled and every process reaped, unless
 // Config.KeepOnDisconnect. Service.Close closes all of them.
 //
 // # Tools, progress, resources
@@ -83,6 +83,10 @@ type Config struct {
 	ProgressInterval time.Duration
 	// Version is reported to clients.
 	Version string
+	// IdleTimeout closes an HTTP session that has had no request in flight
+	// and no stream open for this long, as if its client had deleted it
+	// (see HTTPHandler). Default DefaultIdleTimeout; negative: never.
+	IdleTimeout time.Duration
 }
 
 // Service makes per-session MCP servers and owns what they start.
@@ -95,6 +99,7 @@ type Service struct {
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // guarded by mu: sessions with a task table
+	idle   []*idleSessions    // guarded by mu: the HTTP handlers' sessions
 	closed bool               // guarded by mu
 	wg     sync.WaitGroup     // session goroutines
 }
@@ -112,6 +117,9 @@ func New(ctx context.Context, cfg Config) *Service {
 	}
 	if cfg.Version == "" {
 		cfg.Version = "devel"
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{})}
@@ -180,8 +188,14 @@ func (s *Service) agentConfig() agent.Config {
 	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, ProjectInstructions: s.cfg.ProjectInstructions, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true}
 }
 
-// Close cancels and reaps every session's tasks and waits for the
-// sessions' goroutines, or until ctx ends. It is idempotent.
+// Close stops the service: it refuses new sessions, cancels and reaps
+// every session's tasks (all sessions at once: SIGTERM, their grace,
+// SIGKILL), then closes the sessions themselves, which ends their
+// requests and streams, and waits for the sessions' goroutines, or until
+// ctx ends. It returns as soon as that is done. It is idempotent.
+//
+// When ctx ends first, Close returns; the goroutines closing the sessions
+// outlive it, until they are done.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -189,20 +203,46 @@ func (s *Service) Close(ctx context.Context) error {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	idle := slices.Clone(s.idle)
 	s.mu.Unlock()
-	var errs []error
+	results := make(chan error, len(conns)) // never blocks a sender
+	var closing sync.WaitGroup
 	for _, c := range conns {
-		errs = append(errs, c.close(ctx))
+		closing.Go(func() {
+			results <- c.close(ctx)
+			if c.ss != nil {
+				c.ss.Close() // its requests and streams end; ss.Wait returns
+			}
+		})
 	}
-	s.cancel()
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() {
+		closing.Wait()
+		for _, t := range idle {
+			t.closeAll() // sessions that never initialised, too
+		}
+		s.cancel()
+		s.wg.Wait()
+		close(done)
+	}()
+	var errs []error
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.cancel()
 		errs = append(errs, context.Cause(ctx))
 	}
+	for len(results) > 0 {
+		errs = append(errs, <-results)
+	}
 	return errors.Join(errs...)
+}
+
+// closing reports whether Close was called.
+func (s *Service) closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Sessions returns how many sessions currently hold a task table.
@@ -216,7 +256,8 @@ func (s *Service) Sessions() int {
 type conn struct {
 	svc    *Service
 	server *mcp.Server
-	done   chan struct{} // closed when the session's state is released
+	done   chan struct{}      // closed when the session's state is released
+	ss     *mcp.ServerSession // set by start before the conn is listed in svc.conns; nil in tests without a session
 
 	once    sync.Once
 	table   *task.Table   // set by start
@@ -237,6 +278,7 @@ type conn struct {
 func (c *conn) start(ss *mcp.ServerSession) {
 	c.once.Do(func() {
 		svc := c.svc
+		c.ss = ss
 		svc.mu.Lock()
 		closed := svc.closed
 		if !closed {
@@ -335,6 +377,9 @@ func (c *conn) disconnected() {
 
 // close cancels and reaps the session's tasks, once.
 func (c *conn) close(ctx context.Context) error {
+	// A conn is listed in svc.conns, where Close finds it, while start is
+	// still giving it its table: wait for start to finish.
+	c.once.Do(func() {})
 	c.closeOnce.Do(func() {
 		if c.session != nil {
 			c.closeErr = c.session.Close(ctx)

@@ -193,7 +193,11 @@
 // output, and a ring of each stream (Config.StreamBytes, 256 KiB); nothing
 // grows with the output. An optional log file (Config.LogPath) keeps the
 // combined output up to Config.LogMaxBytes (64 MiB), then stops and ends
-// with a line saying how much it left out.
+// with a line saying how much it left out. A write that fails (a full
+// disk) stops it the same way, the log staying a prefix of the output: the
+// closing line says where and why (on a full disk, output is given back to
+// make room for it), Config.OnLogError is told once as it happens, and
+// Process.Log and Exit.LogErr (a *LogError) say where logging stopped.
 //
 // Reads never block. Read returns the output since a cursor (a byte offset
 // from the first byte) and the cursor to continue from; bytes the ring no

@@ -54,6 +54,8 @@ func helper(args []string) int {
 		return protectedHost(len(args) > 1 && args[1] == "protect")
 	case "probe-parent": // try to read the parent's environment and memory
 		return probeParent()
+	case "log-full": // LIMIT PATH N: print N bytes logged to PATH under a file size limit
+		return logFullHelper(args[1:])
 	case "contain-host": // start each command given, say ready, exit 0 when stdin closes
 		return containHost(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,20 +23,27 @@ const logChunk = 256 << 10
 //
 // Past the cap it drops the rest, counting it, and on close appends one
 // line saying how much was not logged, so a reader of the file knows it was
-// cut. A write error (a full disk) stops logging the same way.
+// cut. A write error (a full disk, a file size limit) stops logging the
+// same way: the log stays a prefix of the output, its failure is published
+// (failure, and onError once), and the closing line says why. On a full
+// disk that line would fail too, so close gives back the end of the logged
+// output to make room for it: a log that says where it stopped is worth
+// more than its last hundred bytes.
 type logFile struct {
-	f     *os.File
-	max   int64         // cap on bytes of output written
-	kick  chan struct{} // capacity 1: the filling buffer has data, or close was called
-	taken chan struct{} // capacity 1: the writer swapped buffers
-	done  chan struct{} // closed when the writer goroutine has finished
+	f       *os.File
+	max     int64         // cap on bytes of output written
+	onError func(error)   // told of a write failure once, on the writer goroutine; may be nil
+	kick    chan struct{} // capacity 1: the filling buffer has data, or close was called
+	taken   chan struct{} // capacity 1: the writer swapped buffers
+	done    chan struct{} // closed when the writer goroutine has finished
 
 	mu      sync.Mutex // guards the fields below
 	filling []byte     // output not yet handed to the writer
 	closing bool
 
-	path   string
-	onDisk atomic.Int64 // bytes of output in the file: always its first onDisk bytes
+	path    string
+	onDisk  atomic.Int64             // bytes of output in the file: always its first onDisk bytes
+	failure atomic.Pointer[LogError] // set when a write failed
 
 	// owned by the writer goroutine until done is closed
 	written int64
@@ -43,13 +51,42 @@ type logFile struct {
 	err     error // the first write error, which stopped logging
 }
 
-func openLog(path string, max int64) (*logFile, error) {
+// LogError says that writing the output log failed (a full disk, a file
+// size limit), so the log holds the output only up to byte At; the rest is
+// kept only as long as memory holds it (see Config.TailBytes). Start
+// returns one when the log cannot be opened at all.
+type LogError struct {
+	Path string // the log file
+	At   int64  // bytes of output the log holds: where logging stopped
+	Err  error  // the write's (or the open's) error
+}
+
+func (e *LogError) Error() string {
+	if pe := (*os.PathError)(nil); errors.As(e.Err, &pe) && pe.Op == "open" {
+		return fmt.Sprintf("output log %s cannot be opened: %s", e.Path, e.Reason())
+	}
+	return fmt.Sprintf("output log %s stopped at byte %d: %s", e.Path, e.At, e.Reason())
+}
+
+func (e *LogError) Unwrap() error { return e.Err }
+
+// Reason is why the write failed, without the file's name: "no space left
+// on device".
+func (e *LogError) Reason() string {
+	var pe *os.PathError
+	if errors.As(e.Err, &pe) {
+		return pe.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func openLog(path string, max int64, onError func(error)) (*logFile, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		return nil, &LogError{Path: path, Err: err}
 	}
 	l := &logFile{
-		f: f, max: max, path: path,
+		f: f, max: max, path: path, onError: onError,
 		kick:  make(chan struct{}, 1),
 		taken: make(chan struct{}, 1),
 		done:  make(chan struct{}),
@@ -119,6 +156,11 @@ func (l *logFile) writeNow(b []byte) {
 	l.cut += int64(len(b) - n)
 	if err != nil {
 		l.err = err
+		e := &LogError{Path: l.path, At: l.written, Err: err}
+		l.failure.Store(e)
+		if l.onError != nil {
+			l.onError(e)
+		}
 	}
 }
 
@@ -131,14 +173,69 @@ func (l *logFile) close() int64 {
 	signal(l.kick)
 	<-l.done
 	if l.cut > 0 {
-		why := fmt.Sprintf("the log reached its cap of %d bytes", l.max)
-		if l.err != nil {
-			why = "writing failed: " + l.err.Error()
-		}
-		fmt.Fprintf(l.f, "\n[offstage: log cut: %d more bytes of output were not logged; %s]\n", l.cut, why)
+		l.markCut()
 	}
 	l.f.Close()
 	return l.cut
+}
+
+// markCut ends the file with the line that says where and why logging
+// stopped. When that line cannot be written either (the disk is still
+// full), it cuts the logged output back to make room for it, at most
+// twice: by the line's length (and a little, as its numbers change), then
+// by a block more.
+func (l *logFile) markCut() {
+	why := fmt.Sprintf("the log reached its cap of %d bytes", l.max)
+	if l.err != nil {
+		why = "writing failed: " + l.err.Error()
+	}
+	at := l.written
+	for try := 0; ; try++ {
+		mark := fmt.Appendf(nil, "\n[offstage: log cut at byte %d: %d more bytes of output were not logged; %s]\n", at, l.cut+l.written-at, why)
+		if _, err := l.f.WriteAt(mark, at); err == nil || try == 2 || at == 0 {
+			break // written, or nothing more to give back: Exit.LogErr still says it
+		}
+		at = max(0, at-int64(len(mark))-32-int64(try)*logBlock)
+		l.onDisk.Store(at) // readers stop short of the cut before the file shrinks
+		l.f.Truncate(at)
+	}
+	if at == l.written {
+		return
+	}
+	l.cut += l.written - at
+	l.written = at
+	if e := l.failure.Load(); e != nil {
+		l.failure.Store(&LogError{Path: e.Path, At: at, Err: e.Err})
+	}
+}
+
+// logBlock is the most a file system's allocation unit is likely to be:
+// what markCut gives back on its last try.
+const logBlock = 64 << 10
+
+// failed returns the write failure that stopped the log, or nil.
+func (l *logFile) failed() error {
+	if e := l.failure.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// LogState is how far a process's output log got.
+type LogState struct {
+	Path string // the log file; "" without one (Config.LogPath)
+	Held int64  // bytes of output it holds, from the first: reads before this cursor never skip
+	Max  int64  // its cap (Config.LogMaxBytes)
+	Err  error  // a *LogError when writing failed, which stopped the log at Held
+}
+
+// Log returns how far the output log got so far. It does not block, and is
+// safe to call at any time, also after the process ended.
+func (p *Process) Log() LogState {
+	if p.log == nil {
+		return LogState{}
+	}
+	return LogState{Path: p.log.path, Held: p.log.onDisk.Load(), Max: p.log.max, Err: p.log.failed()}
 }
 
 // readAt returns up to n bytes of output from cursor off, as far as the

@@ -70,6 +70,13 @@ type Config struct {
 	// LogMaxBytes caps the log file; past it the file stops growing and
 	// ends with a line saying how much was not logged. Default 64 MiB.
 	LogMaxBytes int64
+	// OnLogError, if set, is told once, with a *LogError, when writing the
+	// log fails (a full disk): logging stops there, and the file ends with
+	// a line saying where and why (Process.Log and Exit.LogErr say it
+	// too). SpawnShell also tells it when the log cannot be opened, and
+	// runs the command without one. It is called from the log's (or the
+	// task's) goroutine and must not block for long.
+	OnLogError func(error)
 
 	// Grace is how long a process stopped because its context ended gets
 	// between SIGTERM and SIGKILL. Default 3s.
@@ -148,7 +155,8 @@ type Exit struct {
 	Bytes    int64          // bytes of output, stdout and stderr together
 	Stdout   int64          // bytes written to stdout
 	Stderr   int64          // bytes written to stderr
-	LogCut   int64          // bytes not written to the log file because of its cap
+	LogCut   int64          // bytes not written to the log file, because of its cap or LogErr
+	LogErr   error          // a *LogError if writing the log failed (a full disk); nil otherwise
 	// Leftovers counts the processes of the task (descendants of the
 	// leader, in its group or not) still alive when the leader exited,
 	// all killed before Wait returned.
@@ -221,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		streams: [2]*capture{newCapture(0, cfg.StreamBytes), newCapture(0, cfg.StreamBytes)},
 	}
 	if cfg.LogPath != "" {
-		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes)
+		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes, cfg.OnLogError)
 		if err != nil {
 			return nil, fmt.Errorf("proc: %w", err)
 		}
@@ -488,16 +496,18 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 		p.stopCtx()
 	}
 	var logCut int64
+	var logErr error
 	if p.log != nil {
 		p.logMu.Lock()
 		logCut = p.log.close()
 		p.logMu.Unlock()
+		logErr = p.log.failed()
 	}
 
 	p.mu.Lock()
 	e := Exit{Code: -1, Stopped: p.stopped, Cause: p.stopCause, Duration: time.Since(p.started)}
 	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
-	e.LogCut = logCut
+	e.LogCut, e.LogErr = logCut, logErr
 	e.Leftovers, e.Survivors, e.SurvivorsErr = leftovers, survivors, survivorsErr
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -49,7 +50,9 @@ type ShellOptions struct {
 	// LogDir, if set, gives each shell a log of its whole output in that
 	// directory, named after its task id ("shell-3.log"), capped by
 	// Config.LogMaxBytes; reads that fall behind the ring are then served
-	// from it (see Process.Read). Config.LogPath is ignored.
+	// from it (see Process.Read). Config.LogPath is ignored. A log that
+	// cannot be opened does not stop the shell: it runs without one, and
+	// Config.OnLogError is told.
 	LogDir string
 	// OnStart, if set, is called with the task's id and its process once
 	// the process has started (a journal records its pid and log).
@@ -150,6 +153,17 @@ func runShell(ctx context.Context, h *task.Handle, cfg Config, opts ShellOptions
 		cfg.LogPath = filepath.Join(opts.LogDir, strings.ReplaceAll(h.ID(), ":", "-")+".log")
 	}
 	p, err := Start(ctx, cfg)
+	var le *LogError
+	if errors.As(err, &le) && cfg.LogPath != "" {
+		// A log that cannot be opened (a full or read-only state
+		// directory) costs the log, not the command: it runs without one,
+		// its output kept in memory, and whoever watches logs is told.
+		if cfg.OnLogError != nil {
+			cfg.OnLogError(le)
+		}
+		cfg.LogPath = ""
+		p, err = Start(ctx, cfg)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -201,6 +215,10 @@ func ShellResult(p *Process, e Exit, maxLines, maxBytes int) string {
 	}
 	if e.Survivors > 0 {
 		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
+	}
+	var le *LogError
+	if errors.As(e.LogErr, &le) {
+		fmt.Fprintf(&b, "; its output log stopped at byte %d (%s), so %d bytes of it were not logged", le.At, le.Reason(), e.LogCut)
 	}
 	if e.Bytes == 0 {
 		return b.String()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -80,11 +81,26 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, 
 	out.More = ch.Next < ch.Total
 	switch {
 	case ch.Skipped > 0:
-		out.Note = fmt.Sprintf("%d bytes before this output are no longer kept (only the first 64 KiB and the last 1 MiB are).", ch.Skipped)
+		out.Note = skippedNote(ch.Skipped, p.Log())
 	case out.More:
 		out.Note = "There is more output after next_cursor; call again to read it."
 	}
 	return out, nil
+}
+
+// skippedNote says why bytes before a read are gone: memory keeps only the
+// head and the tail, and the output log, when there is one, stopped short
+// of them: at its cap, or where writing it failed.
+func skippedNote(skipped int64, log proc.LogState) string {
+	const memory = "memory keeps only the first 64 KiB and the last 1 MiB"
+	var le *proc.LogError
+	switch {
+	case errors.As(log.Err, &le):
+		return fmt.Sprintf("%d bytes before this output are lost: the output log stopped at byte %d because writing it failed (%s), and %s.", skipped, log.Held, le.Reason(), memory)
+	case log.Path != "" && log.Held >= log.Max:
+		return fmt.Sprintf("%d bytes before this output are no longer kept: the output log keeps only the first %d bytes (its cap), and %s.", skipped, log.Max, memory)
+	}
+	return fmt.Sprintf("%d bytes before this output are no longer kept (only the first 64 KiB and the last 1 MiB are).", skipped)
 }
 
 // wholeLines ends a read that was cut by the byte limit after its last

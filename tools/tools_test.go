@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	osexec "os/exec"
 	"strings"
 	"testing"
@@ -566,5 +567,37 @@ func TestTaskOutputReadsBackFromTheLog(t *testing.T) {
 		case !logs && skipped < int64(len(want))-2<<20:
 			t.Errorf("without a log: %d skipped, want most of %d", skipped, len(want))
 		}
+	}
+}
+
+// TestTaskOutputSaysWhyBytesAreGone (issue 19, item 5): a read behind the
+// ring, past what the output log holds, says why those bytes are gone:
+// before, it always blamed memory, also when the log had stopped at its
+// cap or because its disk was full (/dev/full: every write fails).
+func TestTaskOutputSaysWhyBytesAreGone(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full to stand for a full disk")
+	}
+	for _, c := range []struct {
+		name string
+		cfg  tools.Config
+		want string
+	}{
+		{"no log", tools.Config{}, "are no longer kept (only the first 64 KiB and the last 1 MiB are)."},
+		{"log at its cap", tools.Config{LogDir: t.TempDir(), Process: proc.Config{LogMaxBytes: 2 << 20}},
+			"are no longer kept: the output log keeps only the first 2097152 bytes (its cap), and memory keeps only the first 64 KiB and the last 1 MiB."},
+		{"full disk", tools.Config{Process: proc.Config{LogPath: "/dev/full"}},
+			"are lost: the output log stopped at byte 0 because writing it failed (no space left on device), and memory keeps only the first 64 KiB and the last 1 MiB."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.cfg)
+			id := e.background(t, e.top, "seq 1 2000000") // 14.8 MB
+			waitDone(t, e.top, id)
+			var out tools.OutputOutput
+			ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": 3000000}`, id), &out)
+			if out.SkippedBytes == 0 || !strings.HasSuffix(out.Note, c.want) {
+				t.Errorf("skipped %d bytes, note %q; want the note to end %q", out.SkippedBytes, out.Note, c.want)
+			}
+		})
 	}
 }

@@ -190,6 +190,7 @@ func (r *recorder) close() {
 type sessionRec struct {
 	log    *journal.SessionLog
 	logDir string
+	stderr io.Writer
 }
 
 // session starts recording a session; seq is how many messages it has
@@ -205,7 +206,7 @@ func (r *recorder) session(id, surface, cwd, model string, seq int) *sessionRec 
 		logDir = ""
 	}
 	r.pruneLogs(id)
-	return &sessionRec{log: log, logDir: logDir}
+	return &sessionRec{log: log, logDir: logDir, stderr: r.stderr}
 }
 
 // apply hooks a session's configuration up to the recording.
@@ -221,6 +222,11 @@ func (sr *sessionRec) apply(cfg *agent.Config) {
 		}
 	}
 	cfg.Tools.LogDir = sr.logDir
+	// A log that cannot be written (a full disk) is said once, as it
+	// happens; the task's result and task_output say it too.
+	cfg.Tools.Process.OnLogError = func(err error) {
+		fmt.Fprintf(sr.stderr, "offstage: %v; the rest of that task's output is kept only in memory (its last 1 MiB)\n", err)
+	}
 	cfg.Tools.OnShell = func(id string, p *proc.Process) {
 		start, _ := journal.ProcessStart(p.PID())
 		sr.log.Process(id, p.PID(), start, p.LogPath())

@@ -32,8 +32,11 @@ transport, which needs a bearer token (OFFSTAGE_MCP_TOKEN, or one generated
 and printed to stderr) and listens on loopback unless --allow-remote.
 
 Each MCP session sees only its own tasks; when it ends, they are cancelled
-and every process is reaped (unless --keep-on-disconnect). Logs go to
-stderr or --log, never stdout.`
+and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
+session also ends when it has had no request and no open stream for
+--idle-timeout (a client that vanished without DELETE). On SIGTERM or
+Ctrl-C it stops taking requests, stops every task, closes the sessions and
+exits. Logs go to stderr or --log, never stdout.`
 
 const mcpExamples = `  offstage mcp
   offstage mcp --dir ~/src/project
@@ -53,6 +56,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	allowRemote := fs.Bool("allow-remote", false, "with --http: allow listening on a non-loopback address")
 	origins := fs.String("allow-origin", "", "with --http: comma-separated extra allowed Origin values, besides loopback")
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
+	idle := fs.Duration("idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session that has had no request in flight and no stream open for this long, stopping its tasks (0: never)")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
 	var af agentFlags
 	af.register(fs, true)
@@ -70,6 +74,12 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	envPolicy, err := ef.policy()
 	if err != nil {
 		return err
+	}
+	if *idle < 0 {
+		return usagef("--idle-timeout must be 0 (never) or more, not %s", *idle)
+	}
+	if *idle == 0 {
+		*idle = -1 // mcpserver: negative is never, 0 the default
 	}
 	logger, closeLog, err := openLog(*logPath, stderr)
 	if err != nil {
@@ -105,6 +115,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Profiles:            profiles,
 		ProjectInstructions: instructions,
 		KeepOnDisconnect:    *keep,
+		IdleTimeout:         *idle,
 		Record:              rec.hook(mf.describe(os.Getenv)),
 		Logger:              logger,
 		Version:             version(),
@@ -138,11 +149,11 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	if !allowRemote && !isLoopback(host) {
 		return usagef("--http %s would accept connections from other machines: this runs commands, so pass --allow-remote if you mean it", addr)
 	}
-	token := os.Getenv("OFFSTAGE_MCP_TOKEN")
+	token, generated := os.Getenv("OFFSTAGE_MCP_TOKEN"), false
 	if token == "" {
 		b := make([]byte, 24)
 		rand.Read(b)
-		token = hex.EncodeToString(b)
+		token, generated = hex.EncodeToString(b), true
 	}
 	var allowed []string
 	for _, o := range strings.Split(origins, ",") {
@@ -157,7 +168,14 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", svc.HTTPHandler(token, allowed))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\noffstage mcp: send \"Authorization: Bearer %s\"\n", ln.Addr(), token)
+	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\n", ln.Addr())
+	if generated {
+		fmt.Fprintf(stderr, "offstage mcp: send \"Authorization: Bearer %s\"\n", token)
+	} else {
+		// The user chose it and has it: a secret printed is a secret in
+		// terminal scrollback and in log files.
+		fmt.Fprintln(stderr, "offstage mcp: send \"Authorization: Bearer $OFFSTAGE_MCP_TOKEN\" (the token it was given)")
+	}
 	errs := make(chan error, 1)
 	go func() { errs <- srv.Serve(ln) }()
 	select {
@@ -165,12 +183,50 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	srv.Shutdown(shutdown)
-	logger.Info("stopped serving HTTP")
+	stopHTTP(srv, svc, logger)
 	return nil
 }
+
+// stopHTTP stops serving: it stops taking connections and requests, stops
+// every task (SIGTERM, their grace, SIGKILL) and closes the sessions, which
+// ends their streams, then says in one line what it did and how long it
+// took. It returns as soon as that is done: http.Server.Shutdown alone
+// would wait for the sessions' GET streams, which never go idle.
+func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
+	start := time.Now()
+	sessions := svc.Sessions()
+	shutdown := make(chan struct{})
+	go func() {
+		defer close(shutdown)
+		srv.Shutdown(context.Background()) // closes the listener and the idle connections at once
+	}()
+	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	err := svc.Close(closeCtx)
+	select {
+	case <-shutdown:
+	case <-time.After(handlerGrace):
+		srv.Close() // a handler that outlived its session
+		<-shutdown
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	if err != nil {
+		logger.Error("stopped serving HTTP; some sessions' tasks did not end in time", "sessions", sessions, "took", took, "err", err)
+		return
+	}
+	logger.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
+}
+
+// closeTimeout bounds how long stopping waits for the sessions' tasks:
+// their grace (3s) and then some. handlerGrace is how long the HTTP
+// server then gets to finish before its connections are closed: with every
+// session closed, what is left are requests that raced the stop (answered
+// at once: 404, 503) and connections a client opened but sent nothing on,
+// which Shutdown would wait 5 s for.
+const (
+	closeTimeout = 20 * time.Second
+	handlerGrace = 500 * time.Millisecond
+)
 
 // openLog returns the logger of a server command: to path, or to stderr
 // when path is empty; never stdout, which is the protocol.

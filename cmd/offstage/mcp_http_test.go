@@ -1,0 +1,182 @@
+package main
+
+import (
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/proc"
+)
+
+// startHTTP starts offstage mcp --http on a free loopback port with env,
+// and returns it, its mark, its endpoint, and its stderr so far (a
+// function: it grows).
+func startHTTP(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, mark, endpoint string, stderr func() string) {
+	t.Helper()
+	c, mark := offstage(t, env, append([]string{"mcp", "--no-journal", "--http", "127.0.0.1:0"}, args...)...)
+	pipe, err := c.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	ch := lines(t, pipe)
+	stderr = func() string {
+		for {
+			select {
+			case l, ok := <-ch:
+				if !ok {
+					return strings.Join(got, "\n")
+				}
+				got = append(got, l)
+				continue
+			default:
+			}
+			return strings.Join(got, "\n")
+		}
+	}
+	listening := regexp.MustCompile(`listening on (http://\S+/mcp)`)
+	deadline := time.After(30 * time.Second)
+	for endpoint == "" {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("offstage mcp --http ended: %s", strings.Join(got, "\n"))
+			}
+			got = append(got, l)
+			if m := listening.FindStringSubmatch(l); m != nil {
+				endpoint = m[1]
+			}
+		case <-deadline:
+			t.Fatalf("offstage mcp --http is not listening: %s", strings.Join(got, "\n"))
+		}
+	}
+	// The token line follows the address.
+	for !strings.Contains(strings.Join(got, "\n"), "Authorization") {
+		l, ok := <-ch
+		if !ok {
+			break
+		}
+		got = append(got, l)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c, mark, endpoint, stderr
+}
+
+// TestMCPHTTPPrintsOnlyATokenItMade (issue 19, item 7): a token given in
+// OFFSTAGE_MCP_TOKEN is not printed (before, stderr showed it); one it
+// generates is, and works.
+func TestMCPHTTPPrintsOnlyATokenItMade(t *testing.T) {
+	const given = "given-secret-7f3a9c"
+	_, _, _, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN=" + given})
+	if out := stderr(); strings.Contains(out, given) || !strings.Contains(out, "$OFFSTAGE_MCP_TOKEN") {
+		t.Errorf("with OFFSTAGE_MCP_TOKEN set, stderr:\n%s", out)
+	}
+
+	_, _, endpoint, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN="})
+	m := regexp.MustCompile(`Bearer ([0-9a-f]{48})`).FindStringSubmatch(stderr())
+	if m == nil {
+		t.Fatalf("no generated token printed:\n%s", stderr())
+	}
+	transport := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tokenAuth(m[1])}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatalf("the printed token does not work: %v", err)
+	}
+	cs.Close()
+}
+
+type tokenAuth string
+
+func (b tokenAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPHTTPStopsAtOnceOnSIGTERM (issue 19, item 8): with a session open
+// (its GET stream too) and a background loop running, SIGTERM stops the
+// loop, closes the session and exits as soon as that is done, saying so in
+// one line: at once for a loop that ends on SIGTERM, after the tasks'
+// grace (3s) and SIGKILL for one that ignores it. Before, it took 20-25 s
+// either way and logged closing err="context deadline exceeded".
+func TestMCPHTTPStopsAtOnceOnSIGTERM(t *testing.T) {
+	for _, c := range []struct {
+		name, command string
+		least, most   time.Duration
+	}{
+		{"a loop that ends on SIGTERM", "while true; do sleep 1; done", 0, 5 * time.Second},
+		{"a loop that ignores SIGTERM", "trap '' TERM; while true; do sleep 1; done", proc.DefaultGrace - 500*time.Millisecond, proc.DefaultGrace + 7*time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			took := stopWithATask(t, c.command)
+			if took < c.least || took > c.most {
+				t.Errorf("offstage mcp took %v to exit after SIGTERM, want %v to %v", took, c.least, c.most)
+			}
+		})
+	}
+}
+
+// stopWithATask runs offstage mcp --http with a session running command
+// in the background, sends SIGTERM, checks that it exits with nothing
+// left and says so in one line, and returns how long it took.
+func stopWithATask(t *testing.T, command string) time.Duration {
+	const token = "stop-test-token"
+	cmd, mark, endpoint, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN=" + token})
+	transport := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tokenAuth(token)}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command, "run_in_background": true}})
+	if err != nil || res.IsError {
+		t.Fatalf("bash = %+v, %v", res, err)
+	}
+	var running []string
+	waitUntil(t, "the loop runs", func() bool {
+		running = survivors(t, mark)
+		return len(running) >= 3 // offstage, sh and a sleep
+	})
+	t.Logf("running: %q", running)
+
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("offstage mcp after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("offstage mcp still runs 20s after SIGTERM:\n%s", stderr())
+	}
+	took := time.Since(start)
+	t.Logf("SIGTERM at %s, exit %v later\n%s", start.UTC().Format("15:04:05.000"), took, stderr())
+	noSurvivors(t, mark)
+	out := stderr()
+	if n := strings.Count(out, "stopped serving HTTP: every task stopped, every session closed"); n != 1 || strings.Contains(out, "deadline exceeded") || !strings.Contains(out, "sessions=1") {
+		t.Errorf("stderr after SIGTERM (want one line saying it stopped):\n%s", out)
+	}
+	return took
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

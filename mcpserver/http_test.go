@@ -1,0 +1,229 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/tools"
+)
+
+// rawSession is an MCP client over plain HTTP POSTs: no GET stream, and no
+// DELETE unless asked, as a client that vanishes leaves it.
+type rawSession struct {
+	t     *testing.T
+	url   string
+	token string
+	id    string
+	next  int
+}
+
+func (s *rawSession) post(body string) *http.Response {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if s.id != "" {
+		req.Header.Set("Mcp-Session-Id", s.id)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return res
+}
+
+// call sends a request and returns its result, read from the JSON or the
+// event stream the server answers with.
+func (s *rawSession) call(method, params string) json.RawMessage {
+	s.t.Helper()
+	s.next++
+	res := s.post(`{"jsonrpc":"2.0","id":` + strconv.Itoa(s.next) + `,"method":"` + method + `","params":` + params + `}`)
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		s.t.Fatalf("%s: status %d", method, res.StatusCode)
+	}
+	if s.id == "" {
+		s.id = res.Header.Get("Mcp-Session-Id")
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "data: ")
+		var msg struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.ID == s.next {
+			return msg.Result
+		}
+	}
+	s.t.Fatalf("%s: no reply", method)
+	return nil
+}
+
+func (s *rawSession) notify(method string) {
+	s.t.Helper()
+	res := s.post(`{"jsonrpc":"2.0","method":"` + method + `"}`)
+	res.Body.Close()
+}
+
+// tool calls a tool and decodes its text into out.
+func (s *rawSession) tool(name, args string, out any) {
+	s.t.Helper()
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	json.Unmarshal(s.call("tools/call", `{"name":"`+name+`","arguments":`+args+`}`), &res)
+	if len(res.Content) == 0 || json.Unmarshal([]byte(res.Content[0].Text), out) != nil {
+		s.t.Fatalf("%s(%s) = %+v", name, args, res)
+	}
+}
+
+// TestHTTPIdleSessionsAreClosed (issue 19, item 7): a client that starts
+// a shell and vanishes without DELETE (no request, no stream) has its
+// session closed and its shell stopped after the idle timeout, and the
+// server's log says so; a client as idle but holding its GET stream open
+// (the Go SDK's does) keeps its session and its shell. Before, both ran
+// for the SDK's timeout of an hour, which also counts only POSTs.
+func TestHTTPIdleSessionsAreClosed(t *testing.T) {
+	var logged syncBuffer
+	svc := newService(t, mcpserver.Config{IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+
+	// The connected client: it starts a shell, then says nothing.
+	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{"s3cret"}}}
+	listening, err := mcp.NewClient(&mcp.Implementation{Name: "listening"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listening.Close()
+	call(t, listening, "bash", `{"command": "sleep 1000", "run_in_background": true}`, nil)
+	keptPGID := pidOf(t, listening, "shell:1")
+
+	// The client that vanishes: it starts a shell after the other's last
+	// request, so it is reaped later than the other would be if idleness
+	// were counted in POSTs alone.
+	gone := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	gone.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}`)
+	gone.notify("notifications/initialized")
+	var started tools.BashOutput
+	gone.tool("bash", `{"command": "sleep 1000", "run_in_background": true}`, &started)
+	var gonePGID int
+	waitFor(t, "the vanished client's shell says its pid", func() bool {
+		var inspect tools.InspectOutput
+		gone.tool("task_inspect", `{"task_id": "`+started.TaskID+`"}`, &inspect)
+		if m := regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(inspect.Activity); m != nil {
+			gonePGID, _ = strconv.Atoi(m[1])
+		}
+		return gonePGID > 0
+	})
+
+	waitFor(t, "the vanished client's session is closed and its shell stopped", func() bool {
+		return svc.Sessions() == 1 && !groupAlive(gonePGID)
+	})
+	if !strings.Contains(logged.String(), "closing an HTTP session idle for longer than the idle timeout") || !strings.Contains(logged.String(), "session_id="+gone.id) {
+		t.Errorf("the log does not say the session was closed for idleness:\n%s", logged.String())
+	}
+	if !groupAlive(keptPGID) {
+		t.Error("the listening client's shell was stopped")
+	}
+	var list tools.ListOutput
+	if call(t, listening, "task_list", `{}`, &list) || len(list.Tasks) != 1 {
+		t.Errorf("the listening client's session after the other's was reaped: task_list = %+v", list)
+	}
+	// The vanished client's id is gone: a late request gets 404.
+	if res := gone.post(`{"jsonrpc":"2.0","id":99,"method":"ping"}`); res.StatusCode != http.StatusNotFound {
+		t.Errorf("a request of the reaped session: status %d, want 404", res.StatusCode)
+	} else {
+		res.Body.Close()
+	}
+}
+
+// TestCloseEndsHTTPSessionsAndTheirStreams (issue 19, item 8): Close with
+// an HTTP session open, its GET stream too, and a shell running stops the
+// shell, closes the session and ends its stream, and returns as soon as
+// that is done. Before, Close never closed the SDK's sessions, so it waited
+// out its ctx, and the stream kept the HTTP server from shutting down.
+func TestCloseEndsHTTPSessionsAndTheirStreams(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{"s3cret"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "listening"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call(t, cs, "bash", `{"command": "while true; do sleep 1; done", "run_in_background": true}`, nil)
+	pgid := pidOf(t, cs, "shell:1")
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := svc.Close(ctx); err != nil {
+		t.Fatalf("Close() = %v after %v", err, time.Since(start))
+	}
+	closed := time.Since(start)
+	if groupAlive(pgid) {
+		t.Error("the shell outlived Close")
+	}
+	// httptest's Close waits for every request in flight: the GET stream
+	// must have ended.
+	shut := make(chan struct{})
+	go func() { srv.Close(); close(shut) }()
+	select {
+	case <-shut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HTTP server still serves a request 10s after Close: the session's stream did not end")
+	}
+	t.Logf("Close took %v", closed)
+	if closed > 5*time.Second {
+		t.Errorf("Close took %v, want it done once the shell stopped", closed)
+	}
+}
+
+// TestHTTPIdleTrackingStaysBounded: requests naming sessions that do not
+// exist get 404 and leave nothing tracked; a session deleted by its client
+// is dropped at once.
+func TestHTTPIdleTrackingStaysBounded(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	for i := range 200 {
+		bogus := &rawSession{t: t, url: srv.URL, token: "s3cret", id: "no-such-session-" + strconv.Itoa(i)}
+		res := bogus.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Fatalf("a request of an unknown session: status %d, want 404", res.StatusCode)
+		}
+	}
+	waitFor(t, "requests of unknown sessions leave nothing tracked", func() bool { return svc.IdleTracked() == 0 })
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	// The handler records it once the SDK's handler returns, which may be
+	// after the client has the reply.
+	waitFor(t, "the new session is tracked", func() bool { return svc.IdleTracked() == 1 })
+	req, _ := http.NewRequest("DELETE", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Mcp-Session-Id", s.id)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	waitFor(t, "the deleted session is no longer tracked", func() bool { return svc.IdleTracked() == 0 })
+}

@@ -692,7 +692,10 @@ func (j *Journal) StartSession(s Session, seq int) *SessionLog {
 // ID returns the session's id.
 func (l *SessionLog) ID() string { return l.id }
 
-// Record queues a change of the session's task table.
+// Record queues a change of the session's task table. It returns at
+// once, except that a spawn recorded while the queue is half full waits
+// for room, at most Options.Backpressure, while the writer is healthy
+// (see the package doc): the table's lock is held meanwhile.
 func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
 	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:

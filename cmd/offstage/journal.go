@@ -387,7 +387,7 @@ func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) 
 		return nil, usagef("no session %q in %s; offstage tasks lists them", id, r.store.Path())
 	}
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("%v", r.store.Explain(err))
 	}
 	if s.Ended.IsZero() && s.HostID != r.host.ID {
 		if hosts, _ := r.store.Hosts(ctx, r.host.ID); slices.ContainsFunc(hosts, func(h journal.Host) bool { return h.ID == s.HostID && journal.Alive(h) }) {
@@ -396,7 +396,7 @@ func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) 
 	}
 	msgs, err := r.store.History(ctx, s.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", s.ID, err)
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
 	}
 	out := &resumed{session: s, resume: &agent.Resume{}}
 	for _, m := range msgs {
@@ -409,7 +409,7 @@ func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) 
 	}
 	tasks, err := r.store.Tasks(ctx, journal.TaskFilter{Session: s.ID})
 	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", s.ID, err)
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
 	}
 	var orphaned []string
 	slices.Reverse(tasks) // oldest first
@@ -526,7 +526,7 @@ type acpSessions struct{ r *recorder }
 func (a acpSessions) List(ctx context.Context, cwd string) ([]acp.SessionInfo, error) {
 	all, err := a.r.store.Sessions(ctx, 200)
 	if err != nil {
-		return nil, err
+		return nil, a.r.store.Explain(err)
 	}
 	var out []acp.SessionInfo
 	for _, s := range all {

@@ -30,7 +30,7 @@
 // So the answer to a full queue is chosen by who is recording:
 //
 //   - Recording a task's spawn waits, once the queue is half full, until
-//     the writer frees room, for at most Options.Backpressure (500ms): a
+//     the writer frees room, for at most Options.Backpressure (1s): a
 //     burst of spawns goes at the store's pace (BenchmarkSpawnDrainJournal
 //     keeps all 4 records per task, 0 dropped). The wait happens under the
 //     task table's lock, where the table calls its Recorder: the table's

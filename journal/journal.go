@@ -181,7 +181,9 @@ type Options struct {
 	// room in the queue while the writer is healthy: a burst of spawns
 	// then goes at the store's pace instead of losing records. If the
 	// writer frees no room in that time, or is failing, records are
-	// dropped and counted instead. Default 500ms; negative: never wait.
+	// dropped and counted instead. Default 1s (one SQLite batch on a
+	// loaded 2-core machine was seen to take over 500ms); negative:
+	// never wait.
 	Backpressure time.Duration
 	// BatchRecords bounds one transaction. Default 512.
 	BatchRecords int
@@ -201,7 +203,7 @@ const (
 	defaultQueueRecords = 8192
 	defaultBatchRecords = 512
 	defaultInterval     = 20 * time.Millisecond
-	defaultBackpressure = 500 * time.Millisecond
+	defaultBackpressure = time.Second
 	retryFirst          = 100 * time.Millisecond
 	retryMax            = 5 * time.Second
 )

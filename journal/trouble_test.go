@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -349,5 +350,41 @@ func TestReadingNeverWrites(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "journal.db")); err == nil {
 		t.Error("OpenSQLiteReadOnly created the file")
+	}
+}
+
+// TestReadingAnOlderSchema: a reader does not migrate, so it reads an
+// older journal as it is (sessions.lost as 0), and leaves it unchanged.
+func TestReadingAnOlderSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	fixture, err := os.ReadFile("testdata/v1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(string(fixture)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	r, err := journal.OpenSQLiteReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if tasks, err := r.Tasks(t.Context(), journal.TaskFilter{}); err != nil || len(tasks) != 1 {
+		t.Errorf("Tasks() = %d tasks, %v; want 1", len(tasks), err)
+	}
+	if ss, err := r.Sessions(t.Context(), 0); err != nil || len(ss) != 1 || ss[0].Lost != 0 {
+		t.Errorf("Sessions() = %+v, %v; want 1 session, nothing lost", ss, err)
+	}
+	var v int
+	db, _ = sql.Open("sqlite", "file:"+path)
+	defer db.Close()
+	db.QueryRow("PRAGMA user_version").Scan(&v)
+	if v != 1 {
+		t.Errorf("user_version = %d after reading, want 1 (untouched)", v)
 	}
 }

@@ -21,10 +21,12 @@
 //
 // # A full queue: brief backpressure, loss only when the store fails
 //
-// SQLite on a loaded 2-core machine sustains about 30,000–55,000 records
-// a second (BenchmarkJournalThroughput), about 8,000–14,000 task lives of
-// four records (spawned, started, finished, delivered); a table spawning
-// no-op tasks in a loop goes 20 times faster. Real work (a shell forks a
+// SQLite on a 2-core machine sustains about 30,000–55,000 records a
+// second (BenchmarkJournalThroughput; down to 12,000 with the machine
+// heavily loaded), about 8,000–14,000 task lives of four records
+// (spawned, started, finished, delivered); PostgreSQL on the same machine
+// about 25,000. A table spawning no-op tasks in a loop goes 20 times
+// faster. Real work (a shell forks a
 // process, a model spawns from a turn) stays far below that rate, but a
 // library user's burst may not, and records are what the journal is for.
 // So the answer to a full queue is chosen by who is recording:

@@ -351,8 +351,9 @@ func (j *Journal) add(e entry, wait bool) bool {
 
 // waitRoomLocked waits, with j.mu held on entry and on return, while
 // the queue is at half its bound and the writer is healthy, for at most
-// Options.Backpressure; in vain, it marks the journal stalled (spawns
-// then drop at once until the writer writes again) and says so.
+// Options.Backpressure; in vain, it marks the journal stalled and says
+// so: until the writer writes again, spawns do not wait, and records that
+// do not fit the queue are dropped.
 func (j *Journal) waitRoomLocked() {
 	var timer *time.Timer
 	for !j.closing && j.broken == nil && j.failing == nil && !j.stalled && len(j.queue)+j.held >= j.opts.QueueRecords/2 {
@@ -376,9 +377,8 @@ func (j *Journal) waitRoomLocked() {
 			j.mu.Lock()
 			if !j.stalled && j.broken == nil && j.failing == nil {
 				j.stalled = true
-				j.why = fmt.Errorf("the journal's store took no batch for %s", j.opts.Backpressure)
 				j.mu.Unlock()
-				j.opts.Report(fmt.Sprintf("the journal's store has not taken a batch for %s; records are dropped until it does (the session goes on)", j.opts.Backpressure))
+				j.opts.Report(fmt.Sprintf("the journal's store has not taken a batch for %s; until it does, tasks do not wait for it and records that do not fit the queue are dropped (the session goes on)", j.opts.Backpressure))
 				j.mu.Lock()
 			}
 			return
@@ -410,7 +410,9 @@ func (j *Journal) dropLocked(session string, n int, why error) bool {
 		j.why = errors.New("the journal was closing")
 	case j.failing != nil:
 		j.why = j.failing
-	case j.why == nil || !j.stalled:
+	case j.stalled:
+		j.why = fmt.Errorf("the store took no batch for %s and the queue of %d records filled", j.opts.Backpressure, j.opts.QueueRecords)
+	default:
 		j.why = fmt.Errorf("the queue of %d records was full", j.opts.QueueRecords)
 	}
 	return j.dropped == n

@@ -26,7 +26,9 @@ shell:3 (the newest task of that id), SESSION/shell:3, or shell:3 with
 --session. With a shared journal (--journal or $OFFSTAGE_JOURNAL_URL) it
 shows the whole fleet, with each task's instance (its host name); ids are
 unique within a session, so SESSION/shell:3 names a task across the fleet. On a terminal the list has aligned columns and colour; piped,
-or with --json, it is JSON lines.`
+or with --json, it is JSON lines. It only reads the journal (a read-only
+file system or directory is fine), and says on stderr which sessions'
+records the journal lost.`
 
 const tasksExamples = `  offstage tasks
   offstage tasks --state failed --since 24h

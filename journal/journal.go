@@ -37,6 +37,10 @@ type Session struct {
 	// Filled by queries:
 	Tasks    int    // tasks it started
 	Hostname string // of its host
+	// Lost is how many of its records the journal could not write, as
+	// its end recorded (see Journal): what the journal shows of it is
+	// incomplete.
+	Lost int
 }
 
 // Task is what the journal knows of one task.
@@ -79,10 +83,12 @@ type Message struct {
 // SessionEnd, *Message, *TaskChange, TaskProcess, Delivered.
 type Record interface{ record() }
 
-// SessionEnd records that a session ended.
+// SessionEnd records that a session ended, and how many of its records
+// the journal lost.
 type SessionEnd struct {
 	Session string
 	At      time.Time
+	Lost    int
 }
 
 // TaskChange is a change of a task in a session's table.
@@ -166,10 +172,19 @@ var ErrNotFound = errors.New("journal: not found")
 
 // Options shape a Journal's writer; the zero value gives the defaults.
 type Options struct {
-	// QueueRecords bounds the records waiting to be written. Past it new
-	// records are dropped and counted, and Report says so once. Default
-	// 8192.
+	// QueueRecords bounds the records waiting to be written. Recording a
+	// task's spawn waits (see Backpressure) once the queue is half full;
+	// past the bound other records are dropped and counted, and Report
+	// says so once. Default 8192.
 	QueueRecords int
+	// Backpressure bounds how long recording a task's spawn waits for
+	// room in the queue while the writer is healthy: a burst of spawns
+	// then goes at the store's pace instead of losing records. If the
+	// writer frees no room in that time, or is failing, records are
+	// dropped and counted instead. Default 1s (one SQLite batch on a
+	// loaded 2-core machine was seen to take over 500ms); negative:
+	// never wait.
+	Backpressure time.Duration
 	// BatchRecords bounds one transaction. Default 512.
 	BatchRecords int
 	// Interval is how long the writer gathers records after a write
@@ -178,7 +193,9 @@ type Options struct {
 	Interval time.Duration
 	// Report receives the journal's own trouble (the disk is full, the
 	// database is locked, records were dropped, and recovery), once per
-	// episode. Default: dropped.
+	// episode. It may be called while the task table's lock is held (a
+	// drop is reported as it happens): it must not block for long or call
+	// the table. Default: dropped.
 	Report func(msg string)
 }
 
@@ -186,18 +203,24 @@ const (
 	defaultQueueRecords = 8192
 	defaultBatchRecords = 512
 	defaultInterval     = 20 * time.Millisecond
+	defaultBackpressure = time.Second
 	retryFirst          = 100 * time.Millisecond
 	retryMax            = 5 * time.Second
 )
 
-// Journal records sessions and tasks into a Store without ever making a
-// task or a turn wait for the disk: records go into a bounded queue and
-// one goroutine writes them in batches, one transaction each. When a
+// Journal records sessions and tasks into a Store: records go into a
+// bounded queue and one goroutine writes them in batches, one
+// transaction each. A turn never waits for the disk; a burst of task
+// spawns faster than the store writes waits briefly for room
+// (Options.Backpressure), so a healthy journal keeps every record. When a
 // write fails (a full disk, a database locked past its busy timeout) the
 // batch is kept and retried with backoff while the session goes on; the
 // queue then fills, and past its bound new records are dropped and
-// counted. Each episode is reported once, and its end too. What the
-// running session holds in memory is never affected. Close flushes.
+// counted. A damaged file, or one removed or replaced, ends the writing
+// (ErrDamaged, ErrGone): what follows is lost and counted. Each episode
+// is reported once, and its end too; Stats says what was lost, and a
+// session's end records its own loss. What the running session holds in
+// memory is never affected. Close flushes.
 type Journal struct {
 	store   Store
 	opts    Options
@@ -209,11 +232,28 @@ type Journal struct {
 	mu      sync.Mutex // guards the fields below
 	queue   []entry    // in the order added; reused from batch to batch
 	held    int        // records the writer took from the queue and has not written yet
-	dropped int
+	dropped int        // records dropped in the episode being reported
 	closing bool
 	flushed chan struct{} // closed and cleared when the queue empties; nil until a Flush waits
 	written uint64        // records written so far
 	failing error         // the error of the episode being reported, if any
+	broken  error         // a permanent error (ErrDamaged, ErrGone): nothing more is written
+	room    chan struct{} // closed and cleared when the writer frees room or stops being healthy; nil until a spawn waits
+	stalled bool          // a spawn waited Backpressure in vain: drop until the writer writes again
+	lost    uint64        // records not written, in all
+	lostBy  map[string]int
+	why     error // why records were last lost
+}
+
+// Stats is what a journal wrote and lost.
+type Stats struct {
+	Written uint64
+	// Lost counts the records not written: dropped from a full queue
+	// (the store failing or too slow), given up at Close, or after the
+	// file was found damaged or gone.
+	Lost uint64
+	// Err says why records were last lost (nil if none were).
+	Err error
 }
 
 // New starts a journal writing into store.
@@ -229,6 +269,9 @@ func New(store Store, opts Options) *Journal {
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = defaultInterval
+	}
+	if opts.Backpressure == 0 {
+		opts.Backpressure = defaultBackpressure
 	}
 	j := &Journal{store: store, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{}), abandon: make(chan struct{}), hurry: make(chan struct{}, 1)}
 	go j.run()
@@ -246,23 +289,50 @@ type entry struct {
 }
 
 // Add queues a record for writing and returns at once. It reports false
-// if the record was dropped (the queue is full, or the journal closed).
+// if the record was dropped (the queue is full, or the journal closed or
+// broken); a drop is counted (Stats).
 func (j *Journal) Add(r Record) bool {
-	return j.add(entry{rec: r})
+	return j.add(entry{rec: r}, false)
 }
 
-// addChange queues a copy of a task change.
+// addChange queues a copy of a task change; a spawn may wait for room.
 func (j *Journal) addChange(session string, c *task.Change) bool {
-	return j.add(entry{change: TaskChange{Session: session, Change: *c}})
+	return j.add(entry{change: TaskChange{Session: session, Change: *c}}, c.Type == task.EventSpawned)
 }
 
-func (j *Journal) add(e entry) bool {
+// session names the session a record belongs to ("" for a host).
+func (e *entry) session() string {
+	switch r := e.rec.(type) {
+	case nil:
+		return e.change.Session
+	case *Session:
+		return r.ID
+	case SessionEnd:
+		return r.Session
+	case *Message:
+		return r.Session
+	case TaskProcess:
+		return r.Session
+	case Delivered:
+		return r.Session
+	}
+	return ""
+}
+
+// add queues e. A spawn (wait) finds the queue full at half its bound:
+// the other half is kept for the records of tasks already spawned and of
+// the sessions, which never wait (they come from under the task table's
+// lock, or from a turn), so a spawn that waits leaves them room.
+func (j *Journal) add(e entry, wait bool) bool {
 	j.mu.Lock()
-	if j.closing || len(j.queue)+j.held >= j.opts.QueueRecords {
-		j.dropped++
-		first := j.dropped == 1
+	if wait && j.opts.Backpressure > 0 && len(j.queue)+j.held >= j.opts.QueueRecords/2 {
+		j.waitRoomLocked()
+	}
+	if j.closing || j.broken != nil || len(j.queue)+j.held >= j.opts.QueueRecords {
+		first := j.dropLocked(e.session(), 1, nil)
+		full := !j.closing && j.broken == nil
 		j.mu.Unlock()
-		if first {
+		if first && full {
 			j.opts.Report(fmt.Sprintf("the journal is %d records behind, so it is dropping new records (the session goes on; what is dropped is missing from the record)", j.opts.QueueRecords))
 		}
 		return false
@@ -277,6 +347,102 @@ func (j *Journal) add(e entry) bool {
 		}
 	}
 	return true
+}
+
+// waitRoomLocked waits, with j.mu held on entry and on return, while
+// the queue is at half its bound and the writer is healthy, for at most
+// Options.Backpressure; in vain, it marks the journal stalled and says
+// so: until the writer writes again, spawns do not wait, and records that
+// do not fit the queue are dropped.
+func (j *Journal) waitRoomLocked() {
+	var timer *time.Timer
+	for !j.closing && j.broken == nil && j.failing == nil && !j.stalled && len(j.queue)+j.held >= j.opts.QueueRecords/2 {
+		if j.room == nil {
+			j.room = make(chan struct{})
+		}
+		room := j.room
+		j.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(j.opts.Backpressure)
+			defer timer.Stop()
+			select { // the writer may be gathering: write now
+			case j.hurry <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-room:
+			j.mu.Lock()
+		case <-timer.C:
+			j.mu.Lock()
+			if !j.stalled && j.broken == nil && j.failing == nil {
+				j.stalled = true
+				j.mu.Unlock()
+				j.opts.Report(fmt.Sprintf("the journal's store has not taken a batch for %s; until it does, tasks do not wait for it and records that do not fit the queue are dropped (the session goes on)", j.opts.Backpressure))
+				j.mu.Lock()
+			}
+			return
+		}
+	}
+}
+
+// dropLocked counts n records of session lost, because of why (nil: the
+// queue was full), and reports whether they are the first of the
+// episode.
+func (j *Journal) dropLocked(session string, n int, why error) bool {
+	if n <= 0 {
+		return false
+	}
+	j.dropped += n
+	j.lost += uint64(n)
+	if j.lostBy == nil {
+		j.lostBy = map[string]int{}
+	}
+	if session != "" {
+		j.lostBy[session] += n
+	}
+	switch {
+	case why != nil:
+		j.why = why
+	case j.broken != nil:
+		j.why = j.broken
+	case j.closing:
+		j.why = errors.New("the journal was closing")
+	case j.failing != nil:
+		j.why = j.failing
+	case j.stalled:
+		j.why = fmt.Errorf("the store took no batch for %s and the queue of %d records filled", j.opts.Backpressure, j.opts.QueueRecords)
+	default:
+		j.why = fmt.Errorf("the queue of %d records was full", j.opts.QueueRecords)
+	}
+	return j.dropped == n
+}
+
+// dropEntriesLocked counts entries lost because of why.
+func (j *Journal) dropEntriesLocked(es []entry, why error) int {
+	n := 0
+	for i := range es {
+		if _, marker := es[i].rec.(*flushMarker); !marker {
+			j.dropLocked(es[i].session(), 1, why)
+			n++
+		}
+	}
+	return n
+}
+
+// freeRoomLocked wakes the spawns waiting for room.
+func (j *Journal) freeRoomLocked() {
+	if j.room != nil {
+		close(j.room)
+		j.room = nil
+	}
+}
+
+// Stats says what the journal wrote and lost so far.
+func (j *Journal) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return Stats{Written: j.written, Lost: j.lost, Err: j.why}
 }
 
 // Written returns how many records were written so far.
@@ -349,6 +515,7 @@ func (j *Journal) Close(ctx context.Context) error {
 	j.mu.Lock()
 	already := j.closing
 	j.closing = true
+	j.freeRoomLocked()
 	j.mu.Unlock()
 	if !already {
 		stop := context.AfterFunc(ctx, func() { close(j.abandon) })
@@ -409,16 +576,48 @@ func (j *Journal) run() {
 				records = append(records, r)
 			}
 		}
-		var err error
-		if len(records) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err = j.store.Write(ctx, records)
-			cancel()
+		if len(records) == 0 { // markers only: nothing to write
+			j.mu.Lock()
+			j.held = 0
+			j.mu.Unlock()
+			for _, m := range markers {
+				close(m.done)
+			}
+			batch = batch[:0]
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := j.store.Write(ctx, records)
+		cancel()
+		if err != nil && permanent(err) {
+			// Damage or a vanished file: retrying cannot help, and writing
+			// on could harm. What is held and queued is lost, and so is
+			// everything added from now on (add refuses it).
+			j.mu.Lock()
+			j.broken = err
+			lost := j.dropEntriesLocked(batch, err)
+			lost += j.dropEntriesLocked(j.queue, err)
+			for _, e := range j.queue {
+				if m, ok := e.rec.(*flushMarker); ok {
+					markers = append(markers, m)
+				}
+			}
+			clear(j.queue)
+			j.queue, j.held = j.queue[:0], 0
+			j.freeRoomLocked()
+			j.mu.Unlock()
+			j.opts.Report(fmt.Sprintf("%v (%s not written)", err, recordCount(lost)))
+			for _, m := range markers {
+				close(m.done)
+			}
+			batch = batch[:0]
+			continue
 		}
 		if err != nil {
 			j.mu.Lock()
 			report := j.failing == nil
 			j.failing = err
+			j.freeRoomLocked()
 			j.mu.Unlock()
 			if report {
 				j.opts.Report(fmt.Sprintf("the journal cannot write (%v); the session goes on and the journal retries", err))
@@ -432,6 +631,8 @@ func (j *Journal) run() {
 				timer.Stop()
 				j.mu.Lock()
 				lost := len(records) + len(j.queue)
+				j.dropEntriesLocked(batch, errors.New("the journal closed before it could write them"))
+				j.dropEntriesLocked(j.queue, errors.New("the journal closed before it could write them"))
 				clear(j.queue)
 				j.queue, j.held = j.queue[:0], 0
 				j.mu.Unlock()
@@ -448,7 +649,8 @@ func (j *Journal) run() {
 		j.written += uint64(len(records))
 		j.held = 0
 		recovered, dropped := j.failing, j.dropped
-		j.failing, j.dropped = nil, 0
+		j.failing, j.dropped, j.stalled = nil, 0, false
+		j.freeRoomLocked()
 		j.mu.Unlock()
 		if recovered != nil || dropped > 0 {
 			j.opts.Report(fmt.Sprintf("the journal writes again; %d records were dropped meanwhile", dropped))
@@ -494,7 +696,10 @@ func (j *Journal) StartSession(s Session, seq int) *SessionLog {
 // ID returns the session's id.
 func (l *SessionLog) ID() string { return l.id }
 
-// Record queues a change of the session's task table.
+// Record queues a change of the session's task table. It returns at
+// once, except that a spawn recorded while the queue is half full waits
+// for room, at most Options.Backpressure, while the writer is healthy
+// (see the package doc): the table's lock is held meanwhile.
 func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
 	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:
@@ -521,7 +726,19 @@ func (l *SessionLog) Delivered(ids ...string) {
 	l.j.Add(Delivered{Session: l.id, IDs: ids})
 }
 
-// End records the session's end.
+// End records the session's end, with how many of its records the
+// journal lost so far.
 func (l *SessionLog) End() {
-	l.j.Add(SessionEnd{Session: l.id, At: time.Now()})
+	l.j.mu.Lock()
+	lost := l.j.lostBy[l.id]
+	l.j.mu.Unlock()
+	l.j.Add(SessionEnd{Session: l.id, At: time.Now(), Lost: lost})
+}
+
+// recordCount says how many records, for people.
+func recordCount(n int) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }

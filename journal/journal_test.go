@@ -449,6 +449,8 @@ func TestAFullDiskKeepsTheSessionGoing(t *testing.T) {
 
 func helper(args []string) int {
 	switch args[0] {
+	case "umask0-open":
+		return umask0Open(args[1])
 	case "full-disk":
 		s, err := journal.OpenSQLite(args[1])
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
@@ -79,7 +80,12 @@ var sqliteMigrations = []string{
 	ALTER TABLE hosts ADD COLUMN orphaned_at INTEGER;
 	DELETE FROM task_events WHERE rowid NOT IN (SELECT MIN(rowid) FROM task_events GROUP BY session_id, id, event, at);
 	CREATE UNIQUE INDEX task_events_once ON task_events (session_id, id, event, at);`,
+	// 4: how many records of a session the journal could not write.
+	`ALTER TABLE sessions ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;`,
 }
+
+// lostVersion is the SQLite schema version that added sessions.lost.
+const lostVersion = 4
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
 // is the one row of offstage_schema.
@@ -138,6 +144,7 @@ var postgresMigrations = []string{
 		state text NOT NULL,
 		PRIMARY KEY (session_id, id, event, at)
 	);`,
+	`ALTER TABLE sessions ADD COLUMN lost bigint NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -200,26 +207,57 @@ type DB struct {
 	db    *sql.DB
 	where string // the file, or the server's address without credentials
 	d     *dialect
+	// file is the SQLite file as it was opened: each write first checks
+	// that the path still names it. Zero for PostgreSQL and for readers.
+	file fileID
+	// lost is the expression of sessions.lost: the column, or 0 in a file
+	// opened to read whose schema predates it.
+	lost    string
+	reading bool // opened by OpenSQLiteReadOnly
+}
+
+// fileID names a file on its machine.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(info os.FileInfo) fileID {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}
+	}
+	return fileID{uint64(st.Dev), st.Ino}
+}
+
+// sqliteURI is the URI SQLite opens path by, with its query q.
+func sqliteURI(path string, q url.Values) string {
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
 // OpenSQLite opens (creating it and its directory on first use) the
-// journal database at path and brings its schema up to date. A damaged
-// file, or one written by a newer offstage, is an error that names the
-// file and says what to do.
+// journal database at path and brings its schema up to date. The file,
+// and the -wal and -shm files SQLite keeps beside it, are readable by
+// their owner only (0600), whatever the umask. Trouble is a *StoreError
+// that names the file and says what to do: a damaged file (ErrDamaged), a
+// read-only file system (ErrReadOnlyFS), files this user may not write
+// (ErrPermission); a file written by a newer offstage is refused too.
 func OpenSQLite(path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
+		return nil, diagnose(path, err, false)
+	}
+	id, err := createPrivate(path)
+	if err != nil {
+		return nil, diagnose(path, err, false)
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", sqliteURI(path, q))
 	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
 	s := newDB(db, path, sqliteDialect)
+	s.file = id
 	// Switching a new file to WAL takes a lock that does not wait for the
 	// busy timeout: a process opening the journal just as another creates
 	// it retries for a while.
@@ -237,8 +275,114 @@ func OpenSQLite(path string) (*DB, error) {
 	return s, nil
 }
 
+// createPrivate creates the journal's file 0600 if it does not exist, so
+// that SQLite, which gives the -wal and -shm files the mode of the
+// database, never makes any of them readable by others; a journal made
+// 0644 by an older offstage is narrowed, with the side files that exist.
+// It returns the file's identity.
+func createPrivate(path string) (fileID, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fileID{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fileID{}, err
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			return fileID{}, err
+		}
+		for _, side := range []string{path + "-wal", path + "-shm"} {
+			if err := os.Chmod(side, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fileID{}, err
+			}
+		}
+	}
+	return idOf(info), nil
+}
+
+// OpenSQLiteReadOnly opens the journal at path to read it (offstage
+// tasks): it never writes, never creates the file, and works in a
+// directory this user may not write or on a read-only file system. A
+// file whose schema is older than this offstage's is read as it is; one
+// from a newer offstage is refused. Trouble is a *StoreError, as with
+// OpenSQLite.
+func OpenSQLiteReadOnly(path string) (*DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, diagnose(path, err, true)
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(10000)")
+	s, v, err := openReading(path, q)
+	if err != nil && !exists(path+"-wal") {
+		// A WAL journal needs its -shm file, which a reader cannot make in
+		// a directory it may not write. Without a -wal file nobody is
+		// writing and nothing waits to be checkpointed: the file alone is
+		// the whole journal, and SQLite may read it as immutable.
+		q.Set("immutable", "1")
+		if s2, v2, err2 := openReading(path, q); err2 == nil {
+			s, v, err = s2, v2, nil
+		}
+	}
+	if err != nil {
+		return nil, diagnose(path, err, true)
+	}
+	if v > len(sqliteMigrations) {
+		s.Close()
+		return nil, fmt.Errorf("journal %s has schema version %d, newer than this offstage understands (%d): upgrade offstage", path, v, len(sqliteMigrations))
+	}
+	if v < lostVersion {
+		s.lost = "0"
+	}
+	s.reading = true
+	return s, nil
+}
+
+// openReading opens path read-only and reads its schema version.
+func openReading(path string, q url.Values) (*DB, int, error) {
+	db, err := sql.Open("sqlite", sqliteURI(path, q))
+	if err != nil {
+		return nil, 0, err
+	}
+	var v int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		db.Close()
+		return nil, 0, err
+	}
+	// A page past the first may be damaged: look at the schema too.
+	if _, err := db.Exec("SELECT count(*) FROM sqlite_master"); err != nil {
+		db.Close()
+		return nil, 0, err
+	}
+	return newDB(db, path, sqliteDialect), v, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// moved returns ErrGone, as a *StoreError, if the journal's path no
+// longer names the file it opened: one stat per batch.
+func (s *DB) moved() error {
+	if s.file == (fileID{}) {
+		return nil
+	}
+	info, err := os.Stat(s.where)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &StoreError{Path: s.where, Kind: ErrGone, Err: errors.New("removed")}
+	case err == nil && idOf(info) != s.file:
+		return &StoreError{Path: s.where, Kind: ErrGone, Err: errors.New("replaced by another file")}
+	}
+	return nil
+}
+
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d}
+	return &DB{db: db, where: where, d: d, lost: "s.lost"}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -269,8 +413,11 @@ func (d *dialect) rebind(q string) string {
 
 func (s *DB) migrate() error {
 	ctx := context.Background()
-	damaged := func(err error) error {
-		return fmt.Errorf("journal %s cannot be read (%v): if it is damaged, move it aside and offstage starts a new one, or pass --no-journal", s.where, err)
+	damaged := s.diagnose
+	if s.d != sqliteDialect {
+		damaged = func(err error) error {
+			return fmt.Errorf("journal %s cannot be used (%w): check the server and the user's rights, or pass --no-journal", s.where, err)
+		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil) // immediate in SQLite: one process migrates at a time
 	if err != nil {
@@ -313,8 +460,36 @@ func fromNanos(n sql.NullInt64) time.Time {
 	return time.Unix(0, n.Int64)
 }
 
+// diagnose explains an error of the SQLite journal (see StoreError).
+func (s *DB) diagnose(err error) error {
+	if s.d != sqliteDialect {
+		return err
+	}
+	return diagnose(s.where, err, s.reading)
+}
+
+// Explain diagnoses an error that reading the SQLite journal returned: a
+// *StoreError that tells damage from permissions from a read-only file
+// system, and says what to do. Errors of PostgreSQL, and nil, are
+// returned as they are.
+func (s *DB) Explain(err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return s.diagnose(err)
+}
+
 // Write applies batch in one transaction, each statement prepared once.
+// In SQLite, a file that is damaged, or that was removed or replaced since
+// it was opened, is a *StoreError with ErrDamaged or ErrGone.
 func (s *DB) Write(ctx context.Context, batch []Record) error {
+	if err := s.moved(); err != nil {
+		return err
+	}
+	return s.diagnose(s.write(ctx, batch))
+}
+
+func (s *DB) write(ctx context.Context, batch []Record) error {
 	w := &writer{d: s.d}
 	for _, r := range batch {
 		if err := w.record(r); err != nil {
@@ -372,7 +547,7 @@ const (
 		ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, start = excluded.start, started_at = excluded.started_at, version = excluded.version`
 	insertSession = `INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET host_id = excluded.host_id, ended_at = NULL`
-	endSession     = `UPDATE sessions SET ended_at = ? WHERE id = ?`
+	endSession     = `UPDATE sessions SET ended_at = ?, lost = CASE WHEN lost > ? THEN lost ELSE ? END WHERE id = ?` // the most any run of it lost
 	insertMessage  = `INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?) ON CONFLICT (session_id, seq) DO UPDATE SET body = excluded.body`
 	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
 	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
@@ -394,7 +569,7 @@ func (w *writer) record(r Record) error {
 	case *Session:
 		return w.exec(insertSession, r.ID, r.HostID, r.Surface, r.Cwd, r.Model, r.Started.UnixNano())
 	case SessionEnd:
-		return w.exec(endSession, r.At.UnixNano(), r.Session)
+		return w.exec(endSession, r.At.UnixNano(), r.Lost, r.Lost, r.Session)
 	case *Message:
 		return w.exec(insertMessage, r.Session, r.Seq, r.Body)
 	case TaskProcess:
@@ -618,11 +793,11 @@ func (s *DB) Task(ctx context.Context, session, id string) (Task, error) {
 }
 
 const sessionColumns = `SELECT s.id, s.host_id, s.surface, s.cwd, s.model, s.started_at, s.ended_at,
-	(SELECT COUNT(*) FROM tasks t WHERE t.session_id = s.id), COALESCE(h.hostname, '')
-	FROM sessions s LEFT JOIN hosts h ON h.id = s.host_id `
+	(SELECT COUNT(*) FROM tasks t WHERE t.session_id = s.id), COALESCE(h.hostname, ''), `
+const sessionFrom = ` FROM sessions s LEFT JOIN hosts h ON h.id = s.host_id `
 
 func (s *DB) querySessions(ctx context.Context, where string, args ...any) ([]Session, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(sessionColumns+where), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(sessionColumns+s.lost+sessionFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -632,7 +807,7 @@ func (s *DB) querySessions(ctx context.Context, where string, args ...any) ([]Se
 		var x Session
 		var started int64
 		var ended sql.NullInt64
-		if err := rows.Scan(&x.ID, &x.HostID, &x.Surface, &x.Cwd, &x.Model, &started, &ended, &x.Tasks, &x.Hostname); err != nil {
+		if err := rows.Scan(&x.ID, &x.HostID, &x.Surface, &x.Cwd, &x.Model, &started, &ended, &x.Tasks, &x.Hostname, &x.Lost); err != nil {
 			return nil, err
 		}
 		x.Started, x.Ended = time.Unix(0, started), fromNanos(ended)

@@ -34,7 +34,7 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
     "agent_servers": {"offstage": {"command": "offstage", "args": ["acp"], "env": {"OPENAI_API_KEY": "sk-..."}}}
 `
 
-func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
 	var mf modelFlags
 	mf.register(fs, "")
@@ -72,7 +72,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	defer rec.close()
+	defer rec.closeInto(&err)
 	logger.Info("serving ACP on stdio", "yolo", *yolo)
 	cwd, err := workDir("")
 	if err != nil {

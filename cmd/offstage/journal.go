@@ -124,18 +124,31 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 	}
 	r := &recorder{store: store, dir: dir, stderr: stderr, host: journal.ThisHost(version())}
 	report := func(msg string) { fmt.Fprintf(stderr, "offstage: journal: %s\n", msg) }
-	r.j = journal.New(store, journal.Options{Report: report})
 	if store.Dialect() == "postgres" {
 		if f.lease <= 0 {
 			f.lease = journal.DefaultLease
 		}
 		r.host.Lease = time.Now().Add(f.lease)
 	}
-	r.j.Add(&r.host)
-	if err := r.j.Flush(ctx); err != nil { // the host is on record before its lease is renewed
-		return nil, err
+	// The host goes on record first, before its lease is renewed, and
+	// directly: a journal found damaged (or gone) is refused now, as one
+	// that cannot be opened is, rather than failing the whole session.
+	if err := store.Write(ctx, []journal.Record{&r.host}); err != nil {
+		if refused(err) {
+			store.Close()
+			return nil, usagef("%v", err)
+		}
+		report(fmt.Sprintf("the journal cannot write (%v); the session goes on and the journal retries", err))
+		r.j = journal.New(store, journal.Options{Report: report})
+		r.j.Add(&r.host)
+	} else {
+		r.j = journal.New(store, journal.Options{Report: report})
 	}
 	got, err := journal.Recover(ctx, store, r.host)
+	if err = store.Explain(err); refused(err) {
+		r.close()
+		return nil, usagef("%v", err)
+	}
 	if err != nil {
 		report(fmt.Sprintf("looking for tasks an earlier offstage left: %v", err))
 	} else {
@@ -173,10 +186,17 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
-// close writes what is queued, for a few seconds at most.
-func (r *recorder) close() {
+// refused says whether a journal's trouble refuses the session at its
+// start: the file is damaged, or it vanished.
+func refused(err error) bool {
+	return errors.Is(err, journal.ErrDamaged) || errors.Is(err, journal.ErrGone)
+}
+
+// close writes what is queued, for a few seconds at most, and returns
+// what the journal lost, if it lost anything.
+func (r *recorder) close() error {
 	if r == nil {
-		return
+		return nil
 	}
 	if r.stopLease != nil {
 		r.stopLease()
@@ -184,6 +204,25 @@ func (r *recorder) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.j.Close(ctx)
+	st := r.j.Stats()
+	if st.Lost == 0 {
+		return nil
+	}
+	return fmt.Errorf("the journal lost %s of this run (%v): what it shows of this run is incomplete", plural(int(st.Lost), "record"), st.Err)
+}
+
+// closeInto closes the journal as a command returns: a loss becomes the
+// command's error (exit status 1, and the last line says so), or, if it
+// failed already, is said just before its error.
+func (r *recorder) closeInto(errp *error) {
+	err := r.close()
+	switch {
+	case err == nil:
+	case *errp == nil:
+		*errp = err
+	default:
+		fmt.Fprintln(r.stderr, "offstage:", err)
+	}
 }
 
 // sessionRec records one session.
@@ -354,7 +393,7 @@ func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) 
 		return nil, usagef("no session %q in %s; offstage tasks lists them", id, r.store.Path())
 	}
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("%v", r.store.Explain(err))
 	}
 	if s.Ended.IsZero() && s.HostID != r.host.ID {
 		if hosts, _ := r.store.Hosts(ctx, r.host.ID); slices.ContainsFunc(hosts, func(h journal.Host) bool { return h.ID == s.HostID && journal.Alive(h) }) {
@@ -363,7 +402,7 @@ func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) 
 	}
 	msgs, err := r.store.History(ctx, s.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", s.ID, err)
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
 	}
 	out := &resumed{session: s, resume: &agent.Resume{}}
 	for _, m := range msgs {
@@ -376,7 +415,7 @@ func (r *recorder) loadResume(ctx context.Context, id string) (*resumed, error) 
 	}
 	tasks, err := r.store.Tasks(ctx, journal.TaskFilter{Session: s.ID})
 	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", s.ID, err)
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
 	}
 	var orphaned []string
 	slices.Reverse(tasks) // oldest first
@@ -493,7 +532,7 @@ type acpSessions struct{ r *recorder }
 func (a acpSessions) List(ctx context.Context, cwd string) ([]acp.SessionInfo, error) {
 	all, err := a.r.store.Sessions(ctx, 200)
 	if err != nil {
-		return nil, err
+		return nil, a.r.store.Explain(err)
 	}
 	var out []acp.SessionInfo
 	for _, s := range all {

@@ -47,7 +47,7 @@ const mcpExamples = `  offstage mcp
     {"mcpServers": {"offstage": {"command": "offstage", "args": ["mcp", "--dir", "/path/to/project"]}}}
 `
 
-func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	var mf modelFlags
 	mf.register(fs, "for spawn_agent; none unless a key is set")
@@ -103,7 +103,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	defer rec.close()
+	defer rec.closeInto(&err)
 	var profiles []agent.Profile
 	var instructions string
 	if model != nil {

@@ -51,7 +51,7 @@ const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the 
   offstage run --resume "what came of the tests?"
 `
 
-func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var mf modelFlags
 	mf.register(fs, "")
@@ -88,7 +88,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	defer rec.close()
+	defer rec.closeInto(&err)
 	var res *resumed
 	sessionID, seq := journal.NewID(), 0
 	if resume.set {

@@ -26,7 +26,9 @@ shell:3 (the newest task of that id), SESSION/shell:3, or shell:3 with
 --session. With a shared journal (--journal or $OFFSTAGE_JOURNAL_URL) it
 shows the whole fleet, with each task's instance (its host name); ids are
 unique within a session, so SESSION/shell:3 names a task across the fleet. On a terminal the list has aligned columns and colour; piped,
-or with --json, it is JSON lines.`
+or with --json, it is JSON lines. It only reads the journal (a read-only
+file system or directory is fine), and says on stderr which sessions'
+records the journal lost.`
 
 const tasksExamples = `  offstage tasks
   offstage tasks --state failed --since 24h
@@ -60,11 +62,11 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if jf.sharedURL(os.Getenv) == "" {
-		if path := filepath.Join(dir, "journal.db"); !exists(path) {
+		if path := filepath.Join(dir, "journal.db"); missing(path) {
 			return usagef("no journal at %s yet: it is made by the first offstage run, mcp or acp (or pass --state-dir, or --journal for a shared one)", path)
 		}
 	}
-	store, err := jf.open(ctx, dir)
+	store, err := jf.openReading(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -74,7 +76,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *session != "" {
 		s, err := store.Session(ctx, *session)
 		if err != nil {
-			return usagef("%v", err)
+			return usagef("%v", store.Explain(err))
 		}
 		*session = s.ID
 	}
@@ -82,7 +84,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if rest[0] != "show" || len(rest) != 2 {
 			return usagef("unexpected %q: offstage tasks takes flags, or \"show ID\"", strings.Join(rest, " "))
 		}
-		return showTask(ctx, store, *session, rest[1], jsonOut, stdout)
+		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout))
 	}
 	f := journal.TaskFilter{Session: *session, State: *state, Hostname: *instance, Limit: *limit}
 	if *state != "" && !validState(*state) {
@@ -95,8 +97,9 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	tasks, err := store.Tasks(ctx, f)
 	if err != nil {
-		return err
+		return readErr(store, err)
 	}
+	defer lostNotes(ctx, store, tasks, stderr)
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		for _, t := range tasks {
@@ -112,9 +115,51 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-func exists(path string) bool {
+// openReading opens the journal the flags choose, to read it: a SQLite
+// file read-only (it works on a read-only file system, or in a
+// directory this user may not write, and never changes the file).
+func (f journalFlags) openReading(ctx context.Context, dir string) (*journal.DB, error) {
+	if f.sharedURL(os.Getenv) != "" {
+		return f.open(ctx, dir)
+	}
+	s, err := journal.OpenSQLiteReadOnly(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return s, nil
+}
+
+// readErr says what is wrong with the journal when reading it failed:
+// damage, like permissions, is the user's to fix (exit status 2), with
+// the same advice as anywhere else.
+func readErr(store *journal.DB, err error) error {
+	var se *journal.StoreError
+	if err = store.Explain(err); errors.As(err, &se) && se.Kind != nil {
+		return usagef("%v", err)
+	}
+	return err
+}
+
+// lostNotes says, on stderr, which of the sessions shown lost records:
+// what the journal shows of them is incomplete.
+func lostNotes(ctx context.Context, store *journal.DB, tasks []journal.Task, stderr io.Writer) {
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if seen[t.Session] {
+			continue
+		}
+		seen[t.Session] = true
+		if s, err := store.Session(ctx, t.Session); err == nil && s.Lost > 0 {
+			fmt.Fprintf(stderr, "offstage: the journal lost %s of session %s: what it shows of it is incomplete.\n", plural(s.Lost, "record"), s.ID)
+		}
+	}
+}
+
+// missing says that path does not exist (not that it cannot be
+// reached: OpenSQLiteReadOnly says why).
+func missing(path string) bool {
 	_, err := os.Stat(path)
-	return err == nil
+	return errors.Is(err, os.ErrNotExist)
 }
 
 func validState(s string) bool {
@@ -273,7 +318,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		t, err = store.Task(ctx, session, id)
 	} else {
 		var ts []journal.Task
-		ts, err = store.Tasks(ctx, journal.TaskFilter{})
+		if ts, err = store.Tasks(ctx, journal.TaskFilter{}); err != nil {
+			return err
+		}
 		err = errors.Join(err, func() error {
 			for _, x := range ts {
 				if x.ID == id {
@@ -295,6 +342,10 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		tail, tailErr = logTail(t.LogPath, 20, 4<<10)
 	}
 	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
+	var lost int
+	if s, err := store.Session(ctx, t.Session); err == nil {
+		lost = s.Lost
+	}
 	if jsonOut {
 		l := taskJSON(t)
 		l.Result, l.Error = t.Result, t.Error
@@ -304,10 +355,11 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 		out := struct {
 			taskLine
-			Events     []event `json:"events,omitempty"`
-			OutputTail string  `json:"output_tail,omitempty"`
-			LogError   string  `json:"log_error,omitempty"`
-		}{taskLine: l, OutputTail: tail}
+			Events      []event `json:"events,omitempty"`
+			OutputTail  string  `json:"output_tail,omitempty"`
+			LogError    string  `json:"log_error,omitempty"`
+			SessionLost int     `json:"session_lost,omitempty"` // records of its session the journal lost
+		}{taskLine: l, OutputTail: tail, SessionLost: lost}
 		for _, e := range events {
 			out.Events = append(out.Events, event{At: e.At.UTC(), Event: e.Event})
 		}
@@ -340,6 +392,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "  error:   %s\n", t.Error)
+	}
+	if lost > 0 {
+		fmt.Fprintf(w, "  the journal lost %s of its session: what it shows may be incomplete\n", plural(lost, "record"))
 	}
 	if len(events) > 0 {
 		var steps []string

@@ -183,7 +183,7 @@ func TestADamagedJournalIsAClearError(t *testing.T) {
 	os.WriteFile(script, []byte(`{"turns": [{"text": "hello"}]}`), 0o644)
 	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "run", "--script", script, "hi")
 	out, err := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(out), "journal.db cannot be read") || !strings.Contains(string(out), "--no-journal") {
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(out), "journal.db is damaged") || !strings.Contains(string(out), "--no-journal") {
 		t.Errorf("exit %d: %s", code, out)
 	}
 	// --no-journal gets past it.

@@ -260,9 +260,11 @@ func (j *Journal) add(e entry) bool {
 	j.mu.Lock()
 	if j.closing || len(j.queue)+j.held >= j.opts.QueueRecords {
 		j.dropped++
-		first := j.dropped == 1
+		first, closing := j.dropped == 1, j.closing
 		j.mu.Unlock()
-		if first {
+		if first && closing {
+			j.opts.Report("the journal is closing, so a record that came after it began to close was not kept (what comes later is missing from the record)")
+		} else if first {
 			j.opts.Report(fmt.Sprintf("the journal is %d records behind, so it is dropping new records (the session goes on; what is dropped is missing from the record)", j.opts.QueueRecords))
 		}
 		return false

@@ -1,18 +1,16 @@
 package mcpserver_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
@@ -30,18 +28,11 @@ func testShell() {
 	os.Exit(0)
 }
 
-// stdioPeer drives one session of the real stdio server (the Service's
-// server over mcpserver.Stdio) with raw lines, as a client process would.
+// stdioPeer is a raw-line client of one session of the real stdio
+// server (the Service's server over mcpserver.Stdio) with a background
+// shell running.
 type stdioPeer struct {
-	in     *io.PipeWriter
-	svc    *mcpserver.Service
-	served chan error
-	out    chan struct{} // closed when the server's output ends
-
-	mu      sync.Mutex
-	waiting map[string]chan json.RawMessage // guarded by mu: reply id → where its reply goes
-	bad     []string                        // guarded by mu: output lines that are not JSON-RPC
-	n       int                             // guarded by mu: ids used
+	*rpclinetest.Peer
 }
 
 func startStdio(tb testing.TB) *stdioPeer {
@@ -55,20 +46,19 @@ func startStdio(tb testing.TB) *stdioPeer {
 	}}})
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p := &stdioPeer{in: inW, svc: svc, served: make(chan error, 1), out: make(chan struct{}), waiting: make(map[string]chan json.RawMessage)}
+	served := make(chan error, 1)
 	go func() {
-		p.served <- svc.Server().Run(context.Background(), mcpserver.Stdio(inR, outW))
+		served <- svc.Server().Run(context.Background(), mcpserver.Stdio(inR, outW))
 		outW.Close()
 	}()
-	go p.read(outR)
+	p := &stdioPeer{rpclinetest.Start(inW, outR)}
 	tb.Cleanup(func() {
-		p.in.Close()
+		p.Close(tb)
 		select {
-		case <-p.served:
-		case <-time.After(30 * time.Second):
+		case <-served:
+		case <-time.After(rpclinetest.Timeout):
 			tb.Error("the server did not end after its input did")
 		}
-		<-p.out
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := svc.Close(ctx); err != nil {
@@ -76,93 +66,20 @@ func startStdio(tb testing.TB) *stdioPeer {
 		}
 		os.RemoveAll(dir)
 	})
-	p.call(tb, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
-	p.send(tb, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-	res := p.call(tb, "tools/call", `{"name":"bash","arguments":{"command":"sleep-forever","run_in_background":true}}`)
+	p.Call(tb, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	p.Send(tb, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	res, _ := p.Call(tb, "tools/call", `{"name":"bash","arguments":{"command":"sleep-forever","run_in_background":true}}`)
 	if !bytes.Contains(res, []byte(`"task_id":"shell:1"`)) {
 		tb.Fatalf("bash = %s", res)
 	}
 	return p
 }
 
-// read files every line the server writes: replies to the peer's own
-// calls go to their callers; a line that is not JSON is noted.
-func (p *stdioPeer) read(out io.Reader) {
-	defer close(p.out)
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 64<<10), 32<<20)
-	for sc.Scan() {
-		var m struct {
-			ID json.RawMessage `json:"id"`
-		}
-		line := sc.Bytes()
-		if !json.Valid(line) {
-			p.mu.Lock()
-			p.bad = append(p.bad, string(line))
-			p.mu.Unlock()
-			continue
-		}
-		if json.Unmarshal(line, &m) != nil || m.ID == nil {
-			continue // a batch's replies, a notification
-		}
-		p.mu.Lock()
-		ch := p.waiting[string(m.ID)]
-		delete(p.waiting, string(m.ID))
-		p.mu.Unlock()
-		if ch != nil {
-			ch <- append(json.RawMessage(nil), line...)
-		}
-	}
-	io.Copy(io.Discard, out)
-}
-
-// send writes b and ends its last line, or fails if the server stops
-// reading.
-func (p *stdioPeer) send(tb testing.TB, b []byte) {
-	tb.Helper()
-	written := make(chan error, 1)
-	go func() { // unblocked by the cleanup's Close if the server stopped reading
-		_, err := p.in.Write(append(b[:len(b):len(b)], '\n'))
-		written <- err
-	}()
-	select {
-	case err := <-written:
-		if err != nil {
-			tb.Fatalf("the server stopped reading: %v", err)
-		}
-	case <-p.out:
-		tb.Fatalf("the server ended")
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("the server has not read a line for 30s")
-	}
-}
-
-// call sends a request and returns its reply, or fails after 30s.
-func (p *stdioPeer) call(tb testing.TB, method, params string) json.RawMessage {
-	tb.Helper()
-	p.mu.Lock()
-	p.n++
-	id := fmt.Sprintf(`"peer-%d"`, p.n)
-	ch := make(chan json.RawMessage, 1)
-	p.waiting[id] = ch
-	p.mu.Unlock()
-	p.send(tb, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":`+params+`}`))
-	select {
-	case reply := <-ch:
-		return reply
-	case <-p.out:
-		tb.Fatalf("the server ended before answering %s", method)
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("no reply to %s within 30s", method)
-	}
-	return nil
-}
-
 // check: ping is answered, shell:1 still runs, and every line the server
 // wrote was JSON.
 func (p *stdioPeer) check(tb testing.TB) {
 	tb.Helper()
-	if reply := p.call(tb, "ping", `{}`); !bytes.Contains(reply, []byte(`"result":{}`)) {
+	if reply, _ := p.Call(tb, "ping", `{}`); !bytes.Contains(reply, []byte(`"result":{}`)) {
 		tb.Fatalf("ping = %s", reply)
 	}
 	var r struct {
@@ -170,14 +87,12 @@ func (p *stdioPeer) check(tb testing.TB) {
 			StructuredContent tools.InspectOutput `json:"structuredContent"`
 		} `json:"result"`
 	}
-	reply := p.call(tb, "tools/call", `{"name":"task_inspect","arguments":{"task_id":"shell:1"}}`)
+	reply, _ := p.Call(tb, "tools/call", `{"name":"task_inspect","arguments":{"task_id":"shell:1"}}`)
 	if err := json.Unmarshal(reply, &r); err != nil || r.Result.StructuredContent.Status != "running" {
 		tb.Fatalf("task_inspect(shell:1) = %s, want it running", reply)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.bad) > 0 {
-		tb.Fatalf("the server wrote lines that are not JSON: %q", p.bad)
+	if bad := p.Bad(); len(bad) > 0 {
+		tb.Fatalf("the server wrote lines that are not JSON: %q", bad)
 	}
 }
 
@@ -211,23 +126,13 @@ var issue19Lines = []string{
 func TestStdioSurvivesTheLinesOfIssue19(t *testing.T) {
 	p := startStdio(t)
 	for _, line := range issue19Lines {
-		p.send(t, []byte(line))
+		p.Send(t, []byte(line))
 		p.check(t)
 	}
 	// Ids the SDK would have mangled are answered as sent.
 	for _, id := range []string{`1.5`, `1e300`, `9007199254740993`} {
-		p.mu.Lock()
-		ch := make(chan json.RawMessage, 1)
-		p.waiting[id] = ch
-		p.mu.Unlock()
-		p.send(t, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`))
-		select {
-		case reply := <-ch:
-			if !bytes.Contains(reply, []byte(`"error":{"code":-32600`)) {
-				t.Errorf("ping with id %s = %s", id, reply)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("no reply to a ping with id %s", id)
+		if reply := p.Expect(t, id, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`); !bytes.Contains(reply, []byte(`"error":{"code":-32600`)) {
+			t.Errorf("ping with id %s = %s", id, reply)
 		}
 	}
 }
@@ -262,7 +167,7 @@ func FuzzStdio(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:1"],"timeout_seconds":0},"_meta":{"progressToken":1}}}`))
 	p := startStdio(f)
 	f.Fuzz(func(t *testing.T, input []byte) {
-		p.send(t, input)
+		p.Send(t, input)
 		p.check(t)
 	})
 }

@@ -89,7 +89,7 @@ func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
 	}
-	w := &Writer{w: out, pending: make(map[string]json.RawMessage)}
+	w := &Writer{w: out, pending: make(map[string]*request)}
 	r := &Reader{r: bufio.NewReaderSize(in, 64<<10), w: w, opts: opts, closed: make(chan struct{})}
 	return r, w
 }
@@ -102,18 +102,45 @@ type Writer struct {
 	w       io.Writer
 
 	mu        sync.Mutex
-	pending   map[string]json.RawMessage // guarded by mu: id key → id, of requests passed on and not answered
-	abandoned map[string]bool            // guarded by mu: id keys answered by the guard at the end of input
-	idle      chan struct{}              // guarded by mu: closed when pending empties; nil until a drain waits
+	pending   map[string]*request // guarded by mu: id key → a request passed on and not answered yet
+	abandoned map[string]bool     // guarded by mu: id keys answered by the guard at the end of input
+	idle      chan struct{}       // guarded by mu: closed when pending empties; nil until a drain waits
+}
+
+// request is a request passed on to the SDK.
+type request struct {
+	id       json.RawMessage
+	replying bool // guarded by Writer.mu: its response is being written
 }
 
 // Write writes one message. A response to a request the guard abandoned
-// is dropped (reported as written).
+// is dropped (reported as written). A request counts as answered once
+// its response is written, so a drain ends only after that.
 func (l *Writer) Write(p []byte) (int, error) {
-	if key, ok := responseKey(p); ok && !l.answered(key) {
+	key, ok := responseKey(p)
+	if !ok {
+		return l.write(p)
+	}
+	l.mu.Lock()
+	r, abandoned := l.pending[key], l.abandoned[key]
+	if r != nil {
+		r.replying = true
+	}
+	l.mu.Unlock()
+	if abandoned {
 		return len(p), nil
 	}
-	return l.write(p)
+	n, err := l.write(p)
+	l.mu.Lock()
+	if r != nil && l.pending[key] == r {
+		delete(l.pending, key)
+		if len(l.pending) == 0 && l.idle != nil {
+			close(l.idle)
+			l.idle = nil
+		}
+	}
+	l.mu.Unlock()
+	return n, err
 }
 
 func (l *Writer) write(p []byte) (int, error) {
@@ -125,30 +152,16 @@ func (l *Writer) write(p []byte) (int, error) {
 // Close does nothing; it lets a Writer be an io.WriteCloser.
 func (l *Writer) Close() error { return nil }
 
-// answered notes that the request with id key is answered, and reports
-// false if the guard answered it already.
-func (l *Writer) answered(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.abandoned[key] {
-		return false
-	}
-	delete(l.pending, key)
-	if len(l.pending) == 0 && l.idle != nil {
-		close(l.idle)
-		l.idle = nil
-	}
-	return true
-}
-
-// track notes a request passed on; it reports false if its id is in use.
+// track notes a request passed on; it reports false if its id is in use
+// by a request not answered yet (one whose response is being written
+// does not count: the peer may have read it already).
 func (l *Writer) track(key string, id json.RawMessage) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.pending[key]; ok {
+	if r, ok := l.pending[key]; ok && !r.replying {
 		return false
 	}
-	l.pending[key] = id
+	l.pending[key] = &request{id: id}
 	delete(l.abandoned, key)
 	return true
 }
@@ -172,8 +185,11 @@ func (l *Writer) waiting() <-chan struct{} {
 func (l *Writer) abandon(after time.Duration) {
 	l.mu.Lock()
 	ids := make([]json.RawMessage, 0, len(l.pending))
-	for key, id := range l.pending {
-		ids = append(ids, id)
+	for key, r := range l.pending {
+		if r.replying {
+			continue // answered as we speak
+		}
+		ids = append(ids, r.id)
 		if l.abandoned == nil {
 			l.abandoned = make(map[string]bool)
 		}

@@ -34,7 +34,7 @@ func testShell() {
 type acpPeer struct {
 	*rpclinetest.Peer
 	session string
-	marker  string
+	shell   []int // the background shell's processes
 }
 
 func startACP(tb testing.TB) *acpPeer {
@@ -60,7 +60,7 @@ func startACP(tb testing.TB) *acpPeer {
 		served <- acpserver.Serve(context.Background(), cfg, inR, outW)
 		outW.Close()
 	}()
-	p := &acpPeer{Peer: rpclinetest.Start(inW, outR), marker: marker}
+	p := &acpPeer{Peer: rpclinetest.Start(inW, outR)}
 	tb.Cleanup(func() {
 		p.Close(tb)
 		select {
@@ -90,10 +90,11 @@ func startACP(tb testing.TB) *acpPeer {
 	if reply, _ := p.Call(tb, "session/prompt", p.prompt("start")); !bytes.Contains(reply, []byte(`"stopReason":"end_turn"`)) {
 		tb.Fatalf("session/prompt = %s", reply)
 	}
-	for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(rpclinetest.Timeout); len(p.shell) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) { // the shell starts as the turn goes on
 			tb.Fatalf("the background shell did not start within %s", rpclinetest.Timeout)
 		}
+		p.shell = proctest.Marked(marker)
 	}
 	return p
 }
@@ -113,8 +114,10 @@ func (p *acpPeer) check(tb testing.TB) {
 	if !bytes.Contains(reply, []byte(`"stopReason":"end_turn"`)) || !strings.Contains(strings.Join(meanwhile, "\n"), "shell:1") {
 		tb.Fatalf("/tasks = %s after\n%s", reply, strings.Join(meanwhile, "\n"))
 	}
-	if len(proctest.Marked(p.marker)) == 0 {
-		tb.Fatal("the background shell's process is gone")
+	for _, pid := range p.shell {
+		if !proctest.Alive(pid) {
+			tb.Fatalf("the background shell's process %d is gone", pid)
+		}
 	}
 	if bad := p.Bad(); len(bad) > 0 {
 		tb.Fatalf("the agent wrote lines that are not JSON: %q", bad)

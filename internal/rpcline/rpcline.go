@@ -318,14 +318,14 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 		}
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
-	if m.isRequest() && !t.w.track(m.key, m.ID) {
-		return nil, reply(nil, -32600, fmt.Sprintf("Invalid Request: id %s is in use by a request still being answered; use a new id", m.ID))
-	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(&m.message); err != nil { // cannot happen: every part was checked
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
+	}
+	if m.isRequest() && !t.w.track(m.key, m.ID) {
+		return nil, reply(nil, -32600, fmt.Sprintf("Invalid Request: id %s is in use by a request still being answered; use a new id", m.ID))
 	}
 	return b.Bytes(), nil
 }

@@ -505,15 +505,25 @@ func kind(v json.RawMessage) string {
 	return "that"
 }
 
+// maxBatchReplies bounds the answers to one batch: a line of 16 MiB holds
+// millions of members, whose answers would not fit in memory.
+const maxBatchReplies = 64
+
 // batchReply answers a batch: one error per member that needs an answer
 // (a request with a usable id, or a member that is not a message), in an
-// array; a single error when none does.
+// array; a single error when none does, or when there are more than
+// maxBatchReplies to give. msg is valid JSON.
 func batchReply(msg []byte) []byte {
-	var members []json.RawMessage
-	json.Unmarshal(msg, &members)
 	const why = "Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	dec.Token() // [
 	var replies []json.RawMessage
-	for _, raw := range members {
+	members := 0
+	for ; dec.More(); members++ {
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			break
+		}
 		m, err := parse(raw)
 		switch {
 		case raw[0] != '{':
@@ -523,10 +533,13 @@ func batchReply(msg []byte) []byte {
 		case err != nil && !m.isResponse:
 			replies = append(replies, reply(m.replyID, -32600, why))
 		}
+		if len(replies) > maxBatchReplies {
+			return reply(nil, -32600, fmt.Sprintf("%s (this batch has more than %d messages to answer; none was run)", why, maxBatchReplies))
+		}
 	}
 	if len(replies) == 0 {
 		msg := why
-		if len(members) == 0 {
+		if members == 0 {
 			msg = "Invalid Request: an empty batch; send each JSON-RPC message on a line of its own"
 		}
 		return reply(nil, -32600, msg)

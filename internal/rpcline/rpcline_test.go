@@ -81,6 +81,16 @@ func TestReaderPassesMessagesReencoded(t *testing.T) {
 	}
 }
 
+// A batch of millions of members gets one answer, not millions.
+func TestReaderAnswersAHugeBatchOnce(t *testing.T) {
+	line := "[" + strings.Repeat("1,", 4<<20) + "1]"
+	passed, replies := filter([]byte(line+"\n"), rpcline.Options{MaxLine: 16 << 20})
+	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own (this batch has more than 64 messages to answer; none was run)"}}` + "\n"
+	if len(passed) != 0 || string(replies) != want {
+		t.Errorf("passed %.100q, replied %.300s", passed, replies)
+	}
+}
+
 // A malformed response from the peer is dropped, never answered: two
 // guards must not answer each other for ever.
 func TestReaderNeverAnswersAResponse(t *testing.T) {

@@ -26,7 +26,12 @@ import (
 	"github.com/offstage/offstage/tools"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testShellEnv) != "" {
+		testShell()
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // client is an ACP client that records every update and answers
 // permission requests with choose (allow once when nil).

@@ -93,9 +93,12 @@
 // # Bad input
 //
 // A line that is not JSON gets a parse error, one that is not a JSON-RPC
-// object an invalid-request error (internal/rpcline, shared with the MCP
-// surface), an unknown session id or a relative cwd an
+// object (a batch, an id that is not a string or an integer, JSON nested
+// too deep) an invalid-request error (internal/rpcline, shared with the
+// MCP surface), an unknown session id or a relative cwd an
 // invalid-params error saying what to send; the connection goes on.
+// When the input ends, the requests already read are answered (for up to
+// DrainGrace) before the sessions close.
 //
 // # Concurrency properties
 //

@@ -105,9 +105,12 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	defer cancel()
 	// Malformed lines are answered and skipped before the SDK, which alone
 	// would log and drop them (or hang up on an overlong one).
-	out := rpcline.NewWriter(w)
+	// When the input ends, the requests already read are answered (for up
+	// to DrainGrace) before the SDK sees the end, which cancels them.
+	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
+		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) }})
 	srv := &server{cfg: cfg, ctx: ctx, sessions: make(map[acp.SessionId]*session)}
-	in := gate(rpcline.NewReader(r, out, rpcline.Options{MaxLine: maxLine}))
+	in := gate(guarded)
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
 	srv.conn.SetLogger(cfg.Logger)
 	in.open()
@@ -115,6 +118,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	case <-srv.conn.Done():
 	case <-ctx.Done():
 	}
+	guarded.Close() // a drain under way stops: everything closes now
 	return srv.closeAll()
 }
 

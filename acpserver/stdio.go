@@ -1,11 +1,19 @@
 package acpserver
 
-import "io"
+import (
+	"io"
+	"time"
+)
 
 // maxLine bounds one message from the client: the SDK's own limit is
 // 10 MiB, past which it would drop the connection, so longer lines are
 // answered and skipped before it sees them (internal/rpcline).
 const maxLine = 10<<20 - 1
+
+// DrainGrace bounds how long, once the client's input ends, the requests
+// already read may take to be answered before they are answered
+// "abandoned" and the sessions close.
+const DrainGrace = 5 * time.Second
 
 // gated holds its reader's first Read until open. The SDK starts reading
 // in NewAgentSideConnection, and its SetLogger writes a field that reading

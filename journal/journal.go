@@ -330,9 +330,11 @@ func (j *Journal) add(e entry, wait bool) bool {
 	}
 	if j.closing || j.broken != nil || len(j.queue)+j.held >= j.opts.QueueRecords {
 		first := j.dropLocked(e.session(), 1, nil)
-		full := !j.closing && j.broken == nil
+		closing, full := j.closing, !j.closing && j.broken == nil
 		j.mu.Unlock()
-		if first && full {
+		if first && closing {
+			j.opts.Report("the journal is closing, so a record that came after it began to close was not kept (what comes later is missing from the record)")
+		} else if first && full {
 			j.opts.Report(fmt.Sprintf("the journal is %d records behind, so it is dropping new records (the session goes on; what is dropped is missing from the record)", j.opts.QueueRecords))
 		}
 		return false

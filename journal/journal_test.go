@@ -283,6 +283,23 @@ func TestCloseGivesUpWhenItsContextEnds(t *testing.T) {
 	}
 }
 
+// Issue 19: a record that arrives once Close began is refused, and the
+// report says the journal is closing, not that it is "behind".
+func TestARecordAfterCloseIsNotReportedAsBehind(t *testing.T) {
+	rep := &reports{}
+	j := journal.New(&failing{}, journal.Options{Report: rep.add})
+	if err := j.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if j.Add(journal.SessionEnd{Session: "late"}) {
+		t.Error("Add after Close = true, want false")
+	}
+	got := strings.Join(rep.get(), "\n")
+	if !strings.Contains(got, "the journal is closing") || strings.Contains(got, "behind") {
+		t.Errorf("reports %q, want one that says the journal is closing", got)
+	}
+}
+
 func TestMigratesAnOlderSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
 	fixture, err := os.ReadFile("testdata/v1.sql")

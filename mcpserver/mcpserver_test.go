@@ -28,7 +28,12 @@ import (
 	"github.com/offstage/offstage/tools"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testShellEnv) != "" {
+		testShell()
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func newService(t *testing.T, cfg mcpserver.Config) *mcpserver.Service {
 	t.Helper()

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"io"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -9,19 +10,27 @@ import (
 )
 
 // maxLine bounds one JSON-RPC message on stdio; a longer line is refused
-// and skipped, so memory stays bounded whatever a peer sends.
-const maxLine = 16 << 20
+// and skipped, so memory stays bounded whatever a peer sends. It is the
+// SDK's own cap (mcp.DefaultMaxLineLength) less one, past which the SDK
+// would end the session.
+const maxLine = mcp.DefaultMaxLineLength - 1
+
+// DrainGrace bounds how long, once stdin ends, the requests already read
+// may take to be answered before they are answered "abandoned" and the
+// session ends.
+const DrainGrace = 5 * time.Second
 
 // Stdio returns a transport over in and out (newline-delimited JSON-RPC,
-// as MCP's stdio transport specifies) that survives bad input: a line
-// that is not JSON gets a parse error (-32700), and one that is not a
-// JSON-RPC 2.0 message an invalid-request error (-32600); either is then
-// skipped and the session goes on, where the SDK's own transport would end
-// it. Replies and the SDK's messages never interleave within a line.
+// as MCP's stdio transport specifies) that survives bad input, where the
+// SDK's own transport would end the session and with it every task: a
+// line that is not JSON gets a parse error (-32700); a batch, a message
+// nested deeper than rpcline.DefaultMaxDepth, or one that is not a JSON-RPC
+// 2.0 message (an id that is not a string or an integer within ±2^53
+// among them) an invalid-request error (-32600); either is then skipped
+// and the session goes on. When in ends, the requests already read are
+// answered (for up to DrainGrace) before the session ends. Replies and
+// the SDK's messages never interleave within a line.
 func Stdio(in io.Reader, out io.Writer) mcp.Transport {
-	w := rpcline.NewWriter(out)
-	return &mcp.IOTransport{
-		Reader: rpcline.NewReader(in, w, rpcline.Options{MaxLine: maxLine, Batches: true}),
-		Writer: w,
-	}
+	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace})
+	return &mcp.IOTransport{Reader: r, Writer: w}
 }

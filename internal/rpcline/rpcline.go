@@ -1,18 +1,47 @@
-// Package rpcline guards a stream of newline-delimited JSON-RPC messages,
-// as MCP's and ACP's stdio transports carry them, for the SDKs behind
-// offstage's surfaces: a line that is not JSON gets a parse error
-// (-32700), one that is not a JSON-RPC 2.0 message (or a batch, where
-// batches are not allowed) an invalid-request error (-32600), one longer
-// than the cap an invalid-request error too; each is answered on the
-// output and skipped, and the stream goes on, where the SDKs alone would
-// drop the line silently or end the connection.
+// Package rpcline guards a stream of newline-delimited JSON-RPC 2.0
+// messages, as MCP's and ACP's stdio transports carry them, for the SDKs
+// behind offstage's surfaces, which alone end the connection (MCP) or drop
+// the line (ACP) on input they cannot take.
+//
+// Every line the Reader passes on is one JSON-RPC 2.0 object, re-encoded
+// from what it understood (so an SDK never meets a key spelled in another
+// case, a duplicate key or an id it would mangle). Every other non-blank
+// line is answered on the Writer and skipped, and the stream goes on:
+//   - not JSON: parse error (-32700);
+//   - longer than Options.MaxLine, or nesting deeper than
+//     Options.MaxDepth: invalid request (-32600);
+//   - a batch (a JSON array; MCP dropped batches in 2025-06-18 and ACP
+//     never had them): one invalid-request error per member that needs an
+//     answer, in an array, as JSON-RPC answers a batch;
+//   - not a JSON-RPC 2.0 request or notification (no "jsonrpc":"2.0", a
+//     method that is not a string, params that are not structured, an id
+//     that is not a string or an integer within ±2^53, an id still in use
+//     by a request being answered): invalid request (-32600).
+//
+// An error reply carries the line's id when it has a usable one (a string
+// or a number, echoed as sent), and null otherwise. Responses from the peer
+// (to requests the server sent) are passed on when well formed and dropped
+// otherwise, never answered: answering a response could start two guards
+// answering each other for ever.
+//
+// # End of input
+//
+// The Reader and Writer of one stream (New) track the requests passed on
+// until the Writer carries their response. When the input ends, the Reader
+// holds back end of input until every such request is answered, for up to
+// Options.Drain; then it answers those still pending itself (internal
+// error, "abandoned"), drops their late responses, and returns end of
+// input. The SDKs stop writing once they see end of input, so without this
+// a request read just before it would get no reply.
 //
 // # Concurrency properties
 //
-// A Reader is read by one goroutine (the SDK's). Writer serialises whole
+// A Reader is read by one goroutine (the SDK's); Close may be called from
+// any. The Writer is safe for concurrent use and serialises whole
 // messages: the SDKs write each message with its newline in one call, and
-// so does the Reader's replies, so the two never interleave within a line.
-// Memory is bounded by the line cap, whatever a peer sends.
+// so do the Reader's replies, so the two never interleave within a line.
+// Memory is bounded by the line cap, whatever a peer sends, plus one entry
+// per request the server is still answering.
 package rpcline
 
 import (
@@ -22,67 +51,188 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
+	"time"
 )
 
-// Writer serialises writes to w. Close does nothing: the stream's owner
-// closes w.
-type Writer struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-// NewWriter returns a Writer to w.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
-
-func (l *Writer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *Writer) Close() error { return nil }
-
-// Options shape a Reader.
+// Options shape a stream's guard.
 type Options struct {
 	// MaxLine caps one message, in bytes (the SDK's own cap, if it has
 	// one, minus one). Required.
 	MaxLine int
-	// Batches lets JSON arrays through for the SDK to judge (MCP);
-	// without it they are refused (ACP has no batches).
-	Batches bool
+	// MaxDepth caps how deep a message's objects and arrays nest, the
+	// envelope included. Default DefaultMaxDepth.
+	MaxDepth int
+	// Drain bounds how long the end of input waits for the replies to the
+	// requests already read. Zero does not wait.
+	Drain time.Duration
+	// Dropped, if set, is told about each message dropped without an
+	// answer (a malformed response from the peer), and why.
+	Dropped func(why string)
+}
+
+// DefaultMaxDepth is the nesting a message may have unless
+// Options.MaxDepth says otherwise: far more than any MCP or ACP message
+// needs (a handful of levels, a tool's arguments a few more), far less
+// than where the SDKs' decoders give up (MCP's at 1,000 levels ends the
+// connection).
+const DefaultMaxDepth = 128
+
+// maxSafeID bounds integer ids: past 2^53 the MCP SDK, which decodes ids
+// as float64, would answer a different id.
+const maxSafeID = 1 << 53
+
+// New returns the two ends of a guarded stream: a Reader of in, whose
+// error replies go to out, and the Writer to out that the SDK writes to.
+func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	w := &Writer{w: out, pending: make(map[string]*request)}
+	r := &Reader{r: bufio.NewReaderSize(in, 64<<10), w: w, opts: opts, closed: make(chan struct{})}
+	return r, w
+}
+
+// Writer serialises writes to the stream's output and notes the responses
+// to the requests its Reader passed on. Close does nothing: the stream's
+// owner closes the output.
+type Writer struct {
+	writeMu sync.Mutex // serialises whole messages
+	w       io.Writer
+
+	mu        sync.Mutex
+	pending   map[string]*request // guarded by mu: id key → a request passed on and not answered yet
+	abandoned map[string]bool     // guarded by mu: id keys answered by the guard at the end of input
+	idle      chan struct{}       // guarded by mu: closed when pending empties; nil until a drain waits
+}
+
+// request is a request passed on to the SDK.
+type request struct {
+	id       json.RawMessage
+	replying bool // guarded by Writer.mu: its response is being written
+}
+
+// Write writes one message. A response to a request the guard abandoned
+// is dropped (reported as written). A request counts as answered once
+// its response is written, so a drain ends only after that.
+func (l *Writer) Write(p []byte) (int, error) {
+	key, ok := responseKey(p)
+	if !ok {
+		return l.write(p)
+	}
+	l.mu.Lock()
+	r, abandoned := l.pending[key], l.abandoned[key]
+	if r != nil {
+		r.replying = true
+	}
+	l.mu.Unlock()
+	if abandoned {
+		return len(p), nil
+	}
+	n, err := l.write(p)
+	l.mu.Lock()
+	if r != nil && l.pending[key] == r {
+		delete(l.pending, key)
+		if len(l.pending) == 0 && l.idle != nil {
+			close(l.idle)
+			l.idle = nil
+		}
+	}
+	l.mu.Unlock()
+	return n, err
+}
+
+func (l *Writer) write(p []byte) (int, error) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	return l.w.Write(p)
+}
+
+// Close does nothing; it lets a Writer be an io.WriteCloser.
+func (l *Writer) Close() error { return nil }
+
+// track notes a request passed on; it reports false if its id is in use
+// by a request not answered yet (one whose response is being written
+// does not count: the peer may have read it already).
+func (l *Writer) track(key string, id json.RawMessage) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.pending[key]; ok && !r.replying {
+		return false
+	}
+	l.pending[key] = &request{id: id}
+	delete(l.abandoned, key)
+	return true
+}
+
+// waiting returns a channel closed when no request is pending, or nil if
+// none is.
+func (l *Writer) waiting() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) == 0 {
+		return nil
+	}
+	if l.idle == nil {
+		l.idle = make(chan struct{})
+	}
+	return l.idle
+}
+
+// abandon answers every pending request with an error and drops their
+// late responses.
+func (l *Writer) abandon(after time.Duration) {
+	l.mu.Lock()
+	ids := make([]json.RawMessage, 0, len(l.pending))
+	for key, r := range l.pending {
+		if r.replying {
+			continue // answered as we speak
+		}
+		ids = append(ids, r.id)
+		if l.abandoned == nil {
+			l.abandoned = make(map[string]bool)
+		}
+		l.abandoned[key] = true
+	}
+	clear(l.pending)
+	if l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+	l.mu.Unlock()
+	for _, id := range ids {
+		l.write(reply(id, -32603, fmt.Sprintf("Internal error: the input ended and this request was not answered within %s of it; it was abandoned", after)))
+	}
 }
 
 // Reader passes valid messages on, one per line with its newline, and
-// answers the rest on reply. Blank lines are dropped.
+// answers the rest on the Writer. Blank lines are dropped.
 type Reader struct {
-	r       *bufio.Reader
-	reply   io.Writer
-	opts    Options
-	pending []byte
-}
-
-// NewReader returns a Reader of in whose error replies go to reply (a
-// Writer shared with the SDK's output).
-func NewReader(in io.Reader, reply io.Writer, opts Options) *Reader {
-	return &Reader{r: bufio.NewReaderSize(in, 64<<10), reply: reply, opts: opts}
+	r         *bufio.Reader
+	w         *Writer
+	opts      Options
+	pending   []byte
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close: stop draining
 }
 
 func (t *Reader) Read(p []byte) (int, error) {
 	for len(t.pending) == 0 {
 		line, err := t.line()
 		if msg := bytes.TrimSpace(line); len(msg) > 0 {
-			if rejection := t.check(msg); rejection != nil {
-				t.reply.Write(rejection)
-			} else {
-				t.pending = append(msg, '\n')
+			if out, rejection := t.check(msg); rejection != nil {
+				t.w.write(rejection)
+			} else if out != nil {
+				t.pending = out
 			}
 		}
 		if err != nil {
-			if len(t.pending) == 0 {
-				return 0, err
+			if len(t.pending) > 0 {
+				break
 			}
-			break
+			t.drain()
+			return 0, err
 		}
 	}
 	n := copy(p, t.pending)
@@ -90,7 +240,36 @@ func (t *Reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (t *Reader) Close() error { return nil }
+// Close stops a drain under way. It does not close the input, which the
+// stream's owner closes.
+func (t *Reader) Close() error {
+	t.closeOnce.Do(func() { close(t.closed) })
+	return nil
+}
+
+// drain waits, up to Options.Drain, until every request passed on is
+// answered; then it answers the rest itself.
+func (t *Reader) drain() {
+	if t.opts.Drain <= 0 {
+		return
+	}
+	timer := time.NewTimer(t.opts.Drain)
+	defer timer.Stop()
+	for {
+		idle := t.w.waiting()
+		if idle == nil {
+			return
+		}
+		select {
+		case <-idle:
+		case <-timer.C:
+			t.w.abandon(t.opts.Drain)
+			return
+		case <-t.closed:
+			return
+		}
+	}
+}
 
 // line reads one line, with its newline. A line over the cap is answered
 // with a rejection, read to its end and dropped (nil is returned).
@@ -102,7 +281,7 @@ func (t *Reader) line() ([]byte, error) {
 		if !dropping {
 			if len(buf)+len(chunk) > t.opts.MaxLine {
 				dropping, buf = true, nil
-				t.reply.Write(Rejection(-32600, fmt.Sprintf("Invalid Request: a message longer than %d bytes was dropped", t.opts.MaxLine)))
+				t.w.write(reply(nil, -32600, fmt.Sprintf("Invalid Request: a message longer than %d bytes was dropped", t.opts.MaxLine)))
 			} else {
 				buf = append(buf, chunk...)
 			}
@@ -114,31 +293,301 @@ func (t *Reader) line() ([]byte, error) {
 	}
 }
 
-// check returns the error reply for a message, or nil if it goes on.
-func (t *Reader) check(msg []byte) []byte {
+// check returns the message to pass on (nil for none) or the error reply.
+func (t *Reader) check(msg []byte) (out, rejection []byte) {
+	if depth(msg) > t.opts.MaxDepth {
+		return nil, reply(nil, -32600, fmt.Sprintf("Invalid Request: the message nests deeper than %d levels; offstage takes no deeper JSON", t.opts.MaxDepth))
+	}
 	if !json.Valid(msg) {
-		return Rejection(-32700, "Parse error: the line is not JSON; send one JSON-RPC message per line")
+		return nil, reply(nil, -32700, "Parse error: the line is not JSON; send one JSON-RPC message per line")
 	}
-	if msg[0] == '[' {
-		if t.opts.Batches {
-			return nil // the SDK judges its members
+	switch msg[0] {
+	case '[':
+		return nil, batchReply(msg)
+	case '{':
+	default:
+		return nil, reply(nil, -32600, "Invalid Request: a JSON-RPC message is a JSON object; send one per line")
+	}
+	m, err := parse(msg)
+	if err != nil {
+		if m.isResponse {
+			if t.opts.Dropped != nil {
+				t.opts.Dropped(err.Error())
+			}
+			return nil, nil // never answer a response
 		}
-		return Rejection(-32600, "Invalid Request: batches are not supported; send one JSON-RPC object per line")
+		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
-	var m struct {
-		JSONRPC string          `json:"jsonrpc"`
-		Method  string          `json:"method"`
-		Result  json.RawMessage `json:"result"`
-		Error   json.RawMessage `json:"error"`
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&m.message); err != nil { // cannot happen: every part was checked
+		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
-	if json.Unmarshal(msg, &m) != nil || m.JSONRPC != "2.0" || (m.Method == "" && m.Result == nil && m.Error == nil) {
-		return Rejection(-32600, "Invalid Request: not a JSON-RPC 2.0 message")
+	if m.isRequest() && !t.w.track(m.key, m.ID) {
+		return nil, reply(nil, -32600, fmt.Sprintf("Invalid Request: id %s is in use by a request still being answered; use a new id", m.ID))
+	}
+	return b.Bytes(), nil
+}
+
+// message is what passes on, re-encoded.
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *wireError      `json:"error,omitempty"`
+}
+
+type wireError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// parsed is a checked message and what the guard needs to know of it.
+type parsed struct {
+	message
+	key        string          // the id's key, for a request with an id
+	replyID    json.RawMessage // the id an error reply carries (nil: null)
+	isResponse bool
+}
+
+func (m *parsed) isRequest() bool { return m.Method != "" && m.key != "" }
+
+// parse checks one JSON object (valid JSON) as a JSON-RPC 2.0 message.
+// Keys are matched exactly; of duplicates the last counts.
+func parse(msg []byte) (parsed, error) {
+	var m parsed
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &fields); err != nil {
+		return m, errors.New("a JSON-RPC message is a JSON object")
+	}
+	_, hasMethod := fields["method"]
+	_, hasResult := fields["result"]
+	_, hasError := fields["error"]
+	m.isResponse = !hasMethod && (hasResult || hasError)
+	if id, ok := fields["id"]; ok && !isNull(id) {
+		key, err := idKey(id)
+		if err != nil {
+			if id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9') {
+				m.replyID = id // a number, echoed as sent
+			}
+			return m, err
+		}
+		m.ID, m.replyID, m.key = id, id, key
+	}
+	if v, ok := fields["jsonrpc"]; !ok || json.Unmarshal(v, &m.JSONRPC) != nil || m.JSONRPC != "2.0" {
+		return m, errors.New(`the message lacks "jsonrpc":"2.0"`)
+	}
+	switch {
+	case hasMethod:
+		if json.Unmarshal(fields["method"], &m.Method) != nil || m.Method == "" {
+			return m, errors.New("the method must be a non-empty string")
+		}
+		if p, ok := fields["params"]; ok && !isNull(p) {
+			if p[0] != '{' && p[0] != '[' {
+				return m, errors.New("params must be an object or an array")
+			}
+			m.Params = p
+		}
+		return m, nil
+	case m.isResponse:
+		if m.key == "" {
+			return m, errors.New("a response without a usable id was dropped")
+		}
+		if e, ok := fields["error"]; ok && !isNull(e) {
+			m.Error = new(wireError)
+			if err := checkError(e, m.Error); err != nil {
+				return m, err
+			}
+		} else {
+			m.Result = fields["result"]
+			if m.Result == nil {
+				m.Result = json.RawMessage("null")
+			}
+		}
+		return m, nil
+	}
+	return m, errors.New("not a JSON-RPC 2.0 message: it has no method, result or error")
+}
+
+// checkError decodes a response's error object.
+func checkError(raw json.RawMessage, e *wireError) error {
+	var f map[string]json.RawMessage
+	if json.Unmarshal(raw, &f) != nil {
+		return errors.New("a response's error must be an object")
+	}
+	code, ok := f["code"]
+	if !ok || !isInteger(code) || json.Unmarshal(code, &e.Code) != nil {
+		return errors.New("a response's error code must be an integer")
+	}
+	if msg, ok := f["message"]; ok && !isNull(msg) && json.Unmarshal(msg, &e.Message) != nil {
+		return errors.New("a response's error message must be a string")
+	}
+	if d, ok := f["data"]; ok && !isNull(d) {
+		e.Data = d
 	}
 	return nil
 }
 
-// Rejection is a JSON-RPC error reply with a null id, and its newline.
-func Rejection(code int, message string) []byte {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": message}})
+// idKey returns the key of a usable id (a string, or an integer within
+// ±2^53 written plainly): what matches a response's id to its request.
+func idKey(id json.RawMessage) (string, error) {
+	switch {
+	case id[0] == '"':
+		var s string
+		if err := json.Unmarshal(id, &s); err != nil {
+			return "", errors.New("the id is not a valid string")
+		}
+		return "s" + s, nil
+	case isInteger(id):
+		n, err := strconv.ParseInt(string(id), 10, 64)
+		if err != nil || n > maxSafeID || n < -maxSafeID {
+			return "", fmt.Errorf("id %s is out of range; use a string or an integer within ±2^53", id)
+		}
+		return "n" + string(id), nil
+	case id[0] == '-' || (id[0] >= '0' && id[0] <= '9'):
+		return "", fmt.Errorf("id %s is not an integer; use a string or an integer within ±2^53", id)
+	}
+	return "", fmt.Errorf("the id must be a string or an integer, not %s", kind(id))
+}
+
+// responseKey returns the id key of a response, as the SDKs write them.
+func responseKey(p []byte) (string, bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+	}
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 || p[0] != '{' || json.Unmarshal(p, &m) != nil || m.Method != nil || len(m.ID) == 0 || isNull(m.ID) {
+		return "", false
+	}
+	key, err := idKey(m.ID)
+	return key, err == nil
+}
+
+// isInteger reports whether a JSON number is written as a plain integer
+// (no fraction, no exponent, no "-0").
+func isInteger(n json.RawMessage) bool {
+	s := string(n)
+	s, neg := cutPrefix(s, "-")
+	if s == "" || (s[0] == '0' && (len(s) > 1 || neg)) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+func kind(v json.RawMessage) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "that"
+}
+
+// maxBatchReplies bounds the answers to one batch: a line of 16 MiB holds
+// millions of members, whose answers would not fit in memory.
+const maxBatchReplies = 64
+
+// batchReply answers a batch: one error per member that needs an answer
+// (a request with a usable id, or a member that is not a message), in an
+// array; a single error when none does, or when there are more than
+// maxBatchReplies to give. msg is valid JSON.
+func batchReply(msg []byte) []byte {
+	const why = "Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	dec.Token() // [
+	var replies []json.RawMessage
+	members := 0
+	for ; dec.More(); members++ {
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			break
+		}
+		m, err := parse(raw)
+		switch {
+		case raw[0] != '{':
+			replies = append(replies, reply(nil, -32600, why))
+		case err == nil && m.isRequest():
+			replies = append(replies, reply(m.ID, -32600, why))
+		case err != nil && !m.isResponse:
+			replies = append(replies, reply(m.replyID, -32600, why))
+		}
+		if len(replies) > maxBatchReplies {
+			return reply(nil, -32600, fmt.Sprintf("%s (this batch has more than %d messages to answer; none was run)", why, maxBatchReplies))
+		}
+	}
+	if len(replies) == 0 {
+		msg := why
+		if members == 0 {
+			msg = "Invalid Request: an empty batch; send each JSON-RPC message on a line of its own"
+		}
+		return reply(nil, -32600, msg)
+	}
+	for i := range replies {
+		replies[i] = bytes.TrimSuffix(replies[i], []byte("\n"))
+	}
+	b, _ := json.Marshal(replies)
+	return append(b, '\n')
+}
+
+// depth returns how deep objects and arrays nest in msg, skipping strings.
+func depth(msg []byte) int {
+	d, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range msg {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
+}
+
+// reply is a JSON-RPC error response to id (null if nil), with its
+// newline.
+func reply(id json.RawMessage, code int, message string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   wireError       `json:"error"`
+	}{"2.0", id, wireError{Code: int64(code), Message: message}})
 	return append(b, '\n')
 }

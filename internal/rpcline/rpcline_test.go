@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -18,87 +20,325 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and what was answered.
 func filter(input []byte, opts rpcline.Options) (passed, replies []byte) {
 	var out bytes.Buffer
-	r := rpcline.NewReader(bytes.NewReader(input), rpcline.NewWriter(&out), opts)
+	r, _ := rpcline.New(bytes.NewReader(input), &out, opts)
 	passed, _ = io.ReadAll(r)
 	return passed, out.Bytes()
 }
 
-func TestReader(t *testing.T) {
-	ok := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	huge := `{"jsonrpc":"2.0","id":2,"method":"x","params":"` + strings.Repeat("a", 2<<20) + `"}`
-	in := strings.Join([]string{"garbage", ok, `{"no":"rpc"}`, "", huge, `[` + ok + `]`, "  " + ok + "\r"}, "\n") + "\n"
+const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+
+// The lines of issue 19 that ended an MCP session: each is answered, with
+// the code and id a client can match, and nothing of it reaches the SDK.
+func TestReaderAnswersWhatTheSDKCannotTake(t *testing.T) {
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	deepArg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":{"command":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}}}`
 	for _, tc := range []struct {
-		name   string
-		opts   rpcline.Options
-		passed string
-		codes  []string
+		line, want string // want: the reply, as a substring
 	}{
-		{"batches", rpcline.Options{MaxLine: 1 << 20, Batches: true}, ok + "\n[" + ok + "]\n" + ok + "\n", []string{"-32700", "-32600", "-32600"}},
-		{"no batches", rpcline.Options{MaxLine: 1 << 20}, ok + "\n" + ok + "\n", []string{"-32700", "-32600", "-32600", "-32600"}},
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not an object"}}`},
+		{`{"jsonrpc":"2.0","id":[1],"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not an array"}`},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not a boolean"}`},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `"id":1.5,"error":{"code":-32600,"message":"Invalid Request: id 1.5 is not an integer`},
+		{`{"jsonrpc":"2.0","id":1e300,"method":"ping"}`, `"id":1e300,"error":{"code":-32600`},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, `"id":9007199254740993,"error":{"code":-32600,"message":"Invalid Request: id 9007199254740993 is out of range`},
+		{`[]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: an empty batch`},
+		{`[1,2,3]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"}},{"jsonrpc":"2.0","id":null,`},
+		{`[{}]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},
+		{`[` + ping + `,{"jsonrpc":"2.0","method":"notifications/initialized"}]`, `[{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},
+		{deep, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the message nests deeper than 128 levels`},
+		{deepArg, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the message nests deeper than 128 levels`},
+		{`{"JSONRPC":"2.0","id":2,"method":"ping"}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: the message lacks \"jsonrpc\":\"2.0\""}`},
+		{`{"jsonrpc":"2.0","id":2,"method":7}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: the method must be a non-empty string"}`},
+		{`{"jsonrpc":"2.0","id":2,"method":"ping","params":5}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: params must be an object or an array"}`},
+		{`{"jsonrpc":"2.0","id":2}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: not a JSON-RPC 2.0 message: it has no method, result or error"}`},
+		{`"x"`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: a JSON-RPC message is a JSON object`},
+		{`garbage`, `"id":null,"error":{"code":-32700,"message":"Parse error: the line is not JSON`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			passed, replies := filter([]byte(in), tc.opts)
-			if string(passed) != tc.passed {
-				t.Errorf("passed %q, want %q", passed, tc.passed)
-			}
-			lines := strings.Split(strings.TrimSpace(string(replies)), "\n")
-			if len(lines) != len(tc.codes) {
-				t.Fatalf("replies = %q, want %d", replies, len(tc.codes))
-			}
-			for i, code := range tc.codes {
-				if !strings.Contains(lines[i], `"code":`+code) {
-					t.Errorf("reply %d = %s, want code %s", i, lines[i], code)
-				}
-			}
-		})
+		passed, replies := filter([]byte(tc.line+"\n"), rpcline.Options{MaxLine: 1 << 20})
+		if len(passed) != 0 {
+			t.Errorf("%.60s: passed on %.80q", tc.line, passed)
+		}
+		if !strings.Contains(string(replies), tc.want) || bytes.Count(replies, []byte("\n")) != 1 {
+			t.Errorf("%.60s: replied %s\nwant %s", tc.line, replies, tc.want)
+		}
 	}
 }
 
-// FuzzReader: whatever a peer sends, nothing panics; every JSON-RPC
-// object line reaches the SDK unchanged (trimmed), in order; every other
-// non-blank line gets exactly one JSON error reply.
+func TestReaderPassesMessagesReencoded(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{ping, ping},
+		{"  " + ping + "\r", ping},
+		{`{"method":"ping","id":"a<b","jsonrpc":"2.0","params":{ "x" : [1, 2] },"extra":1}`, `{"jsonrpc":"2.0","id":"a<b","method":"ping","params":{"x":[1,2]}}`},
+		{`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized","params":null}`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{`{"jsonrpc":"2.0","id":3,"id":4,"method":"ping"}`, `{"jsonrpc":"2.0","id":4,"method":"ping"}`},
+		{`{"jsonrpc":"2.0","id":-5,"result":null}`, `{"jsonrpc":"2.0","id":-5,"result":null}`},
+		{`{"jsonrpc":"2.0","id":"s","error":{"code":-32601,"message":"no","data":{"a":1},"x":2}}`, `{"jsonrpc":"2.0","id":"s","error":{"code":-32601,"message":"no","data":{"a":1}}}`},
+	} {
+		passed, replies := filter([]byte(tc.line+"\n"), rpcline.Options{MaxLine: 1 << 20})
+		if string(passed) != tc.want+"\n" || len(replies) != 0 {
+			t.Errorf("%s: passed %s, replied %s; want %s passed", tc.line, passed, replies, tc.want)
+		}
+	}
+}
+
+// A batch of millions of members gets one answer, not millions.
+func TestReaderAnswersAHugeBatchOnce(t *testing.T) {
+	line := "[" + strings.Repeat("1,", 4<<20) + "1]"
+	passed, replies := filter([]byte(line+"\n"), rpcline.Options{MaxLine: 16 << 20})
+	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own (this batch has more than 64 messages to answer; none was run)"}}` + "\n"
+	if len(passed) != 0 || string(replies) != want {
+		t.Errorf("passed %.100q, replied %.300s", passed, replies)
+	}
+}
+
+// A malformed response from the peer is dropped, never answered: two
+// guards must not answer each other for ever.
+func TestReaderNeverAnswersAResponse(t *testing.T) {
+	var why []string
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
+		`{"jsonrpc":"2.0","id":1.5,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"error":"bad"}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1.5}}`,
+	} {
+		passed, replies := filter([]byte(line+"\n"), rpcline.Options{MaxLine: 1 << 20, Dropped: func(s string) { why = append(why, s) }})
+		if len(passed)+len(replies) != 0 {
+			t.Errorf("%s: passed %s, replied %s", line, passed, replies)
+		}
+	}
+	if len(why) != 4 {
+		t.Errorf("Dropped told %q, want 4 reasons", why)
+	}
+}
+
+func TestReaderDropsOverlongLines(t *testing.T) {
+	huge := `{"jsonrpc":"2.0","id":2,"method":"x","params":["` + strings.Repeat("a", 2<<20) + `"]}`
+	passed, replies := filter([]byte(huge+"\n"+ping+"\n"), rpcline.Options{MaxLine: 1 << 20})
+	if string(passed) != ping+"\n" || !strings.Contains(string(replies), `"code":-32600,"message":"Invalid Request: a message longer than 1048576 bytes was dropped"`) {
+		t.Errorf("passed %.100q, replied %s", passed, replies)
+	}
+}
+
+// A request whose id is in use by one not yet answered is refused, with a
+// null id: the reply must not resolve the first request.
+func TestReaderRefusesAnIDInUse(t *testing.T) {
+	var out bytes.Buffer
+	r, w := rpcline.New(strings.NewReader(ping+"\n"+ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10})
+	passed, _ := io.ReadAll(r)
+	if string(passed) != ping+"\n" || !strings.Contains(out.String(), `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: id 1 is in use by a request still being answered; use a new id"}}`) {
+		t.Fatalf("passed %s, replied %s", passed, out.String())
+	}
+	w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+	out.Reset()
+	r, _ = rpcline.New(strings.NewReader(ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10})
+	if passed, _ := io.ReadAll(r); string(passed) != ping+"\n" {
+		t.Errorf("a fresh stream passed %s", passed)
+	}
+}
+
+// Issue 19: a request read just before the input ends is answered before
+// the SDK sees the end (which makes it stop writing).
+func TestEndOfInputWaitsForReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		r, w := rpcline.New(strings.NewReader(ping+"\n"+`{"jsonrpc":"2.0","id":"b","method":"ping"}`+"\n"), &out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Minute})
+		eof := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(r)
+			eof <- b
+		}()
+		synctest.Wait()
+		select {
+		case b := <-eof:
+			t.Fatalf("end of input before the replies: read %s", b)
+		default:
+		}
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+		synctest.Wait()
+		select {
+		case b := <-eof:
+			t.Fatalf("end of input before the second reply: read %s", b)
+		default:
+		}
+		w.Write([]byte(`{"jsonrpc":"2.0","result":{},"id":"b"}` + "\n"))
+		start := time.Now()
+		<-eof
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("end of input came %s after the last reply", waited)
+		}
+		if want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","result":{},"id":"b"}` + "\n"; out.String() != want {
+			t.Errorf("output %s, want %s", out.String(), want)
+		}
+	})
+}
+
+// Past the grace, the guard answers the request itself, and the SDK's
+// late reply is dropped: one reply per request.
+func TestEndOfInputAbandonsAfterTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10, Drain: 5 * time.Second})
+		start := time.Now()
+		io.ReadAll(r)
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Errorf("end of input after %s, want the 5s grace", waited)
+		}
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error: the input ended and this request was not answered within 5s of it; it was abandoned"}}` + "\n"
+		if out.String() != want {
+			t.Errorf("output %s, want %s", out.String(), want)
+		}
+	})
+}
+
+func TestCloseStopsTheDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := rpcline.New(strings.NewReader(ping+"\n"), io.Discard, rpcline.Options{MaxLine: 1 << 10, Drain: time.Hour})
+		done := make(chan struct{})
+		go func() {
+			io.ReadAll(r)
+			close(done)
+		}()
+		synctest.Wait()
+		r.Close()
+		<-done
+	})
+}
+
+// FuzzReader: whatever a peer sends, nothing panics, and each non-blank
+// line has exactly one outcome: passed on as one well-formed JSON-RPC 2.0
+// message the SDKs can take, answered with one JSON-RPC error (or an array
+// of them for a batch), or, for a malformed response only, dropped.
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("garbage\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"))
 	f.Add([]byte("[1,2\n{}\n\n\"x\"\n"))
 	f.Add([]byte("\x00\xff\n{\"jsonrpc\":\"2.0\",\"result\":{}}\r\n[1]"))
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	const maxLine = 4 << 10
 	f.Fuzz(func(t *testing.T, input []byte) {
-		passed, replies := filter(input, rpcline.Options{MaxLine: 4 << 10})
-		var want []string
-		errs := 0
 		for _, line := range bytes.Split(input, []byte("\n")) {
-			line = bytes.TrimSpace(line)
-			switch {
-			case len(line) == 0:
-			case len(line) < 4<<10 && isMessage(line):
-				want = append(want, string(line)+"\n")
-			default:
-				errs++
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
 			}
-		}
-		if string(passed) != strings.Join(want, "") {
-			t.Errorf("passed %q, want %q", passed, strings.Join(want, ""))
-		}
-		got := bytes.Split(bytes.TrimSpace(replies), []byte("\n"))
-		if len(bytes.TrimSpace(replies)) == 0 {
-			got = nil
-		}
-		if len(got) != errs {
-			t.Errorf("%d replies %q, want %d", len(got), replies, errs)
-		}
-		for _, line := range got {
-			if !json.Valid(line) {
-				t.Errorf("replied with a line that is not JSON: %q", line)
+			passed, replies := filter(append(line, '\n'), rpcline.Options{MaxLine: maxLine, MaxDepth: 16})
+			switch {
+			case len(passed) > 0 && len(replies) > 0:
+				t.Fatalf("%q: both passed %q and replied %q", line, passed, replies)
+			case len(passed) > 0:
+				checkPassed(t, line, passed)
+			case len(replies) > 0:
+				checkReply(t, line, replies)
+			case !isResponse(line):
+				t.Fatalf("%q: neither passed on nor answered", line)
 			}
 		}
 	})
 }
 
-func isMessage(line []byte) bool {
-	var m struct {
-		JSONRPC string          `json:"jsonrpc"`
-		Method  string          `json:"method"`
-		Result  json.RawMessage `json:"result"`
-		Error   json.RawMessage `json:"error"`
+// seeds are the lines of issue 19, and kin.
+var seeds = []string{
+	`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":1e300,"method":"ping"}`,
+	`[]`, `[1,2,3]`, `[{}]`,
+	`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+	strings.Repeat("[", 50) + strings.Repeat("]", 50),
+	`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `}}}`,
+	`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m"}}`,
+	`{"JSONRPC":"2.0","Id":1,"Method":"ping"}`,
+}
+
+func checkPassed(t *testing.T, line, passed []byte) {
+	t.Helper()
+	if bytes.Count(passed, []byte("\n")) != 1 || passed[len(passed)-1] != '\n' {
+		t.Fatalf("%q: passed %q, not one line", line, passed)
 	}
-	return json.Valid(line) && line[0] == '{' && json.Unmarshal(line, &m) == nil && m.JSONRPC == "2.0" && (m.Method != "" || m.Result != nil || m.Error != nil)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(passed, &m); err != nil {
+		t.Fatalf("%q: passed %q: %v", line, passed, err)
+	}
+	for k := range m {
+		if !strings.Contains(" jsonrpc id method params result error ", " "+k+" ") {
+			t.Fatalf("%q: passed %q with key %q", line, passed, k)
+		}
+	}
+	if string(m["jsonrpc"]) != `"2.0"` {
+		t.Fatalf("%q: passed %q", line, passed)
+	}
+	if id, ok := m["id"]; ok {
+		var s string
+		var n int64
+		if json.Unmarshal(id, &s) != nil && (json.Unmarshal(id, &n) != nil || n > 1<<53 || n < -(1<<53) || strings.ContainsAny(string(id), ".eE")) {
+			t.Fatalf("%q: passed an id the SDKs could mangle: %q", line, passed)
+		}
+	}
+	var method string
+	if raw, ok := m["method"]; ok && (json.Unmarshal(raw, &method) != nil || method == "") {
+		t.Fatalf("%q: passed a bad method: %q", line, passed)
+	}
+	if _, ok := m["method"]; !ok && m["id"] == nil {
+		t.Fatalf("%q: passed a response without an id: %q", line, passed)
+	}
+	if d := nesting(passed); d > 16 {
+		t.Fatalf("%q: passed %d levels deep: %q", line, d, passed)
+	}
+}
+
+func checkReply(t *testing.T, line, replies []byte) {
+	t.Helper()
+	if bytes.Count(replies, []byte("\n")) != 1 {
+		t.Fatalf("%q: replied %q, not one line", line, replies)
+	}
+	var one struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	var all []json.RawMessage
+	if json.Unmarshal(replies, &all) != nil {
+		all = []json.RawMessage{replies}
+	}
+	for _, r := range all {
+		if err := json.Unmarshal(r, &one); err != nil || one.JSONRPC != "2.0" || one.ID == nil || (one.Error.Code != -32600 && one.Error.Code != -32700) || one.Error.Message == "" {
+			t.Fatalf("%q: replied %q", line, replies)
+		}
+	}
+}
+
+// isResponse reports whether line is an object with no method and a
+// result or an error: the only kind of line the guard may drop unanswered.
+func isResponse(line []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return false
+	}
+	_, method := m["method"]
+	_, result := m["result"]
+	_, e := m["error"]
+	return !method && (result || e)
+}
+
+func nesting(b []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	d, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			d++
+			deepest = max(deepest, d)
+		case json.Delim('}'), json.Delim(']'):
+			d--
+		}
+	}
 }

@@ -1,0 +1,199 @@
+package acpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
+	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/provider/scripted"
+)
+
+// testShellEnv makes the test binary a stand-in shell (see TestMain): it
+// runs no command; "sleep-forever" sleeps until it is killed, anything
+// else exits.
+const testShellEnv = "ACPSERVER_TEST_SHELL"
+
+func testShell() {
+	if os.Args[len(os.Args)-1] == "sleep-forever" {
+		time.Sleep(time.Hour)
+	}
+	os.Exit(0)
+}
+
+// acpPeer is a raw-line client of the real agent (Serve over pipes) with
+// one session whose background shell runs.
+type acpPeer struct {
+	*rpclinetest.Peer
+	session string
+	shell   []int // the background shell's processes
+}
+
+func startACP(tb testing.TB) *acpPeer {
+	tb.Helper()
+	m, err := scripted.Parse([]byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep-forever", "run_in_background": true}}]},
+		{"text": "started"}]}`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "acpserver-stdio")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	marker := fmt.Sprintf("ACPSERVER_FUZZ=%d-%d", os.Getpid(), time.Now().UnixNano())
+	cfg := acpserver.Config{Model: m, AllowAll: true, NoProjectInstructions: true}
+	cfg.Tools.Process.Shell = []string{os.Args[0]}
+	cfg.Tools.Process.Env = append(os.Environ(), testShellEnv+"=1", marker)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), cfg, inR, outW)
+		outW.Close()
+	}()
+	p := &acpPeer{Peer: rpclinetest.Start(inW, outR)}
+	tb.Cleanup(func() {
+		p.Close(tb)
+		select {
+		case err := <-served:
+			if err != nil {
+				tb.Errorf("Serve() = %v", err)
+			}
+		case <-time.After(rpclinetest.Timeout):
+			tb.Error("Serve did not return after its input ended")
+		}
+		if n := len(proctest.Marked(marker)); n != 0 {
+			tb.Errorf("%d processes alive after Serve returned", n)
+		}
+		os.RemoveAll(dir)
+	})
+	p.Call(tb, "initialize", `{"protocolVersion":1}`)
+	reply, _ := p.Call(tb, "session/new", `{"cwd":"`+dir+`","mcpServers":[]}`)
+	var r struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
+		tb.Fatalf("session/new = %s", reply)
+	}
+	p.session = r.Result.SessionID
+	if reply, _ := p.Call(tb, "session/prompt", p.prompt("start")); !bytes.Contains(reply, []byte(`"stopReason":"end_turn"`)) {
+		tb.Fatalf("session/prompt = %s", reply)
+	}
+	for deadline := time.Now().Add(rpclinetest.Timeout); len(p.shell) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // the shell starts as the turn goes on
+			tb.Fatalf("the background shell did not start within %s", rpclinetest.Timeout)
+		}
+		p.shell = proctest.Marked(marker)
+	}
+	return p
+}
+
+func (p *acpPeer) prompt(text string) string {
+	return `{"sessionId":"` + p.session + `","prompt":[{"type":"text","text":"` + text + `"}]}`
+}
+
+// check: a request is answered, the session lists its shell as running
+// (/tasks), the shell's process lives, and every line was JSON.
+func (p *acpPeer) check(tb testing.TB) {
+	tb.Helper()
+	if reply, _ := p.Call(tb, "initialize", `{"protocolVersion":1}`); !bytes.Contains(reply, []byte(`"result":{`)) {
+		tb.Fatalf("initialize = %s", reply)
+	}
+	reply, meanwhile := p.Call(tb, "session/prompt", p.prompt("/tasks"))
+	if !bytes.Contains(reply, []byte(`"stopReason":"end_turn"`)) || !strings.Contains(strings.Join(meanwhile, "\n"), "shell:1") {
+		tb.Fatalf("/tasks = %s after\n%s", reply, strings.Join(meanwhile, "\n"))
+	}
+	for _, pid := range p.shell {
+		if !proctest.Alive(pid) {
+			tb.Fatalf("the background shell's process %d is gone", pid)
+		}
+	}
+	if bad := p.Bad(); len(bad) > 0 {
+		tb.Fatalf("the agent wrote lines that are not JSON: %q", bad)
+	}
+}
+
+// issue19Lines ended an MCP stdio session; the agent must go on after
+// each as well.
+var issue19Lines = []string{
+	`{"jsonrpc":"2.0","id":{"x":1},"method":"initialize","params":{"protocolVersion":1}}`,
+	`{"jsonrpc":"2.0","id":[1],"method":"initialize","params":{"protocolVersion":1}}`,
+	`{"jsonrpc":"2.0","id":true,"method":"initialize","params":{"protocolVersion":1}}`,
+	`{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{"protocolVersion":1}}`,
+	`{"jsonrpc":"2.0","id":1e300,"method":"initialize","params":{"protocolVersion":1}}`,
+	`[]`,
+	`[1,2,3]`,
+	`[{}]`,
+	`[{"jsonrpc":"2.0","id":41,"method":"initialize","params":{"protocolVersion":1}}]`,
+	strings.Repeat("[", 5000) + strings.Repeat("]", 5000),
+	`{"jsonrpc":"2.0","id":43,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"hi","x":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}]}}`,
+	`{"jsonrpc":"2.0","id":44,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}`,
+	`{"jsonrpc":"2.0","id":45,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}`,
+	`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":{"x":1}}}`,
+	`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":[1]}}`,
+	`{"jsonrpc":"2.0","id":46,"result":{"outcome":{"outcome":"cancelled"}}}`,
+	`{"jsonrpc":"2.0","id":47,"error":{"code":"x"}}`,
+}
+
+// Issue 19: the lines that ended an MCP session are answered here too,
+// and the session and its background shell go on.
+func TestStdioSurvivesTheLinesOfIssue19(t *testing.T) {
+	p := startACP(t)
+	for _, line := range issue19Lines {
+		p.Send(t, []byte(line))
+		p.check(t)
+	}
+	for _, tc := range []struct{ id, replyID string }{{`1.5`, `1.5`}, {`{"x":1}`, `null`}} {
+		reply := p.Expect(t, tc.replyID, `{"jsonrpc":"2.0","id":`+tc.id+`,"method":"initialize","params":{"protocolVersion":1}}`)
+		if !bytes.Contains(reply, []byte(`"code":-32600`)) {
+			t.Errorf("initialize with id %s = %s", tc.id, reply)
+		}
+	}
+}
+
+// Issue 19: a session/new read just before the input ends is answered
+// (the SDK alone cancelled it: the reply, "the agent is shutting down" or
+// nothing).
+func TestStdioAnswersWhatWasReadBeforeEndOfInput(t *testing.T) {
+	m, _ := scripted.Parse([]byte(`{"turns": []}`))
+	for range 5 {
+		in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + t.TempDir() + `","mcpServers":[]}}` + "\n"
+		var out bytes.Buffer
+		if err := acpserver.Serve(t.Context(), acpserver.Config{Model: m}, strings.NewReader(in), &out); err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+		if !strings.Contains(out.String(), `"id":1,"result":`) || !strings.Contains(out.String(), `"id":2,"result":{"sessionId":`) {
+			t.Fatalf("replies:\n%s", out.String())
+		}
+	}
+}
+
+// FuzzStdio drives the real agent with a background shell running:
+// whatever a line holds, a request is answered after it, the session
+// still lists its shell, the shell's process lives, and the agent writes
+// only JSON. Every input is the connection's next lines.
+func FuzzStdio(f *testing.F) {
+	for _, line := range issue19Lines {
+		f.Add([]byte(line))
+	}
+	f.Add([]byte("not json\n{}\n\"x\"\n"))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":"x"}}`))
+	p := startACP(f)
+	f.Fuzz(func(t *testing.T, input []byte) {
+		p.Send(t, input)
+		p.check(t)
+	})
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
+)
+
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// Issue 19: `printf '%s\n' '<initialize>' | offstage mcp` printed nothing:
+// the SDK stops writing once stdin ends. Now what was read is answered
+// first, and the journal does not claim to be behind.
+func TestMCPAnswersWhatWasReadBeforeStdinEnds(t *testing.T) {
+	cmd, mark := offstage(t, nil, "mcp")
+	cmd.Stdin = strings.NewReader(mcpInitialize + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("offstage mcp: %v\n%s", err, stderr.String())
+	}
+	if !strings.HasPrefix(string(out), `{"jsonrpc":"2.0","id":1,"result":{`) {
+		t.Errorf("stdout = %q, want the reply to initialize", out)
+	}
+	if strings.Contains(stderr.String(), "behind") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	noSurvivors(t, mark)
+}
+
+// Issue 19: session/new read just before stdin ends got the reply, "the
+// agent is shutting down" or nothing, and the journal said it was 8192
+// records behind while it was closing.
+func TestACPAnswersWhatWasReadBeforeStdinEnds(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": []}`), 0o644)
+	for _, extra := range [][]string{{"--no-journal"}, nil} {
+		args := append([]string{"acp", "--script", script}, extra...)
+		for range 3 {
+			cmd, mark := offstage(t, nil, args...)
+			cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+				`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + t.TempDir() + `","mcpServers":[]}}` + "\n")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("offstage %s: %v\n%s", args, err, stderr.String())
+			}
+			if !strings.Contains(string(out), `{"jsonrpc":"2.0","id":1,"result":{`) || !strings.Contains(string(out), `{"jsonrpc":"2.0","id":2,"result":{"sessionId":"`) {
+				t.Errorf("offstage %s: stdout = %q, want replies to both", args, out)
+			}
+			if strings.Contains(stderr.String(), "journal is") {
+				t.Errorf("offstage %s: stderr: %s", args, stderr.String())
+			}
+			noSurvivors(t, mark)
+		}
+	}
+}
+
+// Issue 19: each of these lines ended `offstage mcp` and cancelled its
+// shells. Now each is answered and the session goes on.
+func TestMCPSurvivesTheLinesOfIssue19(t *testing.T) {
+	cmd, mark := offstage(t, nil, "mcp")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := rpclinetest.Start(in, out)
+	p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	if reply, _ := p.Call(t, "tools/call", `{"name":"bash","arguments":{"command":"sleep 1000","run_in_background":true}}`); !bytes.Contains(reply, []byte(`shell:1`)) {
+		t.Fatalf("bash = %s", reply)
+	}
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`[]`, `[1,2,3]`, `[{}]`,
+		`[{"jsonrpc":"2.0","id":41,"method":"ping"}]`,
+		strings.Repeat("[", 5000) + strings.Repeat("]", 5000),
+		`{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"task_list","arguments":{"x":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}}}`,
+	} {
+		p.Send(t, []byte(line))
+		if reply, _ := p.Call(t, "tools/call", `{"name":"task_list","arguments":{}}`); !bytes.Contains(reply, []byte(`"status":"running"`)) {
+			t.Fatalf("after %.40s: task_list = %s", line, reply)
+		}
+	}
+	for _, id := range []string{`1.5`, `1e300`} {
+		if reply := p.Expect(t, id, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`); !bytes.Contains(reply, []byte(`"code":-32600`)) {
+			t.Errorf("ping with id %s = %s", id, reply)
+		}
+	}
+	p.Close(t)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("offstage mcp: %v\n%s", err, stderr.String())
+	}
+	noSurvivors(t, mark)
+}

@@ -1,0 +1,173 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
+	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/tools"
+)
+
+// testShellEnv makes the test binary a stand-in shell (see TestMain): it
+// runs no command, so whatever a fuzz input asks bash to run is harmless;
+// the command "sleep-forever" sleeps until it is killed, any other exits.
+const testShellEnv = "MCPSERVER_TEST_SHELL"
+
+func testShell() {
+	if os.Args[len(os.Args)-1] == "sleep-forever" {
+		time.Sleep(time.Hour)
+	}
+	os.Exit(0)
+}
+
+// stdioPeer is a raw-line client of one session of the real stdio
+// server (the Service's server over mcpserver.Stdio) with a background
+// shell running.
+type stdioPeer struct {
+	*rpclinetest.Peer
+}
+
+func startStdio(tb testing.TB) *stdioPeer {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "mcpserver-stdio")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc := mcpserver.New(context.Background(), mcpserver.Config{Tools: tools.Config{Process: proc.Config{
+		Dir: dir, Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
+	}}})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- svc.Server().Run(context.Background(), mcpserver.Stdio(inR, outW))
+		outW.Close()
+	}()
+	p := &stdioPeer{rpclinetest.Start(inW, outR)}
+	tb.Cleanup(func() {
+		p.Close(tb)
+		select {
+		case <-served:
+		case <-time.After(rpclinetest.Timeout):
+			tb.Error("the server did not end after its input did")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			tb.Errorf("Close() = %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	p.Call(tb, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	p.Send(tb, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	res, _ := p.Call(tb, "tools/call", `{"name":"bash","arguments":{"command":"sleep-forever","run_in_background":true}}`)
+	if !bytes.Contains(res, []byte(`"task_id":"shell:1"`)) {
+		tb.Fatalf("bash = %s", res)
+	}
+	return p
+}
+
+// check: ping is answered, shell:1 still runs, and every line the server
+// wrote was JSON.
+func (p *stdioPeer) check(tb testing.TB) {
+	tb.Helper()
+	if reply, _ := p.Call(tb, "ping", `{}`); !bytes.Contains(reply, []byte(`"result":{}`)) {
+		tb.Fatalf("ping = %s", reply)
+	}
+	var r struct {
+		Result struct {
+			StructuredContent tools.InspectOutput `json:"structuredContent"`
+		} `json:"result"`
+	}
+	reply, _ := p.Call(tb, "tools/call", `{"name":"task_inspect","arguments":{"task_id":"shell:1"}}`)
+	if err := json.Unmarshal(reply, &r); err != nil || r.Result.StructuredContent.Status != "running" {
+		tb.Fatalf("task_inspect(shell:1) = %s, want it running", reply)
+	}
+	if bad := p.Bad(); len(bad) > 0 {
+		tb.Fatalf("the server wrote lines that are not JSON: %q", bad)
+	}
+}
+
+// issue19Lines ended an MCP stdio session, and with it its tasks, before
+// rpcline answered them.
+var issue19Lines = []string{
+	`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":1e300,"method":"ping"}`,
+	`[]`,
+	`[1,2,3]`,
+	`[{}]`,
+	`[{"jsonrpc":"2.0","id":41,"method":"ping"}]`,
+	`[{"jsonrpc":"2.0","id":42,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
+	strings.Repeat("[", 5000) + strings.Repeat("]", 5000),
+	`{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"task_list","arguments":{"x":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}}}`,
+	`{"JSONRPC":"2.0","id":44,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":45,"method":"ping","params":7}`,
+	`{"jsonrpc":"2.0","id":46,"error":"x"}`,
+	`{"jsonrpc":"2.0","id":47,"result":{},"error":{"code":1.5}}`,
+	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"x":1}}}`,
+	`{"jsonrpc":"2.0","id":48,"method":"tools/call","params":[]}`,
+	`{"jsonrpc":"2.0","id":49,"method":"initialize","params":{}}`,
+}
+
+// Issue 19: each of these lines gets an error (the guard's, or the SDK's
+// for a well-formed request it refuses), and the session and its
+// background shell go on.
+func TestStdioSurvivesTheLinesOfIssue19(t *testing.T) {
+	p := startStdio(t)
+	for _, line := range issue19Lines {
+		p.Send(t, []byte(line))
+		p.check(t)
+	}
+	// Ids the SDK would have mangled are answered as sent.
+	for _, id := range []string{`1.5`, `1e300`, `9007199254740993`} {
+		if reply := p.Expect(t, id, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`); !bytes.Contains(reply, []byte(`"error":{"code":-32600`)) {
+			t.Errorf("ping with id %s = %s", id, reply)
+		}
+	}
+}
+
+// Issue 19: a request read just before stdin ends is answered; the SDK
+// alone stops writing at end of input, so initialize got no reply.
+func TestStdioAnswersWhatWasReadBeforeEndOfInput(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 0.2; echo done"}}}` + "\n"
+	var out bytes.Buffer
+	if err := svc.Server().Run(t.Context(), mcpserver.Stdio(strings.NewReader(in), &out)); err != nil {
+		t.Logf("Run() = %v", err)
+	}
+	if !strings.Contains(out.String(), `{"jsonrpc":"2.0","id":1,"result":`) || !strings.Contains(out.String(), `"id":2,"result":{"content":[{"type":"text","text":"{\"task_id\":\"shell:1\"`) {
+		t.Errorf("replies:\n%s", out.String())
+	}
+}
+
+// FuzzStdio drives the real stdio server with a background shell
+// running: whatever a line holds, ping is answered after it, the shell
+// still runs, and the server writes only JSON. Every input is one
+// session's next lines (the session lives as long as the fuzz worker).
+func FuzzStdio(f *testing.F) {
+	for _, line := range issue19Lines {
+		f.Add([]byte(line))
+	}
+	f.Add([]byte("not json\n{}\n\"x\"\n"))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"task_output","arguments":{"task_id":"shell:1"}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"method":"resources/subscribe","params":{"uri":"offstage://task/shell:1/output"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:1"],"timeout_seconds":0},"_meta":{"progressToken":1}}}`))
+	p := startStdio(f)
+	f.Fuzz(func(t *testing.T, input []byte) {
+		p.Send(t, input)
+		p.check(t)
+	})
+}

@@ -150,3 +150,53 @@ func TestAFailingStoreIsNotWaitedFor(t *testing.T) {
 		j.Close(ctx)
 	})
 }
+
+// A spawn that waits for the writer waits alone: the table's other
+// callers are answered meanwhile (the wait is outside the table's lock).
+func TestASpawnWaitingForTheWriterDoesNotStallTheTable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stuck := make(chan struct{})
+		st := &slowStore{stuck: stuck}
+		j := journal.New(st, journal.Options{QueueRecords: 8, BatchRecords: 2, Backpressure: time.Second})
+		log := j.StartSession(journal.Session{ID: "s", Started: time.Now()}, 0)
+		tb := task.New(t.Context(), task.Options{Recorder: log})
+		top := tb.View("")
+		release := sync.OnceFunc(func() {
+			st.mu.Lock()
+			st.stuck = nil
+			st.mu.Unlock()
+			close(stuck)
+		})
+		defer release()
+		// The session's start and a task's spawned, started and finished
+		// fill half the queue.
+		if _, err := top.Spawn(task.Spec{Kind: "shell"}, noop); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		spawned := make(chan struct{})
+		go func() {
+			defer close(spawned)
+			top.Spawn(task.Spec{Kind: "shell"}, noop)
+		}()
+		synctest.Wait() // the spawn now waits for room
+		select {
+		case <-spawned:
+			t.Fatal("the spawn did not wait for the writer")
+		default:
+		}
+		asked := time.Now()
+		if n := len(top.List()); n != 1 { // answered while the spawn waits
+			t.Errorf("List() = %d tasks while the spawn waits, want 1", n)
+		}
+		if took := time.Since(asked); took != 0 {
+			t.Errorf("List() took %v while a spawn waited for the writer, want at once", took)
+		}
+		release()
+		<-spawned
+		tb.Close(context.Background())
+		if err := j.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

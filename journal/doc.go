@@ -34,12 +34,11 @@
 //   - Recording a task's spawn waits, once the queue is half full, until
 //     the writer frees room, for at most Options.Backpressure (1s): a
 //     burst of spawns goes at the store's pace (BenchmarkSpawnDrainJournal
-//     keeps all 4 records per task, 0 dropped). The wait happens under the
-//     task table's lock, where the table calls its Recorder: the table's
-//     other calls wait with the spawn, which is what slowing a burst to
-//     the disk's rate means. It cannot deadlock: the writer never touches
-//     a table, and nothing the wait needs is held by the table's callers.
-//     The bound keeps the stall short: a store that frees no room in that
+//     keeps all 4 records per task, 0 dropped). The table asks before it
+//     spawns, in the spawner's goroutine and outside its lock
+//     (task.Pacer, SessionLog.Pace), so only the spawner waits: the
+//     table's other callers, its running tasks and the records they make
+//     go on. The bound keeps the stall short: a store that frees no room in that
 //     time is reported ("has not taken a batch"), and spawns stop waiting
 //     until it writes again.
 //   - Everything else never waits: a task's later records (they come from

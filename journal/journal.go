@@ -292,12 +292,23 @@ type entry struct {
 // if the record was dropped (the queue is full, or the journal closed or
 // broken); a drop is counted (Stats).
 func (j *Journal) Add(r Record) bool {
-	return j.add(entry{rec: r}, false)
+	return j.add(entry{rec: r})
 }
 
-// addChange queues a copy of a task change; a spawn may wait for room.
+// addChange queues a copy of a task change. It never waits: the table
+// calls it under its lock, and paces spawns before that (SessionLog.Pace).
 func (j *Journal) addChange(session string, c *task.Change) bool {
-	return j.add(entry{change: TaskChange{Session: session, Change: *c}}, c.Type == task.EventSpawned)
+	return j.add(entry{change: TaskChange{Session: session, Change: *c}})
+}
+
+// pace waits, while the queue is at half its bound and the writer is
+// healthy, for room, at most Options.Backpressure.
+func (j *Journal) pace() {
+	j.mu.Lock()
+	if j.opts.Backpressure > 0 && len(j.queue)+j.held >= j.opts.QueueRecords/2 {
+		j.waitRoomLocked()
+	}
+	j.mu.Unlock()
 }
 
 // session names the session a record belongs to ("" for a host).
@@ -319,15 +330,10 @@ func (e *entry) session() string {
 	return ""
 }
 
-// add queues e. A spawn (wait) finds the queue full at half its bound:
-// the other half is kept for the records of tasks already spawned and of
-// the sessions, which never wait (they come from under the task table's
-// lock, or from a turn), so a spawn that waits leaves them room.
-func (j *Journal) add(e entry, wait bool) bool {
+// add queues e, or drops and counts it when the journal is closing,
+// broken, or its queue is full. It never waits (see pace).
+func (j *Journal) add(e entry) bool {
 	j.mu.Lock()
-	if wait && j.opts.Backpressure > 0 && len(j.queue)+j.held >= j.opts.QueueRecords/2 {
-		j.waitRoomLocked()
-	}
 	if j.closing || j.broken != nil || len(j.queue)+j.held >= j.opts.QueueRecords {
 		first := j.dropLocked(e.session(), 1, nil)
 		closing, full := j.closing, !j.closing && j.broken == nil
@@ -698,10 +704,13 @@ func (j *Journal) StartSession(s Session, seq int) *SessionLog {
 // ID returns the session's id.
 func (l *SessionLog) ID() string { return l.id }
 
-// Record queues a change of the session's task table. It returns at
-// once, except that a spawn recorded while the queue is half full waits
-// for room, at most Options.Backpressure, while the writer is healthy
-// (see the package doc): the table's lock is held meanwhile.
+// Pace is called by the task table before each spawn, outside its lock
+// (task.Pacer): while the queue is half full and the writer healthy, it
+// waits for room, at most Options.Backpressure (see the package doc), so a
+// burst of spawns slows to the store's pace instead of losing records.
+func (l *SessionLog) Pace() { l.j.pace() }
+
+// Record queues a change of the session's task table and returns at once.
 func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
 	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:

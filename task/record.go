@@ -11,6 +11,16 @@ type Recorder interface {
 	Record(*Change)
 }
 
+// Pacer is a Recorder that can ask spawning to slow to the pace at which
+// it keeps records, instead of losing them in a burst. The table calls
+// Pace at the start of every Spawn, before it takes its lock, in the
+// spawner's goroutine: Pace may block (briefly: the journal waits at most
+// a second) and may call the table. Record itself never waits.
+type Pacer interface {
+	Recorder
+	Pace()
+}
+
 // Change is an event together with the task's details.
 type Change struct {
 	Event

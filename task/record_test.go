@@ -104,3 +104,38 @@ func TestFollowSeesNewEventsAndSaysWhenItFellBehind(t *testing.T) {
 		}
 	})
 }
+
+// pacer counts Pace calls and, to prove it runs outside the table's
+// lock, calls back into the table from Pace.
+type pacer struct {
+	tb    *task.Table
+	paced int
+	seen  []task.EventType
+}
+
+func (p *pacer) Record(c *task.Change) { p.seen = append(p.seen, c.Type) }
+func (p *pacer) Pace() {
+	p.paced++
+	p.tb.List() // would deadlock if the table held its lock
+}
+
+// A Pacer is asked before every spawn, outside the table's lock, so a
+// journal can slow a burst of spawns without stalling the table.
+func TestPacerIsAskedBeforeEverySpawnOutsideTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &pacer{}
+		tb := task.New(t.Context(), task.Options{Recorder: p})
+		p.tb = tb
+		defer tb.Close(context.Background())
+		v := tb.View("")
+		for range 3 {
+			if _, err := v.Spawn(task.Spec{Kind: "shell"}, func(context.Context, *task.Handle) (string, error) { return "", nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if p.paced != 3 {
+			t.Errorf("Pace called %d times for 3 spawns, want 3", p.paced)
+		}
+	})
+}

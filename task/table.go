@@ -254,6 +254,9 @@ func (tb *Table) spawn(owner string, spec Spec, fn Func) (string, error) {
 	if fn == nil {
 		return "", errors.New("task: nil Func")
 	}
+	if p, ok := tb.opts.Recorder.(Pacer); ok {
+		p.Pace() // outside the lock: it may wait for the recorder
+	}
 	tb.mu.Lock()
 	if tb.closed || tb.ctx.Err() != nil {
 		tb.mu.Unlock()

@@ -230,9 +230,14 @@ func settled(tb *task.Table) bool {
 	return true
 }
 
-// interactive runs a conversation on stdin.
+// interactive runs a conversation on stdin. From a terminal a command
+// runs at once, even while a turn streams (the person sees it); from a
+// pipe or a file each line waits until the turns of the messages before
+// it have ended, and so does the end of the input, so a script's lines
+// run in order and its last message is answered before it leaves.
 func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string) error {
 	tty := isTerminal(stdout)
+	ordered := !isTTY(stdin)
 	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }}
 	resized, stopResized := resizes()
 	defer stopResized()
@@ -244,8 +249,19 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	defer stopSigs()
 	runCtx, stopRun := context.WithCancel(ctx)
 	input := make(chan string, 32)
+	// answered receives when the turn of a message sent to input ends
+	// (every message gets one turn; autonomous turns do not count). At
+	// most cap(input)+1 turns end while the loop is not listening (the
+	// queued messages and the one in flight), so the send never blocks.
+	answered := make(chan struct{}, cap(input)+1)
+	sink := agent.SinkFunc(func(e agent.Event) {
+		p.Event(e)
+		if e.Type == agent.TurnEnd && !e.Autonomous {
+			answered <- struct{}{}
+		}
+	})
 	ran := make(chan error, 1)
-	go func() { ran <- s.Run(runCtx, input, p) }()
+	go func() { ran <- s.Run(runCtx, input, sink) }()
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -258,10 +274,15 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	interrupted := false
+	pending := 0 // messages sent whose turn has not ended
 loop:
 	for {
+		next := lines
+		if ordered && pending > 0 {
+			next = nil // the next line waits for the answer
+		}
 		select {
-		case line, ok := <-lines:
+		case line, ok := <-next:
 			if !ok {
 				break loop
 			}
@@ -276,10 +297,13 @@ loop:
 				interrupted = false
 				select {
 				case input <- line:
+					pending++
 				default:
 					p.line("(busy: too many messages queued; wait for the current turn)")
 				}
 			}
+		case <-answered:
+			pending--
 		case <-sigs:
 			if interrupted {
 				break loop

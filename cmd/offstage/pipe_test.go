@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // runPiped runs offstage run with a script and stdin from a pipe, and
@@ -45,5 +47,50 @@ func TestPipedConversationAnswersTheLastLine(t *testing.T) {
 	]}`, "one\ntwo\n")
 	if !strings.Contains(out, "One.") || !strings.Contains(out, "Two.") || !strings.Contains(out, "bye.") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
+func TestReadLinesRefusesALongLineAndGoesOn(t *testing.T) {
+	in := "short\n" + strings.Repeat("x", 100) + "\n" + strings.Repeat("y", 9) + "\r\nlast without newline"
+	lines := make(chan inputLine, 10)
+	// A reader that hands out 7 bytes at a time, so lines span reads.
+	if err := readLines(iotest.HalfReader(strings.NewReader(in)), 10, lines); err != nil {
+		t.Fatal(err)
+	}
+	close(lines)
+	var got []inputLine
+	for l := range lines {
+		got = append(got, l)
+	}
+	want := []inputLine{{text: "short"}, {tooLong: 100}, {text: strings.Repeat("y", 9) + "\r"}, {tooLong: 20}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lines = %+v, want %+v", got, want)
+	}
+}
+
+// A line over 1 MiB is refused with a message, and the conversation goes
+// on with the lines after it.
+func TestPipedConversationRefusesAnOverlongLine(t *testing.T) {
+	out, errOut := runPiped(t, `{"turns": [
+		{"expect": "^after$", "text": "Still here."}
+	]}`, strings.Repeat("x", 1<<20+1)+"\nafter\n")
+	if !strings.Contains(out, "refused a line of 1048577 bytes: a message is at most 1048576 bytes") || !strings.Contains(out, "Still here.") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
+// A one-shot prompt comes from stdin with "-", and from a file with
+// --prompt-file, even when it is longer than the OS lets an argument be.
+func TestPromptFromStdinAndFile(t *testing.T) {
+	out, errOut := runPiped(t, `{"turns": [{"expect": "^say hi$", "text": "Hi."}]}`, "say hi\n", "-")
+	if out != "Hi.\n" {
+		t.Errorf("run -: stdout %q\nstderr:\n%s", out, errOut)
+	}
+	long := strings.Repeat("p", 300<<10) + " end" // over MAX_ARG_STRLEN (128 KiB)
+	file := filepath.Join(t.TempDir(), "prompt.txt")
+	os.WriteFile(file, []byte(long), 0o644)
+	out, errOut = runPiped(t, `{"turns": [{"expect": "^p+ end$", "text": "Read it."}]}`, "", "--prompt-file", file)
+	if out != "Read it.\n" {
+		t.Errorf("--prompt-file: stdout %q\nstderr:\n%s", out, errOut)
 	}
 }

@@ -23,7 +23,11 @@ import (
 const runUsage = `Usage: offstage run [flags] [prompt]
 
 With a prompt, runs one turn (and the turns background work leads to) and
-prints the answer; without, starts a conversation. The model comes from
+prints the answer; without, starts a conversation. The prompt is the
+arguments, or stdin for "offstage run -", or a file (--prompt-file FILE).
+Without any, stdin is the conversation, from a terminal or a pipe; a line
+of it is at most 1 MiB (a longer one is refused and the conversation
+goes on). The model comes from
 the flags and the environment: OPENAI_API_KEY and OPENAI_BASE_URL for
 OpenAI and compatible servers (Ollama, vLLM, LM Studio, OpenRouter),
 ANTHROPIC_API_KEY for Anthropic.
@@ -45,6 +49,8 @@ const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the 
   offstage run --script examples/demo/demo.json --agents examples/demo/agents "go"
   offstage run --json "list the files" | jq -c .
   offstage run --resume "what came of the tests?"
+  offstage run --prompt-file review-request.md
+  (echo "review this diff:"; git diff) | offstage run -
 `
 
 func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -54,6 +60,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
+	promptFile := fs.String("prompt-file", "", "read the prompt from `FILE` (- for stdin), for a prompt too long for an argument")
 	var af agentFlags
 	af.register(fs, true)
 	var jf journalFlags
@@ -66,6 +73,10 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if resume.set && resume.id == "" && len(rest) > 0 && sessionIDPattern.MatchString(rest[0]) {
 		resume.id, rest = rest[0], rest[1:] // --resume SESSION
+	}
+	prompt, err := promptOf(rest, *promptFile, stdin)
+	if err != nil {
+		return err
 	}
 	model, err := newModel(mf, os.Getenv)
 	if err != nil {
@@ -114,7 +125,6 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
 			res.session.ID, plural(len(res.resume.History), "message"), plural(len(res.resume.Results), "result"), plural(len(res.told)-len(res.resume.Results), "task"))
 	}
-	prompt := strings.TrimSpace(strings.Join(rest, " "))
 	if prompt != "" {
 		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
 	}
@@ -122,6 +132,43 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		sessionID = ""
 	}
 	return interactive(ctx, s, stdin, stdout, *asJSON, sessionID)
+}
+
+// maxPrompt bounds a prompt read from stdin or a file.
+const maxPrompt = 16 << 20
+
+// promptOf is the one-shot prompt: the arguments; stdin for a lone "-" or
+// --prompt-file -; the file --prompt-file names. "" means a conversation.
+func promptOf(args []string, file string, stdin io.Reader) (string, error) {
+	var r io.Reader
+	from := "stdin"
+	switch {
+	case file != "" && len(args) > 0:
+		return "", usagef("give the prompt as an argument or with --prompt-file, not both (got %q too)", args[0])
+	case file == "-" || (file == "" && len(args) == 1 && args[0] == "-"):
+		r = stdin
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return "", usagef("cannot read the prompt file: %v", err)
+		}
+		defer f.Close()
+		r, from = f, file
+	default:
+		return strings.TrimSpace(strings.Join(args, " ")), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxPrompt+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reading the prompt from %s: %w", from, err)
+	case len(b) > maxPrompt:
+		return "", usagef("the prompt in %s is over %d MiB", from, maxPrompt>>20)
+	}
+	prompt := strings.TrimSpace(string(b))
+	if prompt == "" {
+		return "", usagef("the prompt in %s is empty", from)
+	}
+	return prompt, nil
 }
 
 const systemPrompt = `You are a capable agent working in a shell on the user's machine. Long-running work (builds, tests, servers, research by sub-agents) goes to the background so the conversation can go on: results come back to you by themselves when they finish. Do not poll with sleep; keep working, or use one task_wait.`
@@ -262,13 +309,11 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	})
 	ran := make(chan error, 1)
 	go func() { ran <- s.Run(runCtx, input, sink) }()
-	lines := make(chan string)
+	lines := make(chan inputLine)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
+		if err := readLines(stdin, maxLine, lines); err != nil {
+			p.line("offstage: reading the input: " + err.Error())
 		}
 	}()
 	ticker := time.NewTicker(time.Second)
@@ -282,11 +327,15 @@ loop:
 			next = nil // the next line waits for the answer
 		}
 		select {
-		case line, ok := <-next:
+		case in, ok := <-next:
 			if !ok {
 				break loop
 			}
-			line = strings.TrimSpace(line)
+			if in.tooLong > 0 {
+				p.line(fmt.Sprintf("(refused a line of %d bytes: a message is at most %d bytes (1 MiB); the conversation goes on. offstage run --prompt-file takes a longer prompt)", in.tooLong, maxLine))
+				continue
+			}
+			line := strings.TrimSpace(in.text)
 			switch {
 			case line == "":
 			case strings.HasPrefix(line, "/"):
@@ -339,6 +388,53 @@ loop:
 	}
 	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))
 	return nil
+}
+
+// maxLine is the longest line a conversation takes as a message.
+const maxLine = 1 << 20
+
+// inputLine is a line of a conversation's input: its text, or, for a line
+// over the limit (dropped), its length in bytes.
+type inputLine struct {
+	text    string
+	tooLong int
+}
+
+// readLines sends each line of r to lines, without its newline, until the
+// end of r. A line over limit bytes is not kept: its length is sent instead,
+// and the lines after it go on. It returns r's error other than io.EOF.
+func readLines(r io.Reader, limit int, lines chan<- inputLine) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	n := 0 // bytes of the current line so far, kept or not
+	for {
+		chunk, err := br.ReadSlice('\n')
+		whole := err == nil // chunk ends the line
+		if whole {
+			chunk = chunk[:len(chunk)-1]
+		}
+		n += len(chunk)
+		if n <= limit {
+			buf = append(buf, chunk...)
+		} else {
+			buf = nil
+		}
+		if whole || (err == io.EOF && n > 0) {
+			if n > limit {
+				lines <- inputLine{tooLong: n}
+			} else {
+				lines <- inputLine{text: string(buf)}
+			}
+			buf, n = buf[:0], 0
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
+	}
 }
 
 // command runs a slash command (agent.Session.Command, shared with the

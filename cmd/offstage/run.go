@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,10 @@ and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
 
 The session is recorded in the journal (--state, --no-journal; see
 offstage tasks), and each shell's output in a log there. --resume
-continues the latest recorded conversation, or --resume SESSION that one:
+continues the latest recorded conversation, or --resume SESSION that one
+(SESSION is an id or its start, which must name one session; an argument
+after --resume that starts with a digit and has only digits, a-f and
+dashes is taken for SESSION, anything else for the prompt):
 its history comes back, results it never saw are delivered once, and the
 model is told which tasks a crash or restart orphaned.`
 
@@ -66,13 +70,13 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	var jf journalFlags
 	jf.register(fs)
 	var resume resumeFlag
-	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume=SESSION (offstage tasks lists them)")
+	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume SESSION, an id or its start (offstage tasks lists them)")
 	rest, err := parse(fs, args, runUsage, runExamples, stdout)
 	if err != nil {
 		return err
 	}
-	if resume.set && resume.id == "" && len(rest) > 0 && sessionIDPattern.MatchString(rest[0]) {
-		resume.id, rest = rest[0], rest[1:] // --resume SESSION
+	if resume.set && resume.id == "" && len(rest) > 0 && sessionArgPattern.MatchString(rest[0]) {
+		resume.id, rest = rest[0], rest[1:] // --resume SESSION: it resolves or errors, as --resume=SESSION
 	}
 	prompt, err := promptOf(rest, *promptFile, stdin)
 	if err != nil {
@@ -133,6 +137,12 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	return interactive(ctx, s, stdin, stdout, *asJSON, sessionID)
 }
+
+// sessionArgPattern matches an argument after a bare --resume that is
+// taken for a session id or a prefix of one (every id starts with its
+// date): one word of digits, hex and dashes, starting with a digit. Any
+// other argument is the prompt.
+var sessionArgPattern = regexp.MustCompile(`^[0-9][0-9a-f-]*$`)
 
 // maxPrompt bounds a prompt read from stdin or a file.
 const maxPrompt = 16 << 20

@@ -455,7 +455,7 @@ func command(ctx context.Context, s *agent.Session, p *printer, line string, sig
 		return false
 	case "/help":
 		s.Command(ctx, line, p.line)
-		p.line("/quit ends the session, cancelling every task")
+		p.line(fmt.Sprintf(agent.HelpFormat, "/quit", "end the session, cancelling every task and reaping every process"))
 		return true
 	case "/wait":
 		p.line("(Ctrl-C stops waiting)")

@@ -108,6 +108,8 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"no key for anthropic", nil, []string{"run", "--provider", "anthropic", "hi"}, "no API key (set ANTHROPIC_API_KEY)"},
 		{"unreachable", []string{"OPENAI_API_KEY=k"}, []string{"run", "--base-url", "http://127.0.0.1:1/v1", "hi"}, "cannot reach the model endpoint"},
 		{"unknown flag", nil, []string{"run", "--bogus"}, `unknown flag -bogus; see "offstage run --help"`},
+		{"wait without a unit", nil, []string{"run", "--wait", "5", "hi"}, `--wait "5" is not a duration: give one with a unit, such as 30s, 5m or 1h30m; see "offstage run --help"`},
+		{"lease without a unit", nil, []string{"mcp", "--lease", "90"}, `--lease "90" is not a duration`},
 		{"unknown provider", nil, []string{"run", "--provider", "nope", "hi"}, `unknown provider "nope"`},
 		{"scripted without a script", nil, []string{"run", "--provider", "scripted", "hi"}, "needs --script FILE"},
 		{"missing script", nil, []string{"run", "--script", "/no/such/script.json", "hi"}, "no such file"},

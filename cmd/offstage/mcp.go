@@ -54,6 +54,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	origins := fs.String("allow-origin", "", "with --http: comma-separated extra allowed Origin values, besides loopback")
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	taskOpts := taskFlags(fs)
 	var af agentFlags
 	af.register(fs, true)
 	var jf journalFlags
@@ -99,6 +100,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Profiles:            profiles,
 		ProjectInstructions: instructions,
 		KeepOnDisconnect:    *keep,
+		Tasks:               *taskOpts,
 		Record:              rec.hook(mf.describe(os.Getenv)),
 		Logger:              logger,
 		Version:             version(),

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -92,5 +94,36 @@ func TestPromptFromStdinAndFile(t *testing.T) {
 	out, errOut = runPiped(t, `{"turns": [{"expect": "^p+ end$", "text": "Read it."}]}`, "", "--prompt-file", file)
 	if out != "Read it.\n" {
 		t.Errorf("--prompt-file: stdout %q\nstderr:\n%s", out, errOut)
+	}
+}
+
+// --max-running bounds how many of a session's tasks run at once: with 1,
+// the second shell waits, queued, for the first.
+func TestMaxRunningQueuesTheRest(t *testing.T) {
+	out, errOut := runPiped(t, `{"turns": [
+		{"tool_calls": [
+			{"name": "bash", "input": {"command": "sleep 0.2; echo one", "run_in_background": true}},
+			{"name": "bash", "input": {"command": "echo two", "run_in_background": true}}]},
+		{"text": "Both started."},
+		{"text": "Both done."}
+	]}`, "", "--json", "--max-running", "1", "go")
+	var events []string // "shell:1 finished", in order
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e struct {
+			Task struct {
+				Event  string `json:"event"`
+				TaskID string `json:"task_id"`
+			} `json:"task"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		if e.Task.TaskID != "" {
+			events = append(events, e.Task.TaskID+" "+e.Task.Event)
+		}
+	}
+	finished, started := slices.Index(events, "shell:1 finished"), slices.Index(events, "shell:2 started")
+	if finished < 0 || started < finished {
+		t.Errorf("shell:2 did not wait for shell:1: %q\nstderr:\n%s", events, errOut)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
+	taskOpts := taskFlags(fs)
 	promptFile := fs.String("prompt-file", "", "read the prompt from `FILE` (- for stdin), for a prompt too long for an argument")
 	var af agentFlags
 	af.register(fs, true)
@@ -110,6 +112,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		ProjectInstructions: af.instructions(*dir, stderr),
 		Profiles:            af.profiles(*dir, mf, stderr),
 		Tools:               tools.Config{Process: proc.Config{Dir: *dir}},
+		Tasks:               *taskOpts,
 	}
 	sr.apply(&cfg)
 	if res != nil {
@@ -143,6 +146,21 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 // date): one word of digits, hex and dashes, starting with a digit. Any
 // other argument is the prompt.
 var sessionArgPattern = regexp.MustCompile(`^[0-9][0-9a-f-]*$`)
+
+// taskFlags declares the flags of a session's task table (run, mcp and
+// acp): --max-running, how many of its tasks run at once.
+func taskFlags(fs *flag.FlagSet) *task.Options {
+	o := &task.Options{MaxRunning: 8} // the table's default, said in the help
+	fs.Func("max-running", "how many tasks of a session run at once; more wait, queued (default 8)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errors.New("want a whole number, at least 1")
+		}
+		o.MaxRunning = n
+		return nil
+	})
+	return o
+}
 
 // maxPrompt bounds a prompt read from stdin or a file.
 const maxPrompt = 16 << 20

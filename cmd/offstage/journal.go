@@ -73,9 +73,20 @@ func (f journalFlags) open(ctx context.Context, dir string) (*journal.DB, error)
 	}
 	s, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("cannot open the journal in %s (%s): %v; pass --state-dir DIR for another directory, or --no-journal to record nothing", dir, f.dirSource(os.Getenv), err)
 	}
 	return s, nil
+}
+
+// dirSource says where dir's answer came from, for an error to name it.
+func (f journalFlags) dirSource(getenv func(string) string) string {
+	switch x := getenv("XDG_STATE_HOME"); {
+	case f.state != "":
+		return "set by --state-dir"
+	case x != "" && filepath.IsAbs(x):
+		return "from XDG_STATE_HOME=" + x
+	}
+	return "the default, under HOME=" + getenv("HOME")
 }
 
 // dir returns the state directory.

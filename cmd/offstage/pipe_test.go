@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/creack/pty"
 )
 
 // runPiped runs offstage run with a script and stdin from a pipe, and
@@ -126,4 +129,32 @@ func TestMaxRunningQueuesTheRest(t *testing.T) {
 	if finished < 0 || started < finished {
 		t.Errorf("shell:2 did not wait for shell:1: %q\nstderr:\n%s", events, errOut)
 	}
+}
+
+// On a terminal a one-shot run prints its answer once: the trace has it,
+// so stdout does not repeat it (a pipe still gets it; see
+// TestRunOneShotAgainstAFakeOpenAIServer).
+func TestOneShotOnATerminalPrintsTheAnswerOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(path, []byte(`{"turns": [{"text": "The answer is 42."}]}`), 0o644)
+	cmd, mark := offstage(t, nil, "run", "--script", path, "what is it?")
+	f, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	read := make(chan struct{})
+	go func() { // until the terminal closes: EIO once offstage has exited
+		defer close(read)
+		io.Copy(&out, f)
+	}()
+	if code := exitOf(t, cmd.Wait()); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	<-read
+	if n := strings.Count(out.String(), "The answer is 42."); n != 1 {
+		t.Errorf("the answer printed %d times:\n%s", n, out.String())
+	}
+	noSurvivors(t, mark)
 }

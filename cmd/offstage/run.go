@@ -288,7 +288,9 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	case closeErr != nil:
 		return closeErr
 	}
-	if !asJSON {
+	// On a terminal the trace on stderr has already shown the answers; a
+	// pipe or file gets them on stdout, alone.
+	if !asJSON && !(isTTY(stdout) && isTTY(stderr)) {
 		fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n")))
 	}
 	return nil

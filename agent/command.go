@@ -141,7 +141,8 @@ const HelpFormat = "%-12s %s"
 
 // inspectLine is the first line of /inspect: the task, its state, and
 // what it has said of its progress (an iteration only for a task that
-// counts them, a sub-agent; a shell's elapsed time and exit code).
+// counts them, a sub-agent; its exit code, and when it started or how
+// long it ran).
 func inspectLine(i task.Info) string {
 	line := fmt.Sprintf("%s %s: %s", i.ID, i.State, i.Label)
 	var about []string
@@ -158,7 +159,7 @@ func inspectLine(i task.Info) string {
 	case !i.Finished.IsZero() && !i.Started.IsZero():
 		about = append(about, "ran "+i.Finished.Sub(i.Started).Round(time.Millisecond).String())
 	case !i.Started.IsZero():
-		about = append(about, "running for "+time.Since(i.Started).Round(time.Second).String())
+		about = append(about, "started "+time.Since(i.Started).Round(time.Second).String()+" ago")
 	}
 	if len(about) > 0 {
 		line += " (" + strings.Join(about, ", ") + ")"

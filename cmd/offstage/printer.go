@@ -22,6 +22,9 @@ type printer struct {
 	// width returns the terminal's width in columns (0: unknown); the
 	// status line is cut to it, so it never wraps.
 	width func() int
+	// live keeps the status line of running tasks on screen (a terminal):
+	// it is redrawn after whatever is printed, when no turn is printing.
+	live bool
 
 	mu       sync.Mutex
 	column   int  // guarded by mu: 0 at the start of a line
@@ -38,7 +41,11 @@ func (p *printer) Event(e agent.Event) {
 		p.printJSON(e)
 		return
 	}
-	p.clearStatusLocked()
+	if p.live {
+		// After the event: an event that prints nothing (most of a
+		// shell's) leaves the status line as it was.
+		defer p.drawStatusLocked()
+	}
 	switch e.Type {
 	case agent.TurnStart:
 		p.inTurn = true
@@ -138,18 +145,23 @@ func (p *printer) line(s string) {
 		fmt.Fprintf(p.w, "%s\n", b)
 		return
 	}
-	p.clearStatusLocked()
 	p.endLineLocked()
 	p.lineLocked(s)
+	if p.live {
+		p.drawStatusLocked()
+	}
 }
 
+// lineLocked and writeLocked clear the status line before they print.
 func (p *printer) lineLocked(s string) {
+	p.clearStatusLocked()
 	p.endLineLocked()
 	fmt.Fprintln(p.w, s)
 	p.column = 0
 }
 
 func (p *printer) writeLocked(s string) {
+	p.clearStatusLocked()
 	io.WriteString(p.w, s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		p.column = len(s) - i - 1
@@ -170,6 +182,10 @@ func (p *printer) endLineLocked() {
 func (p *printer) drawStatus() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.drawStatusLocked()
+}
+
+func (p *printer) drawStatusLocked() {
 	if p.json || p.inTurn || p.column > 0 || p.table == nil {
 		return
 	}

@@ -315,7 +315,7 @@ func settled(tb *task.Table) bool {
 func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string) error {
 	tty := isTerminal(stdout)
 	ordered := !isTTY(stdin)
-	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }}
+	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty}
 	resized, stopResized := resizes()
 	defer stopResized()
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")

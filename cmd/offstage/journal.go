@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -299,9 +298,6 @@ func (r *recorder) pruneLogs(keep string) {
 		fmt.Fprintf(r.stderr, "offstage: removed the output logs of %s (%s) to keep all logs under %s.\n", what, size(freed), size(maxLogBytes))
 	}
 }
-
-// sessionIDPattern matches the start of a session id: a date and time.
-var sessionIDPattern = regexp.MustCompile(`^\d{8}(-\d{0,6}(-[0-9a-f]{0,6})?)?$`)
 
 // resumeFlag is --resume: alone it means the latest session, with =ID
 // (or a following argument that looks like a session id) that one.

@@ -238,3 +238,35 @@ func TestStatusLineStaysWhileTasksRun(t *testing.T) {
 		t.Errorf("after a printed event, screen:\n%s", strings.Join(rows, "\n"))
 	}
 }
+
+// TestTraceRendersToolResultsForAPerson: the trace shows a tool's JSON
+// result as its task, status, exit code, first output lines and note, not
+// as one line of JSON with \n escapes; terminal escapes in the output are
+// dropped.
+func TestTraceRendersToolResultsForAPerson(t *testing.T) {
+	var out strings.Builder
+	p := &printer{w: &out}
+	p.Event(agent.Event{Type: agent.ToolResultEvent, Tool: "bash", Text: `{"task_id":"shell:3","status":"completed","exit_code":2,"output":"one\ntwo\n\u001b[31mthree\nfour\nfive\nsix\nseven\n","output_bytes":35,"note":"It failed."}`})
+	want := "  ← bash: shell:3 completed, exit code 2\n      │ one\n      │ two\n      │ [31mthree\n      │ four\n      │ five\n      │ … 2 lines not shown\n      It failed.\n"
+	if out.String() != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	p.Event(agent.Event{Type: agent.ToolResultEvent, Tool: "task_list", Text: `[{"task_id":"shell:1"}]`})
+	if out.String() != "  ← task_list: [{\"task_id\":\"shell:1\"}]\n" {
+		t.Errorf("another shape: %q", out.String())
+	}
+}
+
+// TestHeartbeatsOnlyWhenTheyChange: a sub-agent's heartbeat that repeats
+// the last one is not printed again.
+func TestHeartbeatsOnlyWhenTheyChange(t *testing.T) {
+	var out strings.Builder
+	p := &printer{w: &out}
+	for _, text := range []string{"calling bash", "calling bash", "calling bash", "thinking"} {
+		p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventProgress, ID: "agent:1", State: task.Running, Iteration: 2, Text: text}})
+	}
+	if n := strings.Count(out.String(), "heartbeat"); n != 2 {
+		t.Errorf("%d heartbeat lines, want 2:\n%s", n, out.String())
+	}
+}

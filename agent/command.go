@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
 )
 
 // CommandInfo describes a command a person can type (see Session.Command).
@@ -47,15 +48,13 @@ func (s *Session) Command(ctx context.Context, line string, out func(string)) bo
 	}
 	switch name {
 	case "/help":
-		var names []string
 		for _, c := range Commands() {
 			n := "/" + c.Name
 			if c.Arg != "" {
 				n += " ID"
 			}
-			names = append(names, n)
+			out(fmt.Sprintf(HelpFormat, n, c.Description))
 		}
-		out(strings.Join(names, "  "))
 	case "/tasks":
 		infos := tb.List()
 		if len(infos) == 0 {
@@ -77,7 +76,7 @@ func (s *Session) Command(ctx context.Context, line string, out func(string)) bo
 			out(err.Error())
 			break
 		}
-		out(fmt.Sprintf("%s %s: %s (iteration %d, %s)", pk.ID, pk.State, pk.Label, pk.Iteration, pk.Activity))
+		out(inspectLine(pk.Info))
 		for _, b := range pk.Blocks {
 			out(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, clip(b.Text, 100)))
 		}
@@ -134,6 +133,38 @@ func (s *Session) Command(ctx context.Context, line string, out func(string)) bo
 		return false
 	}
 	return true
+}
+
+// HelpFormat lays out a line of /help: the command, then what it does. A
+// surface that adds commands of its own (/quit) uses it too.
+const HelpFormat = "%-12s %s"
+
+// inspectLine is the first line of /inspect: the task, its state, and
+// what it has said of its progress (an iteration only for a task that
+// counts them, a sub-agent; its exit code, and when it started or how
+// long it ran).
+func inspectLine(i task.Info) string {
+	line := fmt.Sprintf("%s %s: %s", i.ID, i.State, i.Label)
+	var about []string
+	if i.Iteration > 0 {
+		about = append(about, fmt.Sprintf("iteration %d", i.Iteration))
+	}
+	if i.Activity != "" {
+		about = append(about, i.Activity)
+	}
+	if i.HasExitCode {
+		about = append(about, fmt.Sprintf("exit code %d", i.ExitCode))
+	}
+	switch {
+	case !i.Finished.IsZero() && !i.Started.IsZero():
+		about = append(about, "ran "+i.Finished.Sub(i.Started).Round(time.Millisecond).String())
+	case !i.Started.IsZero():
+		about = append(about, "started "+time.Since(i.Started).Round(time.Second).String()+" ago")
+	}
+	if len(about) > 0 {
+		line += " (" + strings.Join(about, ", ") + ")"
+	}
+	return line
 }
 
 // clip cuts s to n runes on one line, marking a cut with "…".

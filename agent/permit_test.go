@@ -100,6 +100,14 @@ func TestCommands(t *testing.T) {
 	if out, ok := run("/tasks"); !ok || !strings.Contains(out, "shell:1") || !strings.Contains(out, "running") {
 		t.Errorf("/tasks = %q, %v", out, ok)
 	}
+	// /inspect on a shell: no sub-agent's "iteration 0".
+	if out, _ := run("/inspect shell:1"); !strings.HasPrefix(out, "shell:1 running: echo hello; sleep 100 (") || !strings.Contains(out, " ago)") || strings.Contains(out, "iteration") {
+		t.Errorf("/inspect shell:1 = %q", out)
+	}
+	// /help says what each command does.
+	if out, _ := run("/help"); !strings.Contains(out, "/cancel ID   cancel a task") || strings.Count(out, "\n") != len(agent.Commands())-1 {
+		t.Errorf("/help = %q", out)
+	}
 	if out, _ := run("/cancel"); !strings.Contains(out, "usage: /cancel ID") {
 		t.Errorf("/cancel without an id = %q", out)
 	}

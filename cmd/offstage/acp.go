@@ -40,6 +40,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	mf.register(fs, "")
 	yolo := fs.Bool("yolo", false, "run every tool call without asking the editor for permission")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	taskOpts := taskFlags(fs)
 	var af agentFlags
 	af.register(fs, true)
 	var ef envFlags
@@ -84,5 +85,6 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Tools: tools.Config{Process: proc.Config{EnvPolicy: envPolicy}},
 		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
 		AllowAll: *yolo, Logger: logger, Version: version(), Record: rec.hook(mf.describe(os.Getenv)), Sessions: rec.sessions(),
+		Tasks: *taskOpts,
 	}, stdin, stdout)
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // usageError is a mistake in how offstage was called or configured: exit
@@ -133,6 +135,7 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 			if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 				msg = "unknown flag " + rest
 			}
+			msg = badValue(fs, msg)
 			return nil, usagef("%s; see \"offstage %s --help\"", msg, fs.Name())
 		}
 		if fs.NArg() == 0 {
@@ -141,6 +144,29 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// badValuePattern is how package flag reports a value Set refused.
+var badValuePattern = regexp.MustCompile(`^invalid value (".*") for flag -(\S+): parse error$`)
+
+// badValue says what a duration or number flag wants instead of the flag
+// package's bare "parse error"; other messages it returns as they are.
+func badValue(fs *flag.FlagSet, msg string) string {
+	m := badValuePattern.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	g, ok := fs.Lookup(m[2]).Value.(flag.Getter)
+	if !ok {
+		return msg
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return fmt.Sprintf("--%s %s is not a duration: give one with a unit, such as 30s, 5m or 1h30m", m[2], m[1])
+	case int, int64, uint, uint64:
+		return fmt.Sprintf("--%s %s is not a whole number", m[2], m[1])
+	}
+	return msg
 }
 
 // cancelOnInterrupt returns a context that Ctrl-C cancels, and a function

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,9 +72,20 @@ func (f journalFlags) open(ctx context.Context, dir string) (*journal.DB, error)
 	}
 	s, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("cannot open the journal in %s (%s): %v; pass --state-dir DIR for another directory, or --no-journal to record nothing", dir, f.dirSource(os.Getenv), err)
 	}
 	return s, nil
+}
+
+// dirSource says where dir's answer came from, for an error to name it.
+func (f journalFlags) dirSource(getenv func(string) string) string {
+	switch x := getenv("XDG_STATE_HOME"); {
+	case f.state != "":
+		return "set by --state-dir"
+	case x != "" && filepath.IsAbs(x):
+		return "from XDG_STATE_HOME=" + x
+	}
+	return "the default, under HOME=" + getenv("HOME")
 }
 
 // dir returns the state directory.
@@ -333,9 +343,6 @@ func (r *recorder) pruneLogs(keep string) {
 		fmt.Fprintf(r.stderr, "offstage: removed the output logs of %s (%s) to keep all logs under %s.\n", what, size(freed), size(maxLogBytes))
 	}
 }
-
-// sessionIDPattern matches the start of a session id: a date and time.
-var sessionIDPattern = regexp.MustCompile(`^\d{8}(-\d{0,6}(-[0-9a-f]{0,6})?)?$`)
 
 // resumeFlag is --resume: alone it means the latest session, with =ID
 // (or a following argument that looks like a session id) that one.

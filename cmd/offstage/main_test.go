@@ -109,8 +109,8 @@ func TestDemo(t *testing.T) {
 	text := out.String()
 	for capability, want := range map[string]string{
 		"says the model is scripted":          "the model is scripted",
-		"background shell":                    `"task_id":"shell:1","status":"running"`,
-		"two background sub-agents":           `"task_id":"agent:3","status":"running"`,
+		"background shell":                    "← bash: shell:1 running",
+		"two background sub-agents":           "← spawn_agent: agent:3 running",
 		"live heartbeat":                      "agent:2 heartbeat: iteration 2",
 		"task_list":                           "→ task_list",
 		"task_wait with any":                  `"mode": "any"`,
@@ -119,7 +119,7 @@ func TestDemo(t *testing.T) {
 		"results reflowed into the next turn": "background results joined the conversation: shell:7",
 		"a wait until a line":                 `"matched":{"task_id":"shell:4","line":"dev server listening on :8080"`,
 		"a prompt noticed":                    `shell:8 seems to wait for input: \"Apply 3 migrations to the dev database? [y/N]\"`,
-		"the prompt answered":                 `answer: y\nmigrations applied`,
+		"the prompt answered":                 "answer: y\n      │ migrations applied",
 		"an autonomous turn":                  "── autonomous turn",
 		"clean exit, everything reaped":       "every one has finished and every process was reaped",
 	} {
@@ -129,7 +129,7 @@ func TestDemo(t *testing.T) {
 	}
 	// Incremental reads: the second read of the build goes on where the
 	// first stopped.
-	reads := regexp.MustCompile(`← task_output: \{"task_id":"shell:1","status":"running","output":"([^"]*)"`).FindAllStringSubmatch(text, -1)
+	reads := regexp.MustCompile(`← task_output: shell:1 running\n((?:      │ .*\n)+)`).FindAllStringSubmatch(text, -1)
 	if len(reads) != 2 || reads[0][1] == "" || reads[1][1] == "" || strings.HasPrefix(reads[1][1], reads[0][1]) {
 		t.Errorf("the demo does not show two incremental reads of the build: %q", reads)
 	}

@@ -58,6 +58,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
 	idle := fs.Duration("idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session that has had no request in flight and no stream open for this long, stopping its tasks (0: never)")
 	logPath := fs.String("log", "", "write logs to this file instead of stderr")
+	taskOpts := taskFlags(fs)
 	var af agentFlags
 	af.register(fs, true)
 	var ef envFlags
@@ -116,6 +117,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		ProjectInstructions: instructions,
 		KeepOnDisconnect:    *keep,
 		IdleTimeout:         *idle,
+		Tasks:               *taskOpts,
 		Record:              rec.hook(mf.describe(os.Getenv)),
 		Logger:              logger,
 		Version:             version(),

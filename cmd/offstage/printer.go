@@ -22,12 +22,16 @@ type printer struct {
 	// width returns the terminal's width in columns (0: unknown); the
 	// status line is cut to it, so it never wraps.
 	width func() int
+	// live keeps the status line of running tasks on screen (a terminal):
+	// it is redrawn after whatever is printed, when no turn is printing.
+	live bool
 
 	mu       sync.Mutex
-	column   int  // guarded by mu: 0 at the start of a line
-	thinking bool // guarded by mu: in a streamed thinking block
-	status   bool // guarded by mu: a status line is drawn and must be cleared before printing
-	inTurn   bool // guarded by mu
+	column   int               // guarded by mu: 0 at the start of a line
+	thinking bool              // guarded by mu: in a streamed thinking block
+	status   bool              // guarded by mu: a status line is drawn and must be cleared before printing
+	inTurn   bool              // guarded by mu
+	beats    map[string]string // guarded by mu: a sub-agent's last heartbeat shown
 	answers  []string
 }
 
@@ -38,7 +42,11 @@ func (p *printer) Event(e agent.Event) {
 		p.printJSON(e)
 		return
 	}
-	p.clearStatusLocked()
+	if p.live {
+		// After the event: an event that prints nothing (most of a
+		// shell's) leaves the status line as it was.
+		defer p.drawStatusLocked()
+	}
 	switch e.Type {
 	case agent.TurnStart:
 		p.inTurn = true
@@ -75,7 +83,11 @@ func (p *printer) Event(e agent.Event) {
 		if e.IsError {
 			mark = "✗"
 		}
-		p.lineLocked(fmt.Sprintf("  %s %s: %s", mark, e.Tool, clip(e.Text, 300)))
+		lines := humanResult(e.Text)
+		p.lineLocked(fmt.Sprintf("  %s %s: %s", mark, e.Tool, lines[0]))
+		for _, l := range lines[1:] {
+			p.lineLocked("      " + l)
+		}
 	case agent.Reflow:
 		if len(e.NoticeIDs) > 0 {
 			p.lineLocked("  ⤷ background notices joined the conversation: " + strings.Join(e.NoticeIDs, ", "))
@@ -104,7 +116,13 @@ func (p *printer) taskLocked(e agent.Event) {
 	case task.EventSpawned:
 		p.lineLocked(fmt.Sprintf("  · %s started: %s", who, p.label(ev.ID)))
 	case task.EventProgress:
-		if strings.HasPrefix(ev.ID, "agent:") {
+		// A sub-agent's heartbeat, when what it is doing changed: the
+		// same activity again is noise.
+		if strings.HasPrefix(ev.ID, "agent:") && p.beats[ev.ID] != ev.Text {
+			if p.beats == nil {
+				p.beats = map[string]string{}
+			}
+			p.beats[ev.ID] = ev.Text
 			p.lineLocked(fmt.Sprintf("  · %s heartbeat: iteration %d, %s", who, ev.Iteration, ev.Text))
 		}
 	case task.EventNotice:
@@ -138,18 +156,23 @@ func (p *printer) line(s string) {
 		fmt.Fprintf(p.w, "%s\n", b)
 		return
 	}
-	p.clearStatusLocked()
 	p.endLineLocked()
 	p.lineLocked(s)
+	if p.live {
+		p.drawStatusLocked()
+	}
 }
 
+// lineLocked and writeLocked clear the status line before they print.
 func (p *printer) lineLocked(s string) {
+	p.clearStatusLocked()
 	p.endLineLocked()
 	fmt.Fprintln(p.w, s)
 	p.column = 0
 }
 
 func (p *printer) writeLocked(s string) {
+	p.clearStatusLocked()
 	io.WriteString(p.w, s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		p.column = len(s) - i - 1
@@ -170,6 +193,10 @@ func (p *printer) endLineLocked() {
 func (p *printer) drawStatus() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.drawStatusLocked()
+}
+
+func (p *printer) drawStatusLocked() {
 	if p.json || p.inTurn || p.column > 0 || p.table == nil {
 		return
 	}
@@ -299,9 +326,61 @@ func (p *printer) printJSON(e agent.Event) {
 	fmt.Fprintf(p.w, "%s\n", b)
 }
 
+// resultLines is how many lines of a tool's output the trace shows.
+const resultLines = 5
+
+// humanResult renders a tool result for a person: the task, its status
+// and exit code or error, the first lines of its output (or result), the
+// note. A result that is not such a JSON object is cut to one line.
+func humanResult(text string) []string {
+	var r struct {
+		TaskID   string `json:"task_id"`
+		Status   string `json:"status"`
+		ExitCode *int   `json:"exit_code"`
+		Output   string `json:"output"`
+		Result   string `json:"result"`
+		Error    string `json:"error"`
+		Note     string `json:"note"`
+	}
+	if err := json.Unmarshal([]byte(text), &r); err != nil || (r.TaskID == "" && r.Status == "") {
+		return []string{clip(text, 300)}
+	}
+	head := strings.TrimSpace(r.TaskID + " " + r.Status)
+	if r.ExitCode != nil {
+		head += fmt.Sprintf(", exit code %d", *r.ExitCode)
+	}
+	if r.Error != "" {
+		head += ": " + clip(r.Error, 160)
+	}
+	lines := []string{head}
+	body := r.Output
+	if body == "" {
+		body = r.Result
+	}
+	if body = strings.TrimRight(body, "\n"); body != "" {
+		all := strings.Split(body, "\n")
+		for _, l := range all[:min(len(all), resultLines)] {
+			lines = append(lines, "│ "+clip(l, 160))
+		}
+		if len(all) > resultLines {
+			lines = append(lines, fmt.Sprintf("│ … %s not shown", plural(len(all)-resultLines, "line")))
+		}
+	}
+	if r.Note != "" {
+		lines = append(lines, clip(r.Note, 200))
+	}
+	return lines
+}
+
 // clip shortens s to one line of at most n characters.
 func clip(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Map(func(r rune) rune { // no escape sequences reach the terminal
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

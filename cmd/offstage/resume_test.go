@@ -205,3 +205,39 @@ func TestResultsAreDeliveredOnceAcrossRestarts(t *testing.T) {
 		t.Logf("round %d: %d results undelivered at the crash, %d in the conversation after resume", round, len(undelivered), len(seen))
 	}
 }
+
+// --resume SESSION with a space takes a prefix of an id as --resume=SESSION
+// does: it resolves, or the run stops with an error; it never resumes the
+// latest session with the prefix in the prompt.
+func TestResumeWithASpaceTakesAPrefix(t *testing.T) {
+	state := t.TempDir()
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"text": "First."},
+		{"expect": "^go on$", "text": "Going on."}
+	]}`), 0o644)
+	env := []string{"XDG_STATE_HOME=" + state}
+	first, _ := offstage(t, env, "run", "--script", script, "first")
+	if out, err := first.CombinedOutput(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	sessions, _ := journalOf(t, state)
+	if len(sessions) != 1 {
+		t.Fatalf("sessions = %+v", sessions)
+	}
+
+	wrong, _ := offstage(t, env, "run", "--resume", "1999", "--script", script, "go on")
+	var errOut bytes.Buffer
+	wrong.Stderr = &errOut
+	if code := exitOf(t, wrong.Run()); code != 2 || !strings.Contains(errOut.String(), `no session "1999"`) {
+		t.Errorf("--resume 1999: exit %d, stderr:\n%s", code, errOut.String())
+	}
+
+	prefix := sessions[0].ID[:6]
+	second, _ := offstage(t, env, "run", "--resume", prefix, "--script", script, "go on")
+	var out bytes.Buffer
+	second.Stdout, second.Stderr = &out, &errOut
+	if err := second.Run(); err != nil || out.String() != "Going on.\n" {
+		t.Errorf("--resume %s: %v, stdout %q\nstderr:\n%s", prefix, err, out.String(), errOut.String())
+	}
+}

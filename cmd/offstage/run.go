@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +25,11 @@ import (
 const runUsage = `Usage: offstage run [flags] [prompt]
 
 With a prompt, runs one turn (and the turns background work leads to) and
-prints the answer; without, starts a conversation. The model comes from
+prints the answer; without, starts a conversation. The prompt is the
+arguments, or stdin for "offstage run -", or a file (--prompt-file FILE).
+Without any, stdin is the conversation, from a terminal or a pipe; a line
+of it is at most 1 MiB (a longer one is refused and the conversation
+goes on). The model comes from
 the flags and the environment: OPENAI_API_KEY and OPENAI_BASE_URL for
 OpenAI and compatible servers (Ollama, vLLM, LM Studio, OpenRouter),
 ANTHROPIC_API_KEY for Anthropic. The commands it runs do not see
@@ -39,7 +45,10 @@ and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
 
 The session is recorded in the journal (--state, --no-journal; see
 offstage tasks), and each shell's output in a log there. --resume
-continues the latest recorded conversation, or --resume SESSION that one:
+continues the latest recorded conversation, or --resume SESSION that one
+(SESSION is an id or its start, which must name one session; an argument
+after --resume that starts with a digit and has only digits, a-f and
+dashes is taken for SESSION, anything else for the prompt):
 its history comes back, results it never saw are delivered once, and the
 model is told which tasks a crash or restart orphaned.`
 
@@ -49,6 +58,8 @@ const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the 
   offstage run --script examples/demo/demo.json --agents examples/demo/agents "go"
   offstage run --json "list the files" | jq -c .
   offstage run --resume "what came of the tests?"
+  offstage run --prompt-file review-request.md
+  (echo "review this diff:"; git diff) | offstage run -
 `
 
 func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
@@ -58,6 +69,8 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
+	taskOpts := taskFlags(fs)
+	promptFile := fs.String("prompt-file", "", "read the prompt from `FILE` (- for stdin), for a prompt too long for an argument")
 	var af agentFlags
 	af.register(fs, true)
 	var ef envFlags
@@ -65,13 +78,17 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	var jf journalFlags
 	jf.register(fs)
 	var resume resumeFlag
-	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume=SESSION (offstage tasks lists them)")
+	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume SESSION, an id or its start (offstage tasks lists them)")
 	rest, err := parse(fs, args, runUsage, runExamples, stdout)
 	if err != nil {
 		return err
 	}
-	if resume.set && resume.id == "" && len(rest) > 0 && sessionIDPattern.MatchString(rest[0]) {
-		resume.id, rest = rest[0], rest[1:] // --resume SESSION
+	if resume.set && resume.id == "" && len(rest) > 0 && sessionArgPattern.MatchString(rest[0]) {
+		resume.id, rest = rest[0], rest[1:] // --resume SESSION: it resolves or errors, as --resume=SESSION
+	}
+	prompt, err := promptOf(rest, *promptFile, stdin)
+	if err != nil {
+		return err
 	}
 	model, err := newModel(mf, os.Getenv)
 	if err != nil {
@@ -105,6 +122,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		ProjectInstructions: af.instructions(*dir, stderr),
 		Profiles:            af.profiles(*dir, mf, stderr),
 		Tools:               tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
+		Tasks:               *taskOpts,
 	}
 	sr.apply(&cfg)
 	if res != nil {
@@ -124,7 +142,6 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
 			res.session.ID, plural(len(res.resume.History), "message"), plural(len(res.resume.Results), "result"), plural(len(res.told)-len(res.resume.Results), "task"))
 	}
-	prompt := strings.TrimSpace(strings.Join(rest, " "))
 	if prompt != "" {
 		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
 	}
@@ -132,6 +149,64 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		sessionID = ""
 	}
 	return interactive(ctx, s, stdin, stdout, *asJSON, sessionID)
+}
+
+// sessionArgPattern matches an argument after a bare --resume that is
+// taken for a session id or a prefix of one (every id starts with its
+// date): one word of digits, hex and dashes, starting with a digit. Any
+// other argument is the prompt.
+var sessionArgPattern = regexp.MustCompile(`^[0-9][0-9a-f-]*$`)
+
+// taskFlags declares the flags of a session's task table (run, mcp and
+// acp): --max-running, how many of its tasks run at once.
+func taskFlags(fs *flag.FlagSet) *task.Options {
+	o := &task.Options{MaxRunning: 8} // the table's default, said in the help
+	fs.Func("max-running", "how many tasks of a session run at once; more wait, queued (default 8)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errors.New("want a whole number, at least 1")
+		}
+		o.MaxRunning = n
+		return nil
+	})
+	return o
+}
+
+// maxPrompt bounds a prompt read from stdin or a file.
+const maxPrompt = 16 << 20
+
+// promptOf is the one-shot prompt: the arguments; stdin for a lone "-" or
+// --prompt-file -; the file --prompt-file names. "" means a conversation.
+func promptOf(args []string, file string, stdin io.Reader) (string, error) {
+	var r io.Reader
+	from := "stdin"
+	switch {
+	case file != "" && len(args) > 0:
+		return "", usagef("give the prompt as an argument or with --prompt-file, not both (got %q too)", args[0])
+	case file == "-" || (file == "" && len(args) == 1 && args[0] == "-"):
+		r = stdin
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return "", usagef("cannot read the prompt file: %v", err)
+		}
+		defer f.Close()
+		r, from = f, file
+	default:
+		return strings.TrimSpace(strings.Join(args, " ")), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxPrompt+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reading the prompt from %s: %w", from, err)
+	case len(b) > maxPrompt:
+		return "", usagef("the prompt in %s is over %d MiB", from, maxPrompt>>20)
+	}
+	prompt := strings.TrimSpace(string(b))
+	if prompt == "" {
+		return "", usagef("the prompt in %s is empty", from)
+	}
+	return prompt, nil
 }
 
 const systemPrompt = `You are a capable agent working in a shell on the user's machine. Long-running work (builds, tests, servers, research by sub-agents) goes to the background so the conversation can go on: results come back to you by themselves when they finish. Do not poll with sleep; keep working, or use one task_wait.`
@@ -223,7 +298,9 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	case closeErr != nil:
 		return closeErr
 	}
-	if !asJSON {
+	// On a terminal the trace on stderr has already shown the answers; a
+	// pipe or file gets them on stdout, alone.
+	if !asJSON && !(isTTY(stdout) && isTTY(stderr)) {
 		fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n")))
 	}
 	return nil
@@ -240,10 +317,15 @@ func settled(tb *task.Table) bool {
 	return true
 }
 
-// interactive runs a conversation on stdin.
+// interactive runs a conversation on stdin. From a terminal a command
+// runs at once, even while a turn streams (the person sees it); from a
+// pipe or a file each line waits until the turns of the messages before
+// it have ended, and so does the end of the input, so a script's lines
+// run in order and its last message is answered before it leaves.
 func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string) error {
 	tty := isTerminal(stdout)
-	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }}
+	ordered := !isTTY(stdin)
+	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty}
 	resized, stopResized := resizes()
 	defer stopResized()
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
@@ -254,28 +336,46 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	defer stopSigs()
 	runCtx, stopRun := context.WithCancel(ctx)
 	input := make(chan string, 32)
+	// answered receives when the turn of a message sent to input ends
+	// (every message gets one turn; autonomous turns do not count). At
+	// most cap(input)+1 turns end while the loop is not listening (the
+	// queued messages and the one in flight), so the send never blocks.
+	answered := make(chan struct{}, cap(input)+1)
+	sink := agent.SinkFunc(func(e agent.Event) {
+		p.Event(e)
+		if e.Type == agent.TurnEnd && !e.Autonomous {
+			answered <- struct{}{}
+		}
+	})
 	ran := make(chan error, 1)
-	go func() { ran <- s.Run(runCtx, input, p) }()
-	lines := make(chan string)
+	go func() { ran <- s.Run(runCtx, input, sink) }()
+	lines := make(chan inputLine)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
+		if err := readLines(stdin, maxLine, lines); err != nil {
+			p.line("offstage: reading the input: " + err.Error())
 		}
 	}()
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	interrupted := false
+	pending := 0 // messages sent whose turn has not ended
 loop:
 	for {
+		next := lines
+		if ordered && pending > 0 {
+			next = nil // the next line waits for the answer
+		}
 		select {
-		case line, ok := <-lines:
+		case in, ok := <-next:
 			if !ok {
 				break loop
 			}
-			line = strings.TrimSpace(line)
+			if in.tooLong > 0 {
+				p.line(fmt.Sprintf("(refused a line of %d bytes: a message is at most %d bytes (1 MiB); the conversation goes on. offstage run --prompt-file takes a longer prompt)", in.tooLong, maxLine))
+				continue
+			}
+			line := strings.TrimSpace(in.text)
 			switch {
 			case line == "":
 			case strings.HasPrefix(line, "/"):
@@ -286,10 +386,13 @@ loop:
 				interrupted = false
 				select {
 				case input <- line:
+					pending++
 				default:
 					p.line("(busy: too many messages queued; wait for the current turn)")
 				}
 			}
+		case <-answered:
+			pending--
 		case <-sigs:
 			if interrupted {
 				break loop
@@ -327,6 +430,53 @@ loop:
 	return nil
 }
 
+// maxLine is the longest line a conversation takes as a message.
+const maxLine = 1 << 20
+
+// inputLine is a line of a conversation's input: its text, or, for a line
+// over the limit (dropped), its length in bytes.
+type inputLine struct {
+	text    string
+	tooLong int
+}
+
+// readLines sends each line of r to lines, without its newline, until the
+// end of r. A line over limit bytes is not kept: its length is sent instead,
+// and the lines after it go on. It returns r's error other than io.EOF.
+func readLines(r io.Reader, limit int, lines chan<- inputLine) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	n := 0 // bytes of the current line so far, kept or not
+	for {
+		chunk, err := br.ReadSlice('\n')
+		whole := err == nil // chunk ends the line
+		if whole {
+			chunk = chunk[:len(chunk)-1]
+		}
+		n += len(chunk)
+		if n <= limit {
+			buf = append(buf, chunk...)
+		} else {
+			buf = nil
+		}
+		if whole || (err == io.EOF && n > 0) {
+			if n > limit {
+				lines <- inputLine{tooLong: n}
+			} else {
+				lines <- inputLine{text: string(buf)}
+			}
+			buf, n = buf[:0], 0
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
 // command runs a slash command (agent.Session.Command, shared with the
 // ACP surface); it returns false for /quit. Ctrl-C stops a /wait.
 func command(ctx context.Context, s *agent.Session, p *printer, line string, sigs <-chan os.Signal) bool {
@@ -335,7 +485,7 @@ func command(ctx context.Context, s *agent.Session, p *printer, line string, sig
 		return false
 	case "/help":
 		s.Command(ctx, line, p.line)
-		p.line("/quit ends the session, cancelling every task")
+		p.line(fmt.Sprintf(agent.HelpFormat, "/quit", "end the session, cancelling every task and reaping every process"))
 		return true
 	case "/wait":
 		p.line("(Ctrl-C stops waiting)")

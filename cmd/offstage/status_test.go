@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
 )
 
 func TestFitColumns(t *testing.T) {
@@ -193,5 +197,76 @@ func TestVersionOf(t *testing.T) {
 		if got := versionOf(&tc.info); got != tc.want {
 			t.Errorf("versionOf(%+v) = %q, want %q", tc.info.Main, got, tc.want)
 		}
+	}
+}
+
+// TestStatusLineStaysWhileTasksRun: on a terminal, a task event that
+// prints nothing leaves the status line on screen, and one that prints a
+// line has it redrawn below.
+func TestStatusLineStaysWhileTasksRun(t *testing.T) {
+	tb := task.New(t.Context(), task.Options{})
+	defer tb.Close(t.Context())
+	id, err := tb.View("").Spawn(task.Spec{Kind: "shell", Label: "sleep 60"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	p := &printer{w: &out, table: tb, width: func() int { return 60 }, live: true}
+	last := func() string {
+		rows := screen(out.String(), 60)
+		for i := len(rows) - 1; i >= 0; i-- {
+			if rows[i] != "" {
+				return rows[i]
+			}
+		}
+		return ""
+	}
+	p.drawStatus()
+	if !strings.HasPrefix(last(), "⋯ "+id) {
+		t.Fatalf("no status line: %q", out.String())
+	}
+	p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventProgress, ID: id, State: task.Running, Text: "running (pid 1)"}})
+	if !strings.HasPrefix(last(), "⋯ "+id) {
+		t.Errorf("a silent task event took the status line away: %q", out.String())
+	}
+	p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventNotice, ID: id, State: task.Running, Text: "waiting for input"}})
+	rows := screen(out.String(), 60)
+	if !strings.HasPrefix(last(), "⋯ "+id) || !strings.Contains(strings.Join(rows, "\n"), "notice: waiting for input") {
+		t.Errorf("after a printed event, screen:\n%s", strings.Join(rows, "\n"))
+	}
+}
+
+// TestTraceRendersToolResultsForAPerson: the trace shows a tool's JSON
+// result as its task, status, exit code, first output lines and note, not
+// as one line of JSON with \n escapes; terminal escapes in the output are
+// dropped.
+func TestTraceRendersToolResultsForAPerson(t *testing.T) {
+	var out strings.Builder
+	p := &printer{w: &out}
+	p.Event(agent.Event{Type: agent.ToolResultEvent, Tool: "bash", Text: `{"task_id":"shell:3","status":"completed","exit_code":2,"output":"one\ntwo\n\u001b[31mthree\nfour\nfive\nsix\nseven\n","output_bytes":35,"note":"It failed."}`})
+	want := "  ← bash: shell:3 completed, exit code 2\n      │ one\n      │ two\n      │ [31mthree\n      │ four\n      │ five\n      │ … 2 lines not shown\n      It failed.\n"
+	if out.String() != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	p.Event(agent.Event{Type: agent.ToolResultEvent, Tool: "task_list", Text: `[{"task_id":"shell:1"}]`})
+	if out.String() != "  ← task_list: [{\"task_id\":\"shell:1\"}]\n" {
+		t.Errorf("another shape: %q", out.String())
+	}
+}
+
+// TestHeartbeatsOnlyWhenTheyChange: a sub-agent's heartbeat that repeats
+// the last one is not printed again.
+func TestHeartbeatsOnlyWhenTheyChange(t *testing.T) {
+	var out strings.Builder
+	p := &printer{w: &out}
+	for _, text := range []string{"calling bash", "calling bash", "calling bash", "thinking"} {
+		p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventProgress, ID: "agent:1", State: task.Running, Iteration: 2, Text: text}})
+	}
+	if n := strings.Count(out.String(), "heartbeat"); n != 2 {
+		t.Errorf("%d heartbeat lines, want 2:\n%s", n, out.String())
 	}
 }

@@ -35,3 +35,22 @@ func resizes() (<-chan os.Signal, func()) {
 	signal.Notify(ch, syscall.SIGWINCH)
 	return ch, func() { signal.Stop(ch) }
 }
+
+// isTTY reports whether v is a terminal: an *os.File the terminal ioctls
+// work on (a character device is not enough: /dev/null is one).
+func isTTY(v any) bool {
+	f, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	tty := false
+	raw.Control(func(fd uintptr) {
+		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		tty = err == nil
+	})
+	return tty
+}

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -271,6 +272,69 @@ func TestAWatchIsRateLimitedAndEnds(t *testing.T) {
 	}
 	if total >= 30 {
 		t.Errorf("the watch posted %d lines after its cap", total)
+	}
+}
+
+// TestAWatchSaysWhatItCouldNotLookAt pins issue 20: a watch that skipped
+// output said so only on a notice carrying matched lines, so a flood with
+// no match left the model trusting a blind watch. 64 MiB of two-byte
+// lines through a 4 KiB ring outrun the watch, which cleans and matches
+// each line; the notices must say how many bytes it missed, match or not.
+func TestAWatchSaysWhatItCouldNotLookAt(t *testing.T) {
+	const flood = `yes | head -c 67108864`
+	blindRe := regexp.MustCompile(`could not look at (a further )?(\d+) bytes of its output`)
+	for _, tc := range []struct {
+		name, cmd     string
+		batch, every  time.Duration
+		match         string // a line every notice but the last carries
+		minN, maxN    int
+		furtherInLast bool
+	}{
+		// Batched past the flood's end: one notice at the end, with the total.
+		{name: "no match", cmd: flood, batch: time.Minute, minN: 1, maxN: 1},
+		{name: "a match", cmd: "echo ERROR first; " + flood, batch: time.Minute, match: "ERROR first", minN: 1, maxN: 1},
+		// Told at once, then only the rest at the end: never a notice per skip.
+		{name: "told once", cmd: flood, batch: time.Millisecond, every: time.Millisecond, minN: 1, maxN: 2, furtherInLast: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, v := table(t)
+			cfg := proc.Config{Command: tc.cmd, HeadBytes: 4 << 10, TailBytes: 4 << 10}
+			id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchBatch: tc.batch, WatchEvery: tc.every})
+			var notices []task.Notice
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			for {
+				r, err := v.Wait(ctx, []string{id}, task.All)
+				if err != nil {
+					t.Fatal(err)
+				}
+				notices = append(notices, r.Notices...)
+				if len(r.Done) > 0 {
+					break
+				}
+			}
+			if len(notices) < tc.minN || len(notices) > tc.maxN {
+				t.Fatalf("%d notices, want %d to %d: %+v", len(notices), tc.minN, tc.maxN, notices)
+			}
+			var told int64
+			for i, n := range notices {
+				m := blindRe.FindStringSubmatch(n.Text)
+				if n.Kind != proc.NoticeWatch || m == nil {
+					t.Fatalf("notice %d = %q, want one that says how many bytes the watch could not look at", i, n.Text)
+				}
+				if further := m[1] != ""; further != (i > 0) {
+					t.Errorf("notice %d = %q: says \"a further\" %v, want %v", i, n.Text, further, i > 0)
+				}
+				k, _ := strconv.ParseInt(m[2], 10, 64)
+				told += k
+			}
+			if told <= 0 || told > 64<<20-4<<10 {
+				t.Errorf("the notices say the watch missed %d bytes, want some, and at most all but the head", told)
+			}
+			if tc.match != "" && !strings.Contains(notices[0].Text, "printed 1 line matching \"ERROR\":\n"+tc.match+"\n") {
+				t.Errorf("notice %q does not carry the matched line", notices[0].Text)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -204,25 +206,34 @@ func checkEndToEnd(t *testing.T, s *agent.Session) {
 	}
 }
 
+// Both shells wait for one gate the test opens once they run, so they
+// finish together, well within the settle window: with fixed sleeps
+// (0.2 s and 0.25 s, a 200 ms window) a busy machine split them into two
+// turns.
 func TestActiveContinuationRunsOneAutonomousTurn(t *testing.T) {
+	dir := t.TempDir()
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.2; echo one", "run_in_background": true}},
-		                {"name": "bash", "input": {"command": "sleep 0.25; echo two", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e gate ]; do sleep 0.01; done; echo one", "run_in_background": true}},
+		                {"name": "bash", "input": {"command": "while [ ! -e gate ]; do sleep 0.01; done; echo two", "run_in_background": true}}]},
 		{"text": "Both started; I will report when they finish."},
 		{"expect": "(?s)background-result.*background-result", "text": "Both finished: one and two."}
 	]}`
-	s := newSession(t, script, agent.Config{Settle: 200 * time.Millisecond})
+	cfg := agent.Config{Settle: 2 * time.Second}
+	cfg.Tools.Process.Dir = dir
+	s := newSession(t, script, cfg)
 	rec := &recorder{}
 	input := make(chan string)
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error)
 	go func() { ran <- s.Run(ctx, input, rec) }()
 	input <- "start two things"
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.count(agent.TurnEnd, true) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 1 })
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // a second autonomous turn, if any, would start now
+	// The one autonomous turn takes both results, or its script fails:
+	// none is left for a second one.
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, true) == 1 })
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)

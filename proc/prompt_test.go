@@ -48,10 +48,36 @@ func FuzzLooksLikePrompt(f *testing.F) {
 	for _, s := range []string{"Overwrite? [y/N] ", "Password:", "[(/)]", "=>", "\xff?"} {
 		f.Add(s)
 	}
+	// Invariants a wrong rule breaks (issue 20: one that always said false
+	// passed): after any short single line, known prompts match; with a
+	// newline after them, past 200 characters, or ending in "." or "=>"
+	// without mentioning a password, nothing does.
+	known := []string{"Overwrite? [y/N] ", "Password: ", "Continue (yes/no)? ", "Name: ", ">>> ", "Proceed (y/n)"}
 	f.Fuzz(func(t *testing.T, s string) {
 		got := proc.LooksLikePrompt(s)
 		if got && (strings.TrimSpace(s) == "" || strings.Contains(s, "\n") || utf8.RuneCountInString(s) > 10000) {
 			t.Errorf("LooksLikePrompt(%q) = true", s)
+		}
+		line := strings.ReplaceAll(s, "\n", " ")
+		for _, p := range known {
+			if utf8.RuneCountInString(line) <= 150 && !proc.LooksLikePrompt(line+p) {
+				t.Errorf("LooksLikePrompt(%q) = false, want true (a known prompt)", line+p)
+			}
+			if proc.LooksLikePrompt(line + p + "\n") {
+				t.Errorf("LooksLikePrompt(%q) = true for a finished line", line+p+"\n")
+			}
+			if long := strings.Repeat("x", 201) + line + p; proc.LooksLikePrompt(long) {
+				t.Errorf("LooksLikePrompt(%q) = true for a line over 200 characters", long)
+			}
+		}
+		lower := strings.ToLower(line)
+		if strings.Contains(lower, "password") || strings.Contains(lower, "passphrase") {
+			return
+		}
+		for _, end := range []string{" done.", " =>", " ->"} {
+			if proc.LooksLikePrompt(line + end) {
+				t.Errorf("LooksLikePrompt(%q) = true, want false (no question)", line+end)
+			}
 		}
 	})
 }

@@ -40,7 +40,9 @@ func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
 	if out.TaskID != "shell:1" {
 		t.Errorf("bash = %+v", out)
 	}
-	waitSurvivors(t, mark, 4) // offstage, sh and two sleeps (a fixed 200 ms sleep raced sh)
+	// offstage, sh and two sleeps; sh starts them after bash returns, so
+	// wait for them (a fixed 200 ms sleep raced it).
+	waitSurvivors(t, mark, 4)
 	if err := cs.Close(); err != nil { // closes stdin: the session ends
 		t.Logf("Close() = %v", err)
 	}

@@ -574,7 +574,7 @@ func TestANoticeWakesAnIdleSessionOnceAndIsNotAResult(t *testing.T) {
 // idle session takes an autonomous turn on the notice.
 func TestAWatchWakesAnIdleSession(t *testing.T) {
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 100000 | sed 's/^\\(.*0000\\)$/ERROR \\1/'; sleep 2", "run_in_background": true, "notify_on": "^ERROR"}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "awk 'BEGIN { for (i = 1; i <= 10; i++) printf \"line %d\\nERROR %d0000\\n\", i, i }'; sleep 2", "run_in_background": true, "notify_on": "^ERROR"}}]},
 		{"text": "Started the job; I will hear of errors."},
 		{"expect": "(?s)background-notice task_id=\"shell:1\".*kind=\"watch\">\nshell:1 printed 10 lines matching \"\\^ERROR\":\nERROR 10000\nERROR 20000", "text": "Errors at every ten thousand."},
 		{"expect": "background-result task_id=\"shell:1\"", "text": "The job finished."}

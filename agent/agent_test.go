@@ -250,16 +250,29 @@ func TestActiveContinuationRunsOneAutonomousTurn(t *testing.T) {
 	}
 }
 
+// Each shell waits for a gate the test opens when the user turn that
+// started it has ended: "echo one" finishing before that turn's second
+// model request was reflowed into it, and the autonomous turn never came
+// (a loaded run waited 10 s for it).
 func TestAutonomousTurnsStopAtTheCap(t *testing.T) {
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "echo one", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e gate1 ]; do sleep 0.01; done; echo one", "run_in_background": true}}]},
 		{"text": "started one"},
 		{"text": "one finished"},
-		{"tool_calls": [{"name": "bash", "input": {"command": "echo two", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e gate2 ]; do sleep 0.01; done; echo two", "run_in_background": true}}]},
 		{"text": "started two"},
 		{"expect": "echo two|two", "text": "two was reflowed into this user turn"}
 	]}`
-	s := newSession(t, script, agent.Config{MaxAutonomousTurns: 1, Settle: 50 * time.Millisecond})
+	dir := t.TempDir()
+	open := func(gate string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, gate), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := agent.Config{MaxAutonomousTurns: 1, Settle: 50 * time.Millisecond}
+	cfg.Tools.Process.Dir = dir
+	s := newSession(t, script, cfg)
 	rec := &recorder{}
 	input := make(chan string)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -267,9 +280,12 @@ func TestAutonomousTurnsStopAtTheCap(t *testing.T) {
 	ran := make(chan error)
 	go func() { ran <- s.Run(ctx, input, rec) }()
 	input <- "first"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 1 })
+	open("gate1")
 	waitFor(t, func() bool { return s.AutonomousTurns() == 1 && rec.count(agent.TurnEnd, true) == 1 })
 	input <- "second"
 	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 2 })
+	open("gate2")
 	done, _ := s.Table().View("").Done("shell:2")
 	<-done
 	time.Sleep(200 * time.Millisecond) // past the settle window: no autonomous turn may start

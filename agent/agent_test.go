@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -204,25 +206,34 @@ func checkEndToEnd(t *testing.T, s *agent.Session) {
 	}
 }
 
+// Both shells wait for one gate the test opens once they run, so they
+// finish together, well within the settle window: with fixed sleeps
+// (0.2 s and 0.25 s, a 200 ms window) a busy machine split them into two
+// turns.
 func TestActiveContinuationRunsOneAutonomousTurn(t *testing.T) {
+	dir := t.TempDir()
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.2; echo one", "run_in_background": true}},
-		                {"name": "bash", "input": {"command": "sleep 0.25; echo two", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e gate ]; do sleep 0.01; done; echo one", "run_in_background": true}},
+		                {"name": "bash", "input": {"command": "while [ ! -e gate ]; do sleep 0.01; done; echo two", "run_in_background": true}}]},
 		{"text": "Both started; I will report when they finish."},
 		{"expect": "(?s)background-result.*background-result", "text": "Both finished: one and two."}
 	]}`
-	s := newSession(t, script, agent.Config{Settle: 200 * time.Millisecond})
+	cfg := agent.Config{Settle: 2 * time.Second}
+	cfg.Tools.Process.Dir = dir
+	s := newSession(t, script, cfg)
 	rec := &recorder{}
 	input := make(chan string)
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error)
 	go func() { ran <- s.Run(ctx, input, rec) }()
 	input <- "start two things"
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.count(agent.TurnEnd, true) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 1 })
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // a second autonomous turn, if any, would start now
+	// The one autonomous turn takes both results, or its script fails:
+	// none is left for a second one.
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, true) == 1 })
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
@@ -239,16 +250,29 @@ func TestActiveContinuationRunsOneAutonomousTurn(t *testing.T) {
 	}
 }
 
+// Each shell waits for a gate the test opens when the user turn that
+// started it has ended: "echo one" finishing before that turn's second
+// model request was reflowed into it, and the autonomous turn never came
+// (a loaded run waited 10 s for it).
 func TestAutonomousTurnsStopAtTheCap(t *testing.T) {
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "echo one", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e gate1 ]; do sleep 0.01; done; echo one", "run_in_background": true}}]},
 		{"text": "started one"},
 		{"text": "one finished"},
-		{"tool_calls": [{"name": "bash", "input": {"command": "echo two", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e gate2 ]; do sleep 0.01; done; echo two", "run_in_background": true}}]},
 		{"text": "started two"},
 		{"expect": "echo two|two", "text": "two was reflowed into this user turn"}
 	]}`
-	s := newSession(t, script, agent.Config{MaxAutonomousTurns: 1, Settle: 50 * time.Millisecond})
+	dir := t.TempDir()
+	open := func(gate string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, gate), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := agent.Config{MaxAutonomousTurns: 1, Settle: 50 * time.Millisecond}
+	cfg.Tools.Process.Dir = dir
+	s := newSession(t, script, cfg)
 	rec := &recorder{}
 	input := make(chan string)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -256,9 +280,12 @@ func TestAutonomousTurnsStopAtTheCap(t *testing.T) {
 	ran := make(chan error)
 	go func() { ran <- s.Run(ctx, input, rec) }()
 	input <- "first"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 1 })
+	open("gate1")
 	waitFor(t, func() bool { return s.AutonomousTurns() == 1 && rec.count(agent.TurnEnd, true) == 1 })
 	input <- "second"
 	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 2 })
+	open("gate2")
 	done, _ := s.Table().View("").Done("shell:2")
 	<-done
 	time.Sleep(200 * time.Millisecond) // past the settle window: no autonomous turn may start
@@ -563,7 +590,7 @@ func TestANoticeWakesAnIdleSessionOnceAndIsNotAResult(t *testing.T) {
 // idle session takes an autonomous turn on the notice.
 func TestAWatchWakesAnIdleSession(t *testing.T) {
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 100000 | sed 's/^\\(.*0000\\)$/ERROR \\1/'; sleep 2", "run_in_background": true, "notify_on": "^ERROR"}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "awk 'BEGIN { for (i = 1; i <= 10; i++) printf \"line %d\\nERROR %d0000\\n\", i, i }'; sleep 2", "run_in_background": true, "notify_on": "^ERROR"}}]},
 		{"text": "Started the job; I will hear of errors."},
 		{"expect": "(?s)background-notice task_id=\"shell:1\".*kind=\"watch\">\nshell:1 printed 10 lines matching \"\\^ERROR\":\nERROR 10000\nERROR 20000", "text": "Errors at every ten thousand."},
 		{"expect": "background-result task_id=\"shell:1\"", "text": "The job finished."}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -200,14 +201,16 @@ func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 // failing is a store whose writes fail while broken is set.
 type failing struct {
 	journal.Store
-	mu      sync.Mutex
-	broken  bool
-	written int
+	mu       sync.Mutex
+	broken   bool
+	written  int
+	attempts int // writes asked for
 }
 
 func (f *failing) Write(ctx context.Context, batch []journal.Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.attempts++
 	if f.broken {
 		return errors.New("disk full")
 	}
@@ -240,14 +243,27 @@ func (r *reports) get() []string {
 	return append([]string(nil), r.all...)
 }
 
+// The writer's retries run on a fake clock (synctest): with a real one,
+// a fixed sleep meant for "some retries" saw none on a busy machine.
 func TestAFailingStoreIsReportedOnceRetriedAndCaughtUp(t *testing.T) {
+	synctest.Test(t, testAFailingStoreIsReportedOnceRetriedAndCaughtUp)
+}
+
+func testAFailingStoreIsReportedOnceRetriedAndCaughtUp(t *testing.T) {
 	f := &failing{broken: true}
 	rep := &reports{}
 	j := journal.New(f, journal.Options{QueueRecords: 10, Report: rep.add})
 	for i := range 15 {
 		j.Add(journal.SessionEnd{Session: fmt.Sprint(i)})
 	}
-	time.Sleep(300 * time.Millisecond) // some retries
+	time.Sleep(time.Second) // fake time: the writer tries, then retries with backoff
+	synctest.Wait()
+	f.mu.Lock()
+	attempts := f.attempts
+	f.mu.Unlock()
+	if attempts < 3 {
+		t.Fatalf("%d writes in a second of a broken store, want the first and retries", attempts)
+	}
 	f.set(false)
 	flush(t, j)
 	got := rep.get()

@@ -124,16 +124,33 @@ func BenchmarkCaptureLog(b *testing.B) {
 	benchCapture(b, filepath.Join(b.TempDir(), "out.log"))
 }
 
-// BenchmarkCaptureWatch: BenchmarkCapture with a task_wait until running
-// the whole time, looking for a line that never comes (so it reads and
-// matches all 256 MiB, as it arrives).
-func BenchmarkCaptureWatch(b *testing.B) {
+// The watch benchmarks (WaitLine, as task_wait until uses it, and a
+// notify_on watch) report besides MB/s, which counts every byte the child
+// printed, how much of it the watch examined: examined/op is the fraction
+// (1 when the watch looked at every byte) and examined-MB/s its rate.
+// Without a log the watch reads through the 1 MiB ring, and output the
+// child prints faster than the watch matches passes it by (counted, and
+// said to the model); the Log variants keep every byte in a log file the
+// watch reads back from, so they examine all of it, and their MB/s is the
+// honest throughput of matching: the rate beyond which a watch without a
+// log starts to skip. The Short variants print 64-byte lines instead of
+// 64 KiB ones, where the cost per line dominates.
+
+// benchWatchLine runs the child's output past a WaitLine looking for a
+// line that never comes, as a task_wait until does.
+func benchWatchLine(b *testing.B, logPath string, line int) {
 	b.SetBytes(captureBytes)
 	ctx := context.Background()
 	re := regexp.MustCompile(`ERROR|panic:`)
+	args := []string{"print", strconv.Itoa(captureBytes)}
+	if line > 0 {
+		args = append(args, strconv.Itoa(line))
+	}
+	cfg := helperConfig(args...)
+	cfg.LogPath, cfg.LogMaxBytes = logPath, captureBytes
 	var skipped int64
 	for b.Loop() {
-		p, err := proc.Start(ctx, helperConfig("print", strconv.Itoa(captureBytes)))
+		p, err := proc.Start(ctx, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -149,9 +166,40 @@ func BenchmarkCaptureWatch(b *testing.B) {
 		if m.Found || m.Next != captureBytes {
 			b.Fatalf("the watch ended at %+v, want at the end of the output", m)
 		}
+		if logPath != "" && m.Skipped != 0 {
+			b.Fatalf("the watch skipped %d bytes with a log that holds them all", m.Skipped)
+		}
 		skipped += m.Skipped
 	}
-	b.ReportMetric(float64(skipped)/float64(b.N)/captureBytes, "skipped/op")
+	reportExamined(b, skipped)
+}
+
+// reportExamined reports how much of the b.N outputs of captureBytes a
+// watch examined, given what it skipped.
+func reportExamined(b *testing.B, skipped int64) {
+	total := float64(b.N) * captureBytes
+	examined := total - float64(skipped)
+	b.ReportMetric(examined/total, "examined/op")
+	b.ReportMetric(examined/1e6/b.Elapsed().Seconds(), "examined-MB/s")
+}
+
+// BenchmarkCaptureWatch: BenchmarkCapture with a task_wait until running
+// the whole time, looking for a line that never comes, through the ring
+// only: it examines what it keeps up with (examined/op).
+func BenchmarkCaptureWatch(b *testing.B) { benchWatchLine(b, "", 0) }
+
+// BenchmarkCaptureWatchLog: the same with a log holding every byte, so
+// the wait examines all 256 MiB: the throughput of matching 64 KiB lines.
+func BenchmarkCaptureWatchLog(b *testing.B) {
+	benchWatchLine(b, filepath.Join(b.TempDir(), "out.log"), 0)
+}
+
+// BenchmarkCaptureWatchShort and BenchmarkCaptureWatchShortLog: the same
+// two with 64-byte lines.
+func BenchmarkCaptureWatchShort(b *testing.B) { benchWatchLine(b, "", 64) }
+
+func BenchmarkCaptureWatchShortLog(b *testing.B) {
+	benchWatchLine(b, filepath.Join(b.TempDir(), "out.log"), 64)
 }
 
 // BenchmarkStop: a child that obeys SIGTERM; Stop until it is reaped.
@@ -231,16 +279,21 @@ func BenchmarkSpawnTTY(b *testing.B) {
 	}
 }
 
-// BenchmarkCaptureNotifyOn: BenchmarkCapture through a shell task whose
-// output carries a notify_on watch (ShellOptions.NotifyOn).
-func BenchmarkCaptureNotifyOn(b *testing.B) {
+// benchNotifyOn runs the child's output through a shell task whose
+// notify_on watch (ShellOptions.NotifyOn) looks for a line that never
+// comes; with a log directory the watch reads back from its log.
+func benchNotifyOn(b *testing.B, logDir string) {
 	b.SetBytes(captureBytes)
 	tb := task.New(context.Background(), task.Options{})
 	defer tb.Close(context.Background())
 	v := tb.View("")
-	opts := proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR|panic:`)}
+	opts := proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR|panic:`), LogDir: logDir}
+	cfg := helperConfig("print", strconv.Itoa(captureBytes))
+	cfg.LogMaxBytes = captureBytes
+	blind := regexp.MustCompile(`^The watch of \S+ for "ERROR\|panic:" could not look at (?:a further )?(\d+) bytes of its output`)
+	var skipped int64
 	for b.Loop() {
-		id, err := proc.SpawnShell(v, helperConfig("print", strconv.Itoa(captureBytes)), opts)
+		id, err := proc.SpawnShell(v, cfg, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -249,8 +302,27 @@ func BenchmarkCaptureNotifyOn(b *testing.B) {
 		if r := v.Drain(); len(r) != 1 || r[0].State != task.Completed {
 			b.Fatalf("results %+v", r)
 		}
-		if n := v.Notices(); n != nil {
-			b.Fatalf("notices %+v, want none", n)
+		// The watch says what it skipped (and it matched nothing): the
+		// notices are how much it examined.
+		for _, n := range v.Notices() {
+			m := blind.FindStringSubmatch(n.Text)
+			if m == nil {
+				b.Fatalf("notice %q, want only what the watch skipped", n.Text)
+			}
+			k, _ := strconv.ParseInt(m[1], 10, 64)
+			skipped += k
 		}
 	}
+	if logDir != "" && skipped != 0 {
+		b.Fatalf("the watch skipped %d bytes with a log that holds them all", skipped)
+	}
+	reportExamined(b, skipped)
 }
+
+// BenchmarkCaptureNotifyOn: BenchmarkCapture through a shell task whose
+// output carries a notify_on watch, through the ring only.
+func BenchmarkCaptureNotifyOn(b *testing.B) { benchNotifyOn(b, "") }
+
+// BenchmarkCaptureNotifyOnLog: the same with the shell's log, so the
+// watch examines every byte.
+func BenchmarkCaptureNotifyOnLog(b *testing.B) { benchNotifyOn(b, b.TempDir()) }

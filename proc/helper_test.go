@@ -32,10 +32,18 @@ func TestMain(m *testing.M) {
 // helper runs one of the child behaviours the tests need.
 func helper(args []string) int {
 	switch args[0] {
-	case "print": // print N bytes to stdout, fast
+	case "print": // print N bytes to stdout, fast, in lines of 64 KiB or the length given
 		n, _ := strconv.ParseInt(args[1], 10, 64)
 		buf := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB
 		buf[len(buf)-1] = '\n'
+		if len(args) > 2 {
+			line, _ := strconv.Atoi(args[2])
+			for i := range buf {
+				if buf[i] = "0123456789abcdef"[i%16]; (i+1)%line == 0 {
+					buf[i] = '\n'
+				}
+			}
+		}
 		w := os.Stdout
 		for n > 0 {
 			k := min(n, int64(len(buf)))

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,10 +48,36 @@ func FuzzLooksLikePrompt(f *testing.F) {
 	for _, s := range []string{"Overwrite? [y/N] ", "Password:", "[(/)]", "=>", "\xff?"} {
 		f.Add(s)
 	}
+	// Invariants a wrong rule breaks (issue 20: one that always said false
+	// passed): after any short single line, known prompts match; with a
+	// newline after them, past 200 characters, or ending in "." or "=>"
+	// without mentioning a password, nothing does.
+	known := []string{"Overwrite? [y/N] ", "Password: ", "Continue (yes/no)? ", "Name: ", ">>> ", "Proceed (y/n)"}
 	f.Fuzz(func(t *testing.T, s string) {
 		got := proc.LooksLikePrompt(s)
 		if got && (strings.TrimSpace(s) == "" || strings.Contains(s, "\n") || utf8.RuneCountInString(s) > 10000) {
 			t.Errorf("LooksLikePrompt(%q) = true", s)
+		}
+		line := strings.ReplaceAll(s, "\n", " ")
+		for _, p := range known {
+			if utf8.RuneCountInString(line) <= 150 && !proc.LooksLikePrompt(line+p) {
+				t.Errorf("LooksLikePrompt(%q) = false, want true (a known prompt)", line+p)
+			}
+			if proc.LooksLikePrompt(line + p + "\n") {
+				t.Errorf("LooksLikePrompt(%q) = true for a finished line", line+p+"\n")
+			}
+			if long := strings.Repeat("x", 201) + line + p; proc.LooksLikePrompt(long) {
+				t.Errorf("LooksLikePrompt(%q) = true for a line over 200 characters", long)
+			}
+		}
+		lower := strings.ToLower(line)
+		if strings.Contains(lower, "password") || strings.Contains(lower, "passphrase") {
+			return
+		}
+		for _, end := range []string{" done.", " =>", " ->"} {
+			if proc.LooksLikePrompt(line + end) {
+				t.Errorf("LooksLikePrompt(%q) = true, want false (no question)", line+end)
+			}
 		}
 	})
 }
@@ -216,7 +243,10 @@ func TestAWatchPostsMatchesWithinItsCaps(t *testing.T) {
 	_, v := table(t)
 	// 100,000 lines with an ERROR every 10,000th.
 	cfg := proc.Config{Command: `awk 'BEGIN { for (i = 1; i <= 100000; i++) { print "line " i; if (i % 10000 == 0) print "ERROR at " i } }'`}
-	id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchLines: 4, WatchBatch: 5 * time.Second})
+	// The batch outlasts the command, so its end posts the one notice
+	// (a 5 s batch split it in two on a busy machine); the log keeps the
+	// watch from skipping.
+	id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchLines: 4, WatchBatch: time.Hour, LogDir: t.TempDir()})
 	done, _ := v.Done(id)
 	<-done
 	if res := v.Drain(); len(res) != 1 || res[0].State != task.Completed {
@@ -248,7 +278,7 @@ func TestAWatchIsRateLimitedAndEnds(t *testing.T) {
 		}
 		for _, n := range r.Notices {
 			notices = append(notices, n)
-			times = append(times, time.Now())
+			times = append(times, n.Time) // when the watch posted it: a busy receiver sees them bunched
 		}
 		if len(r.Done) > 0 {
 			break
@@ -271,6 +301,69 @@ func TestAWatchIsRateLimitedAndEnds(t *testing.T) {
 	}
 	if total >= 30 {
 		t.Errorf("the watch posted %d lines after its cap", total)
+	}
+}
+
+// TestAWatchSaysWhatItCouldNotLookAt pins issue 20: a watch that skipped
+// output said so only on a notice carrying matched lines, so a flood with
+// no match left the model trusting a blind watch. 64 MiB of two-byte
+// lines through a 4 KiB ring outrun the watch, which cleans and matches
+// each line; the notices must say how many bytes it missed, match or not.
+func TestAWatchSaysWhatItCouldNotLookAt(t *testing.T) {
+	const flood = `yes | head -c 67108864`
+	blindRe := regexp.MustCompile(`could not look at (a further )?(\d+) bytes of its output`)
+	for _, tc := range []struct {
+		name, cmd     string
+		batch, every  time.Duration
+		match         string // a line every notice but the last carries
+		minN, maxN    int
+		furtherInLast bool
+	}{
+		// Batched past the flood's end: one notice at the end, with the total.
+		{name: "no match", cmd: flood, batch: time.Minute, minN: 1, maxN: 1},
+		{name: "a match", cmd: "echo ERROR first; " + flood, batch: time.Minute, match: "ERROR first", minN: 1, maxN: 1},
+		// Told at once, then only the rest at the end: never a notice per skip.
+		{name: "told once", cmd: flood, batch: time.Millisecond, every: time.Millisecond, minN: 1, maxN: 2, furtherInLast: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, v := table(t)
+			cfg := proc.Config{Command: tc.cmd, HeadBytes: 4 << 10, TailBytes: 4 << 10}
+			id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchBatch: tc.batch, WatchEvery: tc.every})
+			var notices []task.Notice
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			for {
+				r, err := v.Wait(ctx, []string{id}, task.All)
+				if err != nil {
+					t.Fatal(err)
+				}
+				notices = append(notices, r.Notices...)
+				if len(r.Done) > 0 {
+					break
+				}
+			}
+			if len(notices) < tc.minN || len(notices) > tc.maxN {
+				t.Fatalf("%d notices, want %d to %d: %+v", len(notices), tc.minN, tc.maxN, notices)
+			}
+			var told int64
+			for i, n := range notices {
+				m := blindRe.FindStringSubmatch(n.Text)
+				if n.Kind != proc.NoticeWatch || m == nil {
+					t.Fatalf("notice %d = %q, want one that says how many bytes the watch could not look at", i, n.Text)
+				}
+				if further := m[1] != ""; further != (i > 0) {
+					t.Errorf("notice %d = %q: says \"a further\" %v, want %v", i, n.Text, further, i > 0)
+				}
+				k, _ := strconv.ParseInt(m[2], 10, 64)
+				told += k
+			}
+			if told <= 0 || told > 64<<20-4<<10 {
+				t.Errorf("the notices say the watch missed %d bytes, want some, and at most all but the head", told)
+			}
+			if tc.match != "" && !strings.Contains(notices[0].Text, "printed 1 line matching \"ERROR\":\n"+tc.match+"\n") {
+				t.Errorf("notice %q does not carry the matched line", notices[0].Text)
+			}
+		})
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -134,15 +136,32 @@ func TestCutCharsIsUnicodeSafe(t *testing.T) {
 func FuzzCutChars(f *testing.F) {
 	f.Add("héllo wörld", 3)
 	f.Add("\xff\xfe日本", 1)
+	f.Add(strings.Repeat("ab", 40), 10)
+	// The bounds a wrong cut breaks (issue 20: a CutChars that never cut
+	// passed): s itself when it has at most limit characters, otherwise
+	// exactly its first limit characters and a note with the rest's count.
 	f.Fuzz(func(t *testing.T, s string, limit int) {
-		limit %= 64
+		limit = max(limit%64, 0) // a negative limit keeps nothing
 		got := task.CutChars(s, limit)
-		if got == s {
+		n := utf8.RuneCountInString(s)
+		if n <= limit {
+			if got != s {
+				t.Fatalf("cutChars(%q, %d) = %q, want it whole (%d chars)", s, limit, got, n)
+			}
 			return
 		}
-		kept, _, ok := strings.Cut(got, "…(+")
-		if !ok || !strings.HasPrefix(s, kept) {
+		i := strings.LastIndex(got, "…(+") // s may hold one too
+		if i < 0 {
+			t.Fatalf("cutChars(%q, %d) = %q: no note", s, limit, got)
+		}
+		kept, note := got[:i], got[i+len("…(+"):]
+		switch {
+		case !strings.HasPrefix(s, kept):
 			t.Fatalf("cutChars(%q, %d) = %q: not a prefix plus a note", s, limit, got)
+		case utf8.RuneCountInString(kept) != limit:
+			t.Fatalf("cutChars(%q, %d) kept %q, %d chars, want %d", s, limit, kept, utf8.RuneCountInString(kept), limit)
+		case note != strconv.Itoa(n-limit)+" more chars)":
+			t.Fatalf("cutChars(%q, %d) = %q, want a note of %d more chars", s, limit, got, n-limit)
 		}
 	})
 }

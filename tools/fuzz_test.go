@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,8 +64,15 @@ func FuzzToolCall(f *testing.F) {
 		if len(res.Text) > 4096 {
 			t.Fatalf("%s(%q) result is %d bytes, over its budget", tool.Name, args, len(res.Text))
 		}
-		if res.IsError && obj["error"] == "" {
-			t.Fatalf("%s(%q) error result without a sentence: %s", tool.Name, args, res.Text)
+		// An error result is exactly {"error": "a sentence"}: decoded as
+		// such, not looked up in a map (where a missing field passed).
+		if res.IsError {
+			var e tools.ErrorOutput
+			dec := json.NewDecoder(strings.NewReader(res.Text))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&e); err != nil || strings.TrimSpace(e.Error) == "" {
+				t.Fatalf("%s(%q) error result %s, want {\"error\": a sentence} (%v)", tool.Name, args, res.Text, err)
+			}
 		}
 	})
 }

@@ -129,7 +129,10 @@ func TestNotifyOn(t *testing.T) {
 		}
 	}
 	var out tools.BashOutput
-	ok(t, e, e.top, "bash", `{"command": "seq 1 50000 | sed 's/^\\(.*000\\)$/ERROR \\1/'", "run_in_background": true, "notify_on": "^ERROR"}`, &out)
+	// awk writes its buffered output at once, so every line reaches the
+	// watch within its 1 s batch (seq | sed, 50,000 lines, took longer on
+	// a busy machine, and the notice came in two).
+	ok(t, e, e.top, "bash", `{"command": "awk 'BEGIN { for (i = 1; i <= 50; i++) printf \"line %d\\nERROR %d000\\n\", i, i }'", "run_in_background": true, "notify_on": "^ERROR"}`, &out)
 	if !strings.Contains(out.Note, "notices") {
 		t.Errorf("bash note %q does not mention notices", out.Note)
 	}

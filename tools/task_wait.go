@@ -122,9 +122,13 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 		if perr != nil {
 			return nil, perr
 		}
-		r, m, err = s.waitUntil(wctx, v, ids, mode, re)
+		var blind []string
+		r, m, blind, err = s.waitUntil(wctx, v, ids, mode, re)
 		if errors.Is(err, errNoShell) {
 			return nil, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
+		}
+		if len(blind) > 0 {
+			note = joinNotes(note, fmt.Sprintf("until could not look at part of the output (%s): it came faster than the wait reads and was no longer kept, so a line there may have matched unseen; read the output with task_output to be sure.", strings.Join(blind, "; ")))
 		}
 	} else {
 		r, err = v.Wait(wctx, ids, mode)
@@ -233,13 +237,15 @@ func compilePattern(field, pattern string, maxChars int) (*regexp.Regexp, error)
 // first: a line, the mode's condition, a notice, or ctx. Lines count from
 // where the caller last read or matched each shell. A match consumes no
 // result; the tasks' condition or a notice consume as v.Wait does, and a
-// line printed before that still counts.
-func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, re *regexp.Regexp) (task.WaitResult, *Match, error) {
+// line printed before that still counts. blind says, per shell, how many
+// bytes of its output went by unseen ("shell:3: 1234 bytes").
+func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, re *regexp.Regexp) (_ task.WaitResult, _ *Match, blind []string, _ error) {
 	lines, stopLines := context.WithCancel(ctx)
 	wctx, stopWait := context.WithCancelCause(ctx)
 	defer stopWait(nil)
 	var wg sync.WaitGroup
 	matches := make(chan Match, len(ids))
+	var blindMu sync.Mutex
 	shells := 0
 	for _, id := range ids {
 		p, err := processOf(v, id)
@@ -249,7 +255,13 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 		shells++
 		from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
 		wg.Go(func() {
-			if m, err := p.WaitLine(lines, from, re); err == nil && m.Found {
+			m, err := p.WaitLine(lines, from, re)
+			if m.Skipped > 0 {
+				blindMu.Lock()
+				blind = append(blind, fmt.Sprintf("%s: %d bytes", id, m.Skipped))
+				blindMu.Unlock()
+			}
+			if err == nil && m.Found {
 				matches <- Match{TaskID: id, Line: m.Line, Cursor: m.Next}
 				stopWait(errMatched)
 			}
@@ -257,18 +269,19 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 	}
 	if shells == 0 {
 		stopLines()
-		return task.WaitResult{}, nil, errNoShell
+		return task.WaitResult{}, nil, nil, errNoShell
 	}
 	r, err := v.Wait(wctx, ids, mode)
 	// A shell that finished has had all its output looked at by now, or
 	// will without blocking; the others stop.
 	stopLines()
 	wg.Wait()
+	slices.Sort(blind)
 	select {
 	case m := <-matches:
 		s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
-		return r, &m, nil
+		return r, &m, blind, nil
 	default:
 	}
-	return r, nil, err
+	return r, nil, blind, err
 }

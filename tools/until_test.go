@@ -2,9 +2,12 @@ package tools_test
 
 import (
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -101,5 +104,22 @@ func TestWaitUntilFirstMatchWins(t *testing.T) {
 	ok(t, e, e.top, "task_wait", string(b), &out)
 	if out.Matched == nil || out.Matched.TaskID != fast || len(out.Running) != 2 {
 		t.Errorf("task_wait until over two shells = %+v, want %s's line", out, fast)
+	}
+}
+
+// TestWaitUntilSaysWhatItCouldNotLookAt pins issue 20: a wait with until
+// that could not look at part of a flood (it passed the 1 MiB ring, and
+// there is no log) said nothing, so "no match" read as "no such line".
+func TestWaitUntilSaysWhatItCouldNotLookAt(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "yes | head -c 67108864")
+	var out tools.WaitOutput
+	ok(t, e, e.top, "task_wait", untilArgs(id, `never`, 120), &out)
+	m := regexp.MustCompile(`until could not look at part of the output \(` + regexp.QuoteMeta(id) + `: (\d+) bytes\)`).FindStringSubmatch(out.Note)
+	if out.Matched != nil || len(out.Done) != 1 || m == nil {
+		t.Fatalf("task_wait until over a flood = %+v, want it done and a note that says how much until missed", out)
+	}
+	if n, _ := strconv.ParseInt(m[1], 10, 64); n <= 0 || n > 64<<20-proc.DefaultHeadBytes-proc.DefaultTailBytes {
+		t.Errorf("until missed %d bytes, want some, and at most all but the head and the ring", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +12,7 @@ import (
 // A real peer that nobody here wrote: the TypeScript ACP SDK drives
 // offstage acp, and sees a background result arrive while no prompt runs.
 func TestACPWithTheTypeScriptSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the TypeScript ACP SDK peer test needs it (.ci/run installs the npm package)")
-	}
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
 	dir := nodePeer(t, "@agentclientprotocol/sdk")
 	script := filepath.Join(t.TempDir(), "script.json")
 	os.WriteFile(script, []byte(`{"turns": [

@@ -106,7 +106,7 @@ func TestInteractiveThroughAPseudoTerminal(t *testing.T) {
 	tm, done, mark := startTerm(t, `{"turns": [
 		{"text": "Starting a long task.", "tool_calls": [{"name": "bash", "input": {"command": "exec sleep 100", "run_in_background": true}}]},
 		{"text": "It runs in the background."},
-		{"thinking": "This will take forever.", "text": "never said", "delay_ms": 100000}
+		{"thinking": "This will take forever.", "text": "never said", "stream_delay_ms": 100000}
 	]}`)
 	tm.send("start a long task\r")
 	tm.expect("It runs in the background.")
@@ -114,9 +114,9 @@ func TestInteractiveThroughAPseudoTerminal(t *testing.T) {
 	tm.send("/tasks\r")
 	tm.expect("shell:1    running")
 
-	tm.send("think hard\r") // a turn that never ends by itself
-	time.Sleep(300 * time.Millisecond)
-	tm.send("\x03") // Ctrl-C: the turn stops, the background task does not
+	tm.send("think hard\r")      // a turn that never ends by itself
+	tm.expect("(thinking) This") // its first word: the turn runs (a fixed sleep here raced it)
+	tm.send("\x03")              // Ctrl-C: the turn stops, the background task does not
 	tm.expect("turn interrupted; background tasks keep running")
 	tm.send("/tasks\r")
 	tm.expect("shell:1    running")
@@ -138,13 +138,9 @@ func TestSecondCtrlCQuitsAndReapsEverything(t *testing.T) {
 	]}`)
 	tm.send("go\r")
 	tm.expect("Two sleepers are running.")
-	// offstage, sh and the sleepers (sh may still be starting them: the
-	// answer comes as soon as the shell is spawned).
-	for deadline := time.Now().Add(15 * time.Second); len(survivors(t, mark)) < 4; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("expected the sleepers to run: %q", survivors(t, mark))
-		}
-	}
+	// offstage, sh and the two sleepers: sh may start them after the
+	// model's answer, so wait for them rather than look once.
+	waitSurvivors(t, mark, 4)
 	tm.send("\x03")
 	tm.expect("Ctrl-C again")
 	tm.send("\x03")

@@ -68,9 +68,21 @@ func survivors(t *testing.T, mark string) []string {
 	return out
 }
 
+// waitSurvivors waits until at least n processes carry mark.
+func waitSurvivors(t *testing.T, mark string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(survivors(t, mark)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d processes running, have %q", n, survivors(t, mark))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func noSurvivors(t *testing.T, mark string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(10 * time.Second) // reaping is prompt; a loaded machine is not
 	for {
 		left := survivors(t, mark)
 		if len(left) == 0 {

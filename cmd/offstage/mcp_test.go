@@ -40,10 +40,9 @@ func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
 	if out.TaskID != "shell:1" {
 		t.Errorf("bash = %+v", out)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := len(survivors(t, mark)); n < 4 { // offstage, sh and two sleeps
-		t.Errorf("%d marked processes while running, want at least 4", n)
-	}
+	// offstage, sh and two sleeps; sh starts them after bash returns, so
+	// wait for them (a fixed 200 ms sleep raced it).
+	waitSurvivors(t, mark, 4)
 	if err := cs.Close(); err != nil { // closes stdin: the session ends
 		t.Logf("Close() = %v", err)
 	}
@@ -63,10 +62,7 @@ func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
 
 // A real peer that nobody here wrote: the TypeScript SDK.
 func TestMCPWithTheTypeScriptSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the TypeScript MCP SDK peer test needs it (.ci/run installs the npm package)")
-	}
+	node := nodeBinary(t, "the TypeScript MCP SDK peer test")
 	dir := nodePeer(t, "@modelcontextprotocol/sdk")
 	cmd, mark := offstage(t, nil)
 	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "client.mjs"), os.Args[0], "mcp"}
@@ -174,6 +170,33 @@ func lines(t *testing.T, r io.Reader) <-chan string {
 	return ch
 }
 
+// requireNodeEnv makes a missing node a failure of the TypeScript peer
+// tests instead of a skip (.ci/run sets it, as OFFSTAGE_REQUIRE_POSTGRES).
+const requireNodeEnv = "OFFSTAGE_REQUIRE_NODE"
+
+// skipper is the part of testing.TB nodeBinary uses.
+type skipper interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// nodeBinary returns the path of node, or skips the test (what needs it)
+// when it is not installed; under OFFSTAGE_REQUIRE_NODE=1 it fails it.
+func nodeBinary(t skipper, what string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	switch {
+	case err == nil:
+		return node
+	case os.Getenv(requireNodeEnv) != "":
+		t.Fatalf("node is not installed and %s=1 requires %s: install Node.js and npm (apt-get install nodejs npm; .ci/run does)", requireNodeEnv, what)
+	default:
+		t.Skipf("node is not installed: %s needs it (.ci/run installs Node.js and the npm packages; %s=1 makes this a failure)", what, requireNodeEnv)
+	}
+	return ""
+}
+
 // nodePeer returns the directory of the Node peers' packages, installing
 // them first (as .ci/run does) if pkg is not there yet.
 func nodePeer(t *testing.T, pkg string) string {
@@ -188,3 +211,24 @@ func nodePeer(t *testing.T, pkg string) string {
 	}
 	return dir
 }
+
+// TestMissingNodeFailsWhenRequired pins issue 20: the TypeScript peer
+// tests skipped silently without node, in CI too. OFFSTAGE_REQUIRE_NODE=1
+// (which .ci/run sets) makes a missing node a failure.
+func TestMissingNodeFailsWhenRequired(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for _, require := range []string{"", "1"} {
+		t.Setenv(requireNodeEnv, require)
+		var rec skipRecorder
+		if got := nodeBinary(&rec, "this test"); got != "" || rec.failed == (require == "") || rec.skipped == (require != "") {
+			t.Errorf("%s=%q without node: nodeBinary = %q, failed %v, skipped %v; want a failure only when required",
+				requireNodeEnv, require, got, rec.failed, rec.skipped)
+		}
+	}
+}
+
+type skipRecorder struct{ skipped, failed bool }
+
+func (*skipRecorder) Helper()                 {}
+func (r *skipRecorder) Skipf(string, ...any)  { r.skipped = true }
+func (r *skipRecorder) Fatalf(string, ...any) { r.failed = true }

@@ -127,11 +127,20 @@ func TestACrashOrphansAndResumeTellsTheModel(t *testing.T) {
 // moments while background results come in, resumes, and checks that no
 // result reaches the conversation twice, and that every result the
 // journal held as undelivered at the crash reaches it once.
+//
+// Each round must test delivery (issue 20: a round could pass with none
+// undelivered, or crash before the session was on record): the first turn
+// starts twelve short shells and then a long foreground command, during
+// which no result can be delivered (results reach the model before its
+// next request). The crash comes at a random moment after the journal
+// holds at least one finished, undelivered result, while that command
+// still runs; how many results finished by then varies.
 func TestResultsAreDeliveredOnceAcrossRestarts(t *testing.T) {
 	var calls []string
 	for i := range 12 {
 		calls = append(calls, fmt.Sprintf(`{"name": "bash", "input": {"command": "sleep 0.%d; echo result-%d", "run_in_background": true}}`, i%10, i))
 	}
+	calls = append(calls, `{"name": "bash", "input": {"command": "sleep 60", "yield_after_seconds": 120}}`)
 	turns := []string{`{"tool_calls": [` + strings.Join(calls, ",") + `]}`}
 	for range 40 {
 		turns = append(turns, `{"text": "noted", "delay_ms": 150}`)
@@ -151,7 +160,8 @@ func TestResultsAreDeliveredOnceAcrossRestarts(t *testing.T) {
 		if err := first.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(200+rand.IntN(900)) * time.Millisecond)
+		waitForTask(t, state, func(x journal.Task) bool { return x.State == "completed" && !x.Delivered })
+		time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond) // more or fewer finished, still in the foreground command
 		first.Process.Signal(syscall.SIGKILL)
 		first.Wait()
 
@@ -160,13 +170,19 @@ func TestResultsAreDeliveredOnceAcrossRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, _ := s.Tasks(t.Context(), journal.TaskFilter{})
+		before, err := s.Tasks(t.Context(), journal.TaskFilter{})
 		s.Close()
+		if err != nil {
+			t.Fatalf("round %d: reading the journal after the crash: %v", round, err)
+		}
 		undelivered := map[string]bool{}
 		for _, x := range before {
 			if x.State == "completed" && !x.Delivered {
 				undelivered[x.ID] = true
 			}
+		}
+		if len(undelivered) == 0 {
+			t.Fatalf("round %d: no result was undelivered at the crash, so the round tests nothing: %+v", round, before)
 		}
 
 		second, _ := offstage(t, env, "run", "--resume", "--script", script, "go on")
@@ -178,14 +194,23 @@ func TestResultsAreDeliveredOnceAcrossRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sessions, _ := s.Sessions(t.Context(), 0)
-		msgs, _ := s.History(t.Context(), sessions[0].ID)
+		sessions, err := s.Sessions(t.Context(), 0)
+		if err != nil || len(sessions) == 0 {
+			s.Close()
+			t.Fatalf("round %d: sessions after resume = %v, %v", round, sessions, err)
+		}
+		msgs, err := s.History(t.Context(), sessions[0].ID)
 		s.Close()
+		if err != nil {
+			t.Fatalf("round %d: reading the conversation after resume: %v", round, err)
+		}
 		seen := map[string]int{}
 		re := regexp.MustCompile(`<background-result task_id="(shell:\d+)"`)
 		for _, m := range msgs {
 			var pm provider.Message
-			json.Unmarshal(m.Body, &pm)
+			if err := json.Unmarshal(m.Body, &pm); err != nil {
+				t.Fatalf("round %d: message %s of the journal is not a message: %v", round, m.Body, err)
+			}
 			for _, b := range pm.Content {
 				for _, sub := range re.FindAllStringSubmatch(b.Text, -1) {
 					seen[sub[1]]++

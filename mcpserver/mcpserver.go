@@ -113,6 +113,7 @@ func New(ctx context.Context, cfg Config) *Service {
 	if cfg.Version == "" {
 		cfg.Version = "devel"
 	}
+	cfg.Tools.NoPush = true // an MCP client is sent no result it did not ask for
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{})}
 	s.probe = mcp.NewServer(s.implementation(), nil)

@@ -309,6 +309,10 @@ func (c *conn) notices() {
 		}
 	}()
 	c.table.Events().Follow(ctx, func(e *task.Event, err error) {
+		if e != nil && e.Type == task.EventIdle {
+			c.svc.cfg.Logger.Info("background idle: every task has finished")
+			return
+		}
 		if e == nil || e.Type != task.EventNotice || e.Owner != "" {
 			return
 		}

@@ -250,11 +250,11 @@ func withDefaults(env, defaults []string) []string {
 		name, _, _ := strings.Cut(kv, "=")
 		set[name] = true
 	}
-	out := env
+	out := slices.Clip(env) // env's backing array is never written
 	for _, kv := range defaults {
 		name, _, _ := strings.Cut(kv, "=")
 		if !set[name] {
-			out = append(out[:len(out):len(out)], kv)
+			out = append(out, kv)
 		}
 	}
 	return out

@@ -121,6 +121,7 @@ func New(ctx context.Context, cfg Config) *Service {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	cfg.Tools.NoPush = true // an MCP client is sent no result it did not ask for
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{})}
 	s.probe = mcp.NewServer(s.implementation(), nil)
@@ -350,6 +351,10 @@ func (c *conn) notices() {
 		}
 	}()
 	c.table.Events().Follow(ctx, func(e *task.Event, err error) {
+		if e != nil && e.Type == task.EventIdle {
+			c.svc.cfg.Logger.Info("background idle: every task has finished")
+			return
+		}
 		if e == nil || e.Type != task.EventNotice || e.Owner != "" {
 			return
 		}

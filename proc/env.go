@@ -206,3 +206,56 @@ func markedEnv(env []string, m mark) []string {
 	}
 	return append(out, m.env())
 }
+
+// NonInteractiveEnv returns the variables a command gets when nothing can
+// answer it (Config.Stdin and Config.TTY both off): settings that make
+// common tools fail at once, or answer for themselves, instead of waiting
+// for a person who will never come:
+//
+//   - GIT_TERMINAL_PROMPT=0: git asks no user name or password on the
+//     terminal ("terminal prompts disabled"); GCM_INTERACTIVE=never does
+//     the same for Git Credential Manager;
+//   - GIT_EDITOR=true: git commit without -m, git rebase --continue, git
+//     merge and git tag -a take the message as it stands instead of
+//     opening an editor (an empty message aborts the commit);
+//   - GIT_PAGER=cat and PAGER=cat: nothing waits in a pager;
+//   - DEBIAN_FRONTEND=noninteractive: apt and dpkg take the defaults;
+//   - npm_config_yes=true: npx and npm init proceed without "Ok to
+//     proceed?";
+//   - PIP_NO_INPUT=1 and GH_PROMPT_DISABLED=1: pip and gh do not prompt.
+//
+// A variable the environment already sets (the host's, or Config.Env) is
+// left as it is: the user's value wins, so a user who wants another
+// editor or pager for the agent's commands sets it. Commands with input
+// open or on a terminal get none of these: someone can answer them.
+func NonInteractiveEnv() []string {
+	return []string{
+		"GIT_TERMINAL_PROMPT=0",
+		"GCM_INTERACTIVE=never",
+		"GIT_EDITOR=true",
+		"GIT_PAGER=cat",
+		"PAGER=cat",
+		"DEBIAN_FRONTEND=noninteractive",
+		"npm_config_yes=true",
+		"PIP_NO_INPUT=1",
+		"GH_PROMPT_DISABLED=1",
+	}
+}
+
+// withDefaults returns env with each of defaults (NAME=value) that env
+// does not set appended.
+func withDefaults(env, defaults []string) []string {
+	set := make(map[string]bool, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	out := slices.Clip(env) // env's backing array is never written
+	for _, kv := range defaults {
+		name, _, _ := strings.Cut(kv, "=")
+		if !set[name] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -166,3 +166,38 @@ func FuzzEnvPolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestNonInteractiveEnv: issue 25 item 1. A command nothing can answer
+// got the host's environment as is, so git opened an editor or asked for
+// a password and the command hung until its timeout. Now it gets
+// NonInteractiveEnv, except for what the environment sets itself; a
+// command with input open, or on a terminal, gets none of it.
+func TestNonInteractiveEnv(t *testing.T) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "PAGER=most"}
+	p := mustStart(t, proc.Config{Command: "env", Env: env})
+	mustWait(t, p)
+	out := string(p.Read(proc.Combined, 0, 1<<20).Data)
+	for _, kv := range proc.NonInteractiveEnv() {
+		name, _, _ := strings.Cut(kv, "=")
+		want := kv
+		if name == "PAGER" {
+			want = "PAGER=most" // the user's value wins
+		}
+		if !strings.Contains(out, "\n"+want+"\n") && !strings.HasPrefix(out, want+"\n") {
+			t.Errorf("the command's environment lacks %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "PAGER="); n != 2 { // GIT_PAGER=cat, PAGER=most
+		t.Errorf("%d PAGER= variables, want 2 (PAGER set twice?):\n%s", n, out)
+	}
+	for _, cfg := range []proc.Config{{Command: "env", Env: env, Stdin: true}, {Command: "env", Env: env, TTY: true}} {
+		q := mustStart(t, cfg)
+		if cfg.Stdin {
+			q.CloseInput()
+		}
+		mustWait(t, q)
+		if got := string(q.Read(proc.Combined, 0, 1<<20).Data); strings.Contains(got, "GIT_TERMINAL_PROMPT") {
+			t.Errorf("Stdin %v, TTY %v: the command got the non-interactive settings:\n%s", cfg.Stdin, cfg.TTY, got)
+		}
+	}
+}

@@ -22,13 +22,15 @@ type Config struct {
 	// Dir is the working directory. Default: the host's.
 	Dir string
 	// Env is the child's environment. Default: the host's (os.Environ()).
-	// EnvPolicy filters it either way.
+	// EnvPolicy filters it either way; a child that nothing can answer
+	// also gets NonInteractiveEnv (see Stdin).
 	Env []string
 	// EnvPolicy withholds variables from the child's environment. The zero
 	// value withholds whatever looks like a secret (see EnvPolicy).
 	EnvPolicy EnvPolicy
 	// Stdin opens a pipe to the child's standard input (see Input). Without
-	// it the child reads from /dev/null.
+	// it the child reads from /dev/null, and, without TTY either, its
+	// environment gets NonInteractiveEnv's settings it does not set.
 	Stdin bool
 	// TTY runs the command on a pseudo-terminal of its own: in a new
 	// session with the terminal as its controlling tty, so programs that
@@ -275,6 +277,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
+	if !cfg.Stdin && !cfg.TTY {
+		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
+	}
 	cmd.Stdout, cmd.Stderr = wOut, wErr
 	cmd.ExtraFiles = lifelineFiles(lifeR)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -90,9 +90,11 @@
 // saw; a reader that fell more than Options.EventLogSize events behind gets
 // an error wrapping [ErrEventsDropped] together with the events still
 // held, never a silent gap, and should resynchronise with Table.List and
-// EventLog.Last.
+// EventLog.Last. When the last queued or running task finishes, one
+// [EventIdle] ("background_idle") follows its EventFinished: a hook or UI
+// waits for it instead of polling the list.
 //
-// Recording: Options.Recorder, if set, is handed every event with the
+// Recording: Options.Recorder, if set, is handed every task's event with the
 // task's details as it happens, under the table's lock, in one Change the
 // table reuses: it must copy what it keeps, return quickly and never call
 // the table (a journal queues a copy). EventLog.Follow is the way to read

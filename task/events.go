@@ -20,9 +20,15 @@ const (
 	EventDelivered                      // its result reached its owner
 	EventEvicted                        // retention removed it from the table
 	EventNotice                         // it posted a notice to its owner (Text = kind: text, cut)
+	// EventIdle: the table's last queued or running task finished, so no
+	// background work is left (ID and Owner empty). It comes once each
+	// time the table goes from some unfinished task to none: hooks and
+	// UIs wait for it instead of polling the list. The Recorder is not
+	// given it: it concerns no task.
+	EventIdle
 )
 
-var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted", "notice"}
+var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted", "notice", "background_idle"}
 
 func (e EventType) String() string {
 	if int(e) < len(eventNames) && e != 0 {

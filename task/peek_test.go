@@ -188,7 +188,7 @@ func TestEventsRecordEveryChangeInOrder(t *testing.T) {
 		}
 		var got []ev
 		for _, e := range evs {
-			if e.ID != id {
+			if e.ID != id && e.Type != task.EventIdle {
 				t.Errorf("event for %s, want %s", e.ID, id)
 			}
 			got = append(got, ev{e.Seq, e.Type.String(), e.State, e.Text})
@@ -199,13 +199,14 @@ func TestEventsRecordEveryChangeInOrder(t *testing.T) {
 			{3, "progress", task.Running, "step one"},
 			{4, "output", task.Running, "42"},
 			{5, "finished", task.Failed, "exit 1"},
-			{6, "delivered", task.Failed, ""},
+			{6, "background_idle", task.Queued, ""}, // no task: the zero State
+			{7, "delivered", task.Failed, ""},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
-		if last := tb.Events().Last(); last != 6 {
-			t.Errorf("Last() = %d, want 6", last)
+		if last := tb.Events().Last(); last != 7 {
+			t.Errorf("Last() = %d, want 7", last)
 		}
 	})
 }
@@ -213,22 +214,25 @@ func TestEventsRecordEveryChangeInOrder(t *testing.T) {
 func TestEventLogSaysWhenAReaderFellBehind(t *testing.T) {
 	run(t, task.Options{EventLogSize: 4}, func(t *testing.T, tb *task.Table) {
 		top := tb.View("")
+		release := make(chan struct{})
 		for range 3 {
-			mustSpawn(t, top, "shell", returns(""))
+			mustSpawn(t, top, "shell", gate(release, ""))
 		}
-		synctest.Wait() // 3 × (spawned, started, finished) = 9 events
+		synctest.Wait()
+		close(release)
+		synctest.Wait() // 3 × (spawned, started, finished) + background_idle = 10 events
 		evs, err := tb.Events().After(2)
-		if !errors.Is(err, task.ErrEventsDropped) || !strings.Contains(err.Error(), "3 events") {
-			t.Fatalf("After(2) error = %v, want ErrEventsDropped saying 3 events", err)
+		if !errors.Is(err, task.ErrEventsDropped) || !strings.Contains(err.Error(), "4 events") {
+			t.Fatalf("After(2) error = %v, want ErrEventsDropped saying 4 events", err)
 		}
-		if len(evs) != 4 || evs[0].Seq != 6 || evs[3].Seq != 9 {
-			t.Errorf("After(2) = seqs %d..%d (%d), want 6..9", evs[0].Seq, evs[len(evs)-1].Seq, len(evs))
+		if len(evs) != 4 || evs[0].Seq != 7 || evs[3].Seq != 10 {
+			t.Errorf("After(2) = seqs %d..%d (%d), want 7..10", evs[0].Seq, evs[len(evs)-1].Seq, len(evs))
 		}
-		if evs, err := tb.Events().After(5); err != nil || len(evs) != 4 {
-			t.Errorf("After(5) = %d events, %v; want 4, nil", len(evs), err)
+		if evs, err := tb.Events().After(6); err != nil || len(evs) != 4 {
+			t.Errorf("After(6) = %d events, %v; want 4, nil", len(evs), err)
 		}
-		if evs, err := tb.Events().After(9); err != nil || evs != nil {
-			t.Errorf("After(9) = %v, %v; want nil, nil", evs, err)
+		if evs, err := tb.Events().After(10); err != nil || evs != nil {
+			t.Errorf("After(10) = %v, %v; want nil, nil", evs, err)
 		}
 	})
 }

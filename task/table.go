@@ -486,6 +486,9 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 		msg = cutBytes(err.Error(), maxTraceLineBytes)
 	}
 	tb.eventLocked(t, EventFinished, msg, now)
+	if tb.running == 0 && tb.runq.n == 0 {
+		tb.events.appendLocked(Event{Time: now, Type: EventIdle})
+	}
 	if queued {
 		// A queued task never ran: its function will not release it.
 		tb.live--

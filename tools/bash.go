@@ -27,6 +27,8 @@ type bashInput struct {
 	Interactive       *bool   `json:"interactive,omitempty" jsonschema:"keep stdin open for task_input"`
 	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
 	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it is sent to you as a notice while the command runs"`
+	Until             string  `json:"until,omitempty" jsonschema:"background only: a regular expression; wait until a line of output matches it, the command ends, or wait_seconds pass"`
+	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until: how long to wait; default 30, at most 300"`
 }
 
 // BashOutput is the bash tool's result.
@@ -38,7 +40,9 @@ type BashOutput struct {
 	Output          string   `json:"output,omitempty"`
 	OutputBytes     int64    `json:"output_bytes"`
 	Error           string   `json:"error,omitempty"`
-	Note            string   `json:"note,omitempty"`
+	// Matched is the line until waited for, if it appeared.
+	Matched *Match `json:"matched,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error) {
@@ -69,6 +73,19 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 			return nil, err
 		}
 	}
+	switch {
+	case in.Until != "" && !in.RunInBackground:
+		return nil, fail("until waits for a line of a command running in the background; add run_in_background: true, or drop until.")
+	case in.WaitSeconds != 0 && in.Until == "":
+		return nil, fail("wait_seconds is how long until waits; pass until too, or drop wait_seconds.")
+	case in.WaitSeconds < 0:
+		return nil, fail("wait_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
+	}
+	if in.Until != "" {
+		if _, err := untilPattern(in.Until); err != nil {
+			return nil, err
+		}
+	}
 	interactive := in.Interactive != nil && *in.Interactive
 	if in.TTY && in.Interactive != nil && !*in.Interactive {
 		return nil, fail("tty: true keeps its input open (a terminal is read from); leave interactive out, or drop tty.")
@@ -92,6 +109,9 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 		return nil, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")
 	case err != nil:
 		return nil, err
+	}
+	if in.Until != "" {
+		return s.startAndWait(ctx, v, id, in), nil
 	}
 	if in.RunInBackground {
 		note := fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)
@@ -139,6 +159,53 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 	default:
 		return nil, err
 	}
+}
+
+// startAndWait waits for a command just started in the background as
+// task_wait with until does (the same wait, not a copy): until a line
+// matches in.Until, the command ends (its result is then given here, and
+// not again), a notice comes (it waits for input), or in.WaitSeconds pass
+// with the command still running.
+func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bashInput) BashOutput {
+	out := BashOutput{TaskID: id}
+	res, err := s.taskWait(ctx, v, waitInput{TaskIDs: []string{id}, TimeoutSeconds: in.WaitSeconds, Until: in.Until})
+	w, _ := res.(WaitOutput)
+	switch {
+	case err != nil:
+		out.Note = fmt.Sprintf("Started in the background as %s, but could not wait for until: %s It keeps running; wait for it with task_wait.", id, err)
+	case len(w.Done) == 1:
+		d := w.Done[0]
+		out.ExitCode, out.Error = d.ExitCode, d.Error
+		out.Note = "It ended before printing a line matching until."
+		if w.Matched != nil {
+			out.Note = "It printed the line, then ended."
+		}
+	case w.Matched != nil:
+		out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: its result will come back to you when it finishes.", id)
+	case w.TimedOut:
+		out.Note = fmt.Sprintf("No line matched until in time; it keeps running in the background as %s. Do not start it again: wait more with task_wait (with until), or read it with task_output.", id)
+	default: // it waits for input, or sent a notice: task_wait's note says which
+		var notes []string
+		for _, n := range w.Notices {
+			notes = append(notes, n.Text)
+		}
+		out.Note = joinNotes(strings.Join(notes, " "), w.Note) + fmt.Sprintf(" It keeps running in the background as %s.", id)
+	}
+	if w.Matched != nil {
+		out.Note += fmt.Sprintf(" Read what follows the line with task_output {\"task_id\": %q, \"since\": %d}.", id, w.Matched.Cursor)
+	}
+	if in.WaitSeconds > maxWaitSeconds {
+		out.Note = joinNotes(out.Note, fmt.Sprintf("wait_seconds was capped at %d.", maxWaitSeconds))
+	}
+	out.Matched = w.Matched
+	out.Status = status(v, id)
+	if len(w.Done) == 1 {
+		out.Status = w.Done[0].Status
+	}
+	if p, _ := processOf(v, id); p != nil {
+		out.Output, out.OutputBytes = tail(p, outputBytes)
+	}
+	return out
 }
 
 // adopted reports a foreground command that goes on in the background.

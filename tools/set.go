@@ -28,6 +28,10 @@ type Config struct {
 	LogDir string
 	// OnShell, if set, is told of each shell's process once it starts.
 	OnShell func(id string, p *proc.Process)
+	// NoPush says that results do not come back to the top-level caller
+	// (owner "") by themselves, as over MCP: a note about polling then
+	// does not tell it to end its turn and wait for them.
+	NoPush bool
 }
 
 // Defaults and caps the descriptions promise; a test checks that the
@@ -61,6 +65,8 @@ type Set struct {
 	cursors map[cursorKey]int64 // guarded by mu; where each caller last stopped reading each task's output
 	order   []cursorKey         // guarded by mu; insertion order, to bound cursors
 	told    map[string]bool     // guarded by mu; owners told which variables their commands lack (envNote)
+
+	polls map[pollKey]pollState // guarded by mu; what each caller last saw of each task (poll.go)
 }
 
 // cursorKey names a caller's place in a task's output: where it last read
@@ -75,7 +81,7 @@ func New(cfg Config) *Set {
 	if cfg.ResultBudget <= 0 {
 		cfg.ResultBudget = defaultBudget
 	}
-	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool)}
+	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
 	b := cfg.ResultBudget
 	s.tools = []*Tool{
 		classify(newTool("bash", bashMD, b, s.bash), "Run a shell command", Execute, false, true),

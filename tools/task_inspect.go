@@ -51,6 +51,11 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 	case n > maxRecent:
 		n = maxRecent
 	}
+	info, err := v.Info(id) // before reading: what arrives after shows as news next time
+	if err != nil {
+		return nil, idFail(id, err)
+	}
+	poll := s.taskPollNote(v, info)
 	p, err := v.Peek(id, n)
 	if err != nil {
 		return nil, idFail(id, err)
@@ -74,5 +79,6 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 			out.Note = "Its result was already given to you earlier in the conversation."
 		}
 	}
+	out.Note = joinNotes(out.Note, poll)
 	return out, nil
 }

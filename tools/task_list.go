@@ -34,5 +34,6 @@ func (s *Set) taskList(_ context.Context, v *task.View, _ listInput) (any, error
 	if len(infos) == 0 {
 		out.Note = "You have no background tasks."
 	}
+	out.Note = joinNotes(out.Note, s.listPollNote(v, infos))
 	return out, nil
 }

@@ -57,9 +57,13 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, 
 	if err != nil {
 		return nil, err
 	}
-	out := OutputOutput{TaskID: id, Status: status(v, id)}
+	// What it shows is summed up before reading, so what arrives meanwhile
+	// is news next time.
+	info, _ := v.Info(id)
+	poll := s.taskPollNote(v, info)
+	out := OutputOutput{TaskID: id, Status: info.State.String()}
 	if p == nil {
-		out.Note = "It has no output: it has not started yet (it is queued behind other tasks), or it could not start."
+		out.Note = joinNotes("It has no output: it has not started yet (it is queued behind other tasks), or it could not start.", poll)
 		return out, nil
 	}
 	owner := v.Owner()
@@ -85,6 +89,7 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, 
 	case out.More:
 		out.Note = "There is more output after next_cursor; call again to read it."
 	}
+	out.Note = joinNotes(out.Note, poll)
 	return out, nil
 }
 

@@ -127,6 +127,8 @@ func (p *printer) taskLocked(e agent.Event) {
 		}
 	case task.EventNotice:
 		p.lineLocked(fmt.Sprintf("  · %s notice: %s", who, clip(ev.Text, 200)))
+	case task.EventIdle:
+		p.lineLocked("  · all background work is done")
 	case task.EventFinished:
 		line := fmt.Sprintf("  · %s %s", who, ev.State)
 		if ev.Text != "" && ev.State != task.Completed && ev.Text != ev.State.String() {
@@ -309,6 +311,10 @@ func (p *printer) printJSON(e agent.Event) {
 	}
 	if ev := e.Task; ev != nil {
 		t := map[string]any{"seq": ev.Seq, "event": ev.Type.String(), "task_id": ev.ID, "state": ev.State.String()}
+		if ev.Type == task.EventIdle { // about no task: {"event": "background_idle"}
+			delete(t, "task_id")
+			delete(t, "state")
+		}
 		set := func(k string, v any, ok bool) {
 			if ok {
 				t[k] = v

@@ -64,8 +64,11 @@ func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
 			if typ == "turn_start" && e["autonomous"] == true {
 				types["autonomous"]++
 			}
+			if tk, _ := e["task"].(map[string]any); tk != nil && tk["event"] == "background_idle" {
+				types["background_idle"]++ // issue 25 item 5: once, when the one shell ends
+			}
 		}
-		if types["tool_call"] != 1 || types["task"] == 0 || types["autonomous"] != 1 {
+		if types["tool_call"] != 1 || types["task"] == 0 || types["autonomous"] != 1 || types["background_idle"] != 1 {
 			t.Errorf("event types = %v", types)
 		}
 		want := []string{"It is running; I will report back.", "It printed: from the background."}

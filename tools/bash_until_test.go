@@ -1,0 +1,48 @@
+package tools_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/offstage/offstage/tools"
+)
+
+// TestBashStartAndWaitUntil: issue 25 item 2. Starting a server and going
+// on when it listens took two calls (bash, then task_wait); now one bash
+// call returns with the line, or at once with the exit code when the
+// command ends first, or at wait_seconds with it still running.
+func TestBashStartAndWaitUntil(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "echo booting; sleep 0.2; echo listening on :8080; sleep 100", "run_in_background": true, "until": "listening", "wait_seconds": 20}`, &out)
+	if out.Matched == nil || out.Matched.Line != "listening on :8080" || out.Status != "running" || !strings.Contains(out.Output, "booting") {
+		t.Errorf("bash until = %+v, want the line and the task running", out)
+	}
+	// A command that fails before printing the line: at once, with its
+	// exit code and output, and its result is not given again.
+	ok(t, e, e.top, "bash", `{"command": "echo address already in use; exit 1", "run_in_background": true, "until": "listening", "wait_seconds": 20}`, &out)
+	if out.Matched != nil || out.Status != "failed" || out.ExitCode == nil || *out.ExitCode != 1 || !strings.Contains(out.Output, "address already in use") {
+		t.Errorf("bash until, failing first = %+v, want exit code 1 and the output", out)
+	}
+	failed := out.TaskID
+	waitDone(t, e.top, failed)
+	for _, r := range e.top.Drain() {
+		if r.ID == failed {
+			t.Errorf("the failed command's result came back again: %+v", r)
+		}
+	}
+	// Neither: at wait_seconds, still running.
+	ok(t, e, e.top, "bash", `{"command": "sleep 100", "run_in_background": true, "until": "never", "wait_seconds": 0.3}`, &out)
+	if out.Matched != nil || out.Status != "running" || !strings.Contains(out.Note, "keeps running") {
+		t.Errorf("bash until, timed out = %+v", out)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{`{"command": "true", "until": "x"}`, "run_in_background"},
+		{`{"command": "true", "run_in_background": true, "until": "("}`, "not a valid regular expression"},
+		{`{"command": "true", "run_in_background": true, "wait_seconds": 3}`, "pass until"},
+	} {
+		if got := e.refused(t, e.top, "bash", tc.args); !strings.Contains(got, tc.want) {
+			t.Errorf("bash(%s) = %q, want it to mention %q", tc.args, got, tc.want)
+		}
+	}
+}

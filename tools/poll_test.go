@@ -1,0 +1,70 @@
+package tools_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/offstage/offstage/tools"
+)
+
+// TestPollNoticed: issue 25 item 3. Reading a silent running shell again
+// and again cost a turn each and said nothing about it; now the second
+// and later reads say nothing changed and point to task_wait, plainly
+// after a few, and news resets the count.
+func TestPollNoticed(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var started tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "read line; echo \"got $line\"; sleep 1000", "run_in_background": true, "interactive": true}`, &started)
+	id := started.TaskID
+	var out tools.OutputOutput
+	var notes []string
+	for range 4 {
+		ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
+		notes = append(notes, out.Note)
+	}
+	if strings.Contains(notes[0], "changed") {
+		t.Errorf("the first read says nothing changed: %q", notes[0])
+	}
+	for i, n := range notes[1:] {
+		if !strings.Contains(n, "Nothing has changed") && !strings.Contains(n, "nothing changed") || !strings.Contains(n, "task_wait") || !strings.Contains(n, "end your turn") {
+			t.Errorf("read %d: note = %q, want it to say nothing changed and point to task_wait", i+2, n)
+		}
+	}
+	if !strings.Contains(notes[3], "4 times in a row") || !strings.Contains(notes[3], "Stop polling") {
+		t.Errorf("the 4th read is not plainer: %q", notes[3])
+	}
+	// task_inspect counts with task_output.
+	var in tools.InspectOutput
+	ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &in)
+	if !strings.Contains(in.Note, "5 times in a row") {
+		t.Errorf("task_inspect note = %q, want the 5th poll in a row", in.Note)
+	}
+	// News resets the count: the next read is not a poll.
+	var inp tools.InputOutput
+	ok(t, e, e.top, "task_input", `{"task_id": "`+id+`", "text": "x\n"}`, &inp)
+	waitOutput(t, e.top, id, "got x")
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "since": 0}`, &out)
+	if strings.Contains(out.Note, "changed") {
+		t.Errorf("a read after new output says nothing changed: %q", out.Note)
+	}
+	// task_list notices a poll of the whole list.
+	var list tools.ListOutput
+	ok(t, e, e.top, "task_list", `{}`, &list)
+	ok(t, e, e.top, "task_list", `{}`, &list)
+	if !strings.Contains(list.Note, "Nothing has changed in your tasks") || !strings.Contains(list.Note, id) {
+		t.Errorf("task_list note = %q", list.Note)
+	}
+}
+
+// TestPollNoteOverMCP: where results do not come back by themselves, the
+// note does not tell the caller to end its turn and wait for them.
+func TestPollNoteOverMCP(t *testing.T) {
+	e := newEnv(t, tools.Config{NoPush: true})
+	id := e.background(t, e.top, "sleep 1000")
+	var out tools.OutputOutput
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
+	if !strings.Contains(out.Note, "task_wait") || strings.Contains(out.Note, "end your turn") {
+		t.Errorf("note = %q, want task_wait and no promise of a result by itself", out.Note)
+	}
+}

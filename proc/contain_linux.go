@@ -322,14 +322,6 @@ func (s *scanner) killAll(want match, deep bool, deadline time.Time) (int, error
 	}
 }
 
-// errSurvivors: processes of a task that outlived every SIGKILL, most
-// likely stuck in the kernel (uninterruptible sleep on a dead mount).
-type errSurvivors struct{ n int }
-
-func (e errSurvivors) Error() string {
-	return strconv.Itoa(e.n) + " processes survived SIGKILL"
-}
-
 // lastPID returns the pid most recently allocated on the machine (in this
 // pid namespace), from /proc/loadavg. If it is still our leader's pid, no
 // process can have been forked since the leader, so it has no

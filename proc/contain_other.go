@@ -19,6 +19,23 @@ func countMarks(m mark) int                                                    {
 func forkedSince(pid int) (bool, int)                                          { return false, 0 }
 func ensureKeeper()                                                            {}
 
+func containment() (ContainmentInfo, *cgroupHost) {
+	return ContainmentInfo{Mode: ModeGroup, Reason: "no cgroups or prlimit on this system"}, nil
+}
+
+// cgroupHost and cgroup exist on Linux only; these are never made here.
+type cgroupHost struct{}
+type cgroup struct{}
+
+func newTaskCgroup() (*cgroup, error)               { return nil, nil }
+func (c *cgroup) attach(sys *syscall.SysProcAttr)   {}
+func (c *cgroup) closeDir()                         {}
+func (c *cgroup) count(skip int) int                { return 0 }
+func (c *cgroup) signal(sig syscall.Signal) int     { return 0 }
+func (c *cgroup) kill()                             {}
+func (c *cgroup) waitEmpty(deadline time.Time) bool { return true }
+func (c *cgroup) remove() error                     { return nil }
+
 // KeeperInfo describes this host's keeper.
 type KeeperInfo struct {
 	PID          int   // 0 when none runs

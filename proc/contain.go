@@ -103,10 +103,12 @@ func (c ContainmentInfo) String() string {
 }
 
 // Containment says how this host contains its commands, deciding it if no
-// Start has yet (on Linux that makes this host's cgroup directory). Set
+// Start has yet (on Linux that makes this host's cgroup directory and
+// starts its keeper, as a Start would). Set
 // OFFSTAGE_CONTAINMENT=marks to force the fallback, or =cgroup to make
 // Start fail rather than fall back. Safe for concurrent use.
 func Containment() ContainmentInfo {
+	ensureKeeper() // the keeper removes the host's directory when it is gone
 	info, _ := containment()
 	return info
 }

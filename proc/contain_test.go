@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,16 +33,52 @@ type containCase struct {
 	name string
 	cmd  string
 	n    int
+	// cgroupOnly: a documented limit of the marks (see "Containment"):
+	// the case runs in ModeCgroup only.
+	cgroupOnly bool
 }
 
 var containCases = []containCase{
-	{"setsid subshell", "(setsid sleep 1000 &)", 1},
-	{"setsid -f", "setsid -f sleep 1000", 1},
-	{"double-fork daemon", "(setsid sh -c 'sleep 1000 & exit' &)", 1},
-	{"ignores TERM HUP IO", "(trap '' TERM HUP IO; exec sleep 1000) &", 1},
-	{"setsid and ignores all", `setsid sh -c "trap '' TERM HUP IO INT QUIT; exec sleep 1000" &`, 1},
-	{"nohup", "nohup sleep 1000 >/dev/null 2>&1 &", 1},
-	{"200 sleepers", "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done", 200},
+	{"setsid subshell", "(setsid sleep 1000 &)", 1, false},
+	{"setsid -f", "setsid -f sleep 1000", 1, false},
+	{"double-fork daemon", "(setsid sh -c 'sleep 1000 & exit' &)", 1, false},
+	{"ignores TERM HUP IO", "(trap '' TERM HUP IO; exec sleep 1000) &", 1, false},
+	{"setsid and ignores all", `setsid sh -c "trap '' TERM HUP IO INT QUIT; exec sleep 1000" &`, 1, false},
+	{"nohup", "nohup sleep 1000 >/dev/null 2>&1 &", 1, false},
+	{"200 sleepers", "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done", 200, false},
+	// The four of issue 22: the first forks at once, before a mark set
+	// after the exec could be, and clears the environment; the others
+	// reset RLIMIT_RTTIME, and clear the environment too.
+	{"env -i subshell race", "( setsid env -i bash -c 'exec -a kworker/u8:3 SLEEP 1000' & )", 1, false},
+	{"rlimit reset", "prlimit --rttime=unlimited setsid -f SLEEP 1000", 1, true},
+	{"rlimit reset, env -i, exec -a", "prlimit --rttime=unlimited setsid -f env -i bash -c 'exec -a kworker/u8:3 SLEEP 1000'", 1, true},
+	{"other rlimit, double fork, empty env", `prlimit --rttime=12345:unlimited env -i /bin/sh -c "(setsid /bin/sh -c 'SLEEP 1000 & exit' &)"`, 1, true},
+}
+
+// caseCommand returns c's command with every sleep of it carrying the
+// case's token as its argument (a duration a little over 1000s), so that
+// the test finds its processes by their command line even when they
+// cleared their environment; SLEEP is sleep's full path, for shells
+// started without PATH.
+func caseCommand(t *testing.T, cmd, token string) string {
+	t.Helper()
+	path, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("sleep(1) not installed")
+	}
+	cmd = strings.ReplaceAll(cmd, "sleep 1000", "sleep "+token)
+	return strings.ReplaceAll(cmd, "SLEEP 1000", path+" "+token)
+}
+
+// casesHere returns the cases this host's containment must contain.
+func casesHere() []containCase {
+	var out []containCase
+	for _, c := range containCases {
+		if !c.cgroupOnly || proc.Containment().Mode == proc.ModeCgroup {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func needTools(t *testing.T, tools ...string) {
@@ -53,15 +90,18 @@ func needTools(t *testing.T, tools ...string) {
 	}
 }
 
+var caseSeq atomic.Int64
+
 // newCase returns a unique marker and the environment that carries it.
+// The marker is also a sleep duration (see caseCommand).
 func newCase(t *testing.T) (string, []string) {
 	t.Helper()
-	id := fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "."), os.Getpid(), time.Now().UnixNano())
+	id := fmt.Sprintf("1000.%07d%05d", os.Getpid()%10_000_000, caseSeq.Add(1))
 	return id, append(os.Environ(), caseEnv+"="+id)
 }
 
 // sleepers returns the live sleep processes whose environment carries the
-// marker id.
+// marker id, or whose argument it is.
 func sleepers(t *testing.T, id string) []int {
 	t.Helper()
 	want := []byte(caseEnv + "=" + id)
@@ -77,7 +117,8 @@ func sleepers(t *testing.T, id string) []int {
 			continue
 		}
 		env, err := os.ReadFile(path)
-		if err != nil || !slicesContain(bytes.Split(env, []byte{0}), want) {
+		args, _ := os.ReadFile(dir + "/cmdline")
+		if !slicesContain(bytes.Split(env, []byte{0}), want) && !slicesContain(bytes.Split(args, []byte{0}), []byte(id)) {
 			continue
 		}
 		if stat, err := os.ReadFile(dir + "/stat"); err == nil {
@@ -132,7 +173,8 @@ func killSleepers(t *testing.T, id string) {
 // task can end; no process of the case may outlive it, and the task ends
 // only once none is left.
 func TestContainment(t *testing.T) {
-	needTools(t, "setsid", "nohup")
+	needTools(t, "setsid", "nohup", "prlimit", "bash")
+	t.Log(proc.Containment())
 	ends := []struct {
 		name   string
 		leader string // what the shell does after the case
@@ -154,7 +196,7 @@ func TestContainment(t *testing.T) {
 		{"timeout", "exec sleep 1000", nil, task.TimedOut},
 		{"leader exits", "echo done", nil, task.Completed},
 	}
-	for _, c := range containCases {
+	for _, c := range casesHere() {
 		for _, end := range ends {
 			t.Run(c.name+"/"+end.name, func(t *testing.T) {
 				t.Parallel()
@@ -166,12 +208,12 @@ func TestContainment(t *testing.T) {
 				if end.name == "timeout" {
 					opts.Timeout = 3 * time.Second
 				}
-				cmd := c.cmd + "\n" + end.leader
+				cmd := caseCommand(t, c.cmd, id) + "\n" + end.leader
 				if end.name == "leader exits" {
 					// The leader has to see its processes started before
 					// it exits, or the test could not tell.
 					want = c.n
-					cmd = c.cmd + "\n" + waitForSleepers(id, c.n) + "\n" + end.leader
+					cmd = caseCommand(t, c.cmd, id) + "\n" + waitForSleepers(id, c.n) + "\n" + end.leader
 				}
 				tid := spawnShell(t, v, proc.Config{Command: cmd, Env: env, Grace: 500 * time.Millisecond}, opts)
 				if end.name != "leader exits" {
@@ -192,12 +234,13 @@ func TestContainment(t *testing.T) {
 	}
 }
 
-// waitForSleepers is shell code that waits until n marked sleep processes
-// run, so that a leader that exits right after its case exits only once
-// there is something to leave behind. It counts them as the test does.
+// waitForSleepers is shell code that waits until n sleep processes of the
+// case run, so that a leader that exits right after its case exits only
+// once there is something to leave behind. It counts them as the test
+// does, by the token in their command line.
 func waitForSleepers(id string, n int) string {
-	return fmt.Sprintf(`k=0; while [ "$(grep -lzx %s /proc/[0-9]*/environ 2>/dev/null | sed 's#environ#comm#' | xargs -r cat 2>/dev/null | grep -cx sleep)" -lt %d ] && [ $k -lt 2000 ]; do sleep 0.01; k=$((k+1)); done`,
-		shellQuote(caseEnv+"="+id), n)
+	return fmt.Sprintf(`k=0; while [ "$(grep -lzx %s /proc/[0-9]*/cmdline 2>/dev/null | sed 's#cmdline#comm#' | xargs -r cat 2>/dev/null | grep -cx sleep)" -lt %d ] && [ $k -lt 2000 ]; do sleep 0.01; k=$((k+1)); done`,
+		shellQuote(id), n)
 }
 
 // TestContainmentSparesOthers: cancelling one task kills none of a
@@ -320,15 +363,16 @@ func openFDs(t *testing.T) int {
 // case, then ends it: by a normal exit with nothing closed, or by
 // SIGKILL. Its keeper must end every process of every case.
 func TestHostDeath(t *testing.T) {
-	needTools(t, "setsid", "nohup")
+	needTools(t, "setsid", "nohup", "prlimit", "bash")
 	for _, how := range []string{"exit", "SIGKILL"} {
 		t.Run(how, func(t *testing.T) {
 			id, env := newCase(t)
 			killSleepers(t, id)
 			want := 0
 			args := []string{"contain-host"}
-			for _, c := range containCases {
-				args = append(args, c.cmd+"\nexec sleep 1000")
+			cases := casesHere()
+			for _, c := range cases {
+				args = append(args, caseCommand(t, c.cmd, id)+"\nexec sleep 1000")
 				want += c.n + 1
 			}
 			host := exec.Command(os.Args[0], args...)
@@ -345,8 +389,11 @@ func TestHostDeath(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { host.Process.Kill(); host.Wait() })
-			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-				t.Fatalf("host said %q, want ready", line)
+			out := bufio.NewReader(stdout)
+			dirLine, _ := out.ReadString('\n')
+			dir, ok := strings.CutPrefix(strings.TrimSuffix(dirLine, "\n"), "dir ")
+			if line, _ := out.ReadString('\n'); !ok || line != "ready\n" {
+				t.Fatalf("host said %q, %q; want its cgroup directory, then ready", dirLine, line)
 			}
 			awaitSleepers(t, id, want, 30*time.Second)
 			start := time.Now()
@@ -358,7 +405,10 @@ func TestHostDeath(t *testing.T) {
 			}
 			host.Wait()
 			awaitSleepers(t, id, 0, 10*time.Second)
-			t.Logf("%d processes of %d cases gone %v after the host's %s", want, len(containCases), time.Since(start).Round(time.Millisecond), how)
+			t.Logf("%d processes of %d cases gone %v after the host's %s", want, len(cases), time.Since(start).Round(time.Millisecond), how)
+			if dir != "" {
+				awaitGone(t, dir, 10*time.Second)
+			}
 		})
 	}
 }
@@ -388,6 +438,23 @@ func TestKeeper(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Keeper() after killing it = %+v, want a new one", again)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitGone polls until path no longer exists (the keeper removes a dead
+// host's cgroups: no notification reaches the test).
+func awaitGone(t *testing.T, path string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(path)
+			t.Fatalf("%s still there after %v, holding %d entries", path, timeout, len(entries))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

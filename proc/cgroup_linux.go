@@ -53,7 +53,7 @@ func containment() (ContainmentInfo, *cgroupHost) {
 func detectContainment(force string) (ContainmentInfo, *cgroupHost) {
 	switch force {
 	case "marks":
-		return ContainmentInfo{Mode: ModeMarks, Reason: containmentEnv + "=marks"}, nil
+		return marksInfo(ContainmentInfo{Mode: ModeMarks, Reason: containmentEnv + "=marks"}), nil
 	case "", "cgroup":
 	default:
 		err := fmt.Errorf("proc: %s=%q: want cgroup, marks or nothing", containmentEnv, force)
@@ -65,9 +65,21 @@ func detectContainment(force string) (ContainmentInfo, *cgroupHost) {
 		if force == "cgroup" {
 			info.Err = fmt.Errorf("proc: %s=cgroup, but %w", containmentEnv, err)
 		}
-		return info, nil
+		return marksInfo(info), nil
 	}
 	return ContainmentInfo{Mode: ModeCgroup, Dir: h.dir, Reason: "cgroup v2 at " + h.base + " is writable"}, h
+}
+
+// marksInfo decides whether marks are set before the shell runs (see
+// markTraced) and says so in info.
+func marksInfo(info ContainmentInfo) ContainmentInfo {
+	if err := detectTrace(); err != nil {
+		info.Reason += "; marks set after the exec (ptrace: " + err.Error() + "), a command forking at once may pass on the host's mark"
+		return info
+	}
+	markTraced = true
+	info.Reason += "; marks set before the shell runs (ptrace)"
+	return info
 }
 
 // newCgroupHost finds the cgroup this process runs in on the cgroup v2

@@ -12,7 +12,9 @@ import (
 // this system does not offer as Linux does: these are its stand-ins (see
 // "Containment" in the package doc for what holds here).
 
-func markStart(pid int, m mark) error                                          { return nil }
+func traceStart(sys *syscall.SysProcAttr) bool                                 { return false }
+func untrace()                                                                 {}
+func markStarted(pid int, m mark, traced bool) error                           { return nil }
 func signalMarks(m mark, sig syscall.Signal) int                               { return 0 }
 func killMarks(m mark, leader int, deep bool, deadline time.Time) (int, error) { return 0, nil }
 func countMarks(m mark) int                                                    { return 0 }

@@ -302,10 +302,16 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		closeLater, closeAfterStart = append(closeLater, wIn), append(closeAfterStart, rIn)
 		cmd.Stdin, p.stdin = rIn, wIn
 	}
+	traced := false
 	if p.cg != nil {
 		p.cg.attach(cmd.SysProcAttr)
+	} else {
+		traced = traceStart(cmd.SysProcAttr)
 	}
 	if err := cmd.Start(); err != nil {
+		if traced {
+			untrace()
+		}
 		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
 	}
 	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
@@ -313,10 +319,10 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if p.cg != nil {
 		p.cg.closeDir()
 	} else {
-		// The shell is exec'd but has not had the time to fork: its
-		// children inherit the mark. One that forks faster is found by
-		// the environment.
-		markStart(p.pid, p.mark)
+		// Traced, the shell is stopped at its exec: everything it forks
+		// inherits the mark. Untraced, it has seldom had the time to fork;
+		// one that forks faster is found by the environment.
+		markStarted(p.pid, p.mark, traced)
 	}
 	if err := armLifeline(lifeR, p.pid); err != nil {
 		killGroup(p.pid, syscall.SIGKILL)

@@ -206,7 +206,9 @@ func TestContainment(t *testing.T) {
 				opts := proc.ShellOptions{}
 				want := c.n + 1
 				if end.name == "timeout" {
-					opts.Timeout = 3 * time.Second
+					// Long enough for 200 sleepers to start on a loaded
+					// machine, under the race detector.
+					opts.Timeout = 8 * time.Second
 				}
 				cmd := caseCommand(t, c.cmd, id) + "\n" + end.leader
 				if end.name == "leader exits" {

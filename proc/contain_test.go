@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,32 +372,13 @@ func TestHostDeath(t *testing.T) {
 			id, env := newCase(t)
 			killSleepers(t, id)
 			want := 0
-			args := []string{"contain-host"}
+			var cmds []string
 			cases := casesHere()
 			for _, c := range cases {
-				args = append(args, caseCommand(t, c.cmd, id)+"\nexec sleep 1000")
+				cmds = append(cmds, caseCommand(t, c.cmd, id)+"\nexec sleep 1000")
 				want += c.n + 1
 			}
-			host := exec.Command(os.Args[0], args...)
-			host.Env = append(env, helperEnv+"=1")
-			stdin, err := host.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := host.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := host.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { host.Process.Kill(); host.Wait() })
-			out := bufio.NewReader(stdout)
-			dirLine, _ := out.ReadString('\n')
-			dir, ok := strings.CutPrefix(strings.TrimSuffix(dirLine, "\n"), "dir ")
-			if line, _ := out.ReadString('\n'); !ok || line != "ready\n" {
-				t.Fatalf("host said %q, %q; want its cgroup directory, then ready", dirLine, line)
-			}
+			host, stdin, dir, _ := startHost(t, env, cmds...)
 			awaitSleepers(t, id, want, 30*time.Second)
 			start := time.Now()
 			switch how {
@@ -459,5 +441,82 @@ func awaitGone(t *testing.T, path string, timeout time.Duration) {
 			t.Fatalf("%s still there after %v, holding %d entries", path, timeout, len(entries))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readHost reads what the contain-host helper says up to "ready": its
+// cgroup directory ("" in ModeMarks) and its keeper's pid.
+func readHost(t *testing.T, stdout io.Reader) (dir string, keeper int) {
+	t.Helper()
+	out := bufio.NewReader(stdout)
+	var said []string
+	for {
+		line, err := out.ReadString('\n')
+		said = append(said, line)
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case err != nil:
+			t.Fatalf("host said %q, want its cgroup directory, its keeper, then ready", said)
+		case line == "ready":
+			return dir, keeper
+		case strings.HasPrefix(line, "dir "):
+			dir = strings.TrimPrefix(line, "dir ")
+		case strings.HasPrefix(line, "keeper "):
+			keeper, _ = strconv.Atoi(strings.TrimPrefix(line, "keeper "))
+		}
+	}
+}
+
+// startHost starts the contain-host helper with cmds, and reads what it
+// says up to ready. Closing stdin ends it.
+func startHost(t *testing.T, env []string, cmds ...string) (host *exec.Cmd, stdin io.WriteCloser, dir string, keeper int) {
+	t.Helper()
+	host = exec.Command(os.Args[0], append([]string{"contain-host"}, cmds...)...)
+	host.Env = append(env, helperEnv+"=1")
+	stdin, err := host.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	dir, keeper = readHost(t, stdout)
+	return host, stdin, dir, keeper
+}
+
+// TestRestartSweepsStale: a host killed together with its keeper leaves
+// its cgroups, with what escaped its process group alive in them; the
+// next host on the same cgroup ends them and removes the directory.
+func TestRestartSweepsStale(t *testing.T) {
+	needTools(t, "setsid")
+	if proc.Containment().Mode != proc.ModeCgroup {
+		t.Skip("no cgroups in", proc.Containment())
+	}
+	id, env := newCase(t)
+	killSleepers(t, id)
+	host, _, dir, keeper := startHost(t, env, caseCommand(t, "setsid -f sleep 1000\nexec sleep 1000", id))
+	awaitSleepers(t, id, 2, 20*time.Second)
+	if keeper == 0 {
+		t.Fatal("the host has no keeper")
+	}
+	syscall.Kill(keeper, syscall.SIGKILL)
+	host.Process.Kill()
+	host.Wait()
+	awaitSleepers(t, id, 1, 10*time.Second) // the lifeline ended the group; the setsid'd one stays
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the dead host's directory: %v, want it left for the next host", err)
+	}
+	_, stdin, _, _ := startHost(t, os.Environ())
+	defer stdin.Close()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the next host left the dead host's %s (%v)", dir, err)
+	}
+	if got := sleepers(t, id); len(got) != 0 {
+		t.Errorf("the next host left the dead host's processes %v", got)
 	}
 }

@@ -215,6 +215,7 @@ func lines(r io.Reader) <-chan string {
 // given, says ready, and exits 0 when its stdin closes.
 func containHost(cmds []string) int {
 	fmt.Println("dir", proc.Containment().Dir)
+	fmt.Println("keeper", proc.Keeper().PID)
 	for _, cmd := range cmds {
 		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd}); err != nil {
 			fmt.Println("error", err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/offstage/offstage/proc"
@@ -253,4 +254,58 @@ func BenchmarkCaptureNotifyOn(b *testing.B) {
 			b.Fatalf("notices %+v, want none", n)
 		}
 	}
+}
+
+// bystanders starts n sleep processes that belong to no task, the other
+// processes of a busy machine, and ends them with the benchmark.
+func bystanders(b *testing.B, n int) {
+	b.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 1000 & i=$((i+1)); done; echo up; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	if _, err := out.Read(make([]byte, 8)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// machineProcesses counts the processes on the machine.
+func machineProcesses() int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// The same on a machine with 2,000 more processes: in ModeMarks the
+// leader's exit costs a scan of them all, in ModeCgroup a read of the
+// task's own cgroup. Compare with OFFSTAGE_CONTAINMENT=marks.
+func BenchmarkSpawnForkingRaw2000(b *testing.B) {
+	bystanders(b, 2000)
+	BenchmarkSpawnForkingRaw(b)
+	b.ReportMetric(float64(machineProcesses()), "processes")
+}
+
+func BenchmarkSpawnForking2000(b *testing.B) {
+	bystanders(b, 2000)
+	BenchmarkSpawnForking(b)
+	b.ReportMetric(float64(machineProcesses()), "processes")
+}
+
+func BenchmarkProcesses2000(b *testing.B) {
+	bystanders(b, 2000)
+	BenchmarkProcesses(b)
 }

@@ -325,10 +325,7 @@ func (c *cgroup) closeDir() {
 // pids returns the processes in the cgroup, from its cgroup.procs (the
 // kernel's own list: its cost grows with the cgroup, not the machine).
 func (c *cgroup) pids() []int {
-	b, err := os.ReadFile(c.dir + "/cgroup.procs")
-	if err != nil {
-		return nil
-	}
+	b := readSmall(c.dir + "/cgroup.procs")
 	var pids []int
 	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
 		if pid, err := strconv.Atoi(string(line)); err == nil && pid > 0 {
@@ -336,6 +333,32 @@ func (c *cgroup) pids() []int {
 		}
 	}
 	return pids
+}
+
+// readSmall reads a cgroupfs file with plain system calls (half the cost
+// of os.ReadFile, which matters on every command's exit); nil if it
+// cannot be read.
+func readSmall(path string) []byte {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer syscall.Close(fd)
+	var stack [512]byte
+	b := stack[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, make([]byte, cap(b))...)[:len(b)]
+		}
+		n, err := syscall.Read(fd, b[len(b):cap(b)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			return b
+		}
+		b = b[:len(b)+n]
+	}
 }
 
 // count returns how many processes the cgroup holds, not counting skip.

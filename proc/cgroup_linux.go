@@ -322,17 +322,34 @@ func (c *cgroup) closeDir() {
 	}
 }
 
-// pids returns the processes in the cgroup, from its cgroup.procs (the
-// kernel's own list: its cost grows with the cgroup, not the machine).
-func (c *cgroup) pids() []int {
-	b := readSmall(c.dir + "/cgroup.procs")
-	var pids []int
-	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+// pids returns the processes in the cgroup and in the cgroups below it (a
+// host that runs as a task nests its own there), from their cgroup.procs:
+// the kernel's own lists, whose cost grows with the task, not the
+// machine.
+func (c *cgroup) pids() []int { return appendPids(nil, c.dir) }
+
+func appendPids(pids []int, dir string) []int {
+	for line := range bytes.SplitSeq(readSmall(dir+"/cgroup.procs"), []byte{'\n'}) {
 		if pid, err := strconv.Atoi(string(line)); err == nil && pid > 0 {
 			pids = append(pids, pid)
 		}
 	}
+	if nested, _ := eventValue(readSmall(dir+"/cgroup.stat"), "nr_descendants"); nested > 0 {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() {
+				pids = appendPids(pids, dir+"/"+e.Name())
+			}
+		}
+	}
 	return pids
+}
+
+// populated says whether any live process is in the cgroup or below it
+// (an exited leader not yet reaped is not), from cgroup.events: one read.
+func (c *cgroup) populated() bool {
+	v, ok := eventValue(readSmall(c.dir+"/cgroup.events"), "populated")
+	return !ok || v != 0
 }
 
 // readSmall reads a cgroupfs file with plain system calls (half the cost

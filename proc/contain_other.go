@@ -33,6 +33,7 @@ func newTaskCgroup() (*cgroup, error)               { return nil, nil }
 func (c *cgroup) attach(sys *syscall.SysProcAttr)   {}
 func (c *cgroup) closeDir()                         {}
 func (c *cgroup) count(skip int) int                { return 0 }
+func (c *cgroup) populated() bool                   { return false }
 func (c *cgroup) signal(sig syscall.Signal) int     { return 0 }
 func (c *cgroup) kill()                             {}
 func (c *cgroup) waitEmpty(deadline time.Time) bool { return true }

@@ -520,3 +520,37 @@ func TestRestartSweepsStale(t *testing.T) {
 		t.Errorf("the next host left the dead host's processes %v", got)
 	}
 }
+
+// TestNestedHost: a host that runs as a task nests its cgroups in the
+// task's; the task counts and ends what they hold, and removes them.
+func TestNestedHost(t *testing.T) {
+	needTools(t, "setsid")
+	if proc.Containment().Mode != proc.ModeCgroup {
+		t.Skip("no cgroups in", proc.Containment())
+	}
+	id, env := newCase(t)
+	killSleepers(t, id)
+	cfg := helperConfig("contain-host", caseCommand(t, "setsid -f sleep 1000\nexec sleep 1000", id))
+	cfg.Env, cfg.Stdin = append(env, helperEnv+"=1"), true
+	p := mustStart(t, cfg)
+	readUntil(t, p, "ready")
+	awaitSleepers(t, id, 2, 20*time.Second)
+	out := string(p.Read(proc.Combined, 0, 4096).Data)
+	_, rest, _ := strings.Cut(out, "dir ")
+	inner, _, _ := strings.Cut(rest, "\n")
+	if !strings.HasPrefix(inner, proc.Containment().Dir+"/") {
+		t.Fatalf("the inner host's directory %q is not in one of ours (%s)", inner, proc.Containment().Dir)
+	}
+	// The inner host, its keeper, and its task's two sleepers.
+	if got := p.Processes(); got != 4 {
+		t.Errorf("Processes() = %d, want 4: the inner host, its keeper, its task's 2 sleepers", got)
+	}
+	p.Stop(time.Second)
+	e := mustWait(t, p)
+	if got := sleepers(t, id); len(got) != 0 || e.Survivors != 0 {
+		t.Errorf("after the outer task ended: sleepers %v, exit %+v", got, e)
+	}
+	if _, err := os.Stat(inner); !os.IsNotExist(err) {
+		t.Errorf("the inner host's directory is still there (%v)", err)
+	}
+}

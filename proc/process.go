@@ -589,7 +589,7 @@ func (p *Process) endLeftovers() (leftovers, survivors int, err error) {
 // the cgroup's list, or whether any process was created since the leader.
 func (p *Process) mayHaveLeftovers() bool {
 	if p.cg != nil {
-		return p.cg.count(p.pid) > 0
+		return p.cg.populated()
 	}
 	forked, _ := forkedSince(p.pid)
 	return forked

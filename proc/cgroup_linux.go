@@ -580,3 +580,28 @@ func sweepStale(base, self string) {
 		endCgroups(base+"/"+name, 0, staleDeadline)
 	}
 }
+
+// usage reads the cgroup's CPU time (cpu.stat, kept by the kernel
+// without any controller) and memory: memory.current and memory.peak
+// with the memory controller, else the sum of its processes' resident
+// sets.
+func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
+	if us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec"); ok {
+		cpu = time.Duration(us) * time.Microsecond
+	}
+	if b := readSmall(c.dir + "/memory.current"); b != nil {
+		mem, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.dir+"/memory.peak"))), 10, 64)
+		return cpu, mem, peak
+	}
+	page := int64(os.Getpagesize())
+	for _, pid := range c.pids() {
+		// statm: size resident shared …, in pages.
+		f := bytes.Fields(readSmall("/proc/" + strconv.Itoa(pid) + "/statm"))
+		if len(f) > 1 {
+			n, _ := strconv.ParseInt(string(f[1]), 10, 64)
+			mem += n * page
+		}
+	}
+	return cpu, mem, 0
+}

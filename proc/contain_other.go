@@ -29,15 +29,16 @@ func containment() (ContainmentInfo, *cgroupHost) {
 type cgroupHost struct{}
 type cgroup struct{}
 
-func newTaskCgroup() (*cgroup, error)               { return nil, nil }
-func (c *cgroup) attach(sys *syscall.SysProcAttr)   {}
-func (c *cgroup) closeDir()                         {}
-func (c *cgroup) count(skip int) int                { return 0 }
-func (c *cgroup) populated() bool                   { return false }
-func (c *cgroup) signal(sig syscall.Signal) int     { return 0 }
-func (c *cgroup) kill()                             {}
-func (c *cgroup) waitEmpty(deadline time.Time) bool { return true }
-func (c *cgroup) remove() error                     { return nil }
+func newTaskCgroup() (*cgroup, error)                  { return nil, nil }
+func (c *cgroup) attach(sys *syscall.SysProcAttr)      {}
+func (c *cgroup) closeDir()                            {}
+func (c *cgroup) count(skip int) int                   { return 0 }
+func (c *cgroup) populated() bool                      { return false }
+func (c *cgroup) usage() (time.Duration, int64, int64) { return 0, 0, 0 }
+func (c *cgroup) signal(sig syscall.Signal) int        { return 0 }
+func (c *cgroup) kill()                                {}
+func (c *cgroup) waitEmpty(deadline time.Time) bool    { return true }
+func (c *cgroup) remove() error                        { return nil }
 
 // KeeperInfo describes this host's keeper.
 type KeeperInfo struct {

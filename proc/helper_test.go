@@ -75,6 +75,16 @@ func helper(args []string) int {
 		fmt.Println("ignoring SIGTERM")
 		time.Sleep(time.Hour)
 		return 0
+	case "hold": // allocate and touch N bytes, say so, wait to be killed
+		n, _ := strconv.Atoi(args[1])
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 1
+		}
+		fmt.Println("holding", len(b))
+		time.Sleep(time.Hour)
+		fmt.Println(b[n/2])
+		return 0
 	case "contain-host": // start each command given, say ready, exit 0 when stdin closes
 		return containHost(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed

@@ -358,3 +358,34 @@ func TestPrintingAGigabyteStaysBounded(t *testing.T) {
 		t.Errorf("head lost: %q", got.Data)
 	}
 }
+
+// TestUsage: a running command's CPU time and memory, from its cgroup.
+func TestUsage(t *testing.T) {
+	cfg := helperConfig("hold", strconv.Itoa(32<<20))
+	// Burn some CPU in the shell first, then hold 32 MiB.
+	cfg.Command = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; " + cfg.Command
+	p := mustStart(t, cfg)
+	readUntil(t, p, "holding")
+	u := p.Usage()
+	t.Logf("%s: %+v", proc.Containment().Mode, u)
+	if u.Processes != 1 {
+		t.Errorf("Usage().Processes = %d, want 1", u.Processes)
+	}
+	if proc.Containment().Mode != proc.ModeCgroup {
+		if u.CPU != 0 || u.Memory != 0 {
+			t.Errorf("Usage() = %+v outside a cgroup, want the count alone", u)
+		}
+		return
+	}
+	if u.CPU < 10*time.Millisecond {
+		t.Errorf("Usage().CPU = %v after a busy loop, want at least 10ms", u.CPU)
+	}
+	if u.Memory < 32<<20 || u.Memory > 1<<30 {
+		t.Errorf("Usage().Memory = %d, want at least the 32 MiB held", u.Memory)
+	}
+	p.Stop(0)
+	mustWait(t, p)
+	if u := p.Usage(); u != (proc.Usage{}) {
+		t.Errorf("Usage() once done = %+v, want zero", u)
+	}
+}

@@ -33,6 +33,9 @@ func TestTaskCancelEndsDaemons(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
 	}
+	if proc.Containment().Mode == proc.ModeCgroup && out.MemoryMiB <= 0 {
+		t.Errorf("task_inspect = %+v, want the memory of its 3 processes (memory_mib) from its cgroup", out)
+	}
 	var cancelled tools.CancelOutput
 	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &cancelled)
 	waitDone(t, e.top, id)

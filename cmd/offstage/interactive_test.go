@@ -138,8 +138,13 @@ func TestSecondCtrlCQuitsAndReapsEverything(t *testing.T) {
 	]}`)
 	tm.send("go\r")
 	tm.expect("Two sleepers are running.")
-	if len(survivors(t, mark)) < 3 { // offstage, sh and the sleepers
-		t.Errorf("expected the sleepers to run: %q", survivors(t, mark))
+	// The model's answer comes as soon as the shell started, maybe before
+	// it forked its sleepers: wait for them.
+	for deadline := time.Now().Add(10 * time.Second); len(survivors(t, mark)) < 4; { // offstage, sh and the sleepers
+		if time.Now().After(deadline) {
+			t.Fatalf("expected the sleepers to run: %q", survivors(t, mark))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	tm.send("\x03")
 	tm.expect("Ctrl-C again")

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -387,5 +389,31 @@ func TestUsage(t *testing.T) {
 	mustWait(t, p)
 	if u := p.Usage(); u != (proc.Usage{}) {
 		t.Errorf("Usage() once done = %+v, want zero", u)
+	}
+}
+
+// TestPorts: the port a server the command started in a session of its
+// own listens on.
+func TestPorts(t *testing.T) {
+	for _, tool := range []string{"python3", "setsid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	p := mustStart(t, proc.Config{Command: "(setsid python3 -u -m http.server 0 --bind 127.0.0.1 &); exec sleep 1000"})
+	readUntil(t, p, "(http://")
+	out := string(p.Read(proc.Combined, 0, 4096).Data)
+	m := regexp.MustCompile(`port (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no port in %q", out)
+	}
+	want, _ := strconv.Atoi(m[1])
+	if got := p.Ports(); !slices.Contains(got, want) {
+		t.Errorf("Ports() = %v, want %d among them (the server said %q)", got, want, out)
+	}
+	p.Stop(0)
+	mustWait(t, p)
+	if got := p.Ports(); got != nil {
+		t.Errorf("Ports() once done = %v, want none", got)
 	}
 }

@@ -41,7 +41,9 @@ type InspectOutput struct {
 	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
 	MemoryMiB     float64 `json:"memory_mib,omitempty"`
 	MemoryPeakMiB float64 `json:"memory_peak_mib,omitempty"`
-	Note          string  `json:"note,omitempty"`
+	// Listening is the TCP ports a running shell's processes listen on.
+	Listening []int  `json:"listening,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any, error) {
@@ -73,6 +75,7 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 			out.Processes = u.Processes
 			out.CPUSeconds = round2(u.CPU.Seconds())
 			out.MemoryMiB, out.MemoryPeakMiB = round2(float64(u.Memory)/(1<<20)), round2(float64(u.MemoryPeak)/(1<<20))
+			out.Listening = sh.Ports()
 		}
 	}
 	if p.State.Finished() {

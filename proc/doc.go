@@ -106,6 +106,14 @@
 // cgroup whose processes outlived every SIGKILL (stuck in the kernel) is
 // left for the keeper to remove.
 //
+// Usage reports a running command's CPU time (the cgroup's cpu.stat,
+// kept without any controller) and memory (memory.current and
+// memory.peak where the memory controller is on, else the sum of its
+// processes' resident sets); Ports the TCP ports its processes listen on
+// (/proc/net/tcp and tcp6, matched to their socket descriptors). In
+// ModeMarks, Usage has the count alone, and Ports looks at the marked
+// processes.
+//
 // cgroupfs is used with plain file I/O (mkdir, rmdir, a line written to
 // cgroup.kill, cgroup.procs and cgroup.events read): a handful of one-line
 // files, which a library (containerd/cgroups) would wrap in a dependency

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/offstage/offstage/proc"
@@ -19,6 +20,7 @@ import (
 
 // BenchmarkSpawnRaw is the yardstick: os/exec runs sh -c true.
 func BenchmarkSpawnRaw(b *testing.B) {
+	defer cpuPerOp(b)()
 	for b.Loop() {
 		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
 			b.Fatal(err)
@@ -29,6 +31,7 @@ func BenchmarkSpawnRaw(b *testing.B) {
 // BenchmarkSpawn: ours, start and wait, with its group, capture and
 // lifeline.
 func BenchmarkSpawn(b *testing.B) {
+	defer cpuPerOp(b)()
 	ctx := context.Background()
 	for b.Loop() {
 		p, err := proc.Start(ctx, proc.Config{Command: "true"})
@@ -224,6 +227,7 @@ func BenchmarkStop(b *testing.B) {
 // of /proc for what it left; the number reported is per spawn, on a
 // machine with as many processes as this one has.
 func BenchmarkSpawnForkingRaw(b *testing.B) {
+	defer cpuPerOp(b)()
 	for b.Loop() {
 		if err := exec.Command("/bin/sh", "-c", "true | true").Run(); err != nil {
 			b.Fatal(err)
@@ -232,6 +236,7 @@ func BenchmarkSpawnForkingRaw(b *testing.B) {
 }
 
 func BenchmarkSpawnForking(b *testing.B) {
+	defer cpuPerOp(b)()
 	ctx := context.Background()
 	for b.Loop() {
 		p, err := proc.Start(ctx, proc.Config{Command: "true | true"})
@@ -326,3 +331,76 @@ func BenchmarkCaptureNotifyOn(b *testing.B) { benchNotifyOn(b, "") }
 // BenchmarkCaptureNotifyOnLog: the same with the shell's log, so the
 // watch examines every byte.
 func BenchmarkCaptureNotifyOnLog(b *testing.B) { benchNotifyOn(b, b.TempDir()) }
+
+// bystanders starts n sleep processes that belong to no task, the other
+// processes of a busy machine, and ends them with the benchmark.
+func bystanders(b *testing.B, n int) {
+	b.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 1000 & i=$((i+1)); done; echo up; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	if _, err := out.Read(make([]byte, 8)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// machineProcesses counts the processes on the machine.
+func machineProcesses() int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// The same on a machine with 2,000 more processes: in ModeMarks the
+// leader's exit costs a scan of them all, in ModeCgroup a read of the
+// task's own cgroup. Compare with OFFSTAGE_CONTAINMENT=marks.
+func BenchmarkSpawnForkingRaw2000(b *testing.B) {
+	bystanders(b, 2000)
+	BenchmarkSpawnForkingRaw(b)
+	b.ReportMetric(float64(machineProcesses()), "processes")
+}
+
+func BenchmarkSpawnForking2000(b *testing.B) {
+	bystanders(b, 2000)
+	BenchmarkSpawnForking(b)
+	b.ReportMetric(float64(machineProcesses()), "processes")
+}
+
+func BenchmarkProcesses2000(b *testing.B) {
+	bystanders(b, 2000)
+	BenchmarkProcesses(b)
+}
+
+// cpuPerOp reports the CPU time (user and system, of the benchmark and
+// of the children it reaped) per operation, "cpu-ns/op": on a machine
+// shared with other work, wall time per spawn mostly measures waiting for
+// a core, and CPU time what the spawn costs. Call as defer cpuPerOp(b)().
+func cpuPerOp(b *testing.B) func() {
+	start := cpuTime()
+	return func() {
+		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func cpuTime() int64 {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	ns := func(tv syscall.Timeval) int64 { return tv.Nano() }
+	return ns(self.Utime) + ns(self.Stime) + ns(children.Utime) + ns(children.Stime)
+}

@@ -59,3 +59,64 @@ func newMark() mark {
 func hostMark() mark {
 	return mark(uint64(markMagic)<<(markHostBits+markSeqBits) | hostID<<markSeqBits)
 }
+
+// The containments a host can use (see "Containment" in the package doc).
+const (
+	// ModeCgroup: each command in a cgroup v2 of its own (Linux, where
+	// one is writable).
+	ModeCgroup = "cgroup"
+	// ModeMarks: each command's processes marked by RLIMIT_RTTIME and
+	// OFFSTAGE_MARK (Linux without a writable cgroup v2, or forced).
+	ModeMarks = "marks"
+	// ModeGroup: the process group and the lifeline only (macOS and other
+	// Unix systems).
+	ModeGroup = "group"
+)
+
+// ContainmentInfo says how this host contains its commands.
+type ContainmentInfo struct {
+	Mode string // ModeCgroup, ModeMarks or ModeGroup
+	// Dir is the directory of this host's cgroups, in ModeCgroup.
+	Dir string
+	// Reason says why this mode: where the cgroup was found, or why none
+	// could be used.
+	Reason string
+	// Err is set when the containment asked for (OFFSTAGE_CONTAINMENT)
+	// cannot be had: Start fails with it.
+	Err error
+}
+
+// String is the line a program shows at start-up: "containment: cgroup
+// (…)".
+func (c ContainmentInfo) String() string {
+	s := "containment: " + c.Mode
+	if c.Dir != "" {
+		s += " in " + c.Dir
+	}
+	if c.Reason != "" {
+		s += " (" + c.Reason + ")"
+	}
+	if c.Err != nil {
+		s += "; error: " + c.Err.Error()
+	}
+	return s
+}
+
+// Containment says how this host contains its commands, deciding it if no
+// Start has yet (on Linux that makes this host's cgroup directory and
+// starts its keeper, as a Start would). Set
+// OFFSTAGE_CONTAINMENT=marks to force the fallback, or =cgroup to make
+// Start fail rather than fall back. Safe for concurrent use.
+func Containment() ContainmentInfo {
+	ensureKeeper() // the keeper removes the host's directory when it is gone
+	info, _ := containment()
+	return info
+}
+
+// errSurvivors: processes of a task that outlived every SIGKILL, most
+// likely stuck in the kernel (uninterruptible sleep on a dead mount).
+type errSurvivors struct{ n int }
+
+func (e errSurvivors) Error() string {
+	return strconv.Itoa(e.n) + " processes survived SIGKILL"
+}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -322,14 +325,6 @@ func (s *scanner) killAll(want match, deep bool, deadline time.Time) (int, error
 	}
 }
 
-// errSurvivors: processes of a task that outlived every SIGKILL, most
-// likely stuck in the kernel (uninterruptible sleep on a dead mount).
-type errSurvivors struct{ n int }
-
-func (e errSurvivors) Error() string {
-	return strconv.Itoa(e.n) + " processes survived SIGKILL"
-}
-
 // lastPID returns the pid most recently allocated on the machine (in this
 // pid namespace), from /proc/loadavg. If it is still our leader's pid, no
 // process can have been forked since the leader, so it has no
@@ -347,10 +342,6 @@ func (s *scanner) lastPID() (int, bool) {
 
 // The containment calls of Process (see process.go); contain_other.go has
 // their stand-ins for systems without /proc.
-
-// markStart marks a started leader. A failure leaves the environment
-// marker and the process group to hold the task together.
-func markStart(pid int, m mark) error { return setMark(pid, m) }
 
 // markHost gives this process its host mark, once, before its first
 // command is started (see hostOnly). A host that runs as another
@@ -388,4 +379,93 @@ func forkedSince(pid int) (bool, int) {
 	s := scanner{buf: make([]byte, 256)}
 	last, ok := s.lastPID()
 	return !ok || last != pid, last
+}
+
+// The fork race of the marks: a shell exec'd before the host set its mark
+// may fork at once, and its child inherits the host's mark instead of the
+// command's (with env -i, nothing tells which command it is). So in
+// ModeMarks a command is started traced (PTRACE_TRACEME right before its
+// exec, SysProcAttr.Ptrace): the kernel stops it at the exec, before the
+// first instruction of the shell runs; the host sets the mark and detaches.
+// Its descendants can only ever carry the command's mark. ptrace requests
+// must come from the thread that forked, so the goroutine is locked to it
+// from the start until the detach.
+
+// markTraced says whether commands are started traced; decided with the
+// containment (detectTrace), false where ptrace is refused (Yama's
+// ptrace_scope 3, a seccomp policy, a host itself under strace -f).
+var markTraced bool
+
+// detectTrace starts this binary traced, as a command would be, and lets
+// it go; nil if that works.
+func detectTrace() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"offstage-probe"}, &syscall.ProcAttr{
+		Dir: "/",
+		Env: []string{keeperEnv + "=" + probeArg},
+		Sys: &syscall.SysProcAttr{Ptrace: true},
+	})
+	if err != nil {
+		return err
+	}
+	err = detach(pid)
+	var ws syscall.WaitStatus
+	for {
+		if _, werr := syscall.Wait4(pid, &ws, 0, nil); werr != syscall.EINTR {
+			break
+		}
+	}
+	return err
+}
+
+// traceStart prepares sys for a traced start, in ModeMarks where ptrace
+// works, and says whether it did: then the caller's goroutine is locked
+// to its thread until markStarted or untrace.
+func traceStart(sys *syscall.SysProcAttr) bool {
+	if !markTraced {
+		return false
+	}
+	runtime.LockOSThread()
+	sys.Ptrace = true
+	return true
+}
+
+// untrace ends a traced start that failed.
+func untrace() { runtime.UnlockOSThread() }
+
+// markStarted marks a started leader; a traced one is then let go. A
+// failure leaves the environment marker and the process group to hold the
+// task together.
+func markStarted(pid int, m mark, traced bool) error {
+	err := setMark(pid, m)
+	if traced {
+		defer runtime.UnlockOSThread()
+		if derr := detach(pid); err == nil {
+			err = derr
+		}
+	}
+	return err
+}
+
+// detach waits, without reaping, until the traced child pid stops at its
+// exec (or exits), then lets it go.
+func detach(pid int) error {
+	const pPID = 1 // P_PID
+	var info [128]byte
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WSTOPPED|syscall.WNOWAIT, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return errno
+		}
+		break
+	}
+	if err := syscall.PtraceDetach(pid); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("ptrace detach: %w", err)
+	}
+	return nil
 }

@@ -12,12 +12,33 @@ import (
 // this system does not offer as Linux does: these are its stand-ins (see
 // "Containment" in the package doc for what holds here).
 
-func markStart(pid int, m mark) error                                          { return nil }
+func traceStart(sys *syscall.SysProcAttr) bool                                 { return false }
+func untrace()                                                                 {}
+func markStarted(pid int, m mark, traced bool) error                           { return nil }
 func signalMarks(m mark, sig syscall.Signal) int                               { return 0 }
 func killMarks(m mark, leader int, deep bool, deadline time.Time) (int, error) { return 0, nil }
 func countMarks(m mark) int                                                    { return 0 }
 func forkedSince(pid int) (bool, int)                                          { return false, 0 }
 func ensureKeeper()                                                            {}
+
+func containment() (ContainmentInfo, *cgroupHost) {
+	return ContainmentInfo{Mode: ModeGroup, Reason: "no cgroups or prlimit on this system"}, nil
+}
+
+// cgroupHost and cgroup exist on Linux only; these are never made here.
+type cgroupHost struct{}
+type cgroup struct{}
+
+func newTaskCgroup() (*cgroup, error)                  { return nil, nil }
+func (c *cgroup) attach(sys *syscall.SysProcAttr)      {}
+func (c *cgroup) closeDir()                            {}
+func (c *cgroup) count(skip int) int                   { return 0 }
+func (c *cgroup) populated() bool                      { return false }
+func (c *cgroup) usage() (time.Duration, int64, int64) { return 0, 0, 0 }
+func (c *cgroup) signal(sig syscall.Signal) int        { return 0 }
+func (c *cgroup) kill()                                {}
+func (c *cgroup) waitEmpty(deadline time.Time) bool    { return true }
+func (c *cgroup) remove() error                        { return nil }
 
 // KeeperInfo describes this host's keeper.
 type KeeperInfo struct {

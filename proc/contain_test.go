@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,16 +34,52 @@ type containCase struct {
 	name string
 	cmd  string
 	n    int
+	// cgroupOnly: a documented limit of the marks (see "Containment"):
+	// the case runs in ModeCgroup only.
+	cgroupOnly bool
 }
 
 var containCases = []containCase{
-	{"setsid subshell", "(setsid sleep 1000 &)", 1},
-	{"setsid -f", "setsid -f sleep 1000", 1},
-	{"double-fork daemon", "(setsid sh -c 'sleep 1000 & exit' &)", 1},
-	{"ignores TERM HUP IO", "(trap '' TERM HUP IO; exec sleep 1000) &", 1},
-	{"setsid and ignores all", `setsid sh -c "trap '' TERM HUP IO INT QUIT; exec sleep 1000" &`, 1},
-	{"nohup", "nohup sleep 1000 >/dev/null 2>&1 &", 1},
-	{"200 sleepers", "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done", 200},
+	{"setsid subshell", "(setsid sleep 1000 &)", 1, false},
+	{"setsid -f", "setsid -f sleep 1000", 1, false},
+	{"double-fork daemon", "(setsid sh -c 'sleep 1000 & exit' &)", 1, false},
+	{"ignores TERM HUP IO", "(trap '' TERM HUP IO; exec sleep 1000) &", 1, false},
+	{"setsid and ignores all", `setsid sh -c "trap '' TERM HUP IO INT QUIT; exec sleep 1000" &`, 1, false},
+	{"nohup", "nohup sleep 1000 >/dev/null 2>&1 &", 1, false},
+	{"200 sleepers", "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done", 200, false},
+	// The four of issue 22: the first forks at once, before a mark set
+	// after the exec could be, and clears the environment; the others
+	// reset RLIMIT_RTTIME, and clear the environment too.
+	{"env -i subshell race", "( setsid env -i bash -c 'exec -a kworker/u8:3 SLEEP 1000' & )", 1, false},
+	{"rlimit reset", "prlimit --rttime=unlimited setsid -f SLEEP 1000", 1, true},
+	{"rlimit reset, env -i, exec -a", "prlimit --rttime=unlimited setsid -f env -i bash -c 'exec -a kworker/u8:3 SLEEP 1000'", 1, true},
+	{"other rlimit, double fork, empty env", `prlimit --rttime=12345:unlimited env -i /bin/sh -c "(setsid /bin/sh -c 'SLEEP 1000 & exit' &)"`, 1, true},
+}
+
+// caseCommand returns c's command with every sleep of it carrying the
+// case's token as its argument (a duration a little over 1000s), so that
+// the test finds its processes by their command line even when they
+// cleared their environment; SLEEP is sleep's full path, for shells
+// started without PATH.
+func caseCommand(t *testing.T, cmd, token string) string {
+	t.Helper()
+	path, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("sleep(1) not installed")
+	}
+	cmd = strings.ReplaceAll(cmd, "sleep 1000", "sleep "+token)
+	return strings.ReplaceAll(cmd, "SLEEP 1000", path+" "+token)
+}
+
+// casesHere returns the cases this host's containment must contain.
+func casesHere() []containCase {
+	var out []containCase
+	for _, c := range containCases {
+		if !c.cgroupOnly || proc.Containment().Mode == proc.ModeCgroup {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func needTools(t *testing.T, tools ...string) {
@@ -53,15 +91,18 @@ func needTools(t *testing.T, tools ...string) {
 	}
 }
 
+var caseSeq atomic.Int64
+
 // newCase returns a unique marker and the environment that carries it.
+// The marker is also a sleep duration (see caseCommand).
 func newCase(t *testing.T) (string, []string) {
 	t.Helper()
-	id := fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "."), os.Getpid(), time.Now().UnixNano())
+	id := fmt.Sprintf("1000.%07d%05d", os.Getpid()%10_000_000, caseSeq.Add(1))
 	return id, append(os.Environ(), caseEnv+"="+id)
 }
 
 // sleepers returns the live sleep processes whose environment carries the
-// marker id.
+// marker id, or whose argument it is.
 func sleepers(t *testing.T, id string) []int {
 	t.Helper()
 	want := []byte(caseEnv + "=" + id)
@@ -76,8 +117,9 @@ func sleepers(t *testing.T, id string) []int {
 		if err != nil || strings.TrimSpace(string(comm)) != "sleep" {
 			continue
 		}
-		env, err := os.ReadFile(path)
-		if err != nil || !slicesContain(bytes.Split(env, []byte{0}), want) {
+		env, _ := os.ReadFile(path) // unreadable (another user's): the arguments still tell
+		args, _ := os.ReadFile(dir + "/cmdline")
+		if !slicesContain(bytes.Split(env, []byte{0}), want) && !slicesContain(bytes.Split(args, []byte{0}), []byte(id)) {
 			continue
 		}
 		if stat, err := os.ReadFile(dir + "/stat"); err == nil {
@@ -132,7 +174,8 @@ func killSleepers(t *testing.T, id string) {
 // task can end; no process of the case may outlive it, and the task ends
 // only once none is left.
 func TestContainment(t *testing.T) {
-	needTools(t, "setsid", "nohup")
+	needTools(t, "setsid", "nohup", "prlimit", "bash")
+	t.Log(proc.Containment())
 	ends := []struct {
 		name   string
 		leader string // what the shell does after the case
@@ -154,7 +197,7 @@ func TestContainment(t *testing.T) {
 		{"timeout", "exec sleep 1000", nil, task.TimedOut},
 		{"leader exits", "echo done", nil, task.Completed},
 	}
-	for _, c := range containCases {
+	for _, c := range casesHere() {
 		for _, end := range ends {
 			t.Run(c.name+"/"+end.name, func(t *testing.T) {
 				t.Parallel()
@@ -164,14 +207,16 @@ func TestContainment(t *testing.T) {
 				opts := proc.ShellOptions{}
 				want := c.n + 1
 				if end.name == "timeout" {
-					opts.Timeout = 3 * time.Second
+					// Long enough for 200 sleepers to start on a loaded
+					// machine, under the race detector.
+					opts.Timeout = 8 * time.Second
 				}
-				cmd := c.cmd + "\n" + end.leader
+				cmd := caseCommand(t, c.cmd, id) + "\n" + end.leader
 				if end.name == "leader exits" {
 					// The leader has to see its processes started before
 					// it exits, or the test could not tell.
 					want = c.n
-					cmd = c.cmd + "\n" + waitForSleepers(id, c.n) + "\n" + end.leader
+					cmd = caseCommand(t, c.cmd, id) + "\n" + waitForSleepers(id, c.n) + "\n" + end.leader
 				}
 				tid := spawnShell(t, v, proc.Config{Command: cmd, Env: env, Grace: 500 * time.Millisecond}, opts)
 				if end.name != "leader exits" {
@@ -192,12 +237,13 @@ func TestContainment(t *testing.T) {
 	}
 }
 
-// waitForSleepers is shell code that waits until n marked sleep processes
-// run, so that a leader that exits right after its case exits only once
-// there is something to leave behind. It counts them as the test does.
+// waitForSleepers is shell code that waits until n sleep processes of the
+// case run, so that a leader that exits right after its case exits only
+// once there is something to leave behind. It counts them as the test
+// does, by the token in their command line.
 func waitForSleepers(id string, n int) string {
-	return fmt.Sprintf(`k=0; while [ "$(grep -lzx %s /proc/[0-9]*/environ 2>/dev/null | sed 's#environ#comm#' | xargs -r cat 2>/dev/null | grep -cx sleep)" -lt %d ] && [ $k -lt 2000 ]; do sleep 0.01; k=$((k+1)); done`,
-		shellQuote(caseEnv+"="+id), n)
+	return fmt.Sprintf(`k=0; while [ "$(grep -lzx %s /proc/[0-9]*/cmdline 2>/dev/null | sed 's#cmdline#comm#' | xargs -r cat 2>/dev/null | grep -cx sleep)" -lt %d ] && [ $k -lt 2000 ]; do sleep 0.01; k=$((k+1)); done`,
+		shellQuote(id), n)
 }
 
 // TestContainmentSparesOthers: cancelling one task kills none of a
@@ -320,34 +366,19 @@ func openFDs(t *testing.T) int {
 // case, then ends it: by a normal exit with nothing closed, or by
 // SIGKILL. Its keeper must end every process of every case.
 func TestHostDeath(t *testing.T) {
-	needTools(t, "setsid", "nohup")
+	needTools(t, "setsid", "nohup", "prlimit", "bash")
 	for _, how := range []string{"exit", "SIGKILL"} {
 		t.Run(how, func(t *testing.T) {
 			id, env := newCase(t)
 			killSleepers(t, id)
 			want := 0
-			args := []string{"contain-host"}
-			for _, c := range containCases {
-				args = append(args, c.cmd+"\nexec sleep 1000")
+			var cmds []string
+			cases := casesHere()
+			for _, c := range cases {
+				cmds = append(cmds, caseCommand(t, c.cmd, id)+"\nexec sleep 1000")
 				want += c.n + 1
 			}
-			host := exec.Command(os.Args[0], args...)
-			host.Env = append(env, helperEnv+"=1")
-			stdin, err := host.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := host.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := host.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { host.Process.Kill(); host.Wait() })
-			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-				t.Fatalf("host said %q, want ready", line)
-			}
+			host, stdin, dir, _ := startHost(t, env, cmds...)
 			awaitSleepers(t, id, want, 30*time.Second)
 			start := time.Now()
 			switch how {
@@ -358,7 +389,10 @@ func TestHostDeath(t *testing.T) {
 			}
 			host.Wait()
 			awaitSleepers(t, id, 0, 10*time.Second)
-			t.Logf("%d processes of %d cases gone %v after the host's %s", want, len(containCases), time.Since(start).Round(time.Millisecond), how)
+			t.Logf("%d processes of %d cases gone %v after the host's %s", want, len(cases), time.Since(start).Round(time.Millisecond), how)
+			if dir != "" {
+				awaitGone(t, dir, 10*time.Second)
+			}
 		})
 	}
 }
@@ -390,5 +424,133 @@ func TestKeeper(t *testing.T) {
 			t.Fatalf("Keeper() after killing it = %+v, want a new one", again)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitGone polls until path no longer exists (the keeper removes a dead
+// host's cgroups: no notification reaches the test).
+func awaitGone(t *testing.T, path string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(path)
+			t.Fatalf("%s still there after %v, holding %d entries", path, timeout, len(entries))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readHost reads what the contain-host helper says up to "ready": its
+// cgroup directory ("" in ModeMarks) and its keeper's pid.
+func readHost(t *testing.T, stdout io.Reader) (dir string, keeper int) {
+	t.Helper()
+	out := bufio.NewReader(stdout)
+	var said []string
+	for {
+		line, err := out.ReadString('\n')
+		said = append(said, line)
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case err != nil:
+			t.Fatalf("host said %q, want its cgroup directory, its keeper, then ready", said)
+		case line == "ready":
+			return dir, keeper
+		case strings.HasPrefix(line, "dir "):
+			dir = strings.TrimPrefix(line, "dir ")
+		case strings.HasPrefix(line, "keeper "):
+			keeper, _ = strconv.Atoi(strings.TrimPrefix(line, "keeper "))
+		}
+	}
+}
+
+// startHost starts the contain-host helper with cmds, and reads what it
+// says up to ready. Closing stdin ends it.
+func startHost(t *testing.T, env []string, cmds ...string) (host *exec.Cmd, stdin io.WriteCloser, dir string, keeper int) {
+	t.Helper()
+	host = exec.Command(os.Args[0], append([]string{"contain-host"}, cmds...)...)
+	host.Env = append(env, helperEnv+"=1")
+	stdin, err := host.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	dir, keeper = readHost(t, stdout)
+	return host, stdin, dir, keeper
+}
+
+// TestRestartSweepsStale: a host killed together with its keeper leaves
+// its cgroups, with what escaped its process group alive in them; the
+// next host on the same cgroup ends them and removes the directory.
+func TestRestartSweepsStale(t *testing.T) {
+	needTools(t, "setsid")
+	if proc.Containment().Mode != proc.ModeCgroup {
+		t.Skip("no cgroups in", proc.Containment())
+	}
+	id, env := newCase(t)
+	killSleepers(t, id)
+	host, _, dir, keeper := startHost(t, env, caseCommand(t, "setsid -f sleep 1000\nexec sleep 1000", id))
+	awaitSleepers(t, id, 2, 20*time.Second)
+	if keeper == 0 {
+		t.Fatal("the host has no keeper")
+	}
+	syscall.Kill(keeper, syscall.SIGKILL)
+	host.Process.Kill()
+	host.Wait()
+	awaitSleepers(t, id, 1, 10*time.Second) // the lifeline ended the group; the setsid'd one stays
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the dead host's directory: %v, want it left for the next host", err)
+	}
+	_, stdin, _, _ := startHost(t, os.Environ())
+	defer stdin.Close()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the next host left the dead host's %s (%v)", dir, err)
+	}
+	if got := sleepers(t, id); len(got) != 0 {
+		t.Errorf("the next host left the dead host's processes %v", got)
+	}
+}
+
+// TestNestedHost: a host that runs as a task nests its cgroups in the
+// task's; the task counts and ends what they hold, and removes them.
+func TestNestedHost(t *testing.T) {
+	needTools(t, "setsid")
+	if proc.Containment().Mode != proc.ModeCgroup {
+		t.Skip("no cgroups in", proc.Containment())
+	}
+	id, env := newCase(t)
+	killSleepers(t, id)
+	cfg := helperConfig("contain-host", caseCommand(t, "setsid -f sleep 1000\nexec sleep 1000", id))
+	cfg.Env, cfg.Stdin = append(env, helperEnv+"=1"), true
+	p := mustStart(t, cfg)
+	readUntil(t, p, "ready")
+	awaitSleepers(t, id, 2, 20*time.Second)
+	out := string(p.Read(proc.Combined, 0, 4096).Data)
+	_, rest, _ := strings.Cut(out, "dir ")
+	inner, _, _ := strings.Cut(rest, "\n")
+	if !strings.HasPrefix(inner, proc.Containment().Dir+"/") {
+		t.Fatalf("the inner host's directory %q is not in one of ours (%s)", inner, proc.Containment().Dir)
+	}
+	// The inner host, its keeper, and its task's two sleepers.
+	if got := p.Processes(); got != 4 {
+		t.Errorf("Processes() = %d, want 4: the inner host, its keeper, its task's 2 sleepers", got)
+	}
+	p.Stop(time.Second)
+	e := mustWait(t, p)
+	if got := sleepers(t, id); len(got) != 0 || e.Survivors != 0 {
+		t.Errorf("after the outer task ended: sleepers %v, exit %+v", got, e)
+	}
+	if _, err := os.Stat(inner); !os.IsNotExist(err) {
+		t.Errorf("the inner host's directory is still there (%v)", err)
 	}
 }

@@ -51,23 +51,105 @@
 // A program that wants to keep a server running runs it in the
 // foreground of its own Process instead of daemonizing it.
 //
+// A host contains its commands in one of two ways on Linux, decided once,
+// at its first Start (Containment says which, and why; offstage logs it at
+// start-up and shows it in "offstage version -v"):
+//
+//   - ModeCgroup, wherever a cgroup v2 is writable: a cgroup per command.
+//   - ModeMarks, the fallback: a mark per command, on every process.
+//
+// OFFSTAGE_CONTAINMENT=marks forces the fallback (CI runs the tests in
+// both modes); OFFSTAGE_CONTAINMENT=cgroup makes Start fail, with the
+// reason, rather than fall back. macOS and other Unix systems have a third,
+// ModeGroup (below).
+//
+// # Containment by cgroup
+//
+// Where it is found: the host's own cgroup on the v2 hierarchy, read from
+// its "0::PATH" line in /proc/self/cgroup and the cgroup2 mount that shows
+// PATH (/proc/self/mountinfo). Detected, never assumed: the host makes its
+// directory there (offstage-PIDNS-PID-STARTTIME), and proves that a
+// process can be started into a cgroup of it by starting one (this binary
+// re-executed, which exits at once). On a pure v2 desktop that is the
+// user's scope under user@UID.service, which systemd delegates to the
+// user; in a container with a cgroup namespace, its root (when mounted
+// writable); on a hybrid host such as our CI machines, the root of the
+// unified mount, /sys/fs/cgroup/unified, writable to root. A cgroup owned
+// by someone else (an ssh session's scope, a container's read-only mount)
+// fails the mkdir, and the host uses the marks.
+//
+// Each command gets a cgroup of its own under the host's directory, and is
+// started into it by clone3 (CLONE_INTO_CGROUP, SysProcAttr.UseCgroupFD):
+// no instruction of it runs outside, so nothing it forks ever is. Its
+// members are the kernel's list (cgroup.procs), whose cost grows with the
+// task, not the machine. Stop sends SIGTERM to the group and to each
+// member (each opened as a pidfd, then the list read again, so that a pid
+// reused by a process outside is never signalled); the grace ends as soon
+// as cgroup.events says the cgroup is empty (poll wakes on its change,
+// nothing polls on a timer), then cgroup.kill kills every member at once.
+// The leader's exit reads the list: empty, nothing to do; otherwise
+// cgroup.kill and the same wait. The cgroup is removed once the leader is
+// reaped. When the host dies, its keeper (below) ends what is left in its
+// cgroups (SIGTERM, up to 300 ms, cgroup.kill) and removes them and the
+// host's directory; a host killed with its keeper leaves them to the next
+// host started in the same cgroup (and pid namespace), which ends and
+// removes the directories of hosts no longer alive (pid and start time).
+// A host that runs as another offstage's task nests its directory in that
+// task's cgroup, and goes with it: cgroup.kill takes the whole subtree.
+//
+// What it guarantees: no process started by a command leaves its cgroup
+// unless it can write to the cgroup.procs of a cgroup outside (it is the
+// kernel's rule), so resetting rlimits, clearing the environment and
+// renaming itself change nothing. Limits: a command running as root on a
+// host whose cgroup root is writable to root (as here) can move itself
+// out (echo $$ > /sys/fs/cgroup/…/cgroup.procs), deliberately; and a
+// cgroup whose processes outlived every SIGKILL (stuck in the kernel) is
+// left for the keeper to remove.
+//
+// Usage reports a running command's CPU time (the cgroup's cpu.stat,
+// kept without any controller) and memory (memory.current and
+// memory.peak where the memory controller is on, else the sum of its
+// processes' resident sets); Ports the TCP ports its processes listen on
+// (/proc/net/tcp and tcp6, matched to their socket descriptors). In
+// ModeMarks, Usage has the count alone, and Ports looks at the marked
+// processes.
+//
+// cgroupfs is used with plain file I/O (mkdir, rmdir, a line written to
+// cgroup.kill, cgroup.procs and cgroup.events read): a handful of one-line
+// files, which a library (containerd/cgroups) would wrap in a dependency
+// and an abstraction over v1 that this containment does not use.
+//
+// # Containment by marks
+//
 // How a process is known to belong to a command: every command gets a
 // mark, a number unique on this host (the magic 0x5eed, a random host id,
 // a sequence number). It is set as the soft RLIMIT_RTTIME limit of the
-// shell right after it is exec'd, and as OFFSTAGE_MARK in its
+// shell before its first instruction runs, and as OFFSTAGE_MARK in its
 // environment. Resource limits are inherited through fork and exec, kept
 // across setsid, setpgid and setuid programs, and not touched by what
 // daemons do to their environment and their argv (redis, PostgreSQL and
 // nginx overwrite both to set their process title). RLIMIT_RTTIME bounds
 // only the CPU time of a real-time scheduled process between blocking
 // calls; a mark is more than 10^18 microseconds, so the limit it sets can
-// never be reached. The host process carries a mark of its own, its host
-// mark, from its first Start: a shell that forks before its own mark is
-// set (the host's goroutine may be descheduled between the exec and the
-// prlimit) passes the host mark on, which tells a scan to read that
-// process's environment for the command's mark and to give it that mark.
+// never be reached.
+//
+// Before its first instruction: the shell is started traced
+// (PTRACE_TRACEME right before its exec, SysProcAttr.Ptrace), so the
+// kernel stops it at the exec; the host sets the mark and detaches. A
+// shell that forks at once (a subshell that clears its environment with
+// env -i) can thus never pass on anything but its command's mark. Where
+// ptrace is refused (Yama's ptrace_scope 3, a seccomp policy, a host under
+// strace -f; found by a probe when the containment is decided, and said in
+// Containment) the mark is set right after the exec, as it was before
+// this: the host process carries a host mark, which a shell that forks
+// before its own mark is set passes on, and which tells a scan to read
+// that process's environment for the command's mark (env -i defeats that).
+// A setuid program given as Config.Shell would run without its privileges
+// while traced; the shell's own children are never traced.
+//
 // Finding a command's processes is a scan of /proc (a prlimit call per
-// process, about 1 µs), never a guess from a command line or a bare pid: each process is opened as a pidfd and checked again before it is
+// process, about 1 µs), never a guess from a command line or a bare pid:
+// each process is opened as a pidfd and checked again before it is
 // signalled, so a pid reused by an unrelated process is never hit.
 //
 // Ending them: Stop sends SIGTERM to the group and to every marked
@@ -79,23 +161,44 @@
 // that a command that forked nothing has nothing left: such a command
 // costs no scan at all.
 //
-// When the host dies: a keeper process, one per host, started by the
-// first Start. It is this same binary re-executed (an init function in
-// this package takes over when it finds the keeper's variable in its
-// environment, so embedding programs need no call of their own). It sits
-// in a session of its own, ignores the terminal's signals and SIGTERM,
-// and blocks reading a pipe whose only write end the host holds; when the
-// host exits for any reason, SIGKILL included, the read returns and the
-// keeper ends every process carrying one of the host's marks: SIGTERM, up
-// to 300 ms to go, then SIGKILL until none is left. Measured here: 213
-// processes of seven kinds of escape gone 0.35 s after the host's
-// SIGKILL. It costs about 1 MiB of memory of its own (measured with the
-// offstage binary; the rest of its resident set is the executable's
-// pages, shared with the host), and no goroutine or CPU while the host
-// lives (Keeper reports it). The lifeline described in lifeline.go still kills
-// a group at once through the kernel, before the keeper even wakes.
+// What it guarantees, and its limits: a process that both resets its
+// RLIMIT_RTTIME and removes OFFSTAGE_MARK from its environment escapes
+// (audio programs that ask rtkit for real-time scheduling set the limit;
+// none of them also scrub the environment); one that only resets the
+// limit survives its leader's exit (which looks at limits) but not a stop
+// or the host's death (which read environments too). So does one that
+// changes its user to one we cannot signal (sudo): it is reported in
+// Exit.Survivors, not waited for forever. The host's own soft RTTIME
+// limit is its host mark (as inert for it as for its commands), and
+// processes the embedding program starts by other means inherit it: they
+// are never matched, since they carry no command's mark in their
+// environment. A host that itself runs as a task of another offstage
+// marks its commands with its own marks, and its keeper (which sheds the
+// outer mark) ends them when the outer offstage kills that host.
 //
-// Why this and not the alternatives:
+// # When the host dies
+//
+// A keeper process, one per host, started by the first Start. It is this
+// same binary re-executed (an init function in this package takes over
+// when it finds the keeper's variable in its environment, so embedding
+// programs need no call of their own). It sits in a session of its own,
+// ignores the terminal's signals and SIGTERM, and blocks reading a pipe
+// whose only write end the host holds; when the host exits for any
+// reason, SIGKILL included, the read returns and the keeper ends every
+// process in the host's cgroups, or carrying one of the host's marks:
+// SIGTERM, up to 300 ms to go, then SIGKILL until none is left. Measured
+// here: 213 processes of seven kinds of escape gone 0.35 s after the
+// host's SIGKILL (marks), 221 of eleven 0.4 s after (cgroups, under the
+// race detector). It costs about 1 MiB of memory of its own (measured
+// with the offstage binary; the rest of its resident set is the
+// executable's pages, shared with the host), and no goroutine or CPU while
+// the host lives (Keeper reports it). The lifeline described in
+// lifeline.go still kills a group at once through the kernel, before the
+// keeper even wakes. Where /proc/self/exe cannot be executed no keeper
+// starts (Keeper says why) and the lifeline alone covers the host's
+// death.
+//
+// Why cgroups first, and marks rather than the other alternatives:
 //   - A child subreaper (PR_SET_CHILD_SUBREAPER) on the host makes
 //     daemonized orphans its children, but not which command's: an orphan
 //     arrives without its lineage. It also makes the host reap orphans of
@@ -113,38 +216,26 @@
 //   - The environment alone (the marker is kept as a second net) is
 //     cleared by env -i and sudo, and overwritten by daemons that set
 //     their process title.
-//   - cgroup v2 (one cgroup per command, cgroup.kill) is exact and
-//     atomic, but needs a delegated, writable hierarchy, which stock
-//     containers and this project's CI machines (cgroup v1) do not give;
-//     it could be added on top where it exists, and is not, because it
-//     could not be verified here.
+//   - Setting the command's mark on the host itself around the fork
+//     (rlimits are per process) would mark whatever another goroutine of
+//     the embedding program forks meanwhile as the command's, and kill it
+//     with the task: hence ptrace, which stops the one child.
+//   - cgroup v2 is exact and atomic, the kernel's own answer, used where
+//     it is writable; stock containers with a read-only /sys/fs/cgroup,
+//     and ssh sessions of users, do not give it.
 //   - A PID namespace per command dies with its init, but needs
 //     unprivileged user namespaces (refused by Docker's default seccomp
 //     profile and by Ubuntu's AppArmor policy) and changes the uids and
 //     pids a command sees.
-//   - ptrace of every command follows every fork, but stops each one,
-//     and leaves the command unable to use a debugger or strace.
+//   - ptrace of every command's whole life follows every fork, but stops
+//     each one, and leaves the command unable to use a debugger or strace.
 //
-// Limits: a process that both resets its RLIMIT_RTTIME and removes
-// OFFSTAGE_MARK from its environment escapes (audio programs that ask
-// rtkit for real-time scheduling set the limit; none of them also scrub
-// the environment). So does one that changes its user to one we cannot
-// signal (sudo): it is reported in Exit.Survivors, not waited for
-// forever. The host's own soft RTTIME limit is its host mark (as inert
-// for it as for its commands), and processes the embedding program starts
-// by other means inherit it: they are never matched, since they carry no
-// command's mark in their environment. A host that
-// itself runs as a task of another offstage marks its commands with its
-// own marks, and its keeper (which sheds the outer mark) ends them when
-// the outer offstage kills that host. Where /proc/self/exe cannot be
-// executed no keeper starts (Keeper says why) and the lifeline alone
-// covers the host's death.
-//
-// macOS and other Unix systems have no prlimit of another process and no
-// /proc: there, a command is its process group (signalled as a group,
-// killed when its leader exits, and on the host's death through the
-// lifeline, which the same system calls arm but this project does not
-// verify), and processes that leave the group are not contained.
+// macOS and other Unix systems have no cgroups, no prlimit of another
+// process and no /proc: there (ModeGroup), a command is its process group
+// (signalled as a group, killed when its leader exits, and on the host's
+// death through the lifeline, which the same system calls arm but this
+// project does not verify), and processes that leave the group are not
+// contained.
 //
 // # Environment and secrets
 //

@@ -26,7 +26,32 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helper(os.Args[1:]))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(checkCgroups))
+}
+
+// checkCgroups fails the run if a test left a cgroup of this host behind
+// (the host's own directory goes with its keeper, when the binary exits).
+func checkCgroups(code int) {
+	info := proc.Containment()
+	fmt.Fprintln(os.Stderr, info)
+	if info.Mode == proc.ModeCgroup {
+		entries, err := os.ReadDir(info.Dir)
+		for _, e := range entries {
+			if e.IsDir() {
+				fmt.Fprintf(os.Stderr, "FAIL: cgroup %s/%s left behind\n", info.Dir, e.Name())
+				code = max(code, 1)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			code = max(code, 1)
+		}
+	}
+	if want := os.Getenv("OFFSTAGE_CONTAINMENT"); want != "" && info.Mode != want {
+		fmt.Fprintf(os.Stderr, "FAIL: OFFSTAGE_CONTAINMENT=%s, but the containment is %s\n", want, info.Mode)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // helper runs one of the child behaviours the tests need.
@@ -64,6 +89,16 @@ func helper(args []string) int {
 		return probeParent()
 	case "log-full": // LIMIT PATH N: print N bytes logged to PATH under a file size limit
 		return logFullHelper(args[1:])
+	case "hold": // allocate and touch N bytes, say so, wait to be killed
+		n, _ := strconv.Atoi(args[1])
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 1
+		}
+		fmt.Println("holding", len(b))
+		time.Sleep(time.Hour)
+		fmt.Println(b[n/2])
+		return 0
 	case "contain-host": // start each command given, say ready, exit 0 when stdin closes
 		return containHost(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed
@@ -203,6 +238,8 @@ func lines(r io.Reader) <-chan string {
 // containHost is the helper behind TestHostDeath: it starts each command
 // given, says ready, and exits 0 when its stdin closes.
 func containHost(cmds []string) int {
+	fmt.Println("dir", proc.Containment().Dir)
+	fmt.Println("keeper", proc.Keeper().PID)
 	for _, cmd := range cmds {
 		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd}); err != nil {
 			fmt.Println("error", err)

@@ -21,6 +21,9 @@ const keeperEnv = "OFFSTAGE_PROC_KEEPER"
 // of its own to have one.
 func init() {
 	if v, ok := os.LookupEnv(keeperEnv); ok {
+		if v == probeArg {
+			os.Exit(0) // started into a cgroup, to see that it can be
+		}
 		os.Exit(keeperMain(v))
 	}
 }
@@ -47,8 +50,11 @@ const keeperRetry = 10 * time.Second
 func ensureKeeper() {
 	keeper.mu.Lock()
 	defer keeper.mu.Unlock()
+	info, host := containment()
 	if !keeper.marked {
-		markHost()
+		if info.Mode == ModeMarks {
+			markHost()
+		}
 		keeper.marked = true
 	}
 	if keeper.pid != 0 {
@@ -63,7 +69,11 @@ func ensureKeeper() {
 	if !keeper.failed.IsZero() && time.Since(keeper.failed) < keeperRetry {
 		return
 	}
-	pid, w, err := startKeeper()
+	dir := ""
+	if host != nil {
+		dir = host.dir
+	}
+	pid, w, err := startKeeper(dir)
 	if err != nil {
 		keeper.err, keeper.failed = fmt.Errorf("proc: start keeper: %w", err), time.Now()
 		return
@@ -83,11 +93,12 @@ func describeWait(ws syscall.WaitStatus, err error) string {
 	}
 }
 
-// startKeeper re-executes this binary as the keeper of hostID, reading a
-// pipe whose only write end this process keeps (close-on-exec, so no
-// child inherits it). The keeper is put in a session of its own, so a
-// terminal's ^C or hang-up does not reach it.
-func startKeeper() (pid, w int, err error) {
+// startKeeper re-executes this binary as the keeper of hostID (and of the
+// cgroups under dir, in ModeCgroup), reading a pipe whose only write end
+// this process keeps (close-on-exec, so no child inherits it). The keeper
+// is put in a session of its own, so a terminal's ^C or hang-up does not
+// reach it.
+func startKeeper(dir string) (pid, w int, err error) {
 	var p [2]int
 	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 		return 0, 0, err
@@ -101,7 +112,7 @@ func startKeeper() (pid, w int, err error) {
 	defer syscall.Close(null)
 	pid, err = syscall.ForkExec("/proc/self/exe", []string{"offstage-keeper"}, &syscall.ProcAttr{
 		Dir:   "/",
-		Env:   []string{keeperEnv + "=" + strconv.FormatUint(hostID, 16)},
+		Env:   []string{keeperEnv + "=" + strconv.FormatUint(hostID, 16) + ":" + dir},
 		Files: []uintptr{uintptr(p[0]), uintptr(null), 2},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
@@ -157,11 +168,13 @@ func memory(pid int) (rss, anon int64) {
 }
 
 // keeperMain is the keeper's whole life: wait until the host is gone,
-// then end every process that carries one of its marks and is still
-// alive. It returns the exit status.
+// then end every process in its cgroups (ModeCgroup: arg is "HOSTID:DIR")
+// or carrying one of its marks ("HOSTID:"), and remove the cgroups. It
+// returns the exit status.
 func keeperMain(arg string) int {
-	host, err := strconv.ParseUint(arg, 16, 64)
-	if err != nil || host >= 1<<markHostBits {
+	hostArg, dir, _ := strings.Cut(arg, ":")
+	host, err := strconv.ParseUint(hostArg, 16, 64)
+	if err != nil || host >= 1<<markHostBits || dir != "" && !strings.HasPrefix(dir, "/") {
 		fmt.Fprintf(os.Stderr, "offstage keeper: bad %s=%q; this variable is set by proc for its keeper only\n", keeperEnv, arg)
 		return 2
 	}
@@ -179,7 +192,12 @@ func keeperMain(arg string) int {
 			break // the host is gone: every write end is closed
 		}
 	}
-	if err := sweep(uint64(markMagic)<<markHostBits|host, keeperGrace, keeperDeadline); err != nil {
+	if dir != "" {
+		err = endCgroups(dir, keeperGrace, keeperDeadline)
+	} else {
+		err = sweep(uint64(markMagic)<<markHostBits|host, keeperGrace, keeperDeadline)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "offstage keeper: %v\n", err)
 		return 1
 	}

@@ -186,8 +186,9 @@ func (e Exit) Err() error {
 type Process struct {
 	cfg      Config
 	cmd      *exec.Cmd
-	pid      int  // also the process group id
-	mark     mark // on every process of the task; see "Containment"
+	pid      int     // also the process group id
+	mark     mark    // on every process of the task; see "Containment"
+	cg       *cgroup // the task's cgroup, in ModeCgroup; nil otherwise
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
 	done     chan struct{}
@@ -274,6 +275,19 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 
 	ensureKeeper()
 	p.mark = newMark()
+	if p.cg, err = newTaskCgroup(); err != nil {
+		return fail(err)
+	}
+	if p.cg != nil {
+		// From here fail and a failed start remove it.
+		cg := p.cg
+		fail0 := fail
+		fail = func(err error) (*Process, error) {
+			cg.closeDir()
+			cg.remove()
+			return fail0(err)
+		}
+	}
 	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
@@ -299,14 +313,28 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		closeLater, closeAfterStart = append(closeLater, wIn), append(closeAfterStart, rIn)
 		cmd.Stdin, p.stdin = rIn, wIn
 	}
+	traced := false
+	if p.cg != nil {
+		p.cg.attach(cmd.SysProcAttr)
+	} else {
+		traced = traceStart(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
+		if traced {
+			untrace()
+		}
 		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
 	}
 	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
 	p.lastOutput = p.started
-	// The shell is exec'd but has not had the time to fork: its children
-	// inherit the mark. One that forks faster is found by the environment.
-	markStart(p.pid, p.mark)
+	if p.cg != nil {
+		p.cg.closeDir()
+	} else {
+		// Traced, the shell is stopped at its exec: everything it forks
+		// inherits the mark. Untraced, it has seldom had the time to fork;
+		// one that forks faster is found by the environment.
+		markStarted(p.pid, p.mark, traced)
+	}
 	if err := armLifeline(lifeR, p.pid); err != nil {
 		killGroup(p.pid, syscall.SIGKILL)
 		cmd.Wait()
@@ -397,10 +425,14 @@ func (p *Process) stop(grace time.Duration, cause error) {
 		p.killTimer = time.AfterFunc(grace, p.forceStop)
 	}
 	p.mu.Unlock()
-	// The processes that left the group are found by their mark, each
-	// checked through a pidfd, so the lock is not needed (nor held during
-	// the scan of /proc).
-	signalMarks(p.mark, sig)
+	// The processes that left the group are found in the cgroup or by
+	// their mark, each checked through a pidfd, so the lock is not needed
+	// (nor held during the scan of /proc).
+	if p.cg != nil {
+		p.cg.signal(sig)
+	} else {
+		signalMarks(p.mark, sig)
+	}
 }
 
 // forceStop ends a stop's grace: SIGKILL to the group and to every marked
@@ -412,7 +444,11 @@ func (p *Process) forceStop() {
 		killGroup(p.pid, syscall.SIGKILL)
 	}
 	p.mu.Unlock()
-	if !gone {
+	switch {
+	case gone:
+	case p.cg != nil:
+		p.cg.kill()
+	default:
 		signalMarks(p.mark, syscall.SIGKILL)
 	}
 }
@@ -468,7 +504,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	beforeReap := waitExited(p.pid) == nil
 	var leftovers, survivors int
 	var survivorsErr error
-	if forked, _ := forkedSince(p.pid); beforeReap && forked {
+	if beforeReap && p.mayHaveLeftovers() {
 		leftovers, survivors, survivorsErr = p.endLeftovers()
 	}
 	if beforeReap {
@@ -477,6 +513,9 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	err := p.cmd.Wait()
 	if !beforeReap {
 		p.leaderIsGone()
+	}
+	if p.cg != nil {
+		p.cg.remove() // fails only with survivors; the keeper removes it then
 	}
 	timer := time.NewTimer(p.cfg.WaitDelay)
 	timeout := timer.C
@@ -541,6 +580,9 @@ func (p *Process) endLeftovers() (leftovers, survivors int, err error) {
 	p.mu.Lock()
 	stopping, by := p.stopped, p.stopBy
 	p.mu.Unlock()
+	if p.cg != nil {
+		return p.endCgroup(stopping, by)
+	}
 	if stopping {
 		for delay := time.Millisecond; time.Now().Before(by) && countMarks(p.mark) > 0; delay = min(2*delay, 50*time.Millisecond) {
 			time.Sleep(min(delay, time.Until(by)))
@@ -556,16 +598,50 @@ func (p *Process) endLeftovers() (leftovers, survivors int, err error) {
 	return leftovers, survivors, err
 }
 
+// mayHaveLeftovers says whether the exited leader may have left processes:
+// the cgroup's list, or whether any process was created since the leader.
+func (p *Process) mayHaveLeftovers() bool {
+	if p.cg != nil {
+		return p.cg.populated()
+	}
+	forked, _ := forkedSince(p.pid)
+	return forked
+}
+
+// endCgroup is endLeftovers in ModeCgroup: the grace of a stop ends as
+// soon as the cgroup is empty, then cgroup.kill, and the wait until it is
+// empty, both woken by the kernel's notice.
+func (p *Process) endCgroup(stopping bool, by time.Time) (leftovers, survivors int, err error) {
+	if stopping {
+		p.cg.waitEmpty(by)
+	}
+	leftovers = p.cg.count(p.pid)
+	if leftovers == 0 {
+		return 0, 0, nil
+	}
+	p.cg.kill()
+	if !p.cg.waitEmpty(time.Now().Add(leftoverWait)) {
+		survivors = p.cg.count(p.pid)
+		err = errSurvivors{survivors}
+	}
+	return leftovers, survivors, err
+}
+
 // Processes returns how many processes of the task are alive: the leader
-// and every descendant that kept the task's mark, whatever group or
-// session it moved to. It reads /proc, so it costs about a millisecond
-// per few hundred processes on the machine; 0 once the process is done,
-// and on systems without /proc, the leader alone while it runs.
+// and every descendant, whatever group or session it moved to. In
+// ModeCgroup that is the cgroup's own list, whose cost does not grow with
+// the machine; in ModeMarks a scan of /proc for the task's mark, about a
+// millisecond per few hundred processes on the machine. 0 once the
+// process is done; on systems without /proc, the leader alone while it
+// runs.
 func (p *Process) Processes() int {
 	select {
 	case <-p.done:
 		return 0
 	default:
+	}
+	if p.cg != nil {
+		return max(p.cg.count(0), 1)
 	}
 	if forked, _ := forkedSince(p.pid); !forked {
 		return 1

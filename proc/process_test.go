@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,7 +51,8 @@ func TestLeaderExitingKillsWhatIsLeft(t *testing.T) {
 
 func TestWaitDoesNotHangOnUnmarkedPipeHolders(t *testing.T) {
 	// A process that left the group and shed both marks (its RTTIME limit
-	// and its environment) is out of our reach, holding our stdout. Wait
+	// and its environment), or, in ModeCgroup, moved itself out of its
+	// cgroup (as root can), is out of our reach, holding our stdout. Wait
 	// gives it WaitDelay and returns.
 	for _, tool := range []string{"setsid", "prlimit"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -57,7 +60,11 @@ func TestWaitDoesNotHangOnUnmarkedPipeHolders(t *testing.T) {
 		}
 	}
 	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
-	cmd := "setsid env -u OFFSTAGE_MARK prlimit --rttime=unlimited sh -c 'echo $$ > " + pidFile + "; exec sleep 30' & " +
+	escape := ""
+	if info := proc.Containment(); info.Mode == proc.ModeCgroup {
+		escape = "echo $$ > " + filepath.Dir(info.Dir) + "/cgroup.procs; "
+	}
+	cmd := "setsid env -u OFFSTAGE_MARK prlimit --rttime=unlimited sh -c '" + escape + "echo $$ > " + pidFile + "; exec sleep 30' & " +
 		"while [ ! -s " + pidFile + " ]; do sleep 0.01; done; echo spawned"
 	p := mustStart(t, proc.Config{Command: cmd, WaitDelay: 300 * time.Millisecond})
 	t.Cleanup(func() {
@@ -331,5 +338,62 @@ func TestPrintingAGigabyteStaysBounded(t *testing.T) {
 	}
 	if got := p.Read(proc.Combined, 0, 10); string(got.Data) != "0123456789" {
 		t.Errorf("head lost: %q", got.Data)
+	}
+}
+
+// TestUsage: a running command's CPU time and memory, from its cgroup.
+func TestUsage(t *testing.T) {
+	cfg := helperConfig("hold", strconv.Itoa(32<<20))
+	// Burn some CPU in the shell first, then hold 32 MiB.
+	cfg.Command = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; " + cfg.Command
+	p := mustStart(t, cfg)
+	readUntil(t, p, "holding")
+	u := p.Usage()
+	t.Logf("%s: %+v", proc.Containment().Mode, u)
+	if u.Processes != 1 {
+		t.Errorf("Usage().Processes = %d, want 1", u.Processes)
+	}
+	if proc.Containment().Mode != proc.ModeCgroup {
+		if u.CPU != 0 || u.Memory != 0 {
+			t.Errorf("Usage() = %+v outside a cgroup, want the count alone", u)
+		}
+		return
+	}
+	if u.CPU < 10*time.Millisecond {
+		t.Errorf("Usage().CPU = %v after a busy loop, want at least 10ms", u.CPU)
+	}
+	if u.Memory < 32<<20 || u.Memory > 1<<30 {
+		t.Errorf("Usage().Memory = %d, want at least the 32 MiB held", u.Memory)
+	}
+	p.Stop(0)
+	mustWait(t, p)
+	if u := p.Usage(); u != (proc.Usage{}) {
+		t.Errorf("Usage() once done = %+v, want zero", u)
+	}
+}
+
+// TestPorts: the port a server the command started in a session of its
+// own listens on.
+func TestPorts(t *testing.T) {
+	for _, tool := range []string{"python3", "setsid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	p := mustStart(t, proc.Config{Command: "(setsid python3 -u -m http.server 0 --bind 127.0.0.1 &); exec sleep 1000"})
+	readUntil(t, p, "(http://")
+	out := string(p.Read(proc.Combined, 0, 4096).Data)
+	m := regexp.MustCompile(`port (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no port in %q", out)
+	}
+	want, _ := strconv.Atoi(m[1])
+	if got := p.Ports(); !slices.Contains(got, want) {
+		t.Errorf("Ports() = %v, want %d among them (the server said %q)", got, want, out)
+	}
+	p.Stop(0)
+	mustWait(t, p)
+	if got := p.Ports(); got != nil {
+		t.Errorf("Ports() once done = %v, want none", got)
 	}
 }

@@ -5,6 +5,7 @@ package tools_test
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,9 @@ func TestTaskCancelEndsDaemons(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 		ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
+	}
+	if proc.Containment().Mode == proc.ModeCgroup && out.MemoryMiB <= 0 {
+		t.Errorf("task_inspect = %+v, want the memory of its 3 processes (memory_mib) from its cgroup", out)
 	}
 	var cancelled tools.CancelOutput
 	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &cancelled)
@@ -61,4 +65,28 @@ func TestBashSaysWhatItLeftBehind(t *testing.T) {
 	if left := proctest.Marked(kv); len(left) != 0 {
 		t.Errorf("the daemon outlived its command: %v", left)
 	}
+}
+
+// TestTaskInspectShowsPorts: the port a background server listens on.
+func TestTaskInspectShowsPorts(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "exec python3 -u -m http.server 0 --bind 127.0.0.1")
+	var out tools.InspectOutput
+	// The server listens, then says so: wait for both.
+	for deadline := time.Now().Add(20 * time.Second); len(out.Listening) == 0 || !strings.Contains(out.OutputTail, "port "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("task_inspect = %+v, want the server's port in listening", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+		ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
+	}
+	if !strings.Contains(out.OutputTail, "port "+strconv.Itoa(out.Listening[0])) {
+		t.Errorf("listening %v, but the server said %q", out.Listening, out.OutputTail)
+	}
+	var cancelled tools.CancelOutput
+	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &cancelled)
+	waitDone(t, e.top, id)
 }

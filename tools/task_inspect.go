@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	_ "embed"
+	"math"
 	"time"
 
 	"github.com/offstage/offstage/task"
@@ -33,7 +34,15 @@ type InspectOutput struct {
 	OutputTail string `json:"output_tail,omitempty"`
 	// Processes counts a running shell's live processes: the shell and
 	// every descendant, whatever session or group it moved to.
-	Processes int    `json:"processes,omitempty"`
+	Processes int `json:"processes,omitempty"`
+	// CPUSeconds, MemoryMiB and MemoryPeakMiB are a running shell's CPU
+	// time and memory, where its containment can tell (a cgroup per
+	// task; see proc.Usage).
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	MemoryMiB     float64 `json:"memory_mib,omitempty"`
+	MemoryPeakMiB float64 `json:"memory_peak_mib,omitempty"`
+	// Listening is the TCP ports a running shell's processes listen on.
+	Listening []int  `json:"listening,omitempty"`
 	Note      string `json:"note,omitempty"`
 }
 
@@ -67,7 +76,11 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 	}
 	if p.Kind == "shell" && !p.State.Finished() {
 		if sh, err := processOf(v, id); err == nil && sh != nil {
-			out.Processes = sh.Processes()
+			u := sh.Usage()
+			out.Processes = u.Processes
+			out.CPUSeconds = round2(u.CPU.Seconds())
+			out.MemoryMiB, out.MemoryPeakMiB = round2(float64(u.Memory)/(1<<20)), round2(float64(u.MemoryPeak)/(1<<20))
+			out.Listening = sh.Ports()
 		}
 	}
 	if p.State.Finished() {
@@ -82,3 +95,6 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 	out.Note = joinNotes(out.Note, poll)
 	return out, nil
 }
+
+// round2 rounds to two decimals: enough for a model, short in JSON.
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

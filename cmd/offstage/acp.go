@@ -67,6 +67,9 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer closeLog()
+	if err := logContainment(logger); err != nil {
+		return err
+	}
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
 	rec, err := openRecorder(ctx, jf, stderr)

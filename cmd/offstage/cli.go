@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/offstage/offstage/proc"
 )
 
 // usageError is a mistake in how offstage was called or configured: exit
@@ -52,7 +54,7 @@ Usage:
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
   offstage tasks              what ran, from the journal (offstage tasks show ID for one)
-  offstage version            print the version
+  offstage version            print the version (-v: and how shells are contained)
 
 Run "offstage COMMAND --help" for a command's flags and examples.
 `
@@ -78,6 +80,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return tasksCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "offstage", version())
+		if len(args) > 1 && (args[1] == "-v" || args[1] == "--verbose") {
+			fmt.Fprintln(stdout, proc.Containment())
+		}
 		return nil
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, mainUsage)

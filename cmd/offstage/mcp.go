@@ -87,6 +87,9 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer closeLog()
+	if err := logContainment(logger); err != nil {
+		return err
+	}
 
 	var model provider.Model
 	if mf != (modelFlags{}) || os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != "" {
@@ -250,4 +253,16 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// logContainment says at start-up how shells are contained (a cgroup per
+// task, or the marks, and why), and fails when OFFSTAGE_CONTAINMENT asks
+// for one that cannot be had.
+func logContainment(logger *slog.Logger) error {
+	c := proc.Containment()
+	if c.Err != nil {
+		return c.Err
+	}
+	logger.Info("containment", "mode", c.Mode, "dir", c.Dir, "reason", c.Reason)
+	return nil
 }

@@ -167,3 +167,21 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionSaysContainment: version -v names the containment in force,
+// and OFFSTAGE_CONTAINMENT=marks forces the fallback.
+func TestVersionSaysContainment(t *testing.T) {
+	for _, force := range []string{"", "marks"} {
+		cmd, _ := offstage(t, nil, "version", "-v")
+		cmd.Env = append(cmd.Environ(), "OFFSTAGE_CONTAINMENT="+force)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if code := exitOf(t, cmd.Run()); code != 0 {
+			t.Fatalf("version -v: exit %d", code)
+		}
+		_, line, _ := strings.Cut(out.String(), "\n")
+		if !strings.HasPrefix(line, "containment: ") || force != "" && !strings.HasPrefix(line, "containment: marks (OFFSTAGE_CONTAINMENT=marks") {
+			t.Errorf("OFFSTAGE_CONTAINMENT=%q: version -v said %q, want the containment line", force, out.String())
+		}
+	}
+}

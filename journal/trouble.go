@@ -48,12 +48,12 @@ func (e *StoreError) Error() string {
 	case ErrDamaged:
 		return fmt.Sprintf("journal %s is damaged (%v): move it aside (mv %s %s.damaged) and offstage starts a new one, or pass --no-journal", e.Path, e.Err, e.Path, e.Path)
 	case ErrReadOnlyFS:
-		return fmt.Sprintf("journal %s is on a read-only file system (%v): pass --state DIR on a writable one, or --no-journal; offstage tasks can still read it", e.Path, e.Err)
+		return fmt.Sprintf("journal %s is on a read-only file system (%v): pass --state-dir DIR on a writable one, or --no-journal; offstage tasks can still read it", e.Path, e.Err)
 	case ErrPermission:
 		if e.Reading {
 			return fmt.Sprintf("journal %s cannot be read by this user (%v): check the permissions of the file and its directory (ls -ld %s %s)", e.Path, e.Err, filepath.Dir(e.Path), e.Path)
 		}
-		return fmt.Sprintf("journal %s cannot be written by this user (%v): check the owner and permissions of the file, its -wal and -shm files, and its directory (ls -la %s), pass --state DIR, or --no-journal", e.Path, e.Err, filepath.Dir(e.Path))
+		return fmt.Sprintf("journal %s cannot be written by this user (%v): check the owner and permissions of the file, its -wal and -shm files, and its directory (ls -la %s), pass --state-dir DIR, or --no-journal", e.Path, e.Err, filepath.Dir(e.Path))
 	case ErrGone:
 		return fmt.Sprintf("journal %s was %v while this offstage had it open: what it would record goes to a file nobody can read, so it records nothing more; the next offstage starts a new journal there", e.Path, e.Err)
 	}

@@ -72,6 +72,14 @@ func (f journalFlags) open(ctx context.Context, dir string) (*journal.DB, error)
 	}
 	s, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
 	if err != nil {
+		// A diagnosed trouble (damage, a read-only disk, permissions)
+		// carries its own advice; anything else gets the ways out.
+		var se *journal.StoreError
+		if errors.As(err, &se) && se.Kind != nil {
+			return nil, usagef("cannot open the journal in %s (%s): %v", dir, f.dirSource(os.Getenv), err)
+		} else if se != nil {
+			err = se.Err
+		}
 		return nil, usagef("cannot open the journal in %s (%s): %v; pass --state-dir DIR for another directory, or --no-journal to record nothing", dir, f.dirSource(os.Getenv), err)
 	}
 	return s, nil
@@ -98,7 +106,7 @@ func (f journalFlags) dir(getenv func(string) string) (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", usagef("no state directory: set XDG_STATE_HOME or HOME, pass --state DIR, or --no-journal")
+		return "", usagef("no state directory: set XDG_STATE_HOME or HOME, pass --state-dir DIR, or --no-journal")
 	}
 	return filepath.Join(home, ".local", "state", "offstage"), nil
 }

@@ -122,7 +122,7 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"prompt twice", nil, []string{"run", "--script", script, "--prompt-file", script, "hi"}, "not both"},
 		{"missing prompt file", nil, []string{"run", "--script", script, "--prompt-file", "/no/such/prompt"}, "cannot read the prompt file"},
 		{"empty prompt on stdin", nil, []string{"run", "--script", script, "-"}, "the prompt in stdin is empty"},
-		{"journal dir from the flag", nil, []string{"run", "--script", script, "--state-dir", "/proc/x", "hi"}, "cannot open the journal in /proc/x (set by --state-dir): journal: mkdir /proc/x: no such file or directory; pass --state-dir DIR for another directory, or --no-journal to record nothing"},
+		{"journal dir from the flag", nil, []string{"run", "--script", script, "--state-dir", "/proc/x", "hi"}, "cannot open the journal in /proc/x (set by --state-dir): mkdir /proc/x: no such file or directory; pass --state-dir DIR for another directory, or --no-journal to record nothing"},
 		{"journal dir from XDG_STATE_HOME", []string{"XDG_STATE_HOME=/proc/y"}, []string{"mcp"}, "cannot open the journal in /proc/y/offstage (from XDG_STATE_HOME=/proc/y)"},
 		{"bad dir", nil, []string{"run", "--script", script, "--dir", "/no/such/dir", "hi"}, "is not a directory"},
 		{"demo with arguments", nil, []string{"demo", "extra"}, "demo takes no arguments"},

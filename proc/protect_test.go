@@ -6,10 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/proctest"
 )
 
 // hostSecret is in the environment of the host TestProtectHost starts.
@@ -74,7 +73,7 @@ func probeParent() int {
 // Root (CAP_SYS_PTRACE) reads any process's memory, so when the test runs
 // as root, the host and its command run as nobody.
 func TestProtectHost(t *testing.T) {
-	bin, cred := unprivileged(t)
+	bin, cred := proctest.Unprivileged(t)
 	for _, tc := range []struct {
 		name    string
 		protect bool
@@ -117,45 +116,4 @@ func TestProtectHost(t *testing.T) {
 			}
 		})
 	}
-}
-
-// unprivileged returns the test binary and the credential to run it with
-// so that it has no CAP_SYS_PTRACE: as root, a copy that nobody can run
-// and the credential of nobody; otherwise the binary itself and nil.
-func unprivileged(t *testing.T) (string, *syscall.Credential) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		return os.Args[0], nil
-	}
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skipf("running as root with no user nobody to drop to (%v): root reads every process's memory, so there is nothing to test", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "offstage-protect-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "proc.test")
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }

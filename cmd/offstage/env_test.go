@@ -3,15 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/offstage/offstage/proc/proctest"
 )
 
 // scriptRunning writes a scripted model's script that runs command in the
@@ -96,7 +95,7 @@ func TestEnvPolicyMistakes(t *testing.T) {
 // read offstage's keys from /proc/$PPID/environ. Root reads any process,
 // so as root the test runs offstage as nobody.
 func TestCommandsCannotReadOffstage(t *testing.T) {
-	bin, cred := unprivilegedCopy(t)
+	bin, cred := proctest.Unprivileged(t)
 	script := scriptRunning(t, `for f in environ mem; do (exec 3< /proc/$PPID/$f) 2>/dev/null && echo $f-opened || echo $f-denied; done; tr '\0' '\n' < /proc/$PPID/environ | grep -c e2e-secret`)
 	if err := os.Rename(script, filepath.Join(filepath.Dir(bin), "script.json")); err != nil {
 		t.Fatal(err)
@@ -128,47 +127,6 @@ func TestCommandsCannotReadOffstage(t *testing.T) {
 		t.Logf("output:\n%s\n%s", text, errOut.String())
 	}
 	noSurvivors(t, mark)
-}
-
-// unprivilegedCopy returns the test binary and the credential to run it
-// with so that it has no CAP_SYS_PTRACE: as root, a copy that nobody can
-// run and nobody's credential; otherwise the binary itself and nil.
-func unprivilegedCopy(t *testing.T) (string, *syscall.Credential) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		return os.Args[0], nil
-	}
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		t.Skipf("running as root with no user nobody to drop to (%v): root reads every process's memory, so there is nothing to test", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "offstage-protect-") // t.TempDir's parent is closed to nobody
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "offstage.test")
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // TestProjectProfilesCannotKeepSecrets: env_keep in a repository's own

@@ -49,7 +49,7 @@ func isTTY(v any) bool {
 	}
 	tty := false
 	raw.Control(func(fd uintptr) {
-		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		_, err := unix.IoctlGetTermios(int(fd), ioctlGetTermios)
 		tty = err == nil
 	})
 	return tty

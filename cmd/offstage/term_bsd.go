@@ -1,0 +1,8 @@
+//go:build darwin || freebsd || netbsd || openbsd
+
+package main
+
+import "golang.org/x/sys/unix"
+
+// ioctlGetTermios is the request that reads a terminal's settings.
+const ioctlGetTermios = unix.TIOCGETA

@@ -15,8 +15,10 @@
 //     answer, in an array, as JSON-RPC answers a batch;
 //   - not a JSON-RPC 2.0 request or notification (no "jsonrpc":"2.0", a
 //     method that is not a string, params that are not structured, an id
-//     that is not a string or an integer within ±2^53, an id still in use
-//     by a request being answered): invalid request (-32600).
+//     that is not a string or an integer within ±2^53, a null id on a
+//     request (one on a method named "notifications/…" or "$/…" passes as
+//     a notification), an id still in use by a request being answered):
+//     invalid request (-32600).
 //
 // An error reply carries the line's id when it has a usable one (a string
 // or a number, echoed as sent), and null otherwise. Responses from the peer
@@ -52,6 +54,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -368,6 +371,13 @@ func parse(msg []byte) (parsed, error) {
 	_, hasResult := fields["result"]
 	_, hasError := fields["error"]
 	m.isResponse = !hasMethod && (hasResult || hasError)
+	if id, ok := fields["id"]; ok && isNull(id) && hasMethod && !notificationName(fields["method"]) {
+		// JSON-RPC 2.0 discourages it and MCP forbids it; taking a
+		// request for a notification would leave its caller waiting for
+		// an answer that never comes. A null id on what is named as a
+		// notification passes as one: some clients write it so.
+		return m, errors.New("the id must be a string or an integer, not null (leave it out to send a notification)")
+	}
 	if id, ok := fields["id"]; ok && !isNull(id) {
 		key, err := idKey(id)
 		if err != nil {
@@ -492,6 +502,16 @@ func cutPrefix(s, prefix string) (string, bool) {
 }
 
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+// notificationName reports whether a method's name says it is a
+// notification ("notifications/initialized", "$/cancelRequest").
+func notificationName(method json.RawMessage) bool {
+	var name string
+	if json.Unmarshal(method, &name) != nil {
+		return false
+	}
+	return strings.HasPrefix(name, "notifications/") || strings.HasPrefix(name, "$/")
+}
 
 func kind(v json.RawMessage) string {
 	switch v[0] {

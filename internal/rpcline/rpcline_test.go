@@ -37,6 +37,7 @@ func TestReaderAnswersWhatTheSDKCannotTake(t *testing.T) {
 	}{
 		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not an object"}}`},
 		{`{"jsonrpc":"2.0","id":[1],"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not an array"}`},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not null`},
 		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not a boolean"}`},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `"id":1.5,"error":{"code":-32600,"message":"Invalid Request: id 1.5 is not an integer`},
 		{`{"jsonrpc":"2.0","id":1e300,"method":"ping"}`, `"id":1e300,"error":{"code":-32600`},
@@ -242,6 +243,7 @@ var seeds = []string{
 	`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":1e300,"method":"ping"}`,
 	`[]`, `[1,2,3]`, `[{}]`,

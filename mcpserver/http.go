@@ -58,9 +58,9 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 		}
 		return srv
 	}, &mcp.StreamableHTTPOptions{Logger: s.cfg.Logger})
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if token == "" || subtle.ConstantTimeCompare(bearer(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="offstage"`)
 			http.Error(w, "401 Unauthorized: send Authorization: Bearer <token> (see the token offstage mcp printed, or OFFSTAGE_MCP_TOKEN)", http.StatusUnauthorized)
 			return
@@ -71,6 +71,16 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 		}
 		idle.serve(w, r, mcpHandler)
 	})
+}
+
+// bearer returns the credentials of an "Authorization: Bearer …" value,
+// whose scheme is case-insensitive (RFC 9110, section 11.1), or nil.
+func bearer(header string) []byte {
+	scheme, cred, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil
+	}
+	return []byte(strings.TrimLeft(cred, " "))
 }
 
 func originAllowed(origin string, allowed []string) bool {

@@ -433,6 +433,12 @@ func TestHTTPNeedsTheTokenAndALocalOrigin(t *testing.T) {
 		{"Bearer s3cret", "http://evil.example", 403},
 		{"Bearer s3cret", "http://localhost:3000", 200},
 		{"Bearer s3cret", "", 200},
+		{"bearer s3cret", "", 200}, // the scheme is case-insensitive
+		{"BEARER  s3cret", "", 200},
+		{"Bearer s3cre", "", 401},
+		{"Bearer s3crett", "", 401},
+		{"Basic s3cret", "", 401},
+		{"Bearer", "", 401},
 	} {
 		if got := post(tc.auth, tc.origin); got != tc.want {
 			t.Errorf("auth %q origin %q: status %d, want %d", tc.auth, tc.origin, got, tc.want)

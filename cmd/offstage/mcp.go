@@ -22,6 +22,10 @@ import (
 	"github.com/offstage/offstage/tools"
 )
 
+// minTokenLen is the length under which a given bearer token is warned
+// about: it guards a shell.
+const minTokenLen = 16
+
 const mcpUsage = `Usage: offstage mcp [flags]
 
 Serves offstage's tools over the Model Context Protocol: bash, task_list,
@@ -179,6 +183,9 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	} else {
 		// The user chose it and has it: a secret printed is a secret in
 		// terminal scrollback and in log files.
+		if n := len(token); n < minTokenLen {
+			fmt.Fprintf(stderr, "offstage mcp: warning: OFFSTAGE_MCP_TOKEN is only %d characters, and whoever guesses it runs commands here; use %d or more random ones (openssl rand -hex 24)\n", n, 2*minTokenLen)
+		}
 		fmt.Fprintln(stderr, "offstage mcp: send \"Authorization: Bearer $OFFSTAGE_MCP_TOKEN\" (the token it was given)")
 	}
 	errs := make(chan error, 1)

@@ -81,6 +81,12 @@ func TestMCPHTTPPrintsOnlyATokenItMade(t *testing.T) {
 		t.Errorf("with OFFSTAGE_MCP_TOKEN set, stderr:\n%s", out)
 	}
 
+	// A short one is taken, with a warning (found by an outsider's trial).
+	_, _, _, stderr = startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN=short"})
+	if out := stderr(); strings.Contains(out, "short") || !strings.Contains(out, "is only 5 characters") {
+		t.Errorf("with a 5-character OFFSTAGE_MCP_TOKEN, stderr:\n%s", out)
+	}
+
 	_, _, endpoint, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN="})
 	m := regexp.MustCompile(`Bearer ([0-9a-f]{48})`).FindStringSubmatch(stderr())
 	if m == nil {

@@ -601,3 +601,19 @@ func TestTaskOutputSaysWhyBytesAreGone(t *testing.T) {
 		})
 	}
 }
+
+// TestBashResultSaysTheLogWasNotKept: a foreground command whose output
+// log could not be written (a full disk) ended with a note inviting the
+// model to read "the rest" from 0, most of which was gone; only a read
+// across the gap said so (found by an outsider's trial of issue 19 item 5).
+func TestBashResultSaysTheLogWasNotKept(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full to stand for a full disk")
+	}
+	e := newEnv(t, tools.Config{Process: proc.Config{LogPath: "/dev/full"}})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "seq 1 2000000"}`, &out)
+	if want := "the output log stopped at byte 0 because writing it failed (no space left on device)"; !strings.Contains(out.Note, want) {
+		t.Errorf("bash note %q, want it to say %q", out.Note, want)
+	}
+}

@@ -241,10 +241,12 @@
 //
 // A command sees the host's environment (or Config.Env) filtered by
 // Config.EnvPolicy. By default it withholds every variable whose name
-// contains KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL (any case),
-// OFFSTAGE_JOURNAL_URL, and every variable whose value holds a URL with
-// a password (DATABASE_URL=postgres://app:pw@db/app; a URL without one
-// is passed: it is an address, and commands need it). Names are the
+// contains KEY, SECRET, TOKEN, PASSWORD, PASSWD or CREDENTIAL (any case)
+// or has PASS, COOKIE, PRIVATE or DSN as a part between underscores,
+// OFFSTAGE_JOURNAL_URL, every variable whose value holds a URL with a
+// password (DATABASE_URL=postgres://app:pw@db/app; a URL without one is
+// passed: it is an address, and commands need it), and every value that
+// sets a password as connection strings do ("password=…"). Names are the
 // only signal a filter has, and a URL's password is a secret whatever
 // the variable is called, so both are looked at; EnvPolicy.Keep and
 // Drop correct the rule, by name or pattern. EnvPolicy.Withheld lists the

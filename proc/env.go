@@ -13,18 +13,23 @@ import (
 //
 //   - its name contains KEY, SECRET, TOKEN, PASSWORD, PASSWD or
 //     CREDENTIAL, in any case (OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY,
-//     GITHUB_TOKEN, PGPASSWORD, GOOGLE_APPLICATION_CREDENTIALS);
+//     GITHUB_TOKEN, PGPASSWORD, GOOGLE_APPLICATION_CREDENTIALS), or has
+//     PASS, COOKIE, PRIVATE or DSN as a part between underscores
+//     (DB_PASS, SESSION_COOKIE, SENTRY_DSN);
 //   - it is one of DefaultSecrets (the journal's URL, which names its
 //     server and user even without a password);
 //   - or its value holds a URL with a password in it
 //     (postgres://app:pw@db/app), whatever its name: DATABASE_URL,
 //     REDIS_URL, and also HTTPS_PROXY=http://user:pw@proxy, because the
 //     password is the secret, not the name. A URL without a password
-//     (DATABASE_URL=postgres://localhost/app) is passed.
+//     (DATABASE_URL=postgres://localhost/app) is passed;
+//   - or its value sets a password as connection strings do
+//     (PG_DSN='host=db password=pw', mongodb://db/app?password=pw).
 //
 // The rule goes by names and the shape of values, so it errs both ways:
 // it withholds harmless names (TOKENIZERS_PARALLELISM, KEYTIMEOUT) and
-// passes secrets with innocent names (a bare password in DB_PASS).
+// passes secrets with innocent names (a webhook URL with its secret in
+// the path, a bare token in AUTH).
 // Keep and Drop correct it; Withheld lists what it withheld, so a program
 // that finds itself logged out can be explained.
 //
@@ -105,7 +110,7 @@ func (p EnvPolicy) Withholds(name, value string) bool {
 	case p.KeepAll || matchesAny(p.Keep, name):
 		return false
 	}
-	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value)
+	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value) || hasPasswordSetting(value)
 }
 
 // Apply returns env (os.Environ() when nil) without the variables the
@@ -151,11 +156,35 @@ func matchesAny(patterns []string, name string) bool {
 	return false
 }
 
-// secretName says whether name contains one of secretWords, in any case.
+// secretParts are words the default rule withholds when they stand as a
+// whole part of a name between underscores (DB_PASS, SENTRY_DSN), where
+// a substring would catch too much (PASSTHROUGH, COMPASS).
+var secretParts = []string{"PASS", "COOKIE", "PRIVATE", "DSN"}
+
+// secretName says whether name contains one of secretWords, or has one of
+// secretParts as a part, in any case.
 func secretName(name string) bool {
 	upper := strings.ToUpper(name)
 	for _, w := range secretWords {
 		if strings.Contains(upper, w) {
+			return true
+		}
+	}
+	for part := range strings.SplitSeq(upper, "_") {
+		if slices.Contains(secretParts, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPasswordSetting says whether s sets a password the way connection
+// strings do: "password=…" (PG_DSN='host=h password=pw',
+// mongodb://h/db?password=pw), in any case.
+func hasPasswordSetting(s string) bool {
+	lower := strings.ToLower(s)
+	for _, k := range []string{"password=", "passwd=", "pwd="} {
+		if i := strings.Index(lower, k); i >= 0 && i+len(k) < len(s) && !strings.ContainsRune(" &;", rune(s[i+len(k)])) {
 			return true
 		}
 	}

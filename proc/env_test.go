@@ -41,6 +41,21 @@ func TestEnvPolicyDefault(t *testing.T) {
 		{"HTTPS_PROXY", "http://user:pw@proxy:3128", true},
 		{"REDIS_URL", "redis://:pw@cache:6379/0", true},
 		{"MIRRORS", "https://a.example, https://u:pw@b.example/x", true},
+		// Found passing by an outsider's trial.
+		{"DB_PASS", "hunter2", true},
+		{"api_pass", "x", true},
+		{"SESSION_COOKIE", "c", true},
+		{"PRIVATE_PEM", "-----BEGIN", true},
+		{"SENTRY_DSN", "https://abc123@o1.ingest.sentry.io/1", true},
+		{"PG_CONN", "host=h user=u password=hunter2", true},
+		{"MONGO_URI", "mongodb://h/db?password=qq", true},
+		{"ODBC", "Driver=x;UID=u;PWD=pw", true},
+		// Parts that only look like them pass.
+		{"PASSTHROUGH", "1", false},
+		{"COMPASS_HOME", "/c", false},
+		{"PWD", "/home/u", false},
+		{"OLDPWD", "/home", false},
+		{"HINT", "set password= to a value", false},
 		// Addresses without a password, and the rest, pass.
 		{"DATABASE_URL", "postgres://localhost/app", false},
 		{"DATABASE_URL", "postgres://app@db/app", false},

@@ -56,6 +56,12 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if *state != "" && !validState(*state) {
+		if strings.ContainsRune(*state, os.PathSeparator) {
+			return usagef("--state %q is not a state: in offstage tasks, --state filters by a task's state; the journal's directory is --state-dir", *state)
+		}
+		return usagef("--state %q is not a state: use queued, running, completed, failed, canceled, timed_out or orphaned", *state)
+	}
 	jf.state = dirFlag
 	dir, err := jf.dir(os.Getenv)
 	if err != nil {
@@ -87,9 +93,6 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout))
 	}
 	f := journal.TaskFilter{Session: *session, State: *state, Hostname: *instance, Limit: *limit}
-	if *state != "" && !validState(*state) {
-		return usagef("--state %q is not a state: use queued, running, completed, failed, canceled, timed_out or orphaned", *state)
-	}
 	if *since != "" {
 		if f.Since, err = parseSince(*since, timeNow()); err != nil {
 			return err

@@ -117,6 +117,7 @@ func TestTasksGolden(t *testing.T) {
 	}
 	for args, want := range map[string]string{
 		"--state sleeping":  `--state "sleeping" is not a state`,
+		"--state /tmp/x":    `the journal's directory is --state-dir`,
 		"--since yesterday": `--since "yesterday" is neither a duration`,
 		"--session nope":    `session "nope"`,
 		"show shell:9":      "no task shell:9 in the journal",

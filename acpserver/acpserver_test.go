@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,11 @@ func rendered(u acp.SessionUpdate) string {
 			names = append(names, c.Name)
 		}
 		return "commands " + strings.Join(names, " ")
+	case u.SessionInfoUpdate != nil:
+		if u.SessionInfoUpdate.Meta[acpserver.IdleMeta] == true && u.SessionInfoUpdate.UpdatedAt != nil {
+			return "session_info background_idle"
+		}
+		return "session_info"
 	}
 	return "other"
 }
@@ -284,8 +290,8 @@ func TestBackgroundWorkReachesTheEditorWhileIdle(t *testing.T) {
 		t.Fatalf("stopReason = %s, want end_turn", got)
 	}
 	atPromptEnd := h.lines(id)
-	h.client.await(t, "the autonomous turn's answer arrives", func(us []acp.SessionNotification) bool {
-		return has(lines(us, id), "The build finished.")
+	h.client.await(t, "the autonomous turn's answer and background_idle arrive", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "The build finished.") && has(lines(us, id), "session_info background_idle")
 	})
 	got := h.lines(id)
 	if len(got) > 0 && strings.HasPrefix(got[0], "commands ") {
@@ -311,6 +317,18 @@ func TestBackgroundWorkReachesTheEditorWhileIdle(t *testing.T) {
 		if !has(got, w) {
 			t.Errorf("no update %q while idle; all:\n%s", w, strings.Join(got, "\n"))
 		}
+	}
+	idle := 0
+	for _, l := range got {
+		if l == "session_info background_idle" {
+			idle++
+		}
+	}
+	if idle != 1 {
+		t.Errorf("%d background_idle updates after the one shell ended, want 1; all:\n%s", idle, strings.Join(got, "\n"))
+	}
+	if i, j := slices.Index(got, "session_info background_idle"), slices.IndexFunc(got, func(l string) bool { return strings.Contains(l, "shell:1 completed (exit 0)") }); i < j {
+		t.Errorf("background_idle (update %d) came before the shell's end (update %d)", i, j)
 	}
 	if !has(h.lines(id), "commands tasks inspect output cancel wait") {
 		t.Errorf("no available_commands_update; all:\n%s", strings.Join(got, "\n"))

@@ -49,6 +49,11 @@
 // asked about: see Permission), until the task ends; then
 // the card gets its final status, exit code and output tail or answer.
 // Cancelling the task (task_cancel, /cancel) ends the card the same way.
+// When the session's last running or queued task ends, after that task's
+// card, one session_info_update arrives with _meta
+// {"offstage/backgroundIdle": true} ([IdleMeta]) and updatedAt: the task
+// table's background_idle event, for an editor to show "idle" instead of
+// polling.
 //
 // A prompt that arrives during an autonomous turn waits for it, up to
 // Config.PromptWait (30s), then cancels that turn and runs. A second

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -49,7 +50,9 @@ func (s *session) Event(e agent.Event) {
 	case agent.ToolResultEvent:
 		s.toolResult(e)
 	case agent.TaskEvent:
-		if e.Task != nil {
+		if e.Task != nil && e.Task.Type == task.EventIdle {
+			s.update(backgroundIdle(e.Task.Time))
+		} else if e.Task != nil {
 			s.taskEvent(*e.Task)
 		}
 	case agent.Reflow:
@@ -178,6 +181,24 @@ func (s *session) taskEvent(ev task.Event) {
 		}
 		s.update(acp.UpdateToolCall(c.call, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(line))})))
 	}
+}
+
+// IdleMeta is the key of the _meta of the session_info_update a session
+// sends when its last running or queued background task ends (the task
+// table's background_idle event): {"offstage/backgroundIdle": true}, with
+// updatedAt the time it ended. A session_info_update of its own, not a
+// thought: an editor joins consecutive thought chunks into one block, so a
+// thought would run into the autonomous turn's that usually follows.
+const IdleMeta = "offstage/backgroundIdle"
+
+// backgroundIdle is the update for the background_idle event at t.
+func backgroundIdle(t time.Time) acp.SessionUpdate {
+	at := t.UTC().Format(time.RFC3339Nano)
+	return acp.SessionUpdate{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{
+		SessionUpdate: "session_info_update",
+		Meta:          map[string]any{IdleMeta: true},
+		UpdatedAt:     &at,
+	}}
 }
 
 // reflowThought says why an autonomous turn starts.

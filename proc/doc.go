@@ -320,6 +320,28 @@
 // tells its owner with a task notice of kind NoticeWaitingForInput, which
 // also ends a task.View.Wait on it at once.
 //
+// A process with an input (Config.Stdin or Config.TTY) is also seen from
+// the kernel, on Linux: when its output has been quiet for PromptAfter and
+// its last line is no question, each quiet period (the same timer) looks
+// at its processes (the cgroup's list or the marked ones) for one asleep
+// (state S) in read or readv (/proc/PID/syscall; the numbers of the
+// running GOARCH) on a descriptor that is the stdin pipe, or, on a
+// terminal, the terminal (or /dev/tty) from the terminal's foreground
+// process group (TIOCGPGRP on the master). Then it waits for input, marked
+// with its unfinished last line or "(NAME is reading its input)": cat or
+// read with no prompt, a pager (less), a REPL at its prompt (which is
+// right). Known false positives: a program that reads its input only for
+// optional keys while it works silently (a dev server's "press r to
+// restart", ffmpeg's "q" when its progress is off): it is marked, once
+// per quiet stall, though nobody needs to answer; the mark clears when
+// output resumes or the read ends. Only each process's main thread is
+// looked at. Not seen: a program that waits in poll or
+// select rather than read (some editors; their screen usually ends on a
+// prompt-like line or shows output), and commands without an input, whose
+// stdin is /dev/null and cannot block. Where /proc/PID/syscall cannot be
+// read (it needs ptrace access; the parent, same user, normally has it),
+// or off Linux, the prompt-line rule alone applies, silently.
+//
 // ShellOptions.NotifyOn watches a shell's output: matching lines become
 // notices of kind NoticeWatch, batched (the first match waits
 // ShellOptions.WatchBatch, 1s, for company), rate-limited (one notice per

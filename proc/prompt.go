@@ -78,8 +78,16 @@ func (p *Process) lastLineLocked() (string, bool) {
 // WaitingForInput reports whether the process seems to wait for input: its
 // output stopped Config.PromptAfter ago or longer on an unfinished line
 // that LooksLikePrompt, and nothing came since. It returns that line. New
-// output, and input written to the process, clear it.
+// output, and input written to the process, clear it; a finished process
+// waits for nothing. With an input (Config.Stdin or Config.TTY), a
+// process also waits for input when, after the same quiet, one of its
+// processes is asleep reading that input (see watchPrompts).
 func (p *Process) WaitingForInput() (prompt string, ok bool) {
+	select {
+	case <-p.done:
+		return "", false
+	default:
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.prompt, p.prompt != ""
@@ -100,10 +108,18 @@ func (p *Process) InputOpen() bool {
 // stops for Config.PromptAfter on a prompt-like line, and calls
 // Config.OnPrompt once per such stall. It is woken by a timer that follows
 // the last output and by output itself, and ends with the process.
+//
+// A process with an input (Config.Stdin or Config.TTY) whose last line is
+// no question gets the kernel rule instead (see blockedReading): on each
+// quiet period of PromptAfter, as long as the quiet lasts, it counts as
+// waiting for input while one of its processes sleeps reading that input
+// (cat, read or a pager with no prompt), once per stall and again after
+// input that left it still reading.
 func (p *Process) watchPrompts() {
 	after := p.cfg.PromptAfter
 	timer := time.NewTimer(after)
 	defer timer.Stop()
+	kernelPrompt := "" // the mark the kernel rule set, to clear when the read ends
 	for {
 		select {
 		case <-timer.C:
@@ -116,8 +132,8 @@ func (p *Process) watchPrompts() {
 			timer.Reset(after - quiet)
 			continue
 		}
-		line, ok := p.lastLineLocked()
-		ok = ok && LooksLikePrompt(line)
+		line, unfinished := p.lastLineLocked()
+		ok := unfinished && LooksLikePrompt(line)
 		if ok {
 			p.prompt = strings.TrimRight(line, " \t")
 			line = p.prompt
@@ -126,7 +142,13 @@ func (p *Process) watchPrompts() {
 			p.grew = make(chan struct{})
 		}
 		grew := p.grew
+		kernel := !ok && p.stdin != nil && !p.stdinClosed
 		p.mu.Unlock()
+		if kernel {
+			kernelPrompt = p.kernelRule(line, unfinished, kernelPrompt)
+			timer.Reset(after)
+			continue
+		}
 		if ok && p.cfg.OnPrompt != nil {
 			p.cfg.OnPrompt(line)
 		}
@@ -137,4 +159,38 @@ func (p *Process) watchPrompts() {
 		}
 		timer.Reset(after)
 	}
+}
+
+// kernelRule marks the process as waiting for input, and calls
+// Config.OnPrompt, when one of its processes is blocked reading its input
+// and it is not marked yet (a new stall, or input was written that left it
+// reading); it clears its own earlier mark once no process reads. The
+// mark is the unfinished last line, or "(NAME is reading its input)". It
+// returns the mark it leaves (or "").
+func (p *Process) kernelRule(line string, unfinished bool, prev string) string {
+	name, blocked := p.blockedReading()
+	mark := strings.TrimRight(line, " \t")
+	if !unfinished || mark == "" || len(mark) > maxPromptChars {
+		mark = "(" + name + " is reading its input)"
+	}
+	p.mu.Lock()
+	quiet := time.Since(p.lastOutput) >= p.cfg.PromptAfter // no output came while we looked
+	switch {
+	case !blocked || !quiet:
+		if prev != "" && p.prompt == prev {
+			p.prompt = ""
+		}
+		p.mu.Unlock()
+		return ""
+	case p.prompt != "":
+		mark = p.prompt // still the same stall
+		p.mu.Unlock()
+		return mark
+	}
+	p.prompt = mark
+	p.mu.Unlock()
+	if p.cfg.OnPrompt != nil {
+		p.cfg.OnPrompt(mark)
+	}
+	return mark
 }

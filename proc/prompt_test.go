@@ -2,7 +2,11 @@ package proc_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -382,5 +386,73 @@ func TestAPromptOnATerminalIsNoticed(t *testing.T) {
 	p.Input(t.Context(), []byte("y\r"))
 	if e, _ := p.Wait(t.Context()); e.Code != 0 || !strings.Contains(p.Tail(5), "x=y") {
 		t.Errorf("exit %+v, output %q", e, p.Tail(5))
+	}
+}
+
+// TestBlockedOnInputIsNoticed: a process asleep reading its input, with
+// no prompt-like last line, waits for input once its output has been
+// quiet for PromptAfter (the kernel rule); one asleep otherwise does not.
+// Each command sleeps first: a false mark during the sleep would be the
+// first OnPrompt call, naming sleep.
+func TestBlockedOnInputIsNoticed(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the kernel rule reads /proc")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, command string
+		tty           bool
+		want          string // the first mark; "" for any
+		answer        string // written once it waits; it must then exit 0
+	}{
+		{"cat", `sleep 0.8; echo ready; cat`, false, "(cat is reading its input)", ""},
+		{"read", `sleep 0.8; printf 'ready'; read x; echo "x=$x"`, false, "ready", "y\n"},
+		{"read on a terminal", `sleep 0.8; printf 'ready'; read x; echo "x=$x"`, true, "ready", "y\r"},
+		{"less on a terminal", `sleep 0.8; less ` + file, true, "", "q"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if strings.HasPrefix(c.command, "sleep 0.8; less") {
+				if _, err := exec.LookPath("less"); err != nil {
+					t.Skip("no less")
+				}
+			}
+			rec := &prompts{}
+			p, err := proc.Start(t.Context(), proc.Config{Command: c.command, Stdin: !c.tty, TTY: c.tty, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Wait(context.Background())
+			defer p.Stop(time.Second)
+			waitUntil(t, "it waits for input", func() bool { return len(rec.get()) > 0 })
+			first := rec.get()[0]
+			t.Logf("marked waiting for input: %q", first)
+			if strings.Contains(first, "sleep") || c.want != "" && first != c.want {
+				t.Fatalf("first mark %q, want %q (output %q)", first, c.want, p.Tail(5))
+			}
+			if got, ok := p.WaitingForInput(); !ok || got != first {
+				t.Errorf("WaitingForInput() = %q, %v, want %q", got, ok, first)
+			}
+			if c.answer == "" { // cat: an answer is echoed, then it reads again
+				if _, err := p.Input(t.Context(), []byte("hello\n")); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, "it waits again after echoing", func() bool { return len(rec.get()) == 2 })
+				if err := p.CloseInput(); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := p.Input(t.Context(), []byte(c.answer)); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := p.Wait(t.Context()); err != nil || e.Code != 0 {
+				t.Fatalf("Wait() = %+v, %v; output %q", e, err, p.Tail(5))
+			}
+			if _, ok := p.WaitingForInput(); ok {
+				t.Error("a finished process still waits for input")
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +148,32 @@ func TestNotifyOn(t *testing.T) {
 	if r := e.top.Drain(); len(r) != 1 || r[0].State != task.Completed {
 		t.Errorf("the result after the notice = %+v", r)
 	}
+}
+
+// TestASilentReaderMovesToTheBackgroundAtOnce: an interactive `cat` shows
+// no question, yet it sits reading its input (seen from the kernel): the
+// foreground bash returns after the prompt delay, saying so, and the
+// shell is listed as waiting for input until it is answered.
+func TestASilentReaderMovesToTheBackgroundAtOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the kernel rule reads /proc")
+	}
+	e := newEnv(t, quickPrompts())
+	start := time.Now()
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "cat", "interactive": true}`, &out)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("bash took %v, want about the prompt delay, not yield_after_seconds", d)
+	}
+	if out.Status != "running" || !strings.Contains(out.Note, `seems to wait for input: "(cat is reading its input)"`) {
+		t.Fatalf("bash = %+v", out)
+	}
+	var l tools.ListOutput
+	ok(t, e, e.top, "task_list", `{}`, &l)
+	if len(l.Tasks) != 1 || l.Tasks[0].WaitingForInput != "(cat is reading its input)" {
+		t.Errorf("task_list = %+v", l)
+	}
+	var io tools.InputOutput
+	ok(t, e, e.top, "task_input", `{"task_id": "`+out.TaskID+`", "text": "hello\n", "close_stdin": true}`, &io)
+	waitDone(t, e.top, out.TaskID)
 }

@@ -318,18 +318,7 @@ func TestARecordAfterCloseIsNotReportedAsBehind(t *testing.T) {
 
 func TestMigratesAnOlderSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	fixture, err := os.ReadFile("testdata/v1.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(string(fixture)); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	v1Journal(t, path)
 	s := open(t, path)
 	defer s.Close()
 	tasks, err := s.Tasks(t.Context(), journal.TaskFilter{})
@@ -337,7 +326,7 @@ func TestMigratesAnOlderSchema(t *testing.T) {
 		t.Fatalf("tasks after migration = %+v, %v", tasks, err)
 	}
 	var v int
-	db, _ = sql.Open("sqlite", "file:"+path)
+	db, _ := sql.Open("sqlite", "file:"+path)
 	defer db.Close()
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != journal.SchemaVersion {
@@ -598,5 +587,23 @@ func testRetriedBatch(t *testing.T, connect func(*testing.T) *journal.DB) {
 	}
 	if n := s.CountEvents(t.Context(), "s", "shell:1"); n != 2 {
 		t.Errorf("%d events, want 2 (spawned, finished) once each", n)
+	}
+}
+
+// v1Journal writes a journal of schema version 1 (testdata/v1.sql, a
+// frozen copy of the first schema) at path.
+func v1Journal(t *testing.T, path string) {
+	t.Helper()
+	fixture, err := os.ReadFile("testdata/v1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(string(fixture)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -336,18 +336,7 @@ func TestReadingNeverWrites(t *testing.T) {
 // older journal as it is (sessions.lost as 0), and leaves it unchanged.
 func TestReadingAnOlderSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	fixture, err := os.ReadFile("testdata/v1.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(string(fixture)); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	v1Journal(t, path)
 	r, err := journal.OpenSQLiteReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +349,7 @@ func TestReadingAnOlderSchema(t *testing.T) {
 		t.Errorf("Sessions() = %+v, %v; want 1 session, nothing lost", ss, err)
 	}
 	var v int
-	db, _ = sql.Open("sqlite", "file:"+path)
+	db, _ := sql.Open("sqlite", "file:"+path)
 	defer db.Close()
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != 1 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
 )
 
 const tasksUsage = `Usage: offstage tasks [flags]
@@ -103,6 +104,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return readErr(store, err)
 	}
 	defer lostNotes(ctx, store, tasks, stderr)
+	markHostGone(ctx, store, tasks, stderr)
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		for _, t := range tasks {
@@ -156,6 +158,61 @@ func lostNotes(ctx context.Context, store *journal.DB, tasks []journal.Task, std
 			fmt.Fprintf(stderr, "offstage: the journal lost %s of session %s: what it shows of it is incomplete.\n", plural(s.Lost, "record"), s.ID)
 		}
 	}
+}
+
+// markHostGone shows the unfinished tasks of sessions whose offstage is
+// known gone (its process, on this machine; its lease, in a shared
+// journal) as orphaned at once, and says so on stderr: the journal marks
+// them so only when the next offstage starts. A session whose end was
+// never recorded may also have lost records its host could not write (a
+// full disk): that is said too.
+func markHostGone(ctx context.Context, store *journal.DB, tasks []journal.Task, stderr io.Writer) {
+	var hosts map[string]journal.Host
+	gone := map[string]bool{} // by session
+	n := 0
+	for i, t := range tasks {
+		if t.State != task.Queued.String() && t.State != task.Running.String() {
+			continue
+		}
+		g, seen := gone[t.Session]
+		if !seen {
+			if hosts == nil {
+				hosts = map[string]journal.Host{}
+				hs, _ := store.Hosts(ctx, "") // display only: on error nothing is marked
+				for _, h := range hs {
+					hosts[h.ID] = h
+				}
+			}
+			if s, err := store.Session(ctx, t.Session); err == nil {
+				if h, ok := hosts[s.HostID]; ok {
+					g = hostGone(h, timeNow())
+				}
+			}
+			gone[t.Session] = g
+		}
+		if g {
+			tasks[i].State = journal.Orphaned
+			n++
+		}
+	}
+	if n > 0 {
+		it := "them"
+		if n == 1 {
+			it = "it"
+		}
+		fmt.Fprintf(stderr, "offstage: %s shown orphaned: the offstage that ran %s is gone, and the journal marks %s so when the next offstage starts; the end of %s session was never recorded, so its record may be incomplete.\n",
+			plural(n, "task"), it, it, map[bool]string{true: "its", false: "their"}[n == 1])
+	}
+}
+
+// hostGone reports whether a host of the journal is known to have died:
+// its lease ran out (a shared journal), or its process is gone from this
+// machine. A host of another machine without a lease cannot be told.
+func hostGone(h journal.Host, now time.Time) bool {
+	if !h.Lease.IsZero() {
+		return h.Lease.Before(now)
+	}
+	return !journal.Alive(h)
 }
 
 // missing says that path does not exist (not that it cannot be

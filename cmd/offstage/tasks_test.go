@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,4 +194,60 @@ func TestADamagedJournalIsAClearError(t *testing.T) {
 	if err != nil || strings.Contains(string(out), "journal") || !strings.Contains(string(out), "hello") {
 		t.Errorf("with --no-journal: %s", out)
 	}
+}
+
+// TestTasksShowADeadHostsTasksOrphaned (issue 23 item 10, and an
+// outsider's full-disk trial): after offstage died, its running tasks
+// were listed as running until the next offstage started, and nothing
+// said its record might be incomplete.
+func TestTasksShowADeadHostsTasksOrphaned(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	hostname, _ := os.Hostname()
+	dir := t.TempDir()
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := journal.New(store, journal.Options{})
+	now := time.Now()
+	j.Add(&journal.Host{ID: "dead", Hostname: hostname, PID: dead.Process.Pid, Start: 1, Started: now})
+	j.Add(&journal.Host{ID: "alive", Hostname: hostname, PID: os.Getpid(), Start: mustStart(t), Started: now})
+	for _, s := range []struct{ session, host string }{{"20261123-100000-dddddd", "dead"}, {"20261123-100000-aaaaaa", "alive"}} {
+		j.StartSession(journal.Session{ID: s.session, HostID: s.host, Surface: "run", Started: now}, 0)
+		for _, typ := range []task.EventType{task.EventSpawned, task.EventStarted} {
+			j.Add(&journal.TaskChange{Session: s.session, Change: task.Change{Event: task.Event{Type: typ, ID: "shell:1", State: task.Running, Time: now}, Kind: "shell", Label: "sleep 300"}})
+		}
+	}
+	if err := j.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := tasksCommand(t.Context(), []string{"--state-dir", dir, "--json"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for line := range strings.Lines(out.String()) {
+		var l struct{ Session, State string }
+		json.Unmarshal([]byte(line), &l)
+		states[l.Session] = l.State
+	}
+	want := map[string]string{"20261123-100000-dddddd": "orphaned", "20261123-100000-aaaaaa": "running"}
+	if d := cmp.Diff(want, states); d != "" {
+		t.Errorf("states (-want +got):\n%s", d)
+	}
+	if !strings.Contains(errOut.String(), "1 task shown orphaned") || !strings.Contains(errOut.String(), "may be incomplete") {
+		t.Errorf("stderr %q does not say it", errOut.String())
+	}
+}
+
+func mustStart(t *testing.T) int64 {
+	t.Helper()
+	s, err := journal.ProcessStart(os.Getpid())
+	if err != nil {
+		t.Skipf("no process start times here: %v", err)
+	}
+	return s
 }

@@ -684,25 +684,36 @@ func TestANoticeReachesTheEditorWhileIdle(t *testing.T) {
 	}
 }
 
-// recorded is a Sessions with one session to load.
+// recorded is a journal with one session to load.
 type recorded struct{ cwd string }
 
-func (r *recorded) List(_ context.Context, cwd string) ([]acp.SessionInfo, error) {
-	all := []acp.SessionInfo{{SessionId: "old", Cwd: r.cwd, Title: acp.Ptr("build it")}, {SessionId: "elsewhere", Cwd: "/elsewhere"}}
-	var out []acp.SessionInfo
+func (r *recorded) List(_ context.Context, cwd string, _ int) ([]agent.SessionSummary, error) {
+	all := []agent.SessionSummary{{ID: "old", Dir: r.cwd, Title: "build it"}, {ID: "elsewhere", Dir: "/elsewhere"}}
+	var out []agent.SessionSummary
 	for _, s := range all {
-		if cwd == "" || s.Cwd == cwd {
+		if cwd == "" || s.Dir == cwd {
 			out = append(out, s)
 		}
 	}
 	return out, nil
 }
 
-func (r *recorded) Load(_ context.Context, id string) (*agent.Resume, uint64, error) {
+func (r *recorded) Record(_ context.Context, info agent.SessionInfo, _ *agent.Config) (agent.Record, error) {
+	return fakeRecord(info.ID), nil
+}
+
+// fakeRecord records nothing.
+type fakeRecord string
+
+func (f fakeRecord) ID() string        { return string(f) }
+func (fakeRecord) Delivered(...string) {}
+func (fakeRecord) End()                {}
+
+func (r *recorded) Load(_ context.Context, id string) (*agent.Resume, error) {
 	if id != "old" {
-		return nil, 0, fmt.Errorf("%w: %s", acpserver.ErrUnknownSession, id)
+		return nil, fmt.Errorf("%w: %s", agent.ErrUnknownSession, id)
 	}
-	return &agent.Resume{
+	return &agent.Resume{ID: "old", FirstID: 4, Seq: 4,
 		History: []provider.Message{
 			{Role: provider.User, Content: []provider.Block{{Type: provider.Text, Text: "build it"}}},
 			{Role: provider.Assistant, Content: []provider.Block{{Type: provider.ToolUse, ToolCallID: "c1", ToolName: "bash", Input: json.RawMessage(`{"command": "make", "run_in_background": true}`)}}},
@@ -710,7 +721,7 @@ func (r *recorded) Load(_ context.Context, id string) (*agent.Resume, uint64, er
 			{Role: provider.Assistant, Content: []provider.Block{{Type: provider.Text, Text: "The build runs."}}},
 		},
 		Results: []task.Result{{Info: task.Info{ID: "shell:4", Label: "make", State: task.Completed}, Text: "exit status 0: built"}},
-	}, 4, nil
+	}, nil
 }
 
 // TestLoadSessionReplaysAndContinues: session/list and session/load come
@@ -725,7 +736,7 @@ func TestLoadSessionReplaysAndContinues(t *testing.T) {
 		{"expect": "shell:5", "text": "Tested."}
 	]}`
 	rec := &recorded{}
-	h := start(t, script, acpserver.Config{Sessions: rec})
+	h := start(t, script, acpserver.Config{Journal: rec})
 	rec.cwd = h.dir
 	list, err := h.conn.ListSessions(t.Context(), acp.ListSessionsRequest{Cwd: acp.Ptr(h.dir)})
 	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionId != "old" {

@@ -47,12 +47,12 @@ type Config struct {
 	// MaxSessions bounds the sessions one connection holds at once (each
 	// has a task table and two goroutines). Default 64.
 	MaxSessions int
-	// Record, if set, records each session (its conversation, tasks and
-	// their output logs; the CLI's journal).
-	Record agent.RecordSession
-	// Sessions, if set, answers session/list and session/load from the
-	// sessions recorded earlier.
-	Sessions Sessions
+	// Journal, if set, records each session (its conversation, tasks and
+	// their output logs) and answers session/list and session/load from
+	// the sessions recorded earlier (package journal's Recorder).
+	Journal agent.Journal
+	// ModelName describes the model in the journal's record.
+	ModelName string
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -63,23 +63,7 @@ type Config struct {
 const (
 	defaultPromptWait  = 30 * time.Second
 	defaultMaxSessions = 64
-	closeTimeout       = 20 * time.Second
 )
-
-// Sessions are the conversations recorded earlier (the CLI's journal).
-type Sessions interface {
-	// List returns recorded sessions, newest first; of the directory cwd
-	// only, unless it is empty.
-	List(ctx context.Context, cwd string) ([]acp.SessionInfo, error)
-	// Load returns a session's conversation to continue, what it has not
-	// been told yet, and the number its task ids continue after. An
-	// unknown id is an error wrapping ErrUnknownSession.
-	Load(ctx context.Context, id string) (resume *agent.Resume, firstID uint64, err error)
-}
-
-// ErrUnknownSession is what Sessions.Load wraps for an id it does not
-// know.
-var ErrUnknownSession = errors.New("no such session")
 
 // Serve runs the agent for one client that writes to r and reads from w
 // (the agent's stdin and stdout), until the client disconnects or ctx
@@ -145,7 +129,7 @@ func (srv *server) Initialize(ctx context.Context, p acp.InitializeRequest) (acp
 			// model.
 			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
 			SessionCapabilities: srv.sessionCapabilities(),
-			LoadSession:         srv.cfg.Sessions != nil,
+			LoadSession:         srv.cfg.Journal != nil,
 		},
 		AuthMethods: []acp.AuthMethod{},
 	}, nil
@@ -166,7 +150,7 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 		return acp.NewSessionResponse{}, srv.fullError()
 	}
 	id := acp.SessionId(newID())
-	s, err := newSession(srv, id, filepath.Clean(p.Cwd), nil, 0)
+	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false)
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
 	}
@@ -215,26 +199,34 @@ func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) 
 
 func (srv *server) sessionCapabilities() acp.SessionCapabilities {
 	c := acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}}
-	if srv.cfg.Sessions != nil {
+	if srv.cfg.Journal != nil {
 		c.List = &acp.SessionListCapabilities{}
 	}
 	return c
 }
 
 func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	if srv.cfg.Sessions == nil {
+	if srv.cfg.Journal == nil {
 		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
 	}
 	cwd := ""
 	if p.Cwd != nil {
 		cwd = filepath.Clean(*p.Cwd)
 	}
-	list, err := srv.cfg.Sessions.List(ctx, cwd)
+	all, err := srv.cfg.Journal.List(ctx, cwd, 200)
 	if err != nil {
 		return acp.ListSessionsResponse{}, internal("listing the recorded sessions: %s", err.Error())
 	}
-	if list == nil {
-		list = []acp.SessionInfo{}
+	list := []acp.SessionInfo{}
+	for _, s := range all {
+		if s.Surface == "mcp" {
+			continue // an MCP session has no conversation to load
+		}
+		info := acp.SessionInfo{SessionId: acp.SessionId(s.ID), Cwd: s.Dir, UpdatedAt: acp.Ptr(s.Updated.UTC().Format(time.RFC3339))}
+		if s.Title != "" {
+			info.Title = acp.Ptr(s.Title)
+		}
+		list = append(list, info)
 	}
 	return acp.ListSessionsResponse{Sessions: list}, nil
 }
@@ -244,7 +236,7 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 // numbered on; results it had not been told and tasks a restart orphaned
 // reach the model with the next prompt.
 func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	if srv.cfg.Sessions == nil {
+	if srv.cfg.Journal == nil {
 		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
 	}
 	if !filepath.IsAbs(p.Cwd) {
@@ -259,23 +251,20 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if srv.full() {
 		return acp.LoadSessionResponse{}, srv.fullError()
 	}
-	resume, firstID, err := srv.cfg.Sessions.Load(ctx, string(p.SessionId))
+	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true)
 	switch {
-	case errors.Is(err, ErrUnknownSession):
+	case errors.Is(err, agent.ErrUnknownSession):
 		return acp.LoadSessionResponse{}, invalid("%s; session/list gives the sessions there are", err.Error())
 	case err != nil:
 		return acp.LoadSessionResponse{}, internal("loading session %s: %s", p.SessionId, err.Error())
 	}
-	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), resume, firstID)
-	if err != nil {
-		return acp.LoadSessionResponse{}, internal("%s", err.Error())
-	}
-	s.replay(resume.History)
+	history := s.sess.History()
+	s.replay(history)
 	s.flush(ctx)
 	if err := srv.add(p.SessionId, s); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	srv.cfg.Logger.Info("session loaded", "session", p.SessionId, "cwd", p.Cwd, "messages", len(resume.History))
+	srv.cfg.Logger.Info("session loaded", "session", p.SessionId, "cwd", p.Cwd, "messages", len(history))
 	return acp.LoadSessionResponse{}, nil
 }
 

@@ -21,10 +21,9 @@ const queueSize = 1024
 // session is one ACP session: an agent.Session driven by its Run loop, and
 // the goroutine that writes its updates in order.
 type session struct {
-	srv       *server
-	id        acp.SessionId
-	sess      *agent.Session
-	endRecord func() // records the session's end; nil when not recorded
+	srv  *server
+	id   acp.SessionId
+	sess *agent.Session
 
 	input   chan string   // prompts, to Run
 	stopRun func()        // ends Run
@@ -61,7 +60,7 @@ type queued struct {
 	turnEnd *agent.Event
 }
 
-func newSession(srv *server, id acp.SessionId, cwd string, resume *agent.Resume, firstID uint64) (*session, error) {
+func newSession(srv *server, id acp.SessionId, cwd string, resume bool) (*session, error) {
 	s := &session{
 		srv: srv, id: id,
 		input:     make(chan string),
@@ -80,30 +79,12 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume *agent.Resume,
 	cfg := srv.cfg
 	toolCfg := cfg.Tools
 	toolCfg.Process.Dir = cwd
-	var instructions string
-	if !cfg.NoProjectInstructions {
-		text, files, err := agent.FindProjectInstructions(cwd)
-		if err != nil {
-			srv.cfg.Logger.Warn("project instructions not read", "err", err)
-		}
-		instructions = text
-		srv.cfg.Logger.Info("project instructions", "session", id, "files", files)
-	}
-	acfg := agent.Config{
-		Model: cfg.Model, System: cfg.System, ProjectInstructions: instructions, Profiles: cfg.Profiles,
-		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit, Resume: resume,
-	}
-	if resume != nil {
-		acfg.Tasks.FirstID = firstID
-	}
-	if cfg.Record != nil {
-		s.endRecord = cfg.Record(string(id), "acp", &acfg)
-	}
-	sess, err := agent.New(srv.ctx, acfg)
+	sess, err := agent.Open(srv.ctx, agent.Config{
+		Model: cfg.Model, System: cfg.System, Profiles: cfg.Profiles,
+		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit,
+	}, agent.Surface{Name: "acp", ID: string(id), Journal: cfg.Journal, Resume: resume, Model: cfg.ModelName,
+		NoProjectInstructions: cfg.NoProjectInstructions, Logger: cfg.Logger})
 	if err != nil {
-		if s.endRecord != nil {
-			s.endRecord()
-		}
 		return nil, err
 	}
 	s.sess = sess
@@ -358,21 +339,28 @@ func (s *session) cancel() {
 	s.sess.CancelTurn()
 }
 
-// close ends the session, once: its turn is cancelled, Run stops, every
-// task is cancelled and every process reaped; then the sender stops.
+// close ends the session, once: what waits on a full queue is released
+// first (a client that is alive but not reading must not stall the
+// close), then its turn is cancelled, Run stops, every task is cancelled
+// and every process reaped (agent.Session.Close), and the sender stops.
 func (s *session) close() error {
 	s.closeOnce.Do(func() {
+		close(s.done)
 		s.sess.CancelTurn()
 		s.stopRun()
 		<-s.ran
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		defer cancel()
-		s.closeErr = s.sess.Close(ctx)
-		if s.endRecord != nil {
-			s.endRecord()
+		s.closeErr = s.sess.Close(context.Background())
+		select {
+		case <-s.sent:
+		case <-time.After(sendGrace):
+			// The sender is stuck writing to a client that reads nothing:
+			// what it still holds goes with the connection.
+			s.srv.cfg.Logger.Warn("closed a session whose client is not reading its updates", "session", s.id)
 		}
-		close(s.done)
-		<-s.sent
 	})
 	return s.closeErr
 }
+
+// sendGrace bounds how long closing a session waits for its last updates
+// to be written.
+const sendGrace = 5 * time.Second

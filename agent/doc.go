@@ -6,6 +6,32 @@
 //	defer s.Close(context.Background())
 //	answer, err := s.Turn(ctx, "Run the tests in the background and tell me about the README.", agent.Discard)
 //
+// # Opening a session for a surface
+//
+// New is the runtime alone. Open is how every surface starts a session:
+// the CLI, the MCP server, the ACP agent and an embedder's own. It reads
+// the project's AGENTS.md, records the session into a Journal (package
+// journal's Recorder: SQLite, or PostgreSQL for a fleet) and, with
+// Surface.Resume, continues a recorded one: its history, the results it
+// never saw (told once, however often it is resumed) and the tasks a
+// crash orphaned.
+//
+//	store, _ := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+//	rec, _ := journal.NewRecorder(ctx, store, journal.RecorderOptions{LogDir: filepath.Join(dir, "logs")})
+//	defer rec.Close(context.Background())
+//	s, _ := agent.Open(ctx, cfg, agent.Surface{Name: "mine", Journal: rec})              // new
+//	s, _ := agent.Open(ctx, cfg, agent.Surface{Name: "mine", Journal: rec, ID: id, Resume: true}) // after a restart
+//	defer s.Close(context.Background())
+//
+// # Lifecycle
+//
+// Session.Close does the whole shutdown, once: the turn in progress is
+// cancelled, Run returns, every task is cancelled and every process
+// reaped (each shell's stop grace, then SIGKILL; at most 20 seconds in
+// all), and the record ends. Close the session before its Journal. The
+// session's tasks descend from the ctx given to New or Open: cancelling it
+// cancels them, but only Close waits for them.
+//
 // # Turns
 //
 // A turn appends the user's message, calls the model, runs the tool calls

@@ -102,17 +102,11 @@ type Config struct {
 	Resume *Resume
 }
 
-// RecordSession hooks a session a surface starts (an MCP or ACP
-// session) up to a durable record, such as the CLI's journal: it is
-// called as the session starts, amends its configuration (Tasks.Recorder,
-// Tools.LogDir and Tools.OnShell, OnMessage) and returns what records the
-// session's end. surface names the surface ("mcp", "acp"); the working
-// directory is cfg.Tools.Process.Dir. id is empty for a session the
-// surface has no id for (MCP over stdio): the recorder names it.
-type RecordSession func(id, surface string, cfg *Config) (end func())
-
-// Resume is a conversation recorded before a restart, to continue.
+// Resume is a conversation recorded before a restart, to continue (see
+// Open and Journal.Load, which make one).
 type Resume struct {
+	// ID is the recorded session's id, which the session keeps.
+	ID string
 	// History is restored as the top level's conversation before anything
 	// else (Config.OnMessage does not see it again).
 	History []provider.Message
@@ -122,6 +116,15 @@ type Resume struct {
 	// model request, once.
 	Notices []task.Notice
 	Results []task.Result
+	// Delivered are the ids of the tasks whose results and notices the
+	// resume tells; Open records them delivered.
+	Delivered []string
+	// FirstID is the number the old session's task ids reached: new ones
+	// continue after it (task.Options.FirstID).
+	FirstID uint64
+	// Seq is how many messages the old conversation recorded: new ones
+	// are numbered on after it.
+	Seq int
 }
 
 // ToolCall is a call the model asked for, as Config.Permit sees it.
@@ -183,6 +186,13 @@ type Session struct {
 	closing    atomic.Bool
 	autonomous atomic.Int64 // autonomous turns run so far
 	carried    *carried     // what a resumed conversation still has to hear; nil when none
+
+	id     string        // set by Open
+	record Record        // set by Open when recorded; ended by Close
+	closed chan struct{} // closed by Close: Run returns
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // carried is what Resume brought that the top level has not heard yet.
@@ -204,18 +214,23 @@ func (c *carried) take() ([]task.Notice, []task.Result) {
 	return n, r
 }
 
-// New returns a session whose tasks descend from ctx.
+// ErrNoModel is the error of a turn in a session without a model.
+var ErrNoModel = errors.New("agent: this session has no model (Config.Model is nil); it serves tools only")
+
+// New returns a session whose tasks descend from ctx: the runtime alone,
+// with nothing recorded and nothing read from disk (Open does that). A nil
+// Config.Model gives the tools without spawn_agent; its turns fail with
+// ErrNoModel.
 func New(ctx context.Context, cfg Config) (*Session, error) {
-	if cfg.Model == nil {
-		return nil, errors.New("agent: Config.Model is nil")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	for i, p := range cfg.Profiles {
-		if p.Name == "" || slices.ContainsFunc(cfg.Profiles[:i], func(q Profile) bool { return q.Name == p.Name }) {
-			return nil, fmt.Errorf("agent: profile %d has an empty or repeated name %q", i, p.Name)
-		}
+	s := &Session{cfg: cfg, toolset: tools.New(cfg.Tools), profileSets: make(map[string]*tools.Set), closed: make(chan struct{})}
+	if err := s.checkSchemas(); err != nil {
+		return nil, err
 	}
-	s := &Session{cfg: cfg, table: task.New(ctx, cfg.Tasks), toolset: tools.New(cfg.Tools), profileSets: make(map[string]*tools.Set)}
+	s.table = task.New(ctx, cfg.Tasks)
 	for _, p := range cfg.Profiles {
 		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll {
 			tc := cfg.Tools
@@ -243,23 +258,76 @@ func (s *Session) newLoop(agent, system string, model provider.Model, view *task
 		set = ps
 	}
 	all := slices.Clone(set.Tools())
-	if depth < maxDepth && len(s.cfg.Profiles) > 0 {
+	if s.spawnAllowed(depth) {
 		all = append(all, s.spawnTool(depth))
 	}
 	for _, t := range all {
 		if allowed == nil || slices.Contains(allowed, t.Name) {
 			l.tools = append(l.tools, t)
-			schema, _ := json.Marshal(t.InputSchema)
+			schema, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				panic(fmt.Sprintf("agent: tool %s: %v", t.Name, err)) // checkSchemas let it through
+			}
 			l.defs = append(l.defs, provider.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 		}
 	}
 	return l
 }
 
+// spawnAllowed reports whether an agent at depth may start sub-agents.
+func (s *Session) spawnAllowed(depth int) bool {
+	return depth < maxDepth && len(s.cfg.Profiles) > 0 && s.cfg.Model != nil
+}
+
+// checkSchemas refuses tools whose input schema cannot be marshalled,
+// once, rather than sending null as their schema on every model request.
+func (s *Session) checkSchemas() error {
+	all := slices.Clone(s.toolset.Tools())
+	for _, ps := range s.profileSets {
+		all = append(all, ps.Tools()...)
+	}
+	if s.spawnAllowed(0) {
+		all = append(all, s.spawnTool(0))
+	}
+	for _, t := range all {
+		if _, err := json.Marshal(t.InputSchema); err != nil {
+			return fmt.Errorf("agent: tool %s: its input schema cannot be marshalled: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// ToolDefs returns the tools the top level of a session with cfg would
+// have (spawn_agent included when there is a model and profiles), for a
+// surface to list them before it opens a session (an MCP server's tool
+// list). They are definitions: call tools through a session's Tools.
+func ToolDefs(cfg Config) ([]*tools.Tool, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg.withDefaults(), toolset: tools.New(cfg.Tools)}
+	if err := s.checkSchemas(); err != nil {
+		return nil, err
+	}
+	list := slices.Clone(s.toolset.Tools())
+	if s.spawnAllowed(0) {
+		list = append(list, s.spawnTool(0))
+	}
+	return list, nil
+}
+
 // Tools returns the top level's tools: the tool set and, when profiles
 // are configured, spawn_agent. Another surface (the MCP server) serves
 // these same tools, calling them with the session's views.
 func (s *Session) Tools() []*tools.Tool { return slices.Clone(s.top.tools) }
+
+// ID returns the session's id: Surface.ID, or the one its journal gave
+// it; empty for a session made with New.
+func (s *Session) ID() string { return s.id }
+
+// Resumed returns the recorded conversation the session continues (see
+// Surface.Resume), or nil.
+func (s *Session) Resumed() *Resume { return s.cfg.Resume }
 
 // Table returns the session's task table, for UIs.
 func (s *Session) Table() *task.Table { return s.table }
@@ -272,6 +340,11 @@ func (s *Session) History() []provider.Message { return s.top.hist.messages() }
 // request. Cancelling ctx (the user's Ctrl-C) stops the model call and the
 // foreground tools; background tasks go on.
 func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, error) {
+	if s.cfg.Model == nil {
+		emit(sink, Event{Type: TurnStart})
+		emit(sink, Event{Type: TurnEnd, Err: ErrNoModel})
+		return "", ErrNoModel
+	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
 	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
@@ -304,7 +377,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 // most Config.MaxAutonomousTurns autonomous turns run, after which results
 // wait for the next user turn. Task events are forwarded to sink while Run
 // runs. A failed turn is reported to sink (TurnEnd with Err) and Run goes
-// on. Run returns nil when input is closed or ctx ends.
+// on. Run returns nil when input is closed, ctx ends or Close is called.
 func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
@@ -320,6 +393,8 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error
 	for {
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-s.closed:
 			return nil
 		case line, ok := <-input:
 			if !ok {
@@ -363,7 +438,7 @@ func (s *Session) settle(ctx context.Context, input <-chan string, ready <-chan 
 // autonomousTurn runs a turn on the finished results, if there are any and
 // the session is neither closing nor over its cap.
 func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
-	if s.closing.Load() || ctx.Err() != nil || s.autonomous.Load() >= int64(s.cfg.MaxAutonomousTurns) {
+	if s.cfg.Model == nil || s.closing.Load() || ctx.Err() != nil || s.autonomous.Load() >= int64(s.cfg.MaxAutonomousTurns) {
 		return
 	}
 	s.turnMu.Lock()
@@ -403,10 +478,23 @@ func (s *Session) FollowTasks(ctx context.Context, sink Sink) {
 	})
 }
 
-// Close stops the session: no autonomous turn starts any more, every task
-// is cancelled, and Close waits until every task function has returned and
-// every process is reaped, or ctx ends. It is idempotent.
+// Close stops the session: the turn in progress is cancelled, Run
+// returns, no autonomous turn starts any more, every task is cancelled,
+// and Close waits until every task function has returned and every
+// process is reaped (each shell gets its stop grace, 3s by default), for
+// at most 20 seconds or until ctx ends; then the session's record ends.
+// It is idempotent: later calls return the first one's error.
 func (s *Session) Close(ctx context.Context) error {
-	s.closing.Store(true)
-	return s.table.Close(ctx)
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		close(s.closed)
+		s.CancelTurn()
+		ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		defer cancel()
+		s.closeErr = s.table.Close(ctx)
+		if s.record != nil {
+			s.record.End()
+		}
+	})
+	return s.closeErr
 }

@@ -3,6 +3,14 @@
 // changes, results and whether they reached the model, and each shell's
 // process and output log.
 //
+// An agent runtime uses it through a [Recorder] (NewRecorder), which
+// agent.Open takes as its Surface.Journal: it records this process as a
+// host, marks what crashed processes left running orphaned (and stops
+// their processes), records each session, its conversation and tasks,
+// keeps the shells' output logs with a cap on them all, and gives a
+// session back to resume, exactly once, or to list. The rest of this
+// page is the machinery below it.
+//
 // A [Journal] writes through a [Store]: [OpenSQLite] is the embedded
 // default, one file in the user's state directory, in WAL mode so several
 // offstage processes can share it; [OpenPostgres] is a PostgreSQL server a

@@ -66,14 +66,19 @@ type Config struct {
 	Model    provider.Model
 	Profiles []agent.Profile
 	// ProjectInstructions (AGENTS.md) go to sub-agents, unless their
-	// profile opts out.
-	ProjectInstructions string
+	// profile opts out. Empty: each session reads them from
+	// Tools.Process.Dir when there is a model, unless
+	// NoProjectInstructions.
+	ProjectInstructions   string
+	NoProjectInstructions bool
 	// KeepOnDisconnect leaves a session's tasks running after it ends;
 	// they are then cancelled and reaped by Service.Close.
 	KeepOnDisconnect bool
-	// Record, if set, records each MCP session (its tasks and their output
-	// logs; the CLI's journal).
-	Record agent.RecordSession
+	// Journal, if set, records each MCP session (its tasks and their
+	// output logs; package journal's Recorder). ModelName describes the
+	// model in the record.
+	Journal   agent.Journal
+	ModelName string
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -104,8 +109,10 @@ type Service struct {
 	wg     sync.WaitGroup     // session goroutines
 }
 
-// New returns a Service whose tasks descend from ctx.
-func New(ctx context.Context, cfg Config) *Service {
+// New returns a Service whose tasks descend from ctx. It fails only on a
+// configuration no session could run (profiles with empty or repeated
+// names, a tool whose schema cannot be marshalled).
+func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -122,11 +129,15 @@ func New(ctx context.Context, cfg Config) *Service {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	cfg.Tools.NoPush = true // an MCP client is sent no result it did not ask for
-	ctx, cancel := context.WithCancel(ctx)
-	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{})}
+	s := &Service{cfg: cfg, conns: make(map[*conn]struct{})}
+	defs, err := agent.ToolDefs(s.agentConfig())
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	s.defs = defs
+	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.probe = mcp.NewServer(s.implementation(), nil)
-	s.defs = s.toolList()
-	return s
+	return s, nil
 }
 
 func (s *Service) implementation() *mcp.Implementation {
@@ -170,19 +181,6 @@ func annotations(t *tools.Tool) *mcp.ToolAnnotations {
 		IdempotentHint:  t.Idempotent,
 		OpenWorldHint:   &openWorld,
 	}
-}
-
-// toolList returns the tool definitions every session serves. Their
-// behaviour comes from each session's own tools (see conn.start).
-func (s *Service) toolList() []*tools.Tool {
-	list := tools.New(s.cfg.Tools).Tools()
-	if s.cfg.Model != nil {
-		if sess, err := agent.New(s.ctx, s.agentConfig()); err == nil {
-			list = sess.Tools()
-			sess.Close(context.Background())
-		}
-	}
-	return list
 }
 
 func (s *Service) agentConfig() agent.Config {
@@ -261,18 +259,17 @@ type conn struct {
 	ss     *mcp.ServerSession // set by start before the conn is listed in svc.conns; nil in tests without a session
 
 	once    sync.Once
-	table   *task.Table   // set by start
-	view    *task.View    // set by start
-	tools   []*tools.Tool // set by start
-	session *agent.Session
-	err     error // set by start: why the session has no table
+	table   *task.Table    // set by start
+	view    *task.View     // set by start
+	tools   []*tools.Tool  // set by start
+	session *agent.Session // set by start
+	err     error          // set by start: why the session has no table
 
 	mu   sync.Mutex
 	subs map[string]int64 // guarded by mu: subscribed resource URI → output bytes last notified
 
 	closeOnce sync.Once
 	closeErr  error
-	endRecord func() // set by start when sessions are recorded
 }
 
 // start gives the session its task table, once, and starts its goroutines.
@@ -280,6 +277,21 @@ func (c *conn) start(ss *mcp.ServerSession) {
 	c.once.Do(func() {
 		svc := c.svc
 		c.ss = ss
+		if svc.closing() {
+			c.err = errors.New("the server is shutting down")
+			return
+		}
+		id := "" // a stdio session has none: the journal names it
+		if ss != nil {
+			id = ss.ID()
+		}
+		sess, err := agent.Open(svc.ctx, svc.agentConfig(), agent.Surface{Name: "mcp", ID: id, Journal: svc.cfg.Journal,
+			Model: svc.cfg.ModelName, NoProjectInstructions: svc.cfg.NoProjectInstructions, Logger: svc.cfg.Logger})
+		if err != nil {
+			c.err = err
+			svc.cfg.Logger.Error("cannot open a session", "err", err)
+			return
+		}
 		svc.mu.Lock()
 		closed := svc.closed
 		if !closed {
@@ -287,30 +299,12 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			svc.wg.Add(3)
 		}
 		svc.mu.Unlock()
-		if closed {
+		if closed { // Close began meanwhile, and would not see this session
+			sess.Close(context.Background())
 			c.err = errors.New("the server is shutting down")
 			return
 		}
-		cfg := svc.agentConfig()
-		if svc.cfg.Record != nil {
-			id := "" // a stdio session has none: the recorder names it
-			if ss != nil {
-				id = ss.ID()
-			}
-			c.endRecord = svc.cfg.Record(id, "mcp", &cfg)
-		}
-		if svc.cfg.Model != nil {
-			sess, err := agent.New(svc.ctx, cfg)
-			if err != nil {
-				c.err = err
-			} else {
-				c.session, c.table, c.tools = sess, sess.Table(), sess.Tools()
-			}
-		}
-		if c.table == nil {
-			c.table = task.New(svc.ctx, cfg.Tasks)
-			c.tools = tools.New(cfg.Tools).Tools()
-		}
+		c.session, c.table, c.tools = sess, sess.Table(), sess.Tools()
 		c.view = c.table.View("")
 		go func() {
 			defer svc.wg.Done()
@@ -373,9 +367,7 @@ func (c *conn) disconnected() {
 		case <-c.done:
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.close(ctx); err != nil {
+	if err := c.close(context.Background()); err != nil { // agent.Session.Close bounds it
 		svc.cfg.Logger.Error("closing a session's tasks", "err", err)
 	}
 }
@@ -388,11 +380,6 @@ func (c *conn) close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		if c.session != nil {
 			c.closeErr = c.session.Close(ctx)
-		} else if c.table != nil {
-			c.closeErr = c.table.Close(ctx)
-		}
-		if c.endRecord != nil {
-			c.endRecord()
 		}
 		close(c.done)
 		c.svc.mu.Lock()

@@ -41,7 +41,10 @@ func newService(t *testing.T, cfg mcpserver.Config) *mcpserver.Service {
 		cfg.Tools.Process.Dir = t.TempDir()
 	}
 	cfg.UpdateInterval, cfg.ProgressInterval = 100*time.Millisecond, 200*time.Millisecond
-	svc := mcpserver.New(context.Background(), cfg)
+	svc, err := mcpserver.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

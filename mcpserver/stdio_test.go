@@ -41,9 +41,12 @@ func startStdio(tb testing.TB) *stdioPeer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc := mcpserver.New(context.Background(), mcpserver.Config{Tools: tools.Config{Process: proc.Config{
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Tools: tools.Config{Process: proc.Config{
 		Dir: dir, Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
 	}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)

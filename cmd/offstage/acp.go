@@ -87,7 +87,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	return acpserver.Serve(ctx, acpserver.Config{
 		Tools: tools.Config{Process: proc.Config{EnvPolicy: envPolicy}},
 		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
-		AllowAll: *yolo, Logger: logger, Version: version(), Record: rec.hook(mf.describe(os.Getenv)), Sessions: rec.sessions(),
+		AllowAll: *yolo, Logger: logger, Version: version(), Journal: rec.journal(), ModelName: mf.describe(os.Getenv),
 		Tasks: *taskOpts,
 	}, stdin, stdout)
 }

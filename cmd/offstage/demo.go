@@ -92,9 +92,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	close(input)
 	<-ran
 
-	closeCtx, cancelClose := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancelClose()
-	closeErr := s.Close(closeCtx)
+	closeErr := s.Close(context.Background())
 	left := 0
 	for _, i := range s.Table().List() {
 		if !i.State.Finished() {

@@ -113,26 +113,27 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	defer rec.closeInto(&err)
 	var profiles []agent.Profile
-	var instructions string
 	if model != nil {
-		profiles, instructions = af.profiles(*dir, mf, stderr), af.instructions(*dir, stderr)
+		profiles = af.profiles(*dir, mf, stderr)
 	}
-	svc := mcpserver.New(ctx, mcpserver.Config{
-		Tools:               tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
-		Model:               model,
-		Profiles:            profiles,
-		ProjectInstructions: instructions,
-		KeepOnDisconnect:    *keep,
-		IdleTimeout:         *idle,
-		Tasks:               *taskOpts,
-		Record:              rec.hook(mf.describe(os.Getenv)),
-		Logger:              logger,
-		Version:             version(),
+	svc, err := mcpserver.New(ctx, mcpserver.Config{
+		Tools:                 tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
+		Model:                 model,
+		Profiles:              profiles,
+		NoProjectInstructions: af.noInstructions,
+		KeepOnDisconnect:      *keep,
+		IdleTimeout:           *idle,
+		Tasks:                 *taskOpts,
+		Journal:               rec.journal(),
+		ModelName:             mf.describe(os.Getenv),
+		Logger:                logger,
+		Version:               version(),
 	})
+	if err != nil {
+		return usagef("%v", err)
+	}
 	defer func() {
-		closeCtx, cancelClose := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancelClose()
-		if err := svc.Close(closeCtx); err != nil {
+		if err := svc.Close(context.Background()); err != nil {
 			logger.Error("closing", "err", err)
 		}
 	}()
@@ -212,9 +213,7 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
 		defer close(shutdown)
 		srv.Shutdown(context.Background()) // closes the listener and the idle connections at once
 	}()
-	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	err := svc.Close(closeCtx)
+	err := svc.Close(context.Background()) // each session's Close is bounded (agent.Session.Close)
 	select {
 	case <-shutdown:
 	case <-time.After(handlerGrace):
@@ -229,16 +228,12 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
 	logger.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
 }
 
-// closeTimeout bounds how long stopping waits for the sessions' tasks:
-// their grace (3s) and then some. handlerGrace is how long the HTTP
-// server then gets to finish before its connections are closed: with every
-// session closed, what is left are requests that raced the stop (answered
-// at once: 404, 503) and connections a client opened but sent nothing on,
-// which Shutdown would wait 5 s for.
-const (
-	closeTimeout = 20 * time.Second
-	handlerGrace = 500 * time.Millisecond
-)
+// handlerGrace is how long the HTTP server gets to finish once every
+// session is closed, before its connections are closed: what is left are
+// requests that raced the stop (answered at once: 404, 503) and
+// connections a client opened but sent nothing on, which Shutdown would
+// wait 5 s for.
+const handlerGrace = 500 * time.Millisecond
 
 // openLog returns the logger of a server command: to path, or to stderr
 // when path is empty; never stdout, which is the protocol.

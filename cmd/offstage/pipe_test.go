@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/creack/pty"
 )
@@ -59,7 +60,7 @@ func TestReadLinesRefusesALongLineAndGoesOn(t *testing.T) {
 	in := "short\n" + strings.Repeat("x", 100) + "\n" + strings.Repeat("y", 9) + "\r\nlast without newline"
 	lines := make(chan inputLine, 10)
 	// A reader that hands out 7 bytes at a time, so lines span reads.
-	if err := readLines(iotest.HalfReader(strings.NewReader(in)), 10, lines); err != nil {
+	if err := readLines(iotest.HalfReader(strings.NewReader(in)), 10, lines, nil); err != nil {
 		t.Fatal(err)
 	}
 	close(lines)
@@ -70,6 +71,28 @@ func TestReadLinesRefusesALongLineAndGoesOn(t *testing.T) {
 	want := []inputLine{{text: "short"}, {tooLong: 100}, {text: strings.Repeat("y", 9) + "\r"}, {tooLong: 20}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("lines = %+v, want %+v", got, want)
+	}
+}
+
+// TestTheLineReaderEndsWithTheConversation (issue 21, G1): a
+// conversation that ends (/quit) before its input leaves no reader
+// goroutine blocked forever handing over the next line.
+func TestTheLineReaderEndsWithTheConversation(t *testing.T) {
+	lines := make(chan inputLine) // nobody reads after the first line
+	done := make(chan struct{})
+	returned := make(chan error, 1)
+	go func() { returned <- readLines(strings.NewReader("/quit\nmore\nlines\n"), 10, lines, done) }()
+	if l := <-lines; l.text != "/quit" {
+		t.Fatalf("first line = %+v", l)
+	}
+	close(done)
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("readLines still blocks on the next line after the conversation ended")
 	}
 }
 

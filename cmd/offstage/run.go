@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"strconv"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
-	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -106,49 +106,32 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer rec.closeInto(&err)
-	var res *resumed
-	sessionID, seq := journal.NewID(), 0
+	sf := agent.Surface{Name: "run", Journal: rec.journal(), Model: mf.describe(os.Getenv), NoProjectInstructions: af.noInstructions,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if resume.set {
-		if res, err = rec.loadResume(ctx, resume.id); err != nil {
+		if sf.ID, err = rec.resumeID(ctx, resume); err != nil {
 			return err
 		}
-		sessionID, seq = res.session.ID, res.seq
+		sf.Resume = true
 	}
-	sr := rec.session(sessionID, "run", *dir, mf.describe(os.Getenv), seq)
-	defer sr.end()
-	cfg := agent.Config{
-		Model:               model,
-		System:              systemPrompt,
-		ProjectInstructions: af.instructions(*dir, stderr),
-		Profiles:            af.profiles(*dir, mf, stderr),
-		Tools:               tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
-		Tasks:               *taskOpts,
-	}
-	sr.apply(&cfg)
-	if res != nil {
-		cfg.Resume, cfg.Tasks.FirstID = res.resume, res.firstID
-	}
-	s, err := agent.New(ctx, cfg)
+	s, err := agent.Open(ctx, agent.Config{
+		Model:    model,
+		System:   systemPrompt,
+		Profiles: af.profiles(*dir, mf, stderr),
+		Tools:    tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
+		Tasks:    *taskOpts,
+	}, sf)
 	if err != nil {
-		return err
+		return openError(err)
 	}
-	if res != nil {
-		// Told at the first model request: recorded as delivered now, so a
-		// second resume never tells them again (a crash before that request
-		// loses them from the conversation; offstage tasks still has them).
-		if len(res.told) > 0 {
-			sr.log.Delivered(res.told...)
-		}
+	if res := s.Resumed(); res != nil {
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
-			res.session.ID, plural(len(res.resume.History), "message"), plural(len(res.resume.Results), "result"), plural(len(res.told)-len(res.resume.Results), "task"))
+			s.ID(), plural(len(res.History), "message"), plural(len(res.Results), "result"), plural(len(res.Delivered)-len(res.Results), "task"))
 	}
 	if prompt != "" {
 		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
 	}
-	if rec == nil {
-		sessionID = ""
-	}
-	return interactive(ctx, s, stdin, stdout, *asJSON, sessionID)
+	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID())
 }
 
 // sessionArgPattern matches an argument after a bare --resume that is
@@ -224,11 +207,14 @@ func modelError(err error) error {
 	return err
 }
 
-// closeSession cancels and reaps everything the session started.
-func closeSession(s *agent.Session) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	return s.Close(ctx)
+// openError is the CLI's error for a session that could not be opened:
+// each cause (an unknown or running session to resume, a journal that
+// cannot be read, bad profiles) is the user's to mend.
+func openError(err error) error {
+	if errors.Is(err, agent.ErrUnknownSession) {
+		return usagef("%v; offstage tasks lists them", err)
+	}
+	return usagef("%v", err)
 }
 
 // oneShot runs the prompt's turn, then keeps the session alive (running
@@ -289,7 +275,7 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	close(input)
 	cancel()
 	<-ran
-	closeErr := closeSession(s)
+	closeErr := s.Close(context.Background())
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
@@ -350,9 +336,11 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	ran := make(chan error, 1)
 	go func() { ran <- s.Run(runCtx, input, sink) }()
 	lines := make(chan inputLine)
+	left := make(chan struct{}) // the conversation is over: the reader stops
+	defer close(left)
 	go func() {
 		defer close(lines)
-		if err := readLines(stdin, maxLine, lines); err != nil {
+		if err := readLines(stdin, maxLine, lines, left); err != nil {
 			p.line("offstage: reading the input: " + err.Error())
 		}
 	}()
@@ -423,7 +411,7 @@ loop:
 			n++
 		}
 	}
-	if err := closeSession(s); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		return err
 	}
 	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))
@@ -441,9 +429,12 @@ type inputLine struct {
 }
 
 // readLines sends each line of r to lines, without its newline, until the
-// end of r. A line over limit bytes is not kept: its length is sent instead,
-// and the lines after it go on. It returns r's error other than io.EOF.
-func readLines(r io.Reader, limit int, lines chan<- inputLine) error {
+// end of r or until done is closed (a conversation that ended before its
+// input: the reader then stops at its next line instead of waiting
+// forever to hand it over). A line over limit bytes is not kept: its
+// length is sent instead, and the lines after it go on. It returns r's
+// error other than io.EOF.
+func readLines(r io.Reader, limit int, lines chan<- inputLine, done <-chan struct{}) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf []byte
 	n := 0 // bytes of the current line so far, kept or not
@@ -460,10 +451,14 @@ func readLines(r io.Reader, limit int, lines chan<- inputLine) error {
 			buf = nil
 		}
 		if whole || (err == io.EOF && n > 0) {
+			line := inputLine{text: string(buf)}
 			if n > limit {
-				lines <- inputLine{tooLong: n}
-			} else {
-				lines <- inputLine{text: string(buf)}
+				line = inputLine{tooLong: n}
+			}
+			select {
+			case lines <- line:
+			case <-done:
+				return nil
 			}
 			buf, n = buf[:0], 0
 		}

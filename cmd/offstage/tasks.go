@@ -399,7 +399,7 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	}
 	tail, tailErr := "", error(nil)
 	if t.LogPath != "" {
-		tail, tailErr = logTail(t.LogPath, 20, 4<<10)
+		tail, tailErr = journal.LogTail(t.LogPath, 20, 4<<10)
 	}
 	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
 	var lost int

@@ -149,32 +149,6 @@ func TestTasksShow(t *testing.T) {
 	golden(t, "tasks-show.txt", out.String())
 }
 
-// TestOldestLogsGoFirst: past the cap on all logs, the oldest sessions'
-// logs are removed (never the current one's), and it is said.
-func TestOldestLogsGoFirst(t *testing.T) {
-	defer func(old int64) { maxLogBytes = old }(maxLogBytes)
-	maxLogBytes = 250 << 10
-	dir := t.TempDir()
-	for _, s := range []string{"20261120-000000-aaaaaa", "20261121-000000-bbbbbb", "20261122-000000-cccccc", "20261122-090000-dddddd"} {
-		os.MkdirAll(filepath.Join(dir, "logs", s), 0o700)
-		os.WriteFile(filepath.Join(dir, "logs", s, "shell-1.log"), bytes.Repeat([]byte("x"), 100<<10), 0o600)
-	}
-	var stderr bytes.Buffer
-	r := &recorder{dir: dir, stderr: &stderr}
-	r.pruneLogs("20261120-000000-aaaaaa") // the current session, oldest by name
-	left, _ := os.ReadDir(filepath.Join(dir, "logs"))
-	var names []string
-	for _, e := range left {
-		names = append(names, e.Name())
-	}
-	if got := strings.Join(names, " "); got != "20261120-000000-aaaaaa 20261122-090000-dddddd" {
-		t.Errorf("logs left: %s", got)
-	}
-	if !strings.Contains(stderr.String(), "removed the output logs of the 2 oldest sessions (200 KiB) to keep all logs under 250 KiB.") {
-		t.Errorf("stderr: %q", stderr.String())
-	}
-}
-
 // TestADamagedJournalIsAClearError: offstage run on a file that is not a
 // database exits 2, naming the file and what to do.
 func TestADamagedJournalIsAClearError(t *testing.T) {

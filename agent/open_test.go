@@ -1,0 +1,107 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/tools"
+)
+
+// TestASessionWithoutAModelServesTools: a nil model gives the tools
+// without spawn_agent, and a turn says why it cannot run, instead of a
+// surface keeping a session of its own to list them.
+func TestASessionWithoutAModelServesTools(t *testing.T) {
+	s, err := agent.Open(t.Context(), agent.Config{Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}, agent.Surface{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var names []string
+	for _, tl := range s.Tools() {
+		names = append(names, tl.Name)
+	}
+	if !slices.Contains(names, "bash") || slices.Contains(names, "spawn_agent") {
+		t.Errorf("tools = %v, want bash and no spawn_agent", names)
+	}
+	if _, err := s.Turn(t.Context(), "hi", agent.Discard); !errors.Is(err, agent.ErrNoModel) {
+		t.Errorf("Turn() = %v, want ErrNoModel", err)
+	}
+	defs, err := agent.ToolDefs(agent.Config{Model: modelFunc(func(provider.Request) provider.Response { return text("x") })})
+	if err != nil || !slices.ContainsFunc(defs, func(tl *tools.Tool) bool { return tl.Name == "spawn_agent" }) {
+		t.Errorf("ToolDefs with a model = %d tools, %v; want spawn_agent among them", len(defs), err)
+	}
+	if _, err := agent.ToolDefs(agent.Config{Profiles: []agent.Profile{{Name: "a"}, {Name: "a"}}}); err == nil {
+		t.Error("ToolDefs with a repeated profile name = nil error")
+	}
+}
+
+// TestOpenReadsTheProjectInstructions: AGENTS.md of the working directory
+// reaches the model's system prompt, unless the surface turns it off.
+func TestOpenReadsTheProjectInstructions(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte("Always run make lint."), 0o644)
+	for _, off := range []bool{false, true} {
+		var system string
+		model := modelFunc(func(req provider.Request) provider.Response { system = req.System; return text("ok") })
+		s, err := agent.Open(t.Context(), agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: dir}}}, agent.Surface{NoProjectInstructions: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Turn(t.Context(), "hi", agent.Discard); err != nil {
+			t.Fatal(err)
+		}
+		s.Close(context.Background())
+		if got := strings.Contains(system, "Always run make lint."); got == off {
+			t.Errorf("NoProjectInstructions=%v: system prompt has the instructions = %v", off, got)
+		}
+	}
+}
+
+// TestCloseEndsRunAndIsIdempotent: Close stops Run (without its ctx
+// ending or its input closing), reaps the tasks and can be called again.
+func TestCloseEndsRunAndIsIdempotent(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 60", "run_in_background": true}}]}, {"text": "started"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := agent.Open(t.Context(), agent.Config{Model: m, Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}, agent.Surface{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := make(chan string, 1)
+	input <- "go"
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background(), input, agent.Discard) }()
+	waitFor(t, func() bool { return len(s.Table().List()) == 1 })
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	if info := s.Table().List()[0]; info.State.String() != "canceled" {
+		t.Errorf("the shell is %s after Close, want canceled", info.State)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Errorf("a second Close() = %v", err)
+	}
+}
+
+// TestOpenRefusesAResumeWithoutAJournal: Resume needs somewhere to read.
+func TestOpenRefusesAResumeWithoutAJournal(t *testing.T) {
+	if _, err := agent.Open(t.Context(), agent.Config{}, agent.Surface{ID: "x", Resume: true}); err == nil {
+		t.Error("Open with Resume and no Journal = nil error")
+	}
+}

@@ -1,0 +1,515 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
+)
+
+// RecorderOptions configure a Recorder.
+type RecorderOptions struct {
+	// LogDir holds the shells' output logs, a directory per session
+	// (created 0700). Empty: no output logs (task_output then keeps only
+	// what memory holds). The CLI uses logs/ beside journal.db.
+	LogDir string
+	// MaxLogBytes caps the output logs of all sessions together: the
+	// oldest sessions' logs are removed first, never the one starting.
+	// Default 1 GiB.
+	MaxLogBytes int64
+	// Version is recorded with this process (the host).
+	Version string
+	// Lease is how long this host's lease lasts in a shared journal
+	// (PostgreSQL), renewed every sixth of it; default DefaultLease. A
+	// SQLite journal has no leases: its hosts are checked by pid.
+	Lease time.Duration
+	// Report hears, in one sentence each, what a person running the
+	// process should know: the journal's trouble (prefixed "journal: "),
+	// a log that could not be written, logs pruned, tasks orphaned.
+	// Default: dropped.
+	Report func(msg string)
+	// Orphaned, if set, hears of tasks of dead hosts marked orphaned (at
+	// start-up, and while the lease is kept), instead of Report.
+	Orphaned func(Recovered)
+}
+
+// Recorder is the journal as an agent runtime uses it
+// (agent.Surface.Journal): it records this process as a host, marks what
+// dead hosts left unfinished orphaned, records each session opened with
+// agent.Open, keeps and prunes the shells' output logs, and gives a
+// session back to resume or list. It is safe for concurrent use.
+//
+//	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+//	…
+//	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{LogDir: filepath.Join(dir, "logs")})
+//	…
+//	defer rec.Close(context.Background())
+//	s, err := agent.Open(ctx, cfg, agent.Surface{Name: "mine", Journal: rec})
+type Recorder struct {
+	j         *Journal
+	store     *DB
+	host      Host
+	opts      RecorderOptions
+	stopLease func() // nil without leases
+}
+
+var _ agent.Journal = (*Recorder)(nil)
+
+// NewRecorder records this process as a host in store, marks the tasks
+// that dead hosts left unfinished orphaned (stopping their processes still
+// running on this machine, checked by pid and start time), keeps a lease
+// in a shared journal, and returns the Recorder, which owns store from
+// then on. A damaged or vanished journal is refused (the error wraps
+// ErrDamaged or ErrGone, with its advice); a journal that only cannot
+// write now is reported and retried while the sessions go on.
+func NewRecorder(ctx context.Context, store *DB, opts RecorderOptions) (*Recorder, error) {
+	if opts.MaxLogBytes <= 0 {
+		opts.MaxLogBytes = 1 << 30
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Report == nil {
+		opts.Report = func(string) {}
+	}
+	r := &Recorder{store: store, host: ThisHost(opts.Version), opts: opts}
+	troubles := func(msg string) { opts.Report("journal: " + msg) }
+	shared := store.Dialect() == "postgres"
+	if shared {
+		r.host.Lease = time.Now().Add(opts.Lease)
+	}
+	// The host goes on record first, before its lease is renewed, and
+	// directly: a journal found damaged (or gone) is refused now, as one
+	// that cannot be opened is, rather than failing the whole session.
+	// Without the host on record, recovery could not tell this process's
+	// tasks from a dead one's.
+	if err := store.Write(ctx, []Record{&r.host}); err != nil {
+		if refused(err) {
+			store.Close()
+			return nil, err
+		}
+		troubles(fmt.Sprintf("the journal cannot write (%v); the session goes on and the journal retries", err))
+		r.j = New(store, Options{Report: troubles})
+		r.j.Add(&r.host)
+	} else {
+		r.j = New(store, Options{Report: troubles})
+	}
+	got, err := Recover(ctx, store, r.host)
+	if err = store.Explain(err); refused(err) {
+		r.j.Close(ctx)
+		return nil, err
+	}
+	if err != nil {
+		troubles(fmt.Sprintf("looking for tasks an earlier process left: %v", err))
+	} else {
+		r.orphaned(got)
+	}
+	if shared {
+		leaseCtx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			KeepLease(leaseCtx, store, r.host, opts.Lease, troubles, r.orphaned)
+		}()
+		r.stopLease = func() { stop(); <-done }
+	}
+	return r, nil
+}
+
+// refused says whether a journal's trouble refuses it at its start: the
+// file is damaged, or it vanished.
+func refused(err error) bool {
+	return errors.Is(err, ErrDamaged) || errors.Is(err, ErrGone)
+}
+
+// orphaned says what recovery found.
+func (r *Recorder) orphaned(got Recovered) {
+	if len(got.Tasks) == 0 {
+		return
+	}
+	if r.opts.Orphaned != nil {
+		r.opts.Orphaned(got)
+		return
+	}
+	msg := plural(len(got.Tasks), "task") + " of a process that is gone marked orphaned"
+	if got.Killed > 0 {
+		msg += "; " + plural(got.Killed, "process group") + " still running stopped"
+	}
+	r.opts.Report(msg)
+}
+
+// Store returns the journal's store, for queries.
+func (r *Recorder) Store() *DB { return r.store }
+
+// Host returns this process as recorded.
+func (r *Recorder) Host() Host { return r.host }
+
+// Flush waits until every record queued so far is written, or ctx ends.
+// Records are written in batches about every 20ms: a crash loses at most
+// what was not yet written.
+func (r *Recorder) Flush(ctx context.Context) error { return r.j.Flush(ctx) }
+
+// Stats returns what the journal has written and lost so far.
+func (r *Recorder) Stats() Stats { return r.j.Stats() }
+
+// Close stops the lease, writes what is queued (trying until ctx ends,
+// and at most 5 seconds) and closes the store. It returns an error saying
+// how many records were lost, if the journal lost any: what it shows of
+// this run is then incomplete. Close the sessions first.
+func (r *Recorder) Close(ctx context.Context) error {
+	if r.stopLease != nil {
+		r.stopLease()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r.j.Close(ctx)
+	st := r.j.Stats()
+	if st.Lost == 0 {
+		return nil
+	}
+	return fmt.Errorf("the journal lost %s of this run (%v): what it shows of this run is incomplete", plural(int(st.Lost), "record"), st.Err)
+}
+
+// Record implements agent.Journal: it records the session's start and
+// hooks cfg up to the journal (task changes, messages, output logs, and
+// each shell's process for recovery). A resumed session numbers its
+// messages on after the ones it has; a session that is not resumed must
+// have a new id (or none: the journal names it).
+func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agent.Config) (agent.Record, error) {
+	id, seq := info.ID, 0
+	if id == "" {
+		id = NewID()
+	}
+	if info.Resume != nil {
+		seq = info.Resume.Seq
+	}
+	log := r.j.StartSession(Session{ID: id, HostID: r.host.ID, Surface: info.Surface, Cwd: info.Dir, Model: info.Model, Started: time.Now()}, seq)
+	cfg.Tasks.Recorder = log
+	onMessage := cfg.OnMessage
+	cfg.OnMessage = func(m provider.Message) {
+		if b, err := json.Marshal(m); err == nil {
+			log.Message(b)
+		}
+		if onMessage != nil {
+			onMessage(m)
+		}
+	}
+	if r.opts.LogDir != "" && cfg.Tools.LogDir == "" {
+		dir := filepath.Join(r.opts.LogDir, id)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			r.opts.Report(fmt.Sprintf("journal: no output logs this session: %v", err))
+		} else {
+			cfg.Tools.LogDir = dir
+		}
+		r.pruneLogs(id)
+	}
+	// A log that cannot be written (a full disk) is said once, as it
+	// happens; the task's result and task_output say it too.
+	onLogError := cfg.Tools.Process.OnLogError
+	cfg.Tools.Process.OnLogError = func(err error) {
+		r.opts.Report(fmt.Sprintf("%v; the rest of that task's output is kept only in memory (its last 1 MiB)", err))
+		if onLogError != nil {
+			onLogError(err)
+		}
+	}
+	onShell := cfg.Tools.OnShell
+	cfg.Tools.OnShell = func(task string, p *proc.Process) {
+		// A start time that cannot be read is 0, which no process has:
+		// recovery then never kills by this pid (the safe direction).
+		start, _ := ProcessStart(p.PID())
+		log.Process(task, p.PID(), start, p.LogPath())
+		if onShell != nil {
+			onShell(task, p)
+		}
+	}
+	return log, nil
+}
+
+// Latest returns the id of the newest session recorded by surface.
+func (r *Recorder) Latest(ctx context.Context, surface string) (string, error) {
+	all, err := r.store.Sessions(ctx, 0)
+	if err != nil {
+		return "", r.store.Explain(err)
+	}
+	for _, s := range all {
+		if s.Surface == surface {
+			return s.ID, nil
+		}
+	}
+	return "", unknownSession(fmt.Sprintf("there is no %s session to resume in %s", surface, r.store.Path()))
+}
+
+// unknownSession is an error that is agent.ErrUnknownSession, in its own
+// words.
+type unknownSession string
+
+func (e unknownSession) Error() string        { return string(e) }
+func (e unknownSession) Is(target error) bool { return target == agent.ErrUnknownSession }
+
+// Load implements agent.Journal: it reads a recorded session back, its
+// conversation, the results of its own tasks that never reached it, and
+// the tasks a restart orphaned (told with their last output lines). A
+// session still open in a live process, or whose host cannot be checked,
+// is refused.
+func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
+	s, err := r.store.Session(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, unknownSession(fmt.Sprintf("no session %q in %s", id, r.store.Path()))
+	}
+	if err != nil {
+		return nil, r.store.Explain(err)
+	}
+	if err := r.checkNotRunning(ctx, s); err != nil {
+		return nil, err
+	}
+	msgs, err := r.store.History(ctx, s.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
+	}
+	out := &agent.Resume{ID: s.ID}
+	for _, m := range msgs {
+		var pm provider.Message
+		if err := json.Unmarshal(m.Body, &pm); err != nil {
+			return nil, fmt.Errorf("session %s: message %d cannot be read: %v", s.ID, m.Seq, err)
+		}
+		out.History = append(out.History, pm)
+		out.Seq = max(out.Seq, m.Seq)
+	}
+	tasks, err := r.store.Tasks(ctx, TaskFilter{Session: s.ID})
+	if err != nil {
+		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
+	}
+	var orphaned []string
+	slices.Reverse(tasks) // oldest first
+	for _, t := range tasks {
+		if _, n, ok := strings.Cut(t.ID, ":"); ok {
+			if k, err := strconv.ParseUint(n, 10, 64); err == nil {
+				out.FirstID = max(out.FirstID, k)
+			}
+		}
+		if t.Delivered || t.Owner != "" {
+			continue // a sub-agent's tasks were its own to hear of
+		}
+		switch t.State {
+		case Orphaned:
+			orphaned = append(orphaned, describeOrphan(t))
+			out.Delivered = append(out.Delivered, t.ID)
+		case "completed", "failed", "canceled", "timed_out":
+			out.Results = append(out.Results, resultOf(t))
+			out.Delivered = append(out.Delivered, t.ID)
+		}
+	}
+	if len(orphaned) > 0 {
+		out.Notices = append(out.Notices, task.Notice{Kind: "orphaned", Time: time.Now(),
+			Text: "offstage restarted, and these tasks of yours were still running when it stopped; they were stopped and their results are lost. Start again what is still needed.\n" + strings.Join(orphaned, "\n")})
+	}
+	return out, nil
+}
+
+// checkNotRunning refuses to resume a session that another live process
+// still has open. It fails closed: when the hosts cannot be read, it
+// cannot tell, and refuses.
+func (r *Recorder) checkNotRunning(ctx context.Context, s Session) error {
+	if !s.Ended.IsZero() || s.HostID == r.host.ID {
+		return nil
+	}
+	hosts, err := r.store.Hosts(ctx, r.host.ID)
+	if err != nil {
+		return fmt.Errorf("cannot tell whether session %s is still running in another process (%w); try again", s.ID, r.store.Explain(err))
+	}
+	if slices.ContainsFunc(hosts, func(h Host) bool { return h.ID == s.HostID && Alive(h) }) {
+		return fmt.Errorf("session %s is still running in another offstage (pid of its host is alive); end it first", s.ID)
+	}
+	return nil
+}
+
+// List implements agent.Journal: the sessions recorded, newest first (200
+// unless limit says otherwise), of dir only unless it is empty, each
+// titled with the start of its first message.
+func (r *Recorder) List(ctx context.Context, dir string, limit int) ([]agent.SessionSummary, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	all, err := r.store.Sessions(ctx, limit)
+	if err != nil {
+		return nil, r.store.Explain(err)
+	}
+	var out []agent.SessionSummary
+	for _, s := range all {
+		if dir != "" && s.Cwd != dir {
+			continue
+		}
+		sum := agent.SessionSummary{ID: s.ID, Surface: s.Surface, Dir: s.Cwd, Started: s.Started, Updated: s.Started, Ended: !s.Ended.IsZero()}
+		if sum.Ended {
+			sum.Updated = s.Ended
+		}
+		if first, err := r.store.FirstMessage(ctx, s.ID); err == nil {
+			var m provider.Message
+			if json.Unmarshal(first.Body, &m) == nil {
+				sum.Title = clip(m.TextOf(), 80)
+			}
+		}
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
+// describeOrphan says what an orphaned task was, with its last output
+// lines.
+func describeOrphan(t Task) string {
+	s := fmt.Sprintf("- %s (%s) started %s ago", t.ID, t.Label, time.Since(t.Created).Round(time.Second))
+	if t.LogPath == "" {
+		return s
+	}
+	tail, err := LogTail(t.LogPath, 5, 1024)
+	switch {
+	case err != nil:
+		s += fmt.Sprintf("; its output log cannot be read (%v)", err)
+	case tail != "":
+		s += "; its last output:\n    " + strings.ReplaceAll(strings.TrimRight(tail, "\n"), "\n", "\n    ")
+	}
+	return s
+}
+
+// LogTail returns the last lines of an output log, cleaned for a person
+// or a model (no escapes, no carriage returns), at most maxBytes of it.
+func LogTail(path string, lines, maxBytes int) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	off := max(0, st.Size()-int64(maxBytes))
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	text := strings.TrimRight(proc.Clean(buf), "\n")
+	all := strings.Split(text, "\n")
+	if off > 0 && len(all) > 1 {
+		all = all[1:] // the first line is cut
+	}
+	return strings.Join(all[max(0, len(all)-lines):], "\n"), nil
+}
+
+// resultOf turns a recorded task into the result a resumed session is
+// told.
+func resultOf(t Task) task.Result {
+	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: parseState(t.State),
+		Created: t.Created, Started: t.Started, Finished: t.Finished}, Text: t.Result}
+	if t.ExitCode != nil {
+		r.ExitCode, r.HasExitCode = *t.ExitCode, true
+	}
+	if t.Error != "" {
+		r.Err = errors.New(t.Error)
+	}
+	return r
+}
+
+func parseState(s string) task.State {
+	for st := task.Queued; st <= task.TimedOut; st++ {
+		if st.String() == s {
+			return st
+		}
+	}
+	return task.Failed
+}
+
+// pruneLogs removes the oldest sessions' logs (never keep's) while all of
+// them add up to more than MaxLogBytes, and says what it removed.
+func (r *Recorder) pruneLogs(keep string) {
+	root := r.opts.LogDir
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	type dirSize struct {
+		name string
+		size int64
+	}
+	var dirs []dirSize
+	var total int64
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		d := dirSize{name: e.Name()}
+		filepath.WalkDir(filepath.Join(root, e.Name()), func(_ string, f os.DirEntry, err error) error {
+			if err == nil && !f.IsDir() {
+				if info, err := f.Info(); err == nil {
+					d.size += info.Size()
+				}
+			}
+			return nil
+		})
+		total += d.size
+		dirs = append(dirs, d)
+	}
+	slices.SortFunc(dirs, func(a, b dirSize) int { return strings.Compare(a.name, b.name) }) // ids sort by start time
+	var removed int
+	var freed int64
+	for _, d := range dirs {
+		if total <= r.opts.MaxLogBytes {
+			break
+		}
+		if d.name == keep {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(root, d.name)) == nil {
+			total -= d.size
+			freed += d.size
+			removed++
+		}
+	}
+	if removed > 0 {
+		what := "the oldest session"
+		if removed > 1 {
+			what = fmt.Sprintf("the %d oldest sessions", removed)
+		}
+		r.opts.Report(fmt.Sprintf("removed the output logs of %s (%s) to keep all logs under %s.", what, byteSize(freed), byteSize(r.opts.MaxLogBytes)))
+	}
+}
+
+// byteSize writes a byte count for people: 812 KiB, 3.1 MiB, 1.0 GiB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<20:
+		return fmt.Sprintf("%d KiB", n>>10)
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// clip folds s's white space and cuts it to n runes, marking a cut with
+// "…".
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

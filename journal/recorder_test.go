@@ -1,0 +1,249 @@
+package journal_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// said collects what a Recorder reports.
+type said struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (s *said) report(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msgs = append(s.msgs, msg)
+}
+
+func (s *said) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.msgs, "\n")
+}
+
+// newRecorder opens the SQLite journal in dir as a process would at its
+// start.
+func newRecorder(t *testing.T, dir string, opts journal.RecorderOptions) *journal.Recorder {
+	t.Helper()
+	store := open(t, filepath.Join(dir, "journal.db"))
+	if opts.LogDir == "" {
+		opts.LogDir = filepath.Join(dir, "logs")
+	}
+	rec, err := journal.NewRecorder(t.Context(), store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func scriptedModel(t *testing.T, script string) *scripted.Model {
+	t.Helper()
+	m, err := scripted.Parse([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestAResumedSessionHearsEachResultOnce: the embedder's path, through
+// agent.Open and a Recorder only. A session starts a background shell and
+// ends before its result reaches the model; a resume tells the model the
+// result, numbers its messages and tasks on, and a second resume tells
+// nothing again. No call to Delivered, no host record by hand.
+func TestAResumedSessionHearsEachResultOnce(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	model := scriptedModel(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo built", "run_in_background": true}}]},
+		{"text": "It builds."},
+		{"expect": "(?s)background-result.*shell:1.*built", "text": "It built.", "tool_calls": [{"name": "bash", "input": {"command": "echo again"}}]},
+		{"expect": "shell:2", "text": "Done."}
+	]}`)
+	cfg := agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: work}}}
+
+	rec := newRecorder(t, dir, journal.RecorderOptions{})
+	s, err := agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Turn(t.Context(), "build it", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.Table().Done("shell:1") // finished, and not delivered: nothing drains it
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	id := s.ID()
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	rec = newRecorder(t, dir, journal.RecorderOptions{})
+	s, err = agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec, ID: id[:10], Resume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := s.Resumed()
+	if s.ID() != id || len(res.History) != 4 || len(res.Results) != 1 || res.Results[0].ID != "shell:1" {
+		t.Fatalf("resumed %s: %d messages, results %+v", s.ID(), len(res.History), res.Results)
+	}
+	if _, err := s.Turn(t.Context(), "and now?", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	rec = newRecorder(t, dir, journal.RecorderOptions{})
+	defer rec.Close(context.Background())
+	s, err = agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec, ID: id, Resume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if res := s.Resumed(); len(res.Results) != 0 || len(res.Notices) != 0 || len(res.History) != 9 {
+		t.Errorf("a second resume: %d messages, results %+v, notices %+v; want 9 messages and nothing told again", len(res.History), res.Results, res.Notices)
+	}
+	msgs, err := rec.Store().History(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range msgs {
+		if m.Seq != i+1 {
+			t.Errorf("message %d has seq %d: a resumed session must number on, not overwrite", i, m.Seq)
+		}
+	}
+	if len(msgs) == 0 || !bytes.Contains(msgs[0].Body, []byte("build it")) {
+		t.Errorf("the first message is no longer the first prompt: %d messages", len(msgs))
+	}
+}
+
+// TestAResumeFailsClosedWhenItCannotTellTheHost (issue 21, E2): a
+// session still open in another process must not be resumed twice; when
+// the journal cannot say whether that process lives, the resume is
+// refused, not let through.
+func TestAResumeFailsClosedWhenItCannotTellTheHost(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	cfg := agent.Config{Model: scriptedModel(t, `{"turns": []}`), Tools: tools.Config{Process: proc.Config{Dir: work}}}
+	rec := newRecorder(t, dir, journal.RecorderOptions{})
+	s, err := agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first process "dies": its journal stops before its session ends.
+	if err := rec.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(t.Context()) // its end is lost with the journal: the session stays open on record
+
+	var news said
+	rec = newRecorder(t, dir, journal.RecorderOptions{Report: news.report})
+	defer rec.Close(context.Background())
+	db, err := sql.Open("sqlite", filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`ALTER TABLE hosts DROP COLUMN version`); err != nil { // the hosts cannot be read any more
+		t.Fatal(err)
+	}
+	_, err = agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec, ID: s.ID(), Resume: true})
+	if err == nil || !strings.Contains(err.Error(), "cannot tell whether session") {
+		t.Fatalf("resuming a session whose host cannot be checked = %v, want it refused", err)
+	}
+}
+
+// TestARecorderMarksADeadProcessesTasksOrphaned: opening a Recorder is
+// all an embedder does for crash recovery: a task the dead process left
+// running is orphaned and a resume tells the model so, with its output.
+func TestARecorderMarksADeadProcessesTasksOrphaned(t *testing.T) {
+	dir := t.TempDir()
+	store := open(t, filepath.Join(dir, "journal.db"))
+	dead := journal.Host{ID: "dead", Hostname: hostname(t), PID: 1 << 22, Start: 1, Started: time.Now()}
+	logPath := filepath.Join(dir, "shell-1.log")
+	os.WriteFile(logPath, []byte("compiling\nlinking\n"), 0o600)
+	j := journal.New(store, journal.Options{})
+	j.Add(&dead)
+	log := j.StartSession(journal.Session{ID: "20261125-000000-aaaaaa", HostID: "dead", Surface: "embed", Started: time.Now()}, 0)
+	log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: time.Now()}, Kind: "shell", Label: "make"})
+	log.Process("shell:1", 1<<22, 1, logPath)
+	if err := j.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	var news said
+	rec := newRecorder(t, dir, journal.RecorderOptions{Report: news.report})
+	defer rec.Close(context.Background())
+	if !strings.Contains(news.String(), "1 task of a process that is gone marked orphaned") {
+		t.Errorf("reported: %q", news.String())
+	}
+	res, err := rec.Load(t.Context(), "20261125")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Text, "shell:1 (make)") || !strings.Contains(res.Notices[0].Text, "linking") || res.FirstID != 1 {
+		t.Errorf("resume = %+v", res)
+	}
+}
+
+// TestOldestLogsGoFirst: past the cap on all logs, the oldest sessions'
+// logs are removed (never the starting one's), and it is said.
+func TestOldestLogsGoFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []string{"20261120-000000-aaaaaa", "20261121-000000-bbbbbb", "20261122-000000-cccccc", "20261122-090000-dddddd"} {
+		os.MkdirAll(filepath.Join(dir, "logs", s), 0o700)
+		os.WriteFile(filepath.Join(dir, "logs", s, "shell-1.log"), bytes.Repeat([]byte("x"), 100<<10), 0o600)
+	}
+	var news said
+	rec := newRecorder(t, dir, journal.RecorderOptions{MaxLogBytes: 250 << 10, Report: news.report})
+	defer rec.Close(context.Background())
+	var cfg agent.Config
+	if _, err := rec.Record(t.Context(), agent.SessionInfo{ID: "20261120-000000-aaaaaa", Resume: &agent.Resume{}}, &cfg); err != nil { // the current session, oldest by name
+		t.Fatal(err)
+	}
+	left, _ := os.ReadDir(filepath.Join(dir, "logs"))
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "20261120-000000-aaaaaa 20261122-090000-dddddd" {
+		t.Errorf("logs left: %s", got)
+	}
+	if !strings.Contains(news.String(), "removed the output logs of the 2 oldest sessions (200 KiB) to keep all logs under 250 KiB.") {
+		t.Errorf("reported: %q", news.String())
+	}
+	if cfg.Tools.LogDir != filepath.Join(dir, "logs", "20261120-000000-aaaaaa") || cfg.Tasks.Recorder == nil || cfg.OnMessage == nil || cfg.Tools.OnShell == nil {
+		t.Errorf("the session's configuration is not hooked up: %+v", cfg)
+	}
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -9,6 +9,13 @@
 // The "model" here is a fixed list of tool calls, so the program runs
 // anywhere; in your agent, the calls come from your model and the results
 // go back into your conversation.
+//
+// Then (session.go) the same with offstage's runtime and a journal: a
+// session opened with agent.Open and recorded by a journal.Recorder, a
+// process that crashes (SIGKILL) with a build running in the background,
+// and a restart that resumes the session, so the model is told, once,
+// that the build was orphaned. This program runs itself again as the
+// process that crashes.
 package main
 
 import (
@@ -27,6 +34,9 @@ import (
 )
 
 func main() {
+	if crashChild() {
+		return
+	}
 	// First: the commands the model runs must not read this process's
 	// environment (its API keys) or memory. Commands already run without
 	// the variables that look like secrets (proc.EnvPolicy).
@@ -36,6 +46,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "embedding:", err)
+		os.Exit(1)
+	}
+	if err := restart(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "embedding:", err)
 		os.Exit(1)
 	}

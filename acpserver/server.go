@@ -80,7 +80,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 		cfg.MaxSessions = defaultMaxSessions
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Version == "" {
 		cfg.Version = "devel"
@@ -140,11 +140,8 @@ func (srv *server) Authenticate(ctx context.Context, p acp.AuthenticateRequest) 
 }
 
 func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	if !filepath.IsAbs(p.Cwd) {
-		return acp.NewSessionResponse{}, invalid("cwd %q is not an absolute path; send the project's absolute directory", p.Cwd)
-	}
-	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
-		return acp.NewSessionResponse{}, invalid("cwd %q is not a directory that exists", p.Cwd)
+	if err := checkCwd(p.Cwd); err != nil {
+		return acp.NewSessionResponse{}, err
 	}
 	if srv.full() { // cheap early refusal; the insert below decides
 		return acp.NewSessionResponse{}, srv.fullError()
@@ -159,6 +156,18 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	}
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers_ignored", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+// checkCwd refuses a session directory that is not an absolute path to a
+// directory that exists.
+func checkCwd(cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return invalid("cwd %q is not an absolute path; send the project's absolute directory", cwd)
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return invalid("cwd %q is not a directory that exists", cwd)
+	}
+	return nil
 }
 
 func (srv *server) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
@@ -239,11 +248,8 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if srv.cfg.Journal == nil {
 		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
 	}
-	if !filepath.IsAbs(p.Cwd) {
-		return acp.LoadSessionResponse{}, invalid("cwd %q is not an absolute path; send the project's absolute directory", p.Cwd)
-	}
-	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
-		return acp.LoadSessionResponse{}, invalid("cwd %q is not a directory that exists", p.Cwd)
+	if err := checkCwd(p.Cwd); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
 	if _, err := srv.session(p.SessionId); err == nil {
 		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", p.SessionId)

@@ -10,6 +10,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/provider"
 )
 
@@ -311,15 +312,8 @@ func (s *session) command(ctx context.Context, text string) (bool, acp.PromptRes
 	if !known {
 		return false, acp.PromptResponse{}
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := chanctx.CancelOn(ctx, s.cancelled) // session/cancel stops a /wait
 	defer cancel()
-	go func() { // session/cancel stops a /wait
-		select {
-		case <-s.cancelled:
-			cancel()
-		case <-cctx.Done():
-		}
-	}()
 	s.sess.Command(cctx, line, func(out string) { s.update(acp.UpdateAgentMessageText(out + "\n")) })
 	s.flush(ctx)
 	reason := acp.StopReasonEndTurn

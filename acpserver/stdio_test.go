@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,4 +197,85 @@ func FuzzStdio(f *testing.F) {
 		p.Send(t, input)
 		p.check(t)
 	})
+}
+
+// stallingWriter passes writes on to lines until stall is called; then
+// every write blocks until release is closed, as a pipe does to a client
+// that is alive but reads nothing.
+type stallingWriter struct {
+	mu      sync.Mutex
+	buf     []byte
+	lines   chan string
+	stalled chan struct{}
+	release chan struct{}
+}
+
+func (w *stallingWriter) Write(b []byte) (int, error) {
+	select {
+	case <-w.stalled:
+		<-w.release
+		return 0, io.ErrClosedPipe
+	default:
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.lines <- string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// TestStoppingWhileTheClientReadsNothing (issue 21, M2): a client that
+// is alive but has stopped reading fills the session's queue of updates,
+// and the turn waits on it; stopping the agent must still close the
+// session and return, not wait forever for Run.
+func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"text": "` + strings.Repeat("word ", 5000) + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	w := &stallingWriter{lines: make(chan string, 100), stalled: make(chan struct{}), release: make(chan struct{})}
+	defer close(w.release)
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(ctx, acpserver.Config{Model: m, NoProjectInstructions: true}, inR, w)
+	}()
+	call := func(id int, method, params string) string {
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		for {
+			select {
+			case line := <-w.lines:
+				if strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
+					return line
+				}
+			case <-time.After(rpclinetest.Timeout):
+				t.Fatalf("no reply to %s", method)
+			}
+		}
+	}
+	call(1, "initialize", `{"protocolVersion":1}`)
+	var reply struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	json.Unmarshal([]byte(call(2, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)), &reply)
+	close(w.stalled)
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"talk"}]}}`+"\n", reply.Result.SessionID)
+	time.Sleep(time.Second) // the turn streams 5,000 words into a queue of 1,024 that nobody empties
+	stop()                  // SIGTERM
+	select {
+	case <-served:
+	case <-time.After(rpclinetest.Timeout):
+		t.Fatal("Serve did not return: closing the session waits for a client that reads nothing")
+	}
 }

@@ -694,8 +694,9 @@ type SessionLog struct {
 }
 
 // StartSession records a session's start and returns its log. Messages
-// continue after seq (the number of messages the session already has,
-// when it is resumed).
+// continue after seq: 0 for a new session; for a resumed one, the number
+// of messages it has (DB.LastSeq, or agent.Resume.Seq as Recorder.Load
+// reads it). A Recorder calls this for you.
 func (j *Journal) StartSession(s Session, seq int) *SessionLog {
 	j.Add(&s)
 	return &SessionLog{j: j, id: s.ID, seq: seq}

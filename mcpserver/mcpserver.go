@@ -38,7 +38,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -48,6 +47,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -114,7 +114,7 @@ type Service struct {
 // names, a tool whose schema cannot be marshalled).
 func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.UpdateInterval <= 0 {
 		cfg.UpdateInterval = time.Second
@@ -335,15 +335,8 @@ func (c *conn) start(ss *mcp.ServerSession) {
 // waiting_for_input of task_list. It reads the event log, so the notices
 // stay in the table for task_wait.
 func (c *conn) notices() {
-	ctx, cancel := context.WithCancel(c.svc.ctx)
+	ctx, cancel := chanctx.CancelOn(c.svc.ctx, c.done)
 	defer cancel()
-	go func() {
-		select {
-		case <-c.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	c.table.Events().Follow(ctx, func(e *task.Event, err error) {
 		if e != nil && e.Type == task.EventIdle {
 			c.svc.cfg.Logger.Info("background idle: every task has finished")

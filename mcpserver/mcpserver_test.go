@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider/scripted"
@@ -579,4 +580,17 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestABadProfileIsAnError (issue 21, E3): a configuration no session can
+// run is New's error, not a server that silently lacks spawn_agent.
+func TestABadProfileIsAnError(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcpserver.New(context.Background(), mcpserver.Config{Model: m, Profiles: []agent.Profile{{Name: "review"}, {Name: "review"}}})
+	if err == nil || !strings.Contains(err.Error(), `repeated name "review"`) {
+		t.Errorf("New with a repeated profile = %v, want an error naming it", err)
+	}
 }

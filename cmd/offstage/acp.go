@@ -36,58 +36,33 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
 
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
-	var mf modelFlags
-	mf.register(fs, "")
+	var sf serverFlags
+	sf.register(fs, "")
 	yolo := fs.Bool("yolo", false, "run every tool call without asking the editor for permission")
-	logPath := fs.String("log", "", "write logs to this file instead of stderr")
-	taskOpts := taskFlags(fs)
-	var af agentFlags
-	af.register(fs, true)
-	var ef envFlags
-	ef.register(fs)
-	var jf journalFlags
-	jf.register(fs)
 	rest, err := parse(fs, args, acpUsage, acpExamples, stdout)
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return usagef("acp takes no arguments (got %q)", rest[0])
-	}
-	envPolicy, err := ef.policy()
+	model, err := newModel(sf.model, os.Getenv)
 	if err != nil {
 		return err
 	}
-	model, err := newModel(mf, os.Getenv)
-	if err != nil {
-		return err
-	}
-	logger, closeLog, err := openLog(*logPath, stderr)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	if err := logContainment(logger); err != nil {
-		return err
-	}
-	ctx, cancel := cancelOnInterrupt(ctx)
-	defer cancel()
-	rec, err := openRecorder(ctx, jf, stderr)
-	if err != nil {
-		return err
-	}
-	defer rec.closeInto(&err)
-	logger.Info("serving ACP on stdio", "yolo", *yolo)
 	cwd, err := workDir("")
 	if err != nil {
 		return err
 	}
+	srv, err := sf.open(ctx, "acp", rest, stderr)
+	if err != nil {
+		return err
+	}
+	defer srv.close(&err)
+	srv.logger.Info("serving ACP on stdio", "yolo", *yolo)
 	// Profiles come from where offstage acp was started (and --agents);
 	// each session's AGENTS.md from the session's own directory.
-	return acpserver.Serve(ctx, acpserver.Config{
-		Tools: tools.Config{Process: proc.Config{EnvPolicy: envPolicy}},
-		Model: model, Profiles: af.profiles(cwd, mf, stderr), NoProjectInstructions: af.noInstructions,
-		AllowAll: *yolo, Logger: logger, Version: version(), Journal: rec.journal(), ModelName: mf.describe(os.Getenv),
-		Tasks: *taskOpts,
+	return acpserver.Serve(srv.ctx, acpserver.Config{
+		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env}},
+		Model: model, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
+		AllowAll: *yolo, Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
+		Tasks: *sf.tasks,
 	}, stdin, stdout)
 }

@@ -94,12 +94,7 @@ func (f agentFlags) profiles(work string, mf modelFlags, stderr io.Writer) []age
 		fmt.Fprintln(stderr, "offstage: profile", p.String())
 	}
 	untrustedKeeps(found.List, found.From, projectProfileDirs(work), f.trustedProfileDirs(work), stderr)
-	list := found.List
-	for _, d := range agent.DefaultProfiles() {
-		if !slices.ContainsFunc(list, func(p agent.Profile) bool { return p.Name == d.Name }) {
-			list = append(list, d)
-		}
-	}
+	list := agent.WithDefaultProfiles(found.List)
 	for i := range list {
 		if note := resolveModel(&list[i], mf); note != "" {
 			fmt.Fprintf(stderr, "offstage: profile %s: %s\n", list[i].Name, note)
@@ -133,19 +128,6 @@ func resolveModel(p *agent.Profile, mf modelFlags) string {
 	return ""
 }
 
-// instructions returns the project's AGENTS.md for work, unless turned
-// off.
-func (f agentFlags) instructions(work string, stderr io.Writer) string {
-	if f.noInstructions {
-		return ""
-	}
-	text, _, err := agent.FindProjectInstructions(work)
-	if err != nil {
-		fmt.Fprintln(stderr, "offstage:", err)
-	}
-	return text
-}
-
 const agentsUsage = `Usage: offstage agents [flags]
 
 Lists the sub-agent profiles offstage run, mcp and acp would offer, where
@@ -177,13 +159,7 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	found := agent.LoadProfiles(af.profileDirs(*dir)...)
 	untrustedKeeps(found.List, found.From, projectProfileDirs(*dir), af.trustedProfileDirs(*dir), stdout)
-	list := found.List
-	for _, d := range agent.DefaultProfiles() {
-		if _, ok := found.From[d.Name]; !ok {
-			list = append(list, d)
-		}
-	}
-	for _, p := range list {
+	for _, p := range agent.WithDefaultProfiles(found.List) {
 		from := found.From[p.Name]
 		if from == "" {
 			from = "built in"

@@ -3,11 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/tools"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -153,10 +159,27 @@ func TestProjectInstructionsFlag(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		var stderr bytes.Buffer
-		got := af.instructions(sub, &stderr)
-		if strings.Contains(got, "Run go vet") != tc.want || stderr.Len() > 0 {
-			t.Errorf("with %v: instructions %q (stderr %q), want present %v", tc.args, got, stderr.String(), tc.want)
+		var system string
+		model := systemModel(func(s string) { system = s })
+		s, err := agent.Open(t.Context(), agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: sub}}},
+			agent.Surface{NoProjectInstructions: af.noInstructions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Turn(t.Context(), "hi", agent.Discard); err != nil {
+			t.Fatal(err)
+		}
+		s.Close(context.Background())
+		if strings.Contains(system, "Run go vet") != tc.want {
+			t.Errorf("with %v: system prompt %q, want the instructions present %v", tc.args, system, tc.want)
 		}
 	}
+}
+
+// systemModel answers "ok" and tells seen each request's system prompt.
+type systemModel func(system string)
+
+func (m systemModel) Generate(_ context.Context, req provider.Request, _ func(provider.Event)) (provider.Response, error) {
+	m(req.System)
+	return provider.Response{StopReason: provider.EndTurn, Message: provider.Message{Role: provider.Assistant, Content: []provider.Block{{Type: provider.Text, Text: "ok"}}}}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/proc"
 )
 
@@ -177,15 +178,8 @@ func badValue(fs *flag.FlagSet, msg string) string {
 // cancelOnInterrupt returns a context that Ctrl-C cancels, and a function
 // to release it.
 func cancelOnInterrupt(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
 	sigs, stopSigs := interrupts()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, cancel := chanctx.CancelOn(ctx, sigs)
 	return ctx, func() { cancel(); stopSigs() }
 }
 

@@ -53,30 +53,15 @@ const mcpExamples = `  offstage mcp
 
 func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	var mf modelFlags
-	mf.register(fs, "for spawn_agent; none unless a key is set")
+	var sf serverFlags
+	sf.register(fs, "for spawn_agent; none unless a key is set")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio (loopback unless --allow-remote)")
 	allowRemote := fs.Bool("allow-remote", false, "with --http: allow listening on a non-loopback address")
 	origins := fs.String("allow-origin", "", "with --http: comma-separated extra allowed Origin values, besides loopback")
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
 	idle := fs.Duration("idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session that has had no request in flight and no stream open for this long, stopping its tasks (0: never)")
-	logPath := fs.String("log", "", "write logs to this file instead of stderr")
-	taskOpts := taskFlags(fs)
-	var af agentFlags
-	af.register(fs, true)
-	var ef envFlags
-	ef.register(fs)
-	var jf journalFlags
-	jf.register(fs)
 	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return usagef("mcp takes no arguments (got %q)", rest[0])
-	}
-	envPolicy, err := ef.policy()
 	if err != nil {
 		return err
 	}
@@ -86,15 +71,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *idle == 0 {
 		*idle = -1 // mcpserver: negative is never, 0 the default
 	}
-	logger, closeLog, err := openLog(*logPath, stderr)
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-	if err := logContainment(logger); err != nil {
-		return err
-	}
-
+	mf := sf.model
 	var model provider.Model
 	if mf != (modelFlags{}) || os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != "" {
 		if model, err = newModel(mf, os.Getenv); err != nil {
@@ -104,27 +81,25 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}
-
-	ctx, cancel := cancelOnInterrupt(ctx)
-	defer cancel()
-	rec, err := openRecorder(ctx, jf, stderr)
+	srv, err := sf.open(ctx, "mcp", rest, stderr)
 	if err != nil {
 		return err
 	}
-	defer rec.closeInto(&err)
+	defer srv.close(&err)
+	ctx, logger := srv.ctx, srv.logger
 	var profiles []agent.Profile
 	if model != nil {
-		profiles = af.profiles(*dir, mf, stderr)
+		profiles = sf.agents.profiles(*dir, mf, stderr)
 	}
 	svc, err := mcpserver.New(ctx, mcpserver.Config{
-		Tools:                 tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
+		Tools:                 tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env}},
 		Model:                 model,
 		Profiles:              profiles,
-		NoProjectInstructions: af.noInstructions,
+		NoProjectInstructions: sf.agents.noInstructions,
 		KeepOnDisconnect:      *keep,
 		IdleTimeout:           *idle,
-		Tasks:                 *taskOpts,
-		Journal:               rec.journal(),
+		Tasks:                 *sf.tasks,
+		Journal:               srv.rec.journal(),
 		ModelName:             mf.describe(os.Getenv),
 		Logger:                logger,
 		Version:               version(),

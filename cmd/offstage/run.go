@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -64,19 +65,12 @@ const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the 
 
 func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var mf modelFlags
-	mf.register(fs, "")
+	var sf sessionFlags
+	sf.register(fs, "")
 	asJSON := fs.Bool("json", false, "print the event stream as JSON lines")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
-	taskOpts := taskFlags(fs)
 	promptFile := fs.String("prompt-file", "", "read the prompt from `FILE` (- for stdin), for a prompt too long for an argument")
-	var af agentFlags
-	af.register(fs, true)
-	var ef envFlags
-	ef.register(fs)
-	var jf journalFlags
-	jf.register(fs)
 	var resume resumeFlag
 	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume SESSION, an id or its start (offstage tasks lists them)")
 	rest, err := parse(fs, args, runUsage, runExamples, stdout)
@@ -90,37 +84,38 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	mf, af := sf.model, sf.agents
 	model, err := newModel(mf, os.Getenv)
 	if err != nil {
 		return err
 	}
-	envPolicy, err := ef.policy()
+	envPolicy, err := sf.env.policy()
 	if err != nil {
 		return err
 	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}
-	rec, err := openRecorder(ctx, jf, stderr)
+	rec, err := openRecorder(ctx, sf.journal, stderr)
 	if err != nil {
 		return err
 	}
 	defer rec.closeInto(&err)
-	sf := agent.Surface{Name: "run", Journal: rec.journal(), Model: mf.describe(os.Getenv), NoProjectInstructions: af.noInstructions,
+	surface := agent.Surface{Name: "run", Journal: rec.journal(), Model: mf.describe(os.Getenv), NoProjectInstructions: af.noInstructions,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if resume.set {
-		if sf.ID, err = rec.resumeID(ctx, resume); err != nil {
+		if surface.ID, err = rec.resumeID(ctx, resume); err != nil {
 			return err
 		}
-		sf.Resume = true
+		surface.Resume = true
 	}
 	s, err := agent.Open(ctx, agent.Config{
 		Model:    model,
 		System:   systemPrompt,
 		Profiles: af.profiles(*dir, mf, stderr),
 		Tools:    tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
-		Tasks:    *taskOpts,
-	}, sf)
+		Tasks:    *sf.tasks,
+	}, surface)
 	if err != nil {
 		return openError(err)
 	}
@@ -484,16 +479,9 @@ func command(ctx context.Context, s *agent.Session, p *printer, line string, sig
 		return true
 	case "/wait":
 		p.line("(Ctrl-C stops waiting)")
-		waitCtx, cancel := context.WithCancel(ctx)
+		var cancel context.CancelFunc
+		ctx, cancel = chanctx.CancelOn(ctx, sigs)
 		defer cancel()
-		go func() {
-			select {
-			case <-sigs:
-				cancel()
-			case <-waitCtx.Done():
-			}
-		}()
-		ctx = waitCtx
 	}
 	s.Command(ctx, line, p.line)
 	return true

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+)
+
+// sessionFlags are the flags of every command that opens sessions (run,
+// mcp, acp): the model, the sub-agent profiles and project instructions,
+// the commands' environment, the journal and the task table.
+type sessionFlags struct {
+	model   modelFlags
+	agents  agentFlags
+	env     envFlags
+	journal journalFlags
+	tasks   *task.Options
+}
+
+// register declares them; modelNote says what the model is for, if not
+// the conversation.
+func (f *sessionFlags) register(fs *flag.FlagSet, modelNote string) {
+	f.model.register(fs, modelNote)
+	f.agents.register(fs, true)
+	f.env.register(fs)
+	f.journal.register(fs)
+	f.tasks = taskFlags(fs)
+}
+
+// serverFlags are a server command's (mcp, acp): its sessions' flags and
+// where it logs.
+type serverFlags struct {
+	sessionFlags
+	log string
+}
+
+func (f *serverFlags) register(fs *flag.FlagSet, modelNote string) {
+	f.sessionFlags.register(fs, modelNote)
+	fs.StringVar(&f.log, "log", "", "write logs to this file instead of stderr")
+}
+
+// server is what a server command runs with.
+type server struct {
+	ctx      context.Context // ends at SIGINT or SIGTERM
+	logger   *slog.Logger
+	env      proc.EnvPolicy
+	rec      *recorder // nil with --no-journal
+	stop     func()
+	closeLog func()
+}
+
+// open checks a server command's arguments (it takes none) and opens what
+// it runs with, in order: the commands' environment policy, the log, the
+// containment it says it uses, the interrupt handling and the journal.
+// close undoes it; a journal's loss becomes *errp.
+func (f *serverFlags) open(ctx context.Context, name string, rest []string, stderr io.Writer) (*server, error) {
+	if len(rest) > 0 {
+		return nil, usagef("%s takes no arguments (got %q)", name, rest[0])
+	}
+	env, err := f.env.policy()
+	if err != nil {
+		return nil, err
+	}
+	logger, closeLog, err := openLog(f.log, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := logContainment(logger); err != nil {
+		closeLog()
+		return nil, err
+	}
+	ctx, stop := cancelOnInterrupt(ctx)
+	rec, err := openRecorder(ctx, f.journal, stderr)
+	if err != nil {
+		stop()
+		closeLog()
+		return nil, err
+	}
+	return &server{ctx: ctx, logger: logger, env: env, rec: rec, stop: stop, closeLog: closeLog}, nil
+}
+
+// close closes the journal (its loss, if any, becomes *errp), stops
+// listening for interrupts and closes the log.
+func (s *server) close(errp *error) {
+	s.rec.closeInto(errp)
+	s.stop()
+	s.closeLog()
+}

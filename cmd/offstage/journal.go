@@ -110,7 +110,6 @@ var maxLogBytes int64 = 1 << 30
 // start and closed at exit; nil with --no-journal.
 type recorder struct {
 	*journal.Recorder
-	dir    string
 	stderr io.Writer
 }
 
@@ -129,7 +128,7 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{dir: dir, stderr: stderr}
+	r := &recorder{stderr: stderr}
 	r.Recorder, err = journal.NewRecorder(ctx, store, journal.RecorderOptions{
 		LogDir:      filepath.Join(dir, "logs"),
 		MaxLogBytes: maxLogBytes,

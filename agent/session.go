@@ -64,6 +64,8 @@ type Config struct {
 	// unless its profile says NoProjectInstructions.
 	ProjectInstructions string
 	// Tools configures the model's tools (the shell template and budgets).
+	// The session's working directory is Tools.Process.Dir (default: the
+	// process's): the shells run there, and Open reads AGENTS.md from it.
 	Tools tools.Config
 	// Tasks configures the task table.
 	Tasks task.Options

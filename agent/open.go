@@ -134,8 +134,8 @@ func Open(ctx context.Context, cfg Config, sf Surface) (*Session, error) {
 	}
 	id := sf.ID
 	if sf.Resume {
-		if sf.Journal == nil {
-			return nil, errors.New("agent: Surface.Resume needs a Journal")
+		if sf.Journal == nil || sf.ID == "" {
+			return nil, errors.New("agent: Surface.Resume needs a Journal and the ID of the session to resume")
 		}
 		res, err := sf.Journal.Load(ctx, id)
 		if err != nil {

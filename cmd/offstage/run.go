@@ -102,7 +102,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	defer rec.closeInto(&err)
 	surface := agent.Surface{Name: "run", Journal: rec.journal(), Model: mf.describe(os.Getenv), NoProjectInstructions: af.noInstructions,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger: warnings(stderr)}
 	if resume.set {
 		if surface.ID, err = rec.resumeID(ctx, resume); err != nil {
 			return err
@@ -200,6 +200,21 @@ func modelError(err error) error {
 		return usagef("the model endpoint refused the key: check OPENAI_API_KEY or ANTHROPIC_API_KEY (%v)", err)
 	}
 	return err
+}
+
+// warnings logs warnings and errors to stderr for a person: no time, no
+// level, the message first.
+func warnings(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, slog.LevelKey:
+				return slog.Attr{}
+			case slog.MessageKey:
+				return slog.String("offstage", a.Value.String())
+			}
+			return a
+		}}))
 }
 
 // openError is the CLI's error for a session that could not be opened:

@@ -170,7 +170,7 @@ func (s *session) taskEvent(ev task.Event) {
 		if ev.Type == task.EventNotice {
 			line = ev.ID + " notice, " + ev.Text
 		} else if ev.Type == task.EventProgress {
-			if !strings.HasPrefix(ev.ID, "agent:") {
+			if ev.Kind != agent.TaskKind {
 				return // a shell's activity line; its output says more
 			}
 			line = fmt.Sprintf("%s, step %d: %s", ev.ID, ev.Iteration, ev.Text)

@@ -21,10 +21,10 @@ type Pacer interface {
 	Pace()
 }
 
-// Change is an event together with the task's details.
+// Change is an event together with the task's details (its Kind is the
+// Event's).
 type Change struct {
 	Event
-	Kind  string
 	Label string
 	// For EventFinished: the exit code the task reported, its result text
 	// (cut as Result.Text is) and its error, if any.
@@ -36,7 +36,7 @@ type Change struct {
 
 func (tb *Table) recordLocked(t *task, e *Event) {
 	c := &tb.change // one per table: the lock is held, and Record copies
-	*c = Change{Event: *e, Kind: t.kind, Label: t.label}
+	*c = Change{Event: *e, Label: t.label}
 	if e.Type == EventFinished {
 		c.ExitCode, c.HasExitCode, c.Result = t.exitCode, t.hasExit, t.text
 		if t.err != nil {

@@ -540,7 +540,7 @@ func (tb *Table) evictLocked(now time.Time) {
 
 func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time) {
 	e := tb.events.appendLocked(Event{
-		Time: now, Type: typ, ID: t.id, Owner: t.owner.id,
+		Time: now, Type: typ, ID: t.id, Kind: t.kind, Owner: t.owner.id,
 		State: t.state, Iteration: t.iteration, Text: text,
 	})
 	if tb.opts.Recorder != nil {

@@ -118,7 +118,7 @@ func (p *printer) taskLocked(e agent.Event) {
 	case task.EventProgress:
 		// A sub-agent's heartbeat, when what it is doing changed: the
 		// same activity again is noise.
-		if strings.HasPrefix(ev.ID, "agent:") && p.beats[ev.ID] != ev.Text {
+		if ev.Kind == agent.TaskKind && p.beats[ev.ID] != ev.Text {
 			if p.beats == nil {
 				p.beats = map[string]string{}
 			}

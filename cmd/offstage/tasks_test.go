@@ -30,7 +30,7 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 	j.Add(&journal.Host{ID: "h1", Hostname: "build-box", PID: 1, Start: 1, Started: base})
 	at := func(d time.Duration) time.Time { return base.Add(d) }
 	change := func(s string, typ task.EventType, id, label string, state task.State, when time.Duration, extra func(*task.Change)) {
-		c := &task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when)}, Kind: strings.Split(id, ":")[0], Label: label}
+		c := &task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when), Kind: strings.Split(id, ":")[0]}, Label: label}
 		if extra != nil {
 			extra(c)
 		}
@@ -218,7 +218,7 @@ func TestTasksShowADeadHostsTasksOrphaned(t *testing.T) {
 	for _, s := range []struct{ session, host string }{{"20261123-100000-dddddd", "dead"}, {"20261123-100000-aaaaaa", "alive"}} {
 		j.StartSession(journal.Session{ID: s.session, HostID: s.host, Surface: "run", Started: now}, 0)
 		for _, typ := range []task.EventType{task.EventSpawned, task.EventStarted} {
-			j.Add(&journal.TaskChange{Session: s.session, Change: task.Change{Event: task.Event{Type: typ, ID: "shell:1", State: task.Running, Time: now}, Kind: "shell", Label: "sleep 300"}})
+			j.Add(&journal.TaskChange{Session: s.session, Change: task.Change{Event: task.Event{Type: typ, ID: "shell:1", State: task.Running, Time: now, Kind: "shell"}, Label: "sleep 300"}})
 		}
 	}
 	if err := j.Close(t.Context()); err != nil {

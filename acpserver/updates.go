@@ -233,9 +233,9 @@ func (s *session) finishCard(id string) {
 	}
 	raw := map[string]any{"task_id": id, "status": r.State.String()}
 	text := fmt.Sprintf("%s %s", id, r.State)
-	if r.HasExitCode {
-		raw["exit_code"] = r.ExitCode
-		text += fmt.Sprintf(" (exit %d)", r.ExitCode)
+	if r.ExitCode != nil {
+		raw["exit_code"] = *r.ExitCode
+		text += fmt.Sprintf(" (exit %d)", *r.ExitCode)
 	}
 	if r.Err != nil && r.State != task.Completed {
 		raw["error"] = r.Err.Error()

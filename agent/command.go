@@ -152,8 +152,8 @@ func inspectLine(i task.Info) string {
 	if i.Activity != "" {
 		about = append(about, i.Activity)
 	}
-	if i.HasExitCode {
-		about = append(about, fmt.Sprintf("exit code %d", i.ExitCode))
+	if i.ExitCode != nil {
+		about = append(about, fmt.Sprintf("exit code %d", *i.ExitCode))
 	}
 	switch {
 	case !i.Finished.IsZero() && !i.Started.IsZero():

@@ -597,8 +597,8 @@ func (w *writer) change(c *TaskChange) error {
 		err = w.exec(updateStarted, state, c.Time.UnixNano(), c.Session, c.ID)
 	case task.EventFinished:
 		var code any
-		if c.HasExitCode {
-			code = c.ExitCode
+		if c.ExitCode != nil {
+			code = *c.ExitCode
 		}
 		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
 	case task.EventDelivered:

@@ -565,8 +565,18 @@ func (t *task) infoLocked() Info {
 		ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
 		Created: t.created, Started: t.started, Finished: t.finished,
 		Iteration: t.iteration, Activity: t.activity, LastActivity: t.lastActive,
-		ExitCode: t.exitCode, HasExitCode: t.hasExit, Delivered: t.delivered,
+		ExitCode: t.exitCodeLocked(), Delivered: t.delivered,
 	}
+}
+
+// exitCodeLocked returns a fresh copy of the reported exit code, nil if
+// none was reported: callers keep snapshots, which must not alias the task.
+func (t *task) exitCodeLocked() *int {
+	if !t.hasExit {
+		return nil
+	}
+	code := t.exitCode
+	return &code
 }
 
 // lookupID returns the task with exactly this id, or nil.

@@ -215,10 +215,7 @@ func infoOf(i task.Info, now time.Time) TaskInfo {
 		silent := seconds(now.Sub(since))
 		out.SilentSeconds = &silent
 	}
-	if i.HasExitCode {
-		code := i.ExitCode
-		out.ExitCode = &code
-	}
+	out.ExitCode = i.ExitCode
 	return out
 }
 

@@ -505,9 +505,7 @@ func logTail(path string, lines, maxBytes int) (string, error) {
 func resultOf(t journal.Task) task.Result {
 	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: parseState(t.State),
 		Created: t.Created, Started: t.Started, Finished: t.Finished}, Text: t.Result}
-	if t.ExitCode != nil {
-		r.ExitCode, r.HasExitCode = *t.ExitCode, true
-	}
+	r.ExitCode = t.ExitCode
 	if t.Error != "" {
 		r.Err = errors.New(t.Error)
 	}

@@ -37,7 +37,7 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 		j.Add(&journal.TaskChange{Session: s, Change: *c})
 	}
 	exit := func(code int, result, err string) func(*task.Change) {
-		return func(c *task.Change) { c.ExitCode, c.HasExitCode, c.Result, c.Err = code, true, result, err }
+		return func(c *task.Change) { c.ExitCode, c.Result, c.Err = &code, result, err }
 	}
 	j.StartSession(journal.Session{ID: "20261122-090000-aaaaaa", HostID: "h1", Surface: "run", Cwd: "/src", Model: "openai gpt-4.1", Started: at(0)}, 0).End()
 	change("20261122-090000-aaaaaa", task.EventSpawned, "shell:1", "make", task.Running, 0, nil)

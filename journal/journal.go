@@ -50,7 +50,7 @@ type Task struct {
 	Kind     string
 	Label    string
 	Owner    string
-	State    string // task.State's names, and "orphaned"
+	State    State
 	Created  time.Time
 	Started  time.Time
 	Finished time.Time
@@ -67,9 +67,6 @@ type Task struct {
 	PIDStart int64
 	Hostname string // of the session's host
 }
-
-// Orphaned is the state of a task found unfinished after its host died.
-const Orphaned = "orphaned"
 
 // Message is one message of a session's conversation, as the runtime
 // serialises it.
@@ -124,7 +121,7 @@ func (Delivered) record()   {}
 // TaskFilter selects tasks in Store.Tasks. Zero fields select everything.
 type TaskFilter struct {
 	Session  string
-	State    string
+	State    State
 	Since    time.Time
 	Hostname string // the tasks of one machine's hosts
 	Limit    int

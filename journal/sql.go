@@ -761,7 +761,7 @@ func (s *DB) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 		conds, args = append(conds, "t.session_id = ?"), append(args, f.Session)
 	}
 	if f.State != "" {
-		conds, args = append(conds, "t.state = ?"), append(args, f.State)
+		conds, args = append(conds, "t.state = ?"), append(args, string(f.State))
 	}
 	if !f.Since.IsZero() {
 		conds, args = append(conds, "t.created_at >= ?"), append(args, f.Since.UnixNano())
@@ -892,7 +892,7 @@ func (s *DB) LastSeq(ctx context.Context, session string) (int, error) {
 type TaskEvent struct {
 	At    time.Time
 	Event string // spawned, started, finished, delivered, orphaned
-	State string
+	State State
 }
 
 // TaskEvents returns a task's state changes in order.

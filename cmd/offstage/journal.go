@@ -503,22 +503,17 @@ func logTail(path string, lines, maxBytes int) (string, error) {
 // resultOf turns a recorded task into the result a resumed session is
 // told.
 func resultOf(t journal.Task) task.Result {
-	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: parseState(t.State),
+	state, ok := t.State.Task()
+	if !ok {
+		state = task.Failed
+	}
+	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: state,
 		Created: t.Created, Started: t.Started, Finished: t.Finished}, Text: t.Result}
 	r.ExitCode = t.ExitCode
 	if t.Error != "" {
 		r.Err = errors.New(t.Error)
 	}
 	return r
-}
-
-func parseState(s string) task.State {
-	for st := task.Queued; st <= task.TimedOut; st++ {
-		if st.String() == s {
-			return st
-		}
-	}
-	return task.Failed
 }
 
 // hook records the sessions a server surface starts (nil without a

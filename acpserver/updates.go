@@ -312,10 +312,13 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 	case "task_input":
 		return "Send input to " + id, acp.ToolKindExecute
 	}
+	// Not Safety.Consequential: a destructive tool of an embedder's is
+	// "other" (offstage's own, task_cancel, is "delete" above).
 	kind := acp.ToolKindOther
-	if t.Safety == tools.ReadOnly {
+	switch t.Safety {
+	case tools.ReadOnly:
 		kind = acp.ToolKindRead
-	} else if t.Safety == tools.Execute {
+	case tools.Execute:
 		kind = acp.ToolKindExecute
 	}
 	if t.Title != "" {

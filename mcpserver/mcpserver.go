@@ -162,7 +162,7 @@ func (s *Service) Server() *mcp.Server {
 // annotations turns a tool's safety class into MCP's hints, so a client
 // can decide whether to ask its user before calling it.
 func annotations(t *tools.Tool) *mcp.ToolAnnotations {
-	destructive, openWorld := t.Safety == tools.Destructive || t.Safety == tools.Execute, t.OpenWorld
+	destructive, openWorld := t.Safety.Consequential(), t.OpenWorld
 	return &mcp.ToolAnnotations{
 		Title:           t.Title,
 		ReadOnlyHint:    t.Safety == tools.ReadOnly,

@@ -56,6 +56,11 @@ const (
 	Execute
 )
 
+// Consequential reports whether a call of this class runs or ends
+// something (Execute or Destructive): the calls a surface asks its user
+// about (ACP's permission requests, MCP's destructive hint).
+func (s Safety) Consequential() bool { return s == Execute || s == Destructive }
+
 var safetyNames = [...]string{"read_only", "mutating", "destructive", "execute"}
 
 func (s Safety) String() string {

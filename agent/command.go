@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
@@ -78,7 +79,7 @@ func (s *Session) Command(ctx context.Context, line string, out func(string)) bo
 		}
 		out(inspectLine(pk.Info))
 		for _, b := range pk.Blocks {
-			out(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, clip(b.Text, 100)))
+			out(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, text.OneLine(b.Text, 100)))
 		}
 		if pk.Output != "" {
 			out(strings.TrimRight(pk.Output, "\n"))
@@ -165,13 +166,4 @@ func inspectLine(i task.Info) string {
 		line += " (" + strings.Join(about, ", ") + ")"
 	}
 	return line
-}
-
-// clip cuts s to n runes on one line, marking a cut with "…".
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 )
 
@@ -611,7 +612,7 @@ func (j *Journal) run() {
 			j.queue, j.held = j.queue[:0], 0
 			j.freeRoomLocked()
 			j.mu.Unlock()
-			j.opts.Report(fmt.Sprintf("%v (%s not written)", err, recordCount(lost)))
+			j.opts.Report(fmt.Sprintf("%v (%s not written)", err, text.Plural(lost, "record")))
 			for _, m := range markers {
 				close(m.done)
 			}
@@ -741,12 +742,4 @@ func (l *SessionLog) End() {
 	lost := l.j.lostBy[l.id]
 	l.j.mu.Unlock()
 	l.j.Add(SessionEnd{Session: l.id, At: time.Now(), Lost: lost})
-}
-
-// recordCount says how many records, for people.
-func recordCount(n int) string {
-	if n == 1 {
-		return "1 record"
-	}
-	return fmt.Sprintf("%d records", n)
 }

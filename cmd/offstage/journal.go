@@ -18,6 +18,7 @@ import (
 
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -556,7 +557,7 @@ func (a acpSessions) List(ctx context.Context, cwd string) ([]acp.SessionInfo, e
 		if first, err := a.r.store.FirstMessage(ctx, s.ID); err == nil {
 			var m provider.Message
 			if json.Unmarshal(first.Body, &m) == nil && m.TextOf() != "" {
-				info.Title = acp.Ptr(clipLabel(m.TextOf(), 80))
+				info.Title = acp.Ptr(text.OneLine(m.TextOf(), 80))
 			}
 		}
 		out = append(out, info)

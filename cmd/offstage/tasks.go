@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
 )
 
@@ -157,7 +158,7 @@ func lostNotes(ctx context.Context, store *journal.DB, tasks []journal.Task, std
 		}
 		seen[t.Session] = true
 		if s, err := store.Session(ctx, t.Session); err == nil && s.Lost > 0 {
-			fmt.Fprintf(stderr, "offstage: the journal lost %s of session %s: what it shows of it is incomplete.\n", plural(s.Lost, "record"), s.ID)
+			fmt.Fprintf(stderr, "offstage: the journal lost %s of session %s: what it shows of it is incomplete.\n", text.Plural(s.Lost, "record"), s.ID)
 		}
 	}
 }
@@ -203,7 +204,7 @@ func markHostGone(ctx context.Context, store *journal.DB, tasks []journal.Task, 
 			it = "it"
 		}
 		fmt.Fprintf(stderr, "offstage: %s shown orphaned: the offstage that ran %s is gone, and the journal marks %s so when the next offstage starts; the end of %s session was never recorded, so its record may be incomplete.\n",
-			plural(n, "task"), it, it, map[bool]string{true: "its", false: "their"}[n == 1])
+			text.Plural(n, "task"), it, it, map[bool]string{true: "its", false: "their"}[n == 1])
 	}
 }
 
@@ -269,7 +270,7 @@ func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet 
 		if t.Owner != "" {
 			id += " ←" + t.Owner
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", instance(t), id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, clipLabel(t.Label, 50))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", instance(t), id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, text.OneLine(t.Label, 50))
 	}
 	tw.Flush()
 }
@@ -322,14 +323,6 @@ func short(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
-func clipLabel(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // taskLine is a task as JSON.
@@ -456,7 +449,7 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintf(w, "  error:   %s\n", t.Error)
 	}
 	if lost > 0 {
-		fmt.Fprintf(w, "  the journal lost %s of its session: what it shows may be incomplete\n", plural(lost, "record"))
+		fmt.Fprintf(w, "  the journal lost %s of its session: what it shows may be incomplete\n", text.Plural(lost, "record"))
 	}
 	if len(events) > 0 {
 		var steps []string

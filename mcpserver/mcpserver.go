@@ -28,9 +28,11 @@
 //
 // A Service is safe for concurrent use; each session's server runs its
 // handlers concurrently, as the SDK does, and the task table and tools are
-// safe for that. Each initialised session has two goroutines of its own
-// (one waiting for it to end, one sending resource updates), which end
-// with it.
+// safe for that. Each initialised session has four goroutines of its own
+// (one waiting for it to end, one sending resource updates, one logging
+// its tasks' notices, and one that stops the last when the session ends),
+// besides those of its running tasks; they end with it, and Close waits
+// for them.
 package mcpserver
 
 import (

@@ -138,6 +138,14 @@ func (tb *Table) Events() *EventLog { return tb.events }
 
 // View returns a view of the table bound to owner: "" for the top level, or
 // the id of an agent task. Views are cheap; make them as needed.
+//
+// View does not check owner (a task can make views of itself with
+// Handle.View, which is always right). A view of an owner that is not in
+// the table, a mistyped id or one never spawned here, is empty and stays
+// so: it lists nothing, refuses every id with ErrNotOwner, its Spawn fails
+// with an ErrNotFound error, and its Ready is nil, a channel that never
+// fires, so a loop that waits on it waits forever. Spawn is the call that
+// tells: to check an owner id, look it up with Table.Info first.
 func (tb *Table) View(owner string) *View { return &View{tb: tb, owner: owner} }
 
 // List returns a snapshot of every task in the table, in id order. It is

@@ -31,8 +31,7 @@
 // safe for that. Each initialised session has four goroutines of its own
 // (one waiting for it to end, one sending resource updates, one logging
 // its tasks' notices, and one that stops the last when the session ends),
-// besides those of its running tasks; they end with it, and Close waits
-// for them.
+// besides those of its running tasks; they end with it.
 package mcpserver
 
 import (

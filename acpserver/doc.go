@@ -108,7 +108,9 @@
 // # Concurrency properties
 //
 // Serve blocks until the connection ends and every session is closed.
-// Each session has two goroutines (its Run loop and its writer) and a
-// bounded queue (1024 updates): when the client reads slowly, the session
-// waits; nothing is dropped.
+// Each session has three goroutines (its writer, its agent.Session.Run
+// loop and the task-event follower that Run starts), besides those of its
+// running tasks, and a bounded queue (1024 updates): when the client
+// reads slowly, the session waits; nothing is dropped. A slash command
+// (/wait) runs with one more, which ends with it.
 package acpserver

@@ -13,7 +13,6 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/task"
-	"github.com/offstage/offstage/tools"
 )
 
 // Permission options offered for a call. A sub-agent's call is offered
@@ -24,13 +23,6 @@ const (
 	optAllowAlwaysAgent = "allow_always_agent" // the tool, for this sub-agent and those it starts
 	optReject           = "reject"
 )
-
-// consequential reports whether a call of t is asked about: it runs
-// something or ends something (review row G; MCP's annotations use the
-// same classes).
-func consequential(t *tools.Tool) bool {
-	return t.Safety == tools.Execute || t.Safety == tools.Destructive
-}
 
 // grant is what an "always allow" covers: a tool, for one sub-agent and
 // the sub-agents it starts, or with agent "" for the whole session.
@@ -130,7 +122,7 @@ type subCall struct {
 // that tool for good. One request is open at a time per session; the rest
 // wait in order.
 func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
-	if s.srv.cfg.AllowAll || !consequential(c.Tool) || s.allowed(c) {
+	if s.srv.cfg.AllowAll || !c.Tool.Safety.Consequential() || s.allowed(c) {
 		s.running(c)
 		return nil
 	}

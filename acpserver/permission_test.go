@@ -130,14 +130,24 @@ func TestSubAgentRejectionIsItsToolError(t *testing.T) {
 		{"expect": "not run: the user rejected this call; do not retry it as it was: take another way, or report back", "text": "I was not allowed to list files."}
 	]}}`
 	h := start(t, script, acpserver.Config{})
+	// The sub-agent's call is rejected only once the prompted turn has
+	// ended: its result must come back in an autonomous turn, and a
+	// sub-agent that finished before the top level's second model call
+	// would have it reflowed into that call instead.
+	prompted := make(chan struct{})
 	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
 		if strings.HasPrefix(titleOf(p), "agent:") {
+			select {
+			case <-prompted:
+			case <-time.After(20 * time.Second):
+			}
 			return "reject"
 		}
 		return "allow_once"
 	}
 	id := h.session(t)
 	h.prompt(t, id, "go")
+	close(prompted)
 	h.client.await(t, "the autonomous turn ends", func(us []acp.SessionNotification) bool { return has(lines(us, id), "Noted.") })
 	if got := h.client.titles(); len(got) != 2 || got[1] != "agent:1 (general) wants to run: echo from the sub-agent" {
 		t.Errorf("asked %q", got)

@@ -45,7 +45,7 @@ type Config struct {
 	// autonomous turn waits for it before cancelling it. Default 30s.
 	PromptWait time.Duration
 	// MaxSessions bounds the sessions one connection holds at once (each
-	// has a task table and two goroutines). Default 64.
+	// has a task table and three goroutines). Default 64.
 	MaxSessions int
 	// Journal, if set, records each session (its conversation, tasks and
 	// their output logs) and answers session/list and session/load from

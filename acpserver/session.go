@@ -304,12 +304,7 @@ func stopReason(end agent.Event) (acp.PromptResponse, error) {
 // of a turn, and streams what it shows as the agent's message.
 func (s *session) command(ctx context.Context, text string) (bool, acp.PromptResponse) {
 	line := strings.TrimSpace(text)
-	name, _, _ := strings.Cut(line, " ")
-	known := name == "/help"
-	for _, c := range agent.Commands() {
-		known = known || name == "/"+c.Name
-	}
-	if !known {
+	if !agent.IsCommand(line) {
 		return false, acp.PromptResponse{}
 	}
 	cctx, cancel := chanctx.CancelOn(ctx, s.cancelled) // session/cancel stops a /wait

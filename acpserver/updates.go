@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -133,22 +133,22 @@ func resultText(tool string, out map[string]any, raw string) string {
 		}
 		return strings.Join(parts, "\n")
 	}
-	var text string
+	var shown string
 	switch {
 	case out["error"] != nil && len(out) == 1:
-		text = pick("error")
+		shown = pick("error")
 	case tool == "bash":
-		text = pick("output", "error", "note")
+		shown = pick("output", "error", "note")
 		if code, ok := out["exit_code"].(float64); ok {
-			text = fmt.Sprintf("exit %d\n%s", int(code), text)
+			shown = fmt.Sprintf("exit %d\n%s", int(code), shown)
 		}
 	case tool == "spawn_agent":
-		text = pick("answer", "error", "note")
+		shown = pick("answer", "error", "note")
 	}
-	if strings.TrimSpace(text) == "" {
-		text = raw
+	if strings.TrimSpace(shown) == "" {
+		shown = raw
 	}
-	return clip(text, cardTextBytes)
+	return text.Clip(shown, cardTextBytes)
 }
 
 // taskEvent keeps background tasks' cards current: a sub-agent's latest
@@ -170,7 +170,7 @@ func (s *session) taskEvent(ev task.Event) {
 		if ev.Type == task.EventNotice {
 			line = ev.ID + " notice, " + ev.Text
 		} else if ev.Type == task.EventProgress {
-			if !strings.HasPrefix(ev.ID, "agent:") {
+			if ev.Kind != agent.TaskKind {
 				return // a shell's activity line; its output says more
 			}
 			line = fmt.Sprintf("%s, step %d: %s", ev.ID, ev.Iteration, ev.Text)
@@ -232,20 +232,20 @@ func (s *session) finishCard(id string) {
 		status = acp.ToolCallStatusFailed
 	}
 	raw := map[string]any{"task_id": id, "status": r.State.String()}
-	text := fmt.Sprintf("%s %s", id, r.State)
-	if r.HasExitCode {
-		raw["exit_code"] = r.ExitCode
-		text += fmt.Sprintf(" (exit %d)", r.ExitCode)
+	shown := fmt.Sprintf("%s %s", id, r.State)
+	if r.ExitCode != nil {
+		raw["exit_code"] = *r.ExitCode
+		shown += fmt.Sprintf(" (exit %d)", *r.ExitCode)
 	}
 	if r.Err != nil && r.State != task.Completed {
 		raw["error"] = r.Err.Error()
-		text += ": " + r.Err.Error()
+		shown += ": " + r.Err.Error()
 	}
 	if body := strings.TrimSpace(r.Text); body != "" {
-		text += "\n\n" + lastLines(body, 40)
+		shown += "\n\n" + lastLines(body, 40)
 	}
 	s.update(acp.UpdateToolCall(c.call, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(clip(text, cardTextBytes)))}), acp.WithUpdateRawOutput(raw)))
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(shown, cardTextBytes)))}), acp.WithUpdateRawOutput(raw)))
 }
 
 func (s *session) shellTail(id string) string {
@@ -284,13 +284,13 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 	}
 	switch t.Name {
 	case "bash":
-		title := "Run: " + oneLine(in.Command, 80)
+		title := "Run: " + text.OneLine(in.Command, 80)
 		if in.Background {
 			title += " (in the background)"
 		}
 		return title, acp.ToolKindExecute
 	case "spawn_agent":
-		return "Sub-agent " + in.Profile + ": " + oneLine(in.Prompt, 60), acp.ToolKindExecute
+		return "Sub-agent " + in.Profile + ": " + text.OneLine(in.Prompt, 60), acp.ToolKindExecute
 	case "task_list":
 		return "List tasks", acp.ToolKindRead
 	case "task_inspect":
@@ -304,7 +304,7 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		}
 		title := "Wait for " + strings.Join(ids, ", ")
 		if in.Until != "" {
-			title += " until a line matches " + oneLine(in.Until, 40)
+			title += " until a line matches " + text.OneLine(in.Until, 40)
 		}
 		return title, acp.ToolKindOther
 	case "task_cancel":
@@ -312,10 +312,13 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 	case "task_input":
 		return "Send input to " + id, acp.ToolKindExecute
 	}
+	// Not Safety.Consequential: a destructive tool of an embedder's is
+	// "other" (offstage's own, task_cancel, is "delete" above).
 	kind := acp.ToolKindOther
-	if t.Safety == tools.ReadOnly {
+	switch t.Safety {
+	case tools.ReadOnly:
 		kind = acp.ToolKindRead
-	} else if t.Safety == tools.Execute {
+	case tools.Execute:
 		kind = acp.ToolKindExecute
 	}
 	if t.Title != "" {
@@ -376,27 +379,6 @@ func rawOr(out map[string]any, raw string) any {
 	return raw
 }
 
-// oneLine folds white space and cuts s to n runes, marking a cut.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) > n {
-		return string([]rune(s)[:n-1]) + "…"
-	}
-	return s
-}
-
-// clip cuts s to about n bytes at a rune boundary, saying how much it cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("…(+%d more bytes)", len(s)-cut)
-}
-
 // lastLines returns the last n lines of s.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -418,17 +400,17 @@ func (s *session) replay(history []provider.Message) {
 		for _, b := range m.Content {
 			switch b.Type {
 			case provider.Text:
-				text := clip(b.Text, replayBytes)
+				shown := text.Clip(b.Text, replayBytes)
 				switch {
 				case m.Role == provider.Assistant:
-					s.update(acp.UpdateAgentMessageText(text))
+					s.update(acp.UpdateAgentMessageText(shown))
 				case strings.HasPrefix(b.Text, "[offstage]"):
-					s.update(acp.UpdateAgentThoughtText(text + "\n"))
+					s.update(acp.UpdateAgentThoughtText(shown + "\n"))
 				default:
-					s.update(acp.UpdateUserMessageText(text))
+					s.update(acp.UpdateUserMessageText(shown))
 				}
 			case provider.Thinking:
-				s.update(acp.UpdateAgentThoughtText(clip(b.Text, replayBytes)))
+				s.update(acp.UpdateAgentThoughtText(text.Clip(b.Text, replayBytes)))
 			case provider.ToolUse:
 				title, kind := describe(s.toolOf(b.ToolName), b.Input)
 				s.update(acp.StartToolCall(acp.ToolCallId(b.ToolCallID), title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusInProgress)))
@@ -438,7 +420,7 @@ func (s *session) replay(history []provider.Message) {
 					status = acp.ToolCallStatusFailed
 				}
 				s.update(acp.UpdateToolCall(acp.ToolCallId(b.ToolCallID), acp.WithUpdateStatus(status),
-					acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(clip(b.Text, replayBytes)))})))
+					acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(b.Text, replayBytes)))})))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
@@ -18,121 +19,164 @@ type CommandInfo struct {
 }
 
 // Commands lists what Session.Command understands, for a surface to offer
-// (the CLI's /help, ACP's available commands).
+// (the CLI's /help, ACP's available commands). /help itself is understood
+// but not listed: it is what lists the others.
 func Commands() []CommandInfo {
-	return []CommandInfo{
-		{"tasks", "list every background task of this session", ""},
-		{"inspect", "show a task's state, recent steps or output", "task id"},
-		{"output", "show the last lines of a shell's output", "task id"},
-		{"cancel", "cancel a task (a shell gets SIGTERM, then SIGKILL, with everything it started)", "task id"},
-		{"wait", "wait until a task finishes", "task id"},
+	var out []CommandInfo
+	for _, c := range commands() {
+		if c.name != "help" {
+			out = append(out, CommandInfo{Name: c.name, Description: c.desc, Arg: c.arg})
+		}
 	}
+	return out
+}
+
+// command is one row of the table that drives Commands, /help and
+// Command's dispatch.
+type command struct {
+	name string // without the slash
+	arg  string // a hint for its argument; "" if it takes none, else it is required
+	desc string
+	run  func(s *Session, ctx context.Context, arg string, out func(string))
+}
+
+// commands returns the table, /help first. A function rather than a
+// package variable: the rows refer to help, which reads the table.
+func commands() []command {
+	return []command{
+		{"help", "", "list the commands", (*Session).cmdHelp},
+		{"tasks", "", "list every background task of this session", (*Session).cmdTasks},
+		{"inspect", "task id", "show a task's state, recent steps or output", (*Session).cmdInspect},
+		{"output", "task id", "show the last lines of a shell's output", (*Session).cmdOutput},
+		{"cancel", "task id", "cancel a task (a shell gets SIGTERM, then SIGKILL, with everything it started)", (*Session).cmdCancel},
+		{"wait", "task id", "wait until a task finishes", (*Session).cmdWait},
+	}
+}
+
+// lookup finds the command a typed line names ("/cancel shell:3"), and
+// the line's argument.
+func lookup(line string) (c command, arg string, ok bool) {
+	name, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	name, slash := strings.CutPrefix(name, "/")
+	if !slash {
+		return command{}, "", false
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c, strings.TrimSpace(arg), true
+		}
+	}
+	return command{}, "", false
+}
+
+// IsCommand reports whether line is one that Session.Command runs (/help
+// included), so a surface can tell commands from prompts.
+func IsCommand(line string) bool {
+	_, _, ok := lookup(line)
+	return ok
 }
 
 // Command runs a command a person typed ("/tasks", "/cancel shell:3"),
 // calling out with each line to show. Commands act on the whole table,
 // every task whoever started it, as a person may; the model's tools act
 // only on its own. /wait blocks until the task finishes or ctx ends. It
-// returns false if line is not one of Commands (a surface's own, such as
-// /quit, is the caller's to handle first); out is then told so. Safe to
-// call concurrently with a turn.
+// returns false if line is not one of Commands or /help (a surface's own,
+// such as /quit, is the caller's to handle first); out is then told so.
+// Safe to call concurrently with a turn.
 func (s *Session) Command(ctx context.Context, line string, out func(string)) bool {
-	name, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
-	arg = strings.TrimSpace(arg)
-	tb := s.table
-	needID := func() bool {
-		if arg == "" {
-			out(fmt.Sprintf("usage: %s ID (see /tasks)", name))
-		}
-		return arg != ""
-	}
-	switch name {
-	case "/help":
-		for _, c := range Commands() {
-			n := "/" + c.Name
-			if c.Arg != "" {
-				n += " ID"
-			}
-			out(fmt.Sprintf(HelpFormat, n, c.Description))
-		}
-	case "/tasks":
-		infos := tb.List()
-		if len(infos) == 0 {
-			out("no tasks")
-		}
-		for _, i := range infos {
-			owner := ""
-			if i.Owner != "" {
-				owner = " (of " + i.Owner + ")"
-			}
-			out(fmt.Sprintf("%-10s %-9s %6s  %s%s", i.ID, i.State, time.Since(i.Created).Round(time.Second), i.Label, owner))
-		}
-	case "/inspect":
-		if !needID() {
-			break
-		}
-		pk, err := tb.Peek(arg, 10)
-		if err != nil {
-			out(err.Error())
-			break
-		}
-		out(inspectLine(pk.Info))
-		for _, b := range pk.Blocks {
-			out(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, clip(b.Text, 100)))
-		}
-		if pk.Output != "" {
-			out(strings.TrimRight(pk.Output, "\n"))
-		}
-	case "/output":
-		if !needID() {
-			break
-		}
-		o, err := tb.Output(arg)
-		if err != nil {
-			out(err.Error())
-			break
-		}
-		p, ok := o.(*proc.Process)
-		if !ok {
-			out(arg + " has no output (it is not a shell, or has not started)")
-			break
-		}
-		out(strings.TrimRight(p.Tail(20), "\n"))
-	case "/cancel":
-		if !needID() {
-			break
-		}
-		already, err := tb.Cancel(arg)
-		switch {
-		case err != nil:
-			out(err.Error())
-		case already:
-			out(arg + " had already finished")
-		default:
-			out("cancelling " + arg)
-		}
-	case "/wait":
-		if !needID() {
-			break
-		}
-		done, err := tb.Done(arg)
-		if err != nil {
-			out(err.Error())
-			break
-		}
-		out("waiting for " + arg)
-		select {
-		case <-done:
-			info, _ := tb.Info(arg)
-			out(fmt.Sprintf("%s %s", arg, info.State))
-		case <-ctx.Done():
-			out("(stopped waiting)")
-		}
-	default:
+	c, arg, ok := lookup(line)
+	switch {
+	case !ok:
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
 		out("unknown command " + name + "; /help lists them")
 		return false
+	case c.arg != "" && arg == "":
+		out(fmt.Sprintf("usage: /%s ID (see /tasks)", c.name))
+	default:
+		c.run(s, ctx, arg, out)
 	}
 	return true
+}
+
+func (s *Session) cmdHelp(_ context.Context, _ string, out func(string)) {
+	for _, c := range Commands() {
+		n := "/" + c.Name
+		if c.Arg != "" {
+			n += " ID"
+		}
+		out(fmt.Sprintf(HelpFormat, n, c.Description))
+	}
+}
+
+func (s *Session) cmdTasks(_ context.Context, _ string, out func(string)) {
+	infos := s.table.List()
+	if len(infos) == 0 {
+		out("no tasks")
+	}
+	for _, i := range infos {
+		owner := ""
+		if i.Owner != "" {
+			owner = " (of " + i.Owner + ")"
+		}
+		out(fmt.Sprintf("%-10s %-9s %6s  %s%s", i.ID, i.State, time.Since(i.Created).Round(time.Second), i.Label, owner))
+	}
+}
+
+func (s *Session) cmdInspect(_ context.Context, id string, out func(string)) {
+	pk, err := s.table.Peek(id, 10)
+	if err != nil {
+		out(err.Error())
+		return
+	}
+	out(inspectLine(pk.Info))
+	for _, b := range pk.Blocks {
+		out(fmt.Sprintf("  %s %s %s", b.Kind, b.Tool, text.OneLine(b.Text, 100)))
+	}
+	if pk.Output != "" {
+		out(strings.TrimRight(pk.Output, "\n"))
+	}
+}
+
+func (s *Session) cmdOutput(_ context.Context, id string, out func(string)) {
+	o, err := s.table.Output(id)
+	if err != nil {
+		out(err.Error())
+		return
+	}
+	p, ok := o.(*proc.Process)
+	if !ok {
+		out(id + " has no output (it is not a shell, or has not started)")
+		return
+	}
+	out(strings.TrimRight(p.Tail(20), "\n"))
+}
+
+func (s *Session) cmdCancel(_ context.Context, id string, out func(string)) {
+	already, err := s.table.Cancel(id)
+	switch {
+	case err != nil:
+		out(err.Error())
+	case already:
+		out(id + " had already finished")
+	default:
+		out("cancelling " + id)
+	}
+}
+
+func (s *Session) cmdWait(ctx context.Context, id string, out func(string)) {
+	done, err := s.table.Done(id)
+	if err != nil {
+		out(err.Error())
+		return
+	}
+	out("waiting for " + id)
+	select {
+	case <-done:
+		info, _ := s.table.Info(id)
+		out(fmt.Sprintf("%s %s", id, info.State))
+	case <-ctx.Done():
+		out("(stopped waiting)")
+	}
 }
 
 // HelpFormat lays out a line of /help: the command, then what it does. A
@@ -152,8 +196,8 @@ func inspectLine(i task.Info) string {
 	if i.Activity != "" {
 		about = append(about, i.Activity)
 	}
-	if i.HasExitCode {
-		about = append(about, fmt.Sprintf("exit code %d", i.ExitCode))
+	if i.ExitCode != nil {
+		about = append(about, fmt.Sprintf("exit code %d", *i.ExitCode))
 	}
 	switch {
 	case !i.Finished.IsZero() && !i.Started.IsZero():
@@ -165,13 +209,4 @@ func inspectLine(i task.Info) string {
 		line += " (" + strings.Join(about, ", ") + ")"
 	}
 	return line
-}
-
-// clip cuts s to n runes on one line, marking a cut with "…".
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -205,8 +205,8 @@ func frame(results []task.Result) ([]provider.Block, []string) {
 		var b strings.Builder
 		b.WriteString(backgroundHeader)
 		fmt.Fprintf(&b, "\n<background-result task_id=%q label=%q status=%q", r.ID, r.Label, r.State)
-		if r.HasExitCode {
-			fmt.Fprintf(&b, " exit_code=\"%d\"", r.ExitCode)
+		if r.ExitCode != nil {
+			fmt.Fprintf(&b, " exit_code=\"%d\"", *r.ExitCode)
 		}
 		b.WriteString(">\n")
 		text := r.Text

@@ -124,3 +124,29 @@ func TestCommands(t *testing.T) {
 		t.Errorf("Commands() = %v", agent.Commands())
 	}
 }
+
+// TestIsCommand: a surface tells a typed command (/help included, which
+// Commands does not list) from a prompt with the same table Command
+// dispatches on.
+func TestIsCommand(t *testing.T) {
+	for line, want := range map[string]bool{
+		"/help":            true,
+		"  /wait shell:1 ": true,
+		"/cancel":          true, // Command answers it with its usage
+		"/quit":            false,
+		"/bogus":           false,
+		"tasks":            false,
+		"/tasks\tnow":      false,
+		"please /tasks":    false,
+		"":                 false,
+	} {
+		if got := agent.IsCommand(line); got != want {
+			t.Errorf("IsCommand(%q) = %v, want %v", line, got, want)
+		}
+	}
+	for _, c := range agent.Commands() {
+		if !agent.IsCommand("/" + c.Name) {
+			t.Errorf("Commands() lists %s, which IsCommand refuses", c.Name)
+		}
+	}
+}

@@ -33,6 +33,11 @@ type SpawnOutput struct {
 	Note   string   `json:"note,omitempty"`
 }
 
+// TaskKind is the task.Spec.Kind of sub-agents (their ids are agent:N):
+// a UI that follows task events tells a sub-agent from a shell by
+// comparing task.Event.Kind with it.
+const TaskKind = "agent"
+
 // answerBytes caps a foreground sub-agent's answer in the tool result.
 const answerBytes = 8 << 10
 
@@ -76,7 +81,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		maxIter = s.cfg.MaxIterations
 	}
 	label := proc.Label(profile.Name + ": " + in.Prompt)
-	id, err := v.Spawn(task.Spec{Kind: "agent", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
+	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
 		system := profile.System
 		if !profile.NoProjectInstructions {
 			system = withInstructions(system, s.cfg.ProjectInstructions)

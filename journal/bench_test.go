@@ -104,7 +104,7 @@ func benchThroughput(b *testing.B, s journal.Store) {
 	for i := range b.N {
 		id := fmt.Sprint("shell:", i)
 		for _, typ := range []task.EventType{task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered} {
-			for !j.Add(&journal.TaskChange{Session: "bench", Change: task.Change{Event: task.Event{Type: typ, ID: id, Time: now}, Kind: "shell", Label: "make test"}}) {
+			for !j.Add(&journal.TaskChange{Session: "bench", Change: task.Change{Event: task.Event{Type: typ, ID: id, Time: now, Kind: "shell"}, Label: "make test"}}) {
 				time.Sleep(time.Millisecond) // the queue is full: let the writer catch up
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 )
 
@@ -50,7 +51,7 @@ type Task struct {
 	Kind     string
 	Label    string
 	Owner    string
-	State    string // task.State's names, and "orphaned"
+	State    State
 	Created  time.Time
 	Started  time.Time
 	Finished time.Time
@@ -67,9 +68,6 @@ type Task struct {
 	PIDStart int64
 	Hostname string // of the session's host
 }
-
-// Orphaned is the state of a task found unfinished after its host died.
-const Orphaned = "orphaned"
 
 // Message is one message of a session's conversation, as the runtime
 // serialises it.
@@ -124,7 +122,7 @@ func (Delivered) record()   {}
 // TaskFilter selects tasks in Store.Tasks. Zero fields select everything.
 type TaskFilter struct {
 	Session  string
-	State    string
+	State    State
 	Since    time.Time
 	Hostname string // the tasks of one machine's hosts
 	Limit    int
@@ -542,144 +540,200 @@ func (j *Journal) Close(ctx context.Context) error {
 	return j.store.Close()
 }
 
+// run is the writer goroutine: it takes batches from the queue and
+// writes each in one transaction, retrying with backoff while the store
+// fails, until Close has it stop (an empty queue) or give up (abandon).
 func (j *Journal) run() {
 	defer close(j.done)
 	backoff := retryFirst
 	var batch []entry
 	var records []Record
 	for {
-		j.mu.Lock()
-		if len(batch) == 0 {
-			n := min(len(j.queue), j.opts.BatchRecords)
-			batch = append(batch[:0], j.queue[:n]...)
-			rest := copy(j.queue, j.queue[n:])
-			clear(j.queue[rest:])
-			j.queue = j.queue[:rest]
-			j.held = n
-		}
-		closing := j.closing
-		if len(batch) == 0 {
-			if j.flushed != nil {
-				close(j.flushed)
-				j.flushed = nil
-			}
-			j.mu.Unlock()
+		var closing bool
+		if batch, closing = j.takeBatch(batch); len(batch) == 0 {
 			if closing {
 				return
 			}
 			<-j.wake
 			continue
 		}
-		j.mu.Unlock()
-
 		var markers []*flushMarker
-		records = records[:0]
-		for i := range batch {
-			switch r := batch[i].rec.(type) {
-			case nil:
-				records = append(records, &batch[i].change)
-			case *flushMarker:
-				markers = append(markers, r)
-			default:
-				records = append(records, r)
-			}
-		}
+		records, markers = splitBatch(batch, records[:0])
 		if len(records) == 0 { // markers only: nothing to write
-			j.mu.Lock()
-			j.held = 0
-			j.mu.Unlock()
-			for _, m := range markers {
-				close(m.done)
-			}
+			j.wrote(0)
+			closeMarkers(markers)
 			batch = batch[:0]
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := j.store.Write(ctx, records)
-		cancel()
-		if err != nil && permanent(err) {
-			// Damage or a vanished file: retrying cannot help, and writing
-			// on could harm. What is held and queued is lost, and so is
-			// everything added from now on (add refuses it).
-			j.mu.Lock()
-			j.broken = err
-			lost := j.dropEntriesLocked(batch, err)
-			lost += j.dropEntriesLocked(j.queue, err)
-			for _, e := range j.queue {
-				if m, ok := e.rec.(*flushMarker); ok {
-					markers = append(markers, m)
-				}
-			}
-			clear(j.queue)
-			j.queue, j.held = j.queue[:0], 0
-			j.freeRoomLocked()
-			j.mu.Unlock()
-			j.opts.Report(fmt.Sprintf("%v (%s not written)", err, recordCount(lost)))
-			for _, m := range markers {
-				close(m.done)
-			}
+		err := j.writeBatch(records)
+		switch {
+		case err == nil:
+			backoff = retryFirst
+			j.wrote(len(records))
+			closeMarkers(markers)
 			batch = batch[:0]
-			continue
-		}
-		if err != nil {
-			j.mu.Lock()
-			report := j.failing == nil
-			j.failing = err
-			j.freeRoomLocked()
-			j.mu.Unlock()
-			if report {
-				j.opts.Report(fmt.Sprintf("the journal cannot write (%v); the session goes on and the journal retries", err))
-			}
-			timer := time.NewTimer(backoff)
-			select {
-			case <-timer.C:
-				backoff = min(2*backoff, retryMax)
-			case <-j.abandon:
-				// Close ran out of time: what is left is not written.
-				timer.Stop()
-				j.mu.Lock()
-				lost := len(records) + len(j.queue)
-				j.dropEntriesLocked(batch, errors.New("the journal closed before it could write them"))
-				j.dropEntriesLocked(j.queue, errors.New("the journal closed before it could write them"))
-				clear(j.queue)
-				j.queue, j.held = j.queue[:0], 0
-				j.mu.Unlock()
-				j.opts.Report(fmt.Sprintf("the journal closed with %d records it could not write", lost))
-				for _, m := range markers {
-					close(m.done)
-				}
+			j.gather()
+		case permanent(err):
+			j.broke(err, batch, markers)
+			batch = batch[:0]
+		default:
+			var retry bool
+			if backoff, retry = j.waitRetry(err, backoff); !retry {
+				j.giveUp(batch, len(records), markers)
 				batch = batch[:0]
 			}
-			continue
 		}
-		backoff = retryFirst
-		j.mu.Lock()
-		j.written += uint64(len(records))
+	}
+}
+
+// takeBatch returns the batch to write: batch itself while it holds
+// records still to retry, else up to BatchRecords entries taken from the
+// queue. An empty batch means the queue is empty: a waiting Flush is
+// released, and closing says whether the writer is to stop.
+func (j *Journal) takeBatch(batch []entry) (_ []entry, closing bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(batch) == 0 {
+		n := min(len(j.queue), j.opts.BatchRecords)
+		batch = append(batch[:0], j.queue[:n]...)
+		rest := copy(j.queue, j.queue[n:])
+		clear(j.queue[rest:])
+		j.queue = j.queue[:rest]
+		j.held = n
+	}
+	if len(batch) == 0 && j.flushed != nil {
+		close(j.flushed)
+		j.flushed = nil
+	}
+	return batch, j.closing
+}
+
+// splitBatch appends the records of batch to records, and returns them
+// with the batch's flush markers, which are not written.
+func splitBatch(batch []entry, records []Record) ([]Record, []*flushMarker) {
+	var markers []*flushMarker
+	for i := range batch {
+		switch r := batch[i].rec.(type) {
+		case nil:
+			records = append(records, &batch[i].change)
+		case *flushMarker:
+			markers = append(markers, r)
+		default:
+			records = append(records, r)
+		}
+	}
+	return records, markers
+}
+
+// writeBatch writes records in one transaction, giving the store 30
+// seconds.
+func (j *Journal) writeBatch(records []Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return j.store.Write(ctx, records)
+}
+
+// wrote accounts for a batch of n records written (0: a batch of flush
+// markers only), and reports the end of a failing episode.
+func (j *Journal) wrote(n int) {
+	j.mu.Lock()
+	if n == 0 {
 		j.held = 0
-		recovered, dropped := j.failing, j.dropped
-		j.failing, j.dropped, j.stalled = nil, 0, false
-		j.freeRoomLocked()
 		j.mu.Unlock()
-		if recovered != nil || dropped > 0 {
-			j.opts.Report(fmt.Sprintf("the journal writes again; %d records were dropped meanwhile", dropped))
+		return
+	}
+	j.written += uint64(n)
+	j.held = 0
+	recovered, dropped := j.failing, j.dropped
+	j.failing, j.dropped, j.stalled = nil, 0, false
+	j.freeRoomLocked()
+	j.mu.Unlock()
+	if recovered != nil || dropped > 0 {
+		j.opts.Report(fmt.Sprintf("the journal writes again; %d records were dropped meanwhile", dropped))
+	}
+}
+
+// gather waits a while after a write, unless the queue already holds a
+// batch or the journal is closing: fewer, larger transactions, and a
+// writer that leaves the CPU to the session between them. Flush and Close
+// cut the wait short.
+func (j *Journal) gather() {
+	j.mu.Lock()
+	gather := !j.closing && len(j.queue) < j.opts.BatchRecords
+	j.mu.Unlock()
+	if !gather {
+		return
+	}
+	timer := time.NewTimer(j.opts.Interval)
+	select {
+	case <-timer.C:
+	case <-j.hurry:
+		timer.Stop()
+	}
+}
+
+// broke handles a permanent write error (damage, a vanished file):
+// retrying cannot help, and writing on could harm. What is held and
+// queued is lost, and so is everything added from now on (add refuses
+// it); every flush waiting is released.
+func (j *Journal) broke(err error, batch []entry, markers []*flushMarker) {
+	j.mu.Lock()
+	j.broken = err
+	lost := j.dropEntriesLocked(batch, err)
+	lost += j.dropEntriesLocked(j.queue, err)
+	for _, e := range j.queue {
+		if m, ok := e.rec.(*flushMarker); ok {
+			markers = append(markers, m)
 		}
-		for _, m := range markers {
-			close(m.done)
-		}
-		batch = batch[:0]
-		// Gather for a while: fewer, larger transactions, and a writer
-		// that leaves the CPU to the session between them.
-		j.mu.Lock()
-		gather := !j.closing && len(j.queue) < j.opts.BatchRecords
-		j.mu.Unlock()
-		if gather {
-			timer := time.NewTimer(j.opts.Interval)
-			select {
-			case <-timer.C:
-			case <-j.hurry:
-				timer.Stop()
-			}
-		}
+	}
+	clear(j.queue)
+	j.queue, j.held = j.queue[:0], 0
+	j.freeRoomLocked()
+	j.mu.Unlock()
+	j.opts.Report(fmt.Sprintf("%v (%s not written)", err, text.Plural(lost, "record")))
+	closeMarkers(markers)
+}
+
+// waitRetry handles a write error that may pass: it reports the start of
+// a failing episode, then waits backoff. It returns the next backoff and
+// true, or false if Close ran out of time meanwhile (abandon).
+func (j *Journal) waitRetry(err error, backoff time.Duration) (time.Duration, bool) {
+	j.mu.Lock()
+	report := j.failing == nil
+	j.failing = err
+	j.freeRoomLocked()
+	j.mu.Unlock()
+	if report {
+		j.opts.Report(fmt.Sprintf("the journal cannot write (%v); the session goes on and the journal retries", err))
+	}
+	timer := time.NewTimer(backoff)
+	select {
+	case <-timer.C:
+		return min(2*backoff, retryMax), true
+	case <-j.abandon:
+		timer.Stop()
+		return backoff, false
+	}
+}
+
+// giveUp drops what is left when Close ran out of time while writes
+// failed: the batch (of n records) and the queue are not written.
+func (j *Journal) giveUp(batch []entry, n int, markers []*flushMarker) {
+	why := errors.New("the journal closed before it could write them")
+	j.mu.Lock()
+	lost := n + len(j.queue)
+	j.dropEntriesLocked(batch, why)
+	j.dropEntriesLocked(j.queue, why)
+	clear(j.queue)
+	j.queue, j.held = j.queue[:0], 0
+	j.mu.Unlock()
+	j.opts.Report(fmt.Sprintf("the journal closed with %d records it could not write", lost))
+	closeMarkers(markers)
+}
+
+func closeMarkers(markers []*flushMarker) {
+	for _, m := range markers {
+		close(m.done)
 	}
 }
 
@@ -745,12 +799,4 @@ func (l *SessionLog) End() {
 	lost := l.j.lostBy[l.id]
 	l.j.mu.Unlock()
 	l.j.Add(SessionEnd{Session: l.id, At: time.Now(), Lost: lost})
-}
-
-// recordCount says how many records, for people.
-func recordCount(n int) string {
-	if n == 1 {
-		return "1 record"
-	}
-	return fmt.Sprintf("%d records", n)
 }

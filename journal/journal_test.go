@@ -518,7 +518,7 @@ func testExpiredLeases(t *testing.T, connect func(*testing.T) *journal.DB) {
 		j.Add(&journal.Host{ID: id, Hostname: "elsewhere", PID: 1, Start: 1, Started: now, Lease: now.Add(lease)})
 		log := j.StartSession(journal.Session{ID: fmt.Sprint("s", i), HostID: id, Started: now}, 0)
 		for k := range 20 {
-			log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: fmt.Sprint("shell:", k), State: task.Running, Time: now}, Kind: "shell"})
+			log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: fmt.Sprint("shell:", k), State: task.Running, Time: now, Kind: "shell"}})
 		}
 	}
 	flush(t, j)
@@ -571,8 +571,8 @@ func testRetriedBatch(t *testing.T, connect func(*testing.T) *journal.DB) {
 	at := time.Now()
 	batch := []journal.Record{
 		&journal.Session{ID: "s", HostID: "h", Started: at},
-		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", State: task.Running, Time: at}, Kind: "shell"}},
-		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Type: task.EventFinished, ID: "shell:1", State: task.Completed, Time: at.Add(time.Second)}, Kind: "shell", Result: "ok"}},
+		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", State: task.Running, Time: at, Kind: "shell"}}},
+		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Type: task.EventFinished, ID: "shell:1", State: task.Completed, Time: at.Add(time.Second), Kind: "shell"}, Result: "ok"}},
 		&journal.Message{Session: "s", Seq: 1, Body: []byte("hello")},
 	}
 	for range 2 {

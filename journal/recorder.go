@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -143,9 +144,9 @@ func (r *Recorder) orphaned(got Recovered) {
 		r.opts.Orphaned(got)
 		return
 	}
-	msg := plural(len(got.Tasks), "task") + " of a process that is gone marked orphaned"
+	msg := text.Plural(len(got.Tasks), "task") + " of a process that is gone marked orphaned"
 	if got.Killed > 0 {
-		msg += "; " + plural(got.Killed, "process group") + " still running stopped"
+		msg += "; " + text.Plural(got.Killed, "process group") + " still running stopped"
 	}
 	r.opts.Report(msg)
 }
@@ -179,7 +180,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 	if st.Lost == 0 {
 		return nil
 	}
-	return fmt.Errorf("the journal lost %s of this run (%v): what it shows of this run is incomplete", plural(int(st.Lost), "record"), st.Err)
+	return fmt.Errorf("the journal lost %s of this run (%v): what it shows of this run is incomplete", text.Plural(int(st.Lost), "record"), st.Err)
 }
 
 // Record implements agent.Journal: it records the session's start and
@@ -302,11 +303,11 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 		if t.Delivered || t.Owner != "" {
 			continue // a sub-agent's tasks were its own to hear of
 		}
-		switch t.State {
-		case Orphaned:
+		switch {
+		case t.State == Orphaned:
 			orphaned = append(orphaned, describeOrphan(t))
 			out.Delivered = append(out.Delivered, t.ID)
-		case "completed", "failed", "canceled", "timed_out":
+		case t.State.Finished():
 			out.Results = append(out.Results, resultOf(t))
 			out.Delivered = append(out.Delivered, t.ID)
 		}
@@ -358,7 +359,7 @@ func (r *Recorder) List(ctx context.Context, dir string, limit int) ([]agent.Ses
 		if first, err := r.store.FirstMessage(ctx, s.ID); err == nil {
 			var m provider.Message
 			if json.Unmarshal(first.Body, &m) == nil {
-				sum.Title = clip(m.TextOf(), 80)
+				sum.Title = text.OneLine(m.TextOf(), 80)
 			}
 		}
 		out = append(out, sum)
@@ -409,26 +410,18 @@ func LogTail(path string, lines, maxBytes int) (string, error) {
 }
 
 // resultOf turns a recorded task into the result a resumed session is
-// told.
+// told; a state this offstage does not know reads as failed.
 func resultOf(t Task) task.Result {
-	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: parseState(t.State),
-		Created: t.Created, Started: t.Started, Finished: t.Finished}, Text: t.Result}
-	if t.ExitCode != nil {
-		r.ExitCode, r.HasExitCode = *t.ExitCode, true
+	state, ok := t.State.Task()
+	if !ok {
+		state = task.Failed
 	}
+	r := task.Result{Info: task.Info{ID: t.ID, Kind: t.Kind, Label: t.Label, State: state,
+		Created: t.Created, Started: t.Started, Finished: t.Finished, ExitCode: t.ExitCode}, Text: t.Result}
 	if t.Error != "" {
 		r.Err = errors.New(t.Error)
 	}
 	return r
-}
-
-func parseState(s string) task.State {
-	for st := task.Queued; st <= task.TimedOut; st++ {
-		if st.String() == s {
-			return st
-		}
-	}
-	return task.Failed
 }
 
 // pruneLogs removes the oldest sessions' logs (never keep's) while all of
@@ -495,21 +488,4 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
-}
-
-// clip folds s's white space and cuts it to n runes, marking a cut with
-// "…".
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -187,7 +187,7 @@ func TestARecorderMarksADeadProcessesTasksOrphaned(t *testing.T) {
 	j := journal.New(store, journal.Options{})
 	j.Add(&dead)
 	log := j.StartSession(journal.Session{ID: "20261125-000000-aaaaaa", HostID: "dead", Surface: "embed", Started: time.Now()}, 0)
-	log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: time.Now()}, Kind: "shell", Label: "make"})
+	log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Kind: "shell", Time: time.Now()}, Label: "make"})
 	log.Process("shell:1", 1<<22, 1, logPath)
 	if err := j.Close(t.Context()); err != nil {
 		t.Fatal(err)

@@ -597,8 +597,8 @@ func (w *writer) change(c *TaskChange) error {
 		err = w.exec(updateStarted, state, c.Time.UnixNano(), c.Session, c.ID)
 	case task.EventFinished:
 		var code any
-		if c.HasExitCode {
-			code = c.ExitCode
+		if c.ExitCode != nil {
+			code = *c.ExitCode
 		}
 		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
 	case task.EventDelivered:
@@ -761,7 +761,7 @@ func (s *DB) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 		conds, args = append(conds, "t.session_id = ?"), append(args, f.Session)
 	}
 	if f.State != "" {
-		conds, args = append(conds, "t.state = ?"), append(args, f.State)
+		conds, args = append(conds, "t.state = ?"), append(args, string(f.State))
 	}
 	if !f.Since.IsZero() {
 		conds, args = append(conds, "t.created_at >= ?"), append(args, f.Since.UnixNano())
@@ -892,7 +892,7 @@ func (s *DB) LastSeq(ctx context.Context, session string) (int, error) {
 type TaskEvent struct {
 	At    time.Time
 	Event string // spawned, started, finished, delivered, orphaned
-	State string
+	State State
 }
 
 // TaskEvents returns a task's state changes in order.

@@ -28,7 +28,7 @@ func filled(t *testing.T, path string, n int) {
 		id := fmt.Sprint("s", i)
 		log := j.StartSession(journal.Session{ID: id, Started: time.Now()}, 0)
 		log.Message([]byte(strings.Repeat("a message of the conversation ", 40)))
-		log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: time.Now()}, Kind: "shell", Label: "make"})
+		log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: time.Now(), Kind: "shell"}, Label: "make"})
 		log.End()
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

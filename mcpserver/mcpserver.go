@@ -28,9 +28,10 @@
 //
 // A Service is safe for concurrent use; each session's server runs its
 // handlers concurrently, as the SDK does, and the task table and tools are
-// safe for that. Each initialised session has two goroutines of its own
-// (one waiting for it to end, one sending resource updates), which end
-// with it.
+// safe for that. Each initialised session has four goroutines of its own
+// (one waiting for it to end, one sending resource updates, one logging
+// its tasks' notices, and one that stops the last when the session ends),
+// besides those of its running tasks; they end with it.
 package mcpserver
 
 import (
@@ -173,7 +174,7 @@ func (s *Service) Server() *mcp.Server {
 // annotations turns a tool's safety class into MCP's hints, so a client
 // can decide whether to ask its user before calling it.
 func annotations(t *tools.Tool) *mcp.ToolAnnotations {
-	destructive, openWorld := t.Safety == tools.Destructive || t.Safety == tools.Execute, t.OpenWorld
+	destructive, openWorld := t.Safety.Consequential(), t.OpenWorld
 	return &mcp.ToolAnnotations{
 		Title:           t.Title,
 		ReadOnlyHint:    t.Safety == tools.ReadOnly,

@@ -143,7 +143,7 @@ func TestEveryToolOverMCP(t *testing.T) {
 	if len(wait.Done) != 1 || !strings.Contains(wait.Done[0].Result, "one\ntwo\n") {
 		t.Errorf("task_wait = %+v", wait)
 	}
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	call(t, cs, "task_output", `{"task_id": "1", "since": 0}`, &out)
 	if out.Output != "one\ntwo\n" {
 		t.Errorf("task_output = %+v", out)
@@ -155,7 +155,7 @@ func TestEveryToolOverMCP(t *testing.T) {
 	}
 	var fg tools.BashOutput
 	call(t, cs, "bash", `{"command": "read x; echo got $x", "interactive": true, "run_in_background": true}`, &fg)
-	var in tools.InputOutput
+	var in tools.TaskInputResult
 	if call(t, cs, "task_input", `{"task_id": "shell:2", "text": "it\n"}`, &in) || in.BytesWritten != 3 {
 		t.Errorf("task_input = %+v", in)
 	}

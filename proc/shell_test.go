@@ -76,8 +76,8 @@ func TestShellTaskCompletes(t *testing.T) {
 		t.Errorf("id = %q, want shell:N", id)
 	}
 	r := waitResult(t, top, id)
-	if r.State != task.Completed || r.Err != nil || !r.HasExitCode || r.ExitCode != 0 {
-		t.Errorf("result = %v %v exit %v/%d", r.State, r.Err, r.HasExitCode, r.ExitCode)
+	if r.State != task.Completed || r.Err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("result = %v %v exit %v", r.State, r.Err, r.ExitCode)
 	}
 	if r.Label != "echo hello; echo world" {
 		t.Errorf("label = %q", r.Label)

@@ -43,6 +43,7 @@ type Event struct {
 	Time      time.Time
 	Type      EventType
 	ID        string
+	Kind      string // the task's Spec.Kind ("agent", "shell", …); "" for EventIdle
 	Owner     string
 	State     State // the task's state after the change
 	Iteration int   // for EventProgress

@@ -195,3 +195,31 @@ func TestQueuedChildEndsWhenItsOwnerIsCancelled(t *testing.T) {
 		close(hold)
 	})
 }
+
+// TestViewOfAnUnknownOwnerIsEmpty pins what Table.View documents for an
+// owner that is not in the table (issue 21: "View(\"agent:99\") returns a
+// Ready() that never fires"): every call says so or is empty, none blocks.
+func TestViewOfAnUnknownOwnerIsEmpty(t *testing.T) {
+	run(t, task.Options{}, func(t *testing.T, tb *task.Table) {
+		id := mustSpawn(t, tb.View(""), "shell", block)
+		ghost := tb.View("agent:99")
+		if _, err := tb.Info("agent:99"); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("Table.Info(agent:99) = %v, want ErrNotFound: the way to check an owner", err)
+		}
+		if _, err := ghost.Spawn(task.Spec{Kind: "shell"}, block); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("Spawn = %v, want ErrNotFound", err)
+		}
+		if l := ghost.List(); len(l) != 0 {
+			t.Errorf("List() = %v, want nothing", l)
+		}
+		if _, err := ghost.Info(id); !errors.Is(err, task.ErrNotOwner) {
+			t.Errorf("Info(%s) = %v, want ErrNotOwner", id, err)
+		}
+		if r := ghost.Drain(); r != nil {
+			t.Errorf("Drain() = %v, want nil", r)
+		}
+		if ghost.Ready() != nil {
+			t.Error("Ready() is not nil: the doc promises a nil channel")
+		}
+	})
+}

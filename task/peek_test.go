@@ -183,6 +183,7 @@ func TestEventsRecordEveryChangeInOrder(t *testing.T) {
 		type ev struct {
 			Seq   uint64
 			Type  string
+			Kind  string
 			State task.State
 			Text  string
 		}
@@ -191,16 +192,16 @@ func TestEventsRecordEveryChangeInOrder(t *testing.T) {
 			if e.ID != id && e.Type != task.EventIdle {
 				t.Errorf("event for %s, want %s", e.ID, id)
 			}
-			got = append(got, ev{e.Seq, e.Type.String(), e.State, e.Text})
+			got = append(got, ev{e.Seq, e.Type.String(), e.Kind, e.State, e.Text})
 		}
 		want := []ev{
-			{1, "spawned", task.Queued, ""},
-			{2, "started", task.Running, ""},
-			{3, "progress", task.Running, "step one"},
-			{4, "output", task.Running, "42"},
-			{5, "finished", task.Failed, "exit 1"},
-			{6, "background_idle", task.Queued, ""}, // no task: the zero State
-			{7, "delivered", task.Failed, ""},
+			{1, "spawned", "shell", task.Queued, ""},
+			{2, "started", "shell", task.Running, ""},
+			{3, "progress", "shell", task.Running, "step one"},
+			{4, "output", "shell", task.Running, "42"},
+			{5, "finished", "shell", task.Failed, "exit 1"},
+			{6, "background_idle", "", task.Queued, ""}, // no task: the zero State
+			{7, "delivered", "shell", task.Failed, ""},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)

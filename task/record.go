@@ -21,24 +21,23 @@ type Pacer interface {
 	Pace()
 }
 
-// Change is an event together with the task's details.
+// Change is an event together with the task's details (its Kind is the
+// Event's).
 type Change struct {
 	Event
-	Kind  string
 	Label string
-	// For EventFinished: the exit code the task reported, its result text
-	// (cut as Result.Text is) and its error, if any.
-	ExitCode    int
-	HasExitCode bool
-	Result      string
-	Err         string
+	// For EventFinished: the exit code the task reported (nil if none),
+	// its result text (cut as Result.Text is) and its error, if any.
+	ExitCode *int
+	Result   string
+	Err      string
 }
 
 func (tb *Table) recordLocked(t *task, e *Event) {
 	c := &tb.change // one per table: the lock is held, and Record copies
-	*c = Change{Event: *e, Kind: t.kind, Label: t.label}
+	*c = Change{Event: *e, Label: t.label}
 	if e.Type == EventFinished {
-		c.ExitCode, c.HasExitCode, c.Result = t.exitCode, t.hasExit, t.text
+		c.ExitCode, c.Result = t.exitCodeLocked(), t.text
 		if t.err != nil {
 			c.Err = t.err.Error()
 		}

@@ -42,7 +42,7 @@ func TestRecorderSeesEveryChangeWithDetails(t *testing.T) {
 		if c.Kind != "shell" || c.Label != "shell task" || c.ID != "shell:42" || c.Seq == 0 {
 			t.Errorf("change %+v lacks the task's details", c)
 		}
-		if c.Type == task.EventFinished && (c.Result != "the output" || c.Err != "exit status 2" || !c.HasExitCode || c.ExitCode != 2 || c.State != task.Failed) {
+		if c.Type == task.EventFinished && (c.Result != "the output" || c.Err != "exit status 2" || c.ExitCode == nil || *c.ExitCode != 2 || c.State != task.Failed) {
 			t.Errorf("finished change = %+v", c)
 		}
 	}

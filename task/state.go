@@ -75,9 +75,9 @@ type Info struct {
 	LastActivity time.Time // when progress was last reported; Started before that
 
 	// ExitCode is the process exit code a task reported with
-	// Handle.SetExitCode; HasExitCode says whether it did.
-	ExitCode    int
-	HasExitCode bool
+	// Handle.SetExitCode, nil if it reported none. Each snapshot has its
+	// own copy.
+	ExitCode *int
 
 	// Delivered reports whether the result has reached the owner (through
 	// Drain or Wait).

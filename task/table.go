@@ -138,6 +138,14 @@ func (tb *Table) Events() *EventLog { return tb.events }
 
 // View returns a view of the table bound to owner: "" for the top level, or
 // the id of an agent task. Views are cheap; make them as needed.
+//
+// View does not check owner (a task can make views of itself with
+// Handle.View, which is always right). A view of an owner that is not in
+// the table, a mistyped id or one never spawned here, is empty and stays
+// so: it lists nothing, refuses every id with ErrNotOwner, its Spawn fails
+// with an ErrNotFound error, and its Ready is nil, a channel that never
+// fires, so a loop that waits on it waits forever. Spawn is the call that
+// tells: to check an owner id, look it up with Table.Info first.
 func (tb *Table) View(owner string) *View { return &View{tb: tb, owner: owner} }
 
 // List returns a snapshot of every task in the table, in id order. It is
@@ -540,7 +548,7 @@ func (tb *Table) evictLocked(now time.Time) {
 
 func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time) {
 	e := tb.events.appendLocked(Event{
-		Time: now, Type: typ, ID: t.id, Owner: t.owner.id,
+		Time: now, Type: typ, ID: t.id, Kind: t.kind, Owner: t.owner.id,
 		State: t.state, Iteration: t.iteration, Text: text,
 	})
 	if tb.opts.Recorder != nil {
@@ -565,8 +573,18 @@ func (t *task) infoLocked() Info {
 		ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
 		Created: t.created, Started: t.started, Finished: t.finished,
 		Iteration: t.iteration, Activity: t.activity, LastActivity: t.lastActive,
-		ExitCode: t.exitCode, HasExitCode: t.hasExit, Delivered: t.delivered,
+		ExitCode: t.exitCodeLocked(), Delivered: t.delivered,
 	}
+}
+
+// exitCodeLocked returns a fresh copy of the reported exit code, nil if
+// none was reported: callers keep snapshots, which must not alias the task.
+func (t *task) exitCodeLocked() *int {
+	if !t.hasExit {
+		return nil
+	}
+	code := t.exitCode
+	return &code
 }
 
 // lookupID returns the task with exactly this id, or nil.

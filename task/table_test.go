@@ -455,11 +455,28 @@ func TestProgressAndExitCodeShowInInfo(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		r := top.Drain()[0]
-		if r.Iteration != 3 || r.Activity != "reading output" || !r.HasExitCode || r.ExitCode != 7 {
+		if r.Iteration != 3 || r.Activity != "reading output" || r.ExitCode == nil || *r.ExitCode != 7 {
 			t.Errorf("Result = %+v", r.Info)
 		}
 		if silent := r.Finished.Sub(r.LastActivity); silent != 0 {
 			t.Errorf("silent for %v at the end, want 0", silent)
+		}
+		*r.ExitCode = 99 // a snapshot is the caller's: it must not reach the task
+		if again, _ := tb.Info(id); again.ExitCode == nil || *again.ExitCode != 7 {
+			t.Errorf("Info().ExitCode = %v after a caller changed an earlier snapshot, want 7", again.ExitCode)
+		}
+	})
+}
+
+// TestNoExitCodeIsNil: a task that reports no exit code has a nil ExitCode
+// in its snapshots, not a zero one.
+func TestNoExitCodeIsNil(t *testing.T) {
+	run(t, task.Options{}, func(t *testing.T, tb *task.Table) {
+		top := tb.View("")
+		mustSpawn(t, top, "agent", func(ctx context.Context, h *task.Handle) (string, error) { return "done", nil })
+		synctest.Wait()
+		if r := top.Drain()[0]; r.ExitCode != nil {
+			t.Errorf("ExitCode = %d, want nil", *r.ExitCode)
 		}
 	})
 }

@@ -227,10 +227,7 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		info, _ := v.Info(id)
 		out.Status = info.State.String()
 	}
-	if r.HasExitCode {
-		code := r.ExitCode
-		out.ExitCode = &code
-	}
+	out.ExitCode = r.ExitCode
 	if ok && !r.Started.IsZero() {
 		d := seconds(r.Finished.Sub(r.Started))
 		out.DurationSeconds = &d

@@ -43,7 +43,7 @@ func TestBashGitDoesNotWaitForAPerson(t *testing.T) {
 	fg(t, e, "git init -q . && echo x > f && git add f")
 	id := e.background(t, e.top, "git commit")
 	waitDone(t, e.top, id)
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "since": 0}`, &out)
 	if !strings.Contains(out.Output, "Aborting commit due to empty commit message") {
 		t.Errorf("git commit output = %q, want it aborted for an empty message", out.Output)

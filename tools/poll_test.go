@@ -16,7 +16,7 @@ func TestPollNoticed(t *testing.T) {
 	var started tools.BashOutput
 	ok(t, e, e.top, "bash", `{"command": "read line; echo \"got $line\"; sleep 1000", "run_in_background": true, "interactive": true}`, &started)
 	id := started.TaskID
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	var notes []string
 	for range 4 {
 		ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
@@ -40,7 +40,7 @@ func TestPollNoticed(t *testing.T) {
 		t.Errorf("task_inspect note = %q, want the 5th poll in a row", in.Note)
 	}
 	// News resets the count: the next read is not a poll.
-	var inp tools.InputOutput
+	var inp tools.TaskInputResult
 	ok(t, e, e.top, "task_input", `{"task_id": "`+id+`", "text": "x\n"}`, &inp)
 	waitOutput(t, e.top, id, "got x")
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "since": 0}`, &out)
@@ -61,7 +61,7 @@ func TestPollNoticed(t *testing.T) {
 func TestPollNoteOverMCP(t *testing.T) {
 	e := newEnv(t, tools.Config{NoPush: true})
 	id := e.background(t, e.top, "sleep 1000")
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
 	if !strings.Contains(out.Note, "task_wait") || strings.Contains(out.Note, "end your turn") {

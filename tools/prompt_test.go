@@ -61,7 +61,7 @@ func TestAPromptIsNoticedAnsweredAndToldOnce(t *testing.T) {
 	}
 
 	// The answer: the mark clears, the program finishes, no second notice.
-	var io tools.InputOutput
+	var io tools.TaskInputResult
 	ok(t, e, e.top, "task_input", `{"task_id": "`+id+`", "text": "y", "keys": ["enter"]}`, &io)
 	ok(t, e, e.top, "task_wait", `{"task_ids": ["`+id+`"], "timeout_seconds": 20}`, &w)
 	if len(w.Done) != 1 || !strings.Contains(w.Done[0].Result, "answer=y") {
@@ -83,7 +83,7 @@ func TestAForegroundPromptMovesToTheBackgroundAtOnce(t *testing.T) {
 	if out.Status != "running" || !strings.Contains(out.Note, `seems to wait for input: "Password:"`) || !strings.Contains(out.Note, "keeps running in the background as "+out.TaskID) {
 		t.Fatalf("bash = %+v", out)
 	}
-	var io tools.InputOutput
+	var io tools.TaskInputResult
 	ok(t, e, e.top, "task_input", `{"task_id": "`+out.TaskID+`", "text": "x\n"}`, &io)
 	waitDone(t, e.top, out.TaskID)
 	if n := e.top.Notices(); n != nil {
@@ -173,7 +173,7 @@ func TestASilentReaderMovesToTheBackgroundAtOnce(t *testing.T) {
 	if len(l.Tasks) != 1 || l.Tasks[0].WaitingForInput != "(cat is reading its input)" {
 		t.Errorf("task_list = %+v", l)
 	}
-	var io tools.InputOutput
+	var io tools.TaskInputResult
 	ok(t, e, e.top, "task_input", `{"task_id": "`+out.TaskID+`", "text": "hello\n", "close_stdin": true}`, &io)
 	waitDone(t, e.top, out.TaskID)
 }

@@ -24,7 +24,11 @@ type Config struct {
 	ResultBudget int
 	// LogDir, if set, keeps each shell's whole output in a log file there
 	// (capped by Process.LogMaxBytes), from which task_output reads what
-	// memory no longer holds.
+	// memory no longer holds. It is the one log setting to use: the bash
+	// tool passes it to each shell as proc.ShellOptions.LogDir, which names
+	// the shell's log after its task id ("shell-3.log") and wins over
+	// Process.LogPath. Leave Process.LogPath empty: without LogDir, every
+	// shell would truncate and write that one file.
 	LogDir string
 	// OnShell, if set, is told of each shell's process once it starts.
 	OnShell func(id string, p *proc.Process)
@@ -106,7 +110,10 @@ func classify(t *Tool, title string, safety Safety, idempotent, openWorld bool) 
 // Tools returns the tools, in a stable order.
 func (s *Set) Tools() []*Tool { return s.tools }
 
-// Tool returns the tool called name, or nil.
+// Tool returns the tool called name, or nil if the set has none. A name a
+// model sent may be none of them: check, and answer the model with an
+// error result that lists Tools. A nil *Tool does not panic: its Call
+// returns ErrNoTool and its Check refuses every call.
 func (s *Set) Tool(name string) *Tool {
 	for _, t := range s.tools {
 		if t.Name == name {
@@ -215,10 +222,7 @@ func infoOf(i task.Info, now time.Time) TaskInfo {
 		silent := seconds(now.Sub(since))
 		out.SilentSeconds = &silent
 	}
-	if i.HasExitCode {
-		code := i.ExitCode
-		out.ExitCode = &code
-	}
+	out.ExitCode = i.ExitCode
 	return out
 }
 

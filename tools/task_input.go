@@ -37,8 +37,8 @@ var keyBytes = func() map[string]string {
 // keyNames lists the named keys, for error messages.
 const keyNames = "ctrl-a … ctrl-z, enter, tab, escape, backspace, space, up, down, left, right, home, end, delete, page-up, page-down"
 
-// InputOutput is the task_input tool's result.
-type InputOutput struct {
+// TaskInputResult is the task_input tool's result.
+type TaskInputResult struct {
 	TaskID       string `json:"task_id"`
 	BytesWritten int    `json:"bytes_written"`
 	StdinClosed  bool   `json:"stdin_closed,omitempty"`
@@ -71,7 +71,7 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 		}
 		return nil, fail("%s has not started yet (it is queued); try again once task_list shows it running.", id)
 	}
-	out := InputOutput{TaskID: id}
+	out := TaskInputResult{TaskID: id}
 	if text != "" {
 		wctx, cancel := context.WithTimeout(ctx, inputTimeout)
 		defer cancel()

@@ -22,8 +22,8 @@ type outputInput struct {
 	Filter    string `json:"filter,omitempty" jsonschema:"only lines matching this regular expression"`
 }
 
-// OutputOutput is the task_output tool's result.
-type OutputOutput struct {
+// TaskOutputResult is the task_output tool's result.
+type TaskOutputResult struct {
 	TaskID       string `json:"task_id"`
 	Status       string `json:"status"`
 	Output       string `json:"output"`
@@ -61,7 +61,7 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, 
 	// is news next time.
 	info, _ := v.Info(id)
 	poll := s.taskPollNote(v, info)
-	out := OutputOutput{TaskID: id, Status: info.State.String()}
+	out := TaskOutputResult{TaskID: id, Status: info.State.String()}
 	if p == nil {
 		out.Note = joinNotes("It has no output: it has not started yet (it is queued behind other tasks), or it could not start.", poll)
 		return out, nil

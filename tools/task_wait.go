@@ -63,109 +63,159 @@ type WaitOutput struct {
 }
 
 func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, error) {
-	mode := task.Any
+	a, err := parseWait(v, in)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.waitFor(ctx, v, a)
+	if err != nil {
+		return nil, err
+	}
+	out := s.waitOutput(v, w.r, w.stopped && len(w.waiting) == 0, waitNote(a, w))
+	out.Matched = w.m
+	if w.m != nil {
+		w.m.Line = shorten(w.m.Line, fieldBytes)
+	}
+	return out, nil
+}
+
+// waitArgs is a task_wait call, checked: what to wait for, how, and for
+// how long.
+type waitArgs struct {
+	ids     []string // resolved, without repeats
+	mode    task.WaitMode
+	timeout time.Duration  // the default, or capped
+	until   *regexp.Regexp // nil: only the tasks' condition ends the wait
+	note    string         // about the arguments: a timeout that was capped
+}
+
+// parseWait checks in and resolves its ids. Its error is a message for
+// the model.
+func parseWait(v *task.View, in waitInput) (waitArgs, error) {
+	a := waitArgs{mode: task.Any}
 	switch in.Mode {
 	case "", "any":
 	case "all":
-		mode = task.All
+		a.mode = task.All
 	default:
-		return nil, fail("mode must be \"any\" or \"all\", not %q.", shorten(in.Mode, 40))
+		return a, fail("mode must be \"any\" or \"all\", not %q.", shorten(in.Mode, 40))
 	}
 	switch {
 	case len(in.TaskIDs) == 0:
-		return nil, fail("task_ids is empty; pass the ids to wait for, such as [\"shell:3\"].")
+		return a, fail("task_ids is empty; pass the ids to wait for, such as [\"shell:3\"].")
 	case len(in.TaskIDs) > maxWaitIDs:
-		return nil, fail("Wait for at most %d tasks at a time (you passed %d).", maxWaitIDs, len(in.TaskIDs))
+		return a, fail("Wait for at most %d tasks at a time (you passed %d).", maxWaitIDs, len(in.TaskIDs))
 	case in.TimeoutSeconds < 0:
-		return nil, fail("timeout_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
+		return a, fail("timeout_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
 	}
-	var ids []string
 	for _, raw := range in.TaskIDs {
 		id, err := resolve(v, raw)
 		if err != nil {
-			return nil, err
+			return a, err
 		}
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		if !slices.Contains(a.ids, id) {
+			a.ids = append(a.ids, id)
 		}
 	}
-	timeout, note := seconds2d(in.TimeoutSeconds), ""
+	a.timeout = seconds2d(in.TimeoutSeconds)
 	switch {
-	case timeout == 0:
-		timeout = defaultWaitSeconds * time.Second
-	case timeout > maxWaitSeconds*time.Second:
-		timeout = maxWaitSeconds * time.Second
-		note = fmt.Sprintf("timeout_seconds was capped at %d.", maxWaitSeconds)
+	case a.timeout == 0:
+		a.timeout = defaultWaitSeconds * time.Second
+	case a.timeout > maxWaitSeconds*time.Second:
+		a.timeout = maxWaitSeconds * time.Second
+		a.note = fmt.Sprintf("timeout_seconds was capped at %d.", maxWaitSeconds)
 	}
-	wctx, cancel := context.WithTimeoutCause(ctx, timeout, errWaitTimedOut)
+	if in.Until != "" {
+		re, err := untilPattern(in.Until)
+		if err != nil {
+			return a, err
+		}
+		a.until = re
+	}
+	return a, nil
+}
+
+// waitEnd is how a wait ended.
+type waitEnd struct {
+	r       task.WaitResult
+	m       *Match   // the line until matched, if one did
+	waiting []string // shells found waiting for input, which ended the wait at once
+	stopped bool     // it timed out or stopped for input, not on its condition
+	blind   []string // with until: output that went by unseen, per shell
+}
+
+// waitFor waits as a says. A wait that timed out is a normal end; its
+// error is a message for the model: the turn was cancelled, a task
+// vanished, or until has no shell to look at.
+func (s *Set) waitFor(ctx context.Context, v *task.View, a waitArgs) (waitEnd, error) {
+	wctx, cancel := context.WithTimeoutCause(ctx, a.timeout, errWaitTimedOut)
 	defer cancel()
+	var w waitEnd
 	// A shell already waiting for input will not finish or print on its
 	// own: say so now rather than at the timeout.
-	var waiting []string
-	for _, id := range ids {
+	for _, id := range a.ids {
 		if prompt := waitingFor(v, id); prompt != "" {
-			waiting = append(waiting, fmt.Sprintf("%s waits for input (%q)", id, prompt))
+			w.waiting = append(w.waiting, fmt.Sprintf("%s waits for input (%q)", id, prompt))
 		}
 	}
-	if len(waiting) > 0 {
-		var stop context.CancelCauseFunc
-		wctx, stop = context.WithCancelCause(wctx)
-		stop(errWaitingForInput)
+	if len(w.waiting) > 0 {
+		wctx = ended(wctx, errWaitingForInput)
 	}
-	var (
-		r   task.WaitResult
-		m   *Match
-		err error
-	)
-	if in.Until != "" {
-		re, perr := untilPattern(in.Until)
-		if perr != nil {
-			return nil, perr
-		}
-		var blind []string
-		r, m, blind, err = s.waitUntil(wctx, v, ids, mode, re)
+	var err error
+	if a.until != nil {
+		w.r, w.m, w.blind, err = s.waitUntil(wctx, v, a.ids, a.mode, a.until)
 		if errors.Is(err, errNoShell) {
-			return nil, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
-		}
-		if len(blind) > 0 {
-			note = joinNotes(note, fmt.Sprintf("until could not look at part of the output (%s): it came faster than the wait reads and was no longer kept, so a line there may have matched unseen; read the output with task_output to be sure.", strings.Join(blind, "; ")))
+			return w, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(a.ids, ", "))
 		}
 	} else {
-		r, err = v.Wait(wctx, ids, mode)
+		w.r, err = v.Wait(wctx, a.ids, a.mode)
 	}
-	stopped := false
 	switch {
-	case m != nil, err == nil:
+	case w.m != nil, err == nil:
 	case ctx.Err() != nil:
-		return nil, fail("The wait was interrupted (the turn was cancelled); nothing was consumed.")
+		return w, fail("The wait was interrupted (the turn was cancelled); nothing was consumed.")
 	case errors.Is(err, errWaitTimedOut), errors.Is(err, errWaitingForInput):
-		stopped = true
+		w.stopped = true
 		// Tasks that finished without meeting the condition are reported
 		// now rather than later: take their results.
-		for _, i := range r.Unconsumed {
+		for _, i := range w.r.Unconsumed {
 			if res, ok := consume(v, i.ID); ok {
-				r.Done = append(r.Done, res)
+				w.r.Done = append(w.r.Done, res)
 			}
 		}
 	default: // a task vanished between resolving and waiting
-		return nil, fail("%s; task_list shows your tasks.", err)
+		return w, fail("%s; task_list shows your tasks.", err)
+	}
+	return w, nil
+}
+
+// ended returns a context that has already ended with cause: waiting on
+// it only polls, taking what is ready without blocking.
+func ended(parent context.Context, cause error) context.Context {
+	ctx, stop := context.WithCancelCause(parent)
+	stop(cause)
+	return ctx
+}
+
+// waitNote says to the model why the wait ended as it did, led by that
+// and followed by what it should know of its arguments and of output
+// until could not see.
+func waitNote(a waitArgs, w waitEnd) string {
+	note := a.note
+	if len(w.blind) > 0 {
+		note = joinNotes(note, fmt.Sprintf("until could not look at part of the output (%s): it came faster than the wait reads and was no longer kept, so a line there may have matched unseen; read the output with task_output to be sure.", strings.Join(w.blind, "; ")))
 	}
 	switch {
-	case m != nil:
-		note = joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", m.TaskID, m.TaskID, m.Cursor), note)
-	case len(waiting) > 0:
-		note = joinNotes(strings.Join(waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)
-	case stopped:
-		note = joinNotes(fmt.Sprintf("Still running after %s; this is not an error. Keep working, or wait again.", timeout), note)
-	case len(r.Notices) > 0 && len(r.Running) > 0:
-		note = joinNotes("A notice from a task ended the wait early (see notices); the tasks under running have not finished.", note)
+	case w.m != nil:
+		return joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", w.m.TaskID, w.m.TaskID, w.m.Cursor), note)
+	case len(w.waiting) > 0:
+		return joinNotes(strings.Join(w.waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)
+	case w.stopped:
+		return joinNotes(fmt.Sprintf("Still running after %s; this is not an error. Keep working, or wait again.", a.timeout), note)
+	case len(w.r.Notices) > 0 && len(w.r.Running) > 0:
+		return joinNotes("A notice from a task ended the wait early (see notices); the tasks under running have not finished.", note)
 	}
-	out := s.waitOutput(v, r, stopped && len(waiting) == 0, note)
-	out.Matched = m
-	if m != nil {
-		m.Line = shorten(m.Line, fieldBytes)
-	}
-	return out, nil
+	return note
 }
 
 // Why a wait ended without its condition.

@@ -56,6 +56,11 @@ const (
 	Execute
 )
 
+// Consequential reports whether a call of this class runs or ends
+// something (Execute or Destructive): the calls a surface asks its user
+// about (ACP's permission requests, MCP's destructive hint).
+func (s Safety) Consequential() bool { return s == Execute || s == Destructive }
+
 var safetyNames = [...]string{"read_only", "mutating", "destructive", "execute"}
 
 func (s Safety) String() string {
@@ -91,12 +96,20 @@ func fail(format string, args ...any) error {
 	return &toolError{msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrNoTool is what Call returns on a nil *Tool: Set.Tool found no tool
+// of the name it was given.
+var ErrNoTool = errors.New("tools: no such tool (Set.Tool returned nil)")
+
 // Call runs the tool for the caller whose view is v, with the raw JSON
 // arguments the model sent. Bad arguments, unknown or foreign ids and
 // other mistakes come back as a Result with IsError set; a Go error means
 // the runtime itself failed (it cannot start a process, say). Call never
-// panics on any input.
+// panics on any input; on a nil *Tool (a name Set.Tool does not know) it
+// returns ErrNoTool.
 func (t *Tool) Call(ctx context.Context, v *task.View, args json.RawMessage) (Result, error) {
+	if t == nil {
+		return Result{}, ErrNoTool
+	}
 	args, err := t.checkArgs(args)
 	if err == nil {
 		var out any
@@ -116,8 +129,14 @@ func (t *Tool) Call(ctx context.Context, v *task.View, args json.RawMessage) (Re
 // into the tool's typed input (unknown fields refused), as Call does first.
 // When they are not accepted it returns false and the error result Call
 // would give. A surface checks before it asks a person about a call, so
-// nobody is asked about a call that could not run.
+// nobody is asked about a call that could not run. A nil *Tool accepts
+// nothing: Check says so, as an error result without a tool's budget.
 func (t *Tool) Check(args json.RawMessage) (Result, bool) {
+	if t == nil {
+		out := ErrorOutput{Error: "There is no such tool."}
+		text, _ := json.Marshal(out)
+		return Result{Text: string(text), IsError: true, Data: out}, false
+	}
 	fixed, err := t.checkArgs(args)
 	if err == nil && t.decode != nil {
 		err = t.decode(fixed)

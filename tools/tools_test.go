@@ -158,7 +158,7 @@ func TestBashAdoptsASlowForegroundCommand(t *testing.T) {
 		t.Fatalf("bash = %+v, want it adopted", out)
 	}
 	waitDone(t, e.top, out.TaskID)
-	var read tools.OutputOutput
+	var read tools.TaskOutputResult
 	ok(t, e, e.top, "task_output", `{"task_id": "`+out.TaskID+`"}`, &read)
 	if read.Output != "done\n" || read.Status != "completed" {
 		t.Errorf("task_output = %+v, want done", read)
@@ -311,7 +311,7 @@ func (s steps) Snapshot() []task.Block { return s }
 func TestTaskOutputCursorsTailAndFilter(t *testing.T) {
 	e := newEnv(t, tools.Config{})
 	id := e.background(t, e.top, "printf 'a 1\\nb 2\\n'; sleep 0.3; printf 'a 3\\nb 4\\n'")
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	deadline := time.Now().Add(5 * time.Second)
 	for out.Output == "" && time.Now().Before(deadline) {
 		ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
@@ -350,7 +350,7 @@ func TestTaskOutputPagesThroughLargeOutput(t *testing.T) {
 	id := e.background(t, e.top, "seq 1 10000") // 48,894 bytes
 	waitDone(t, e.top, id)
 	var all strings.Builder
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	for range 20 {
 		ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
 		all.WriteString(out.Output)
@@ -435,13 +435,13 @@ func TestTaskInput(t *testing.T) {
 	e := newEnv(t, tools.Config{})
 	var started tools.BashOutput
 	ok(t, e, e.top, "bash", `{"command": "read name; echo hello $name", "interactive": true, "run_in_background": true}`, &started)
-	var in tools.InputOutput
+	var in tools.TaskInputResult
 	ok(t, e, e.top, "task_input", `{"task_id": "`+started.TaskID+`", "text": "world\n", "close_stdin": true}`, &in)
 	if in.BytesWritten != 6 || !in.StdinClosed {
 		t.Errorf("task_input = %+v", in)
 	}
 	waitDone(t, e.top, started.TaskID)
-	var out tools.OutputOutput
+	var out tools.TaskOutputResult
 	ok(t, e, e.top, "task_output", `{"task_id": "`+started.TaskID+`"}`, &out)
 	if out.Output != "hello world\n" {
 		t.Errorf("output = %q", out.Output)
@@ -482,7 +482,7 @@ func TestToolsAreScopedToTheCaller(t *testing.T) {
 	}
 	child := <-ids
 	sub := e.tb.View(agent)
-	var subOut tools.OutputOutput
+	var subOut tools.TaskOutputResult
 	deadline := time.Now().Add(5 * time.Second)
 	for subOut.Output == "" && time.Now().Before(deadline) {
 		ok(t, e, sub, "task_output", `{"task_id": "`+child+`", "since": 0}`, &subOut)
@@ -551,7 +551,7 @@ func TestTaskOutputReadsBackFromTheLog(t *testing.T) {
 		waitDone(t, e.top, id)
 		var b strings.Builder
 		var skipped int64
-		var out tools.OutputOutput
+		var out tools.TaskOutputResult
 		for cursor := int64(0); ; cursor = out.NextCursor {
 			ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": %d}`, id, cursor), &out)
 			b.WriteString(out.Output)
@@ -593,7 +593,7 @@ func TestTaskOutputSaysWhyBytesAreGone(t *testing.T) {
 			e := newEnv(t, c.cfg)
 			id := e.background(t, e.top, "seq 1 2000000") // 14.8 MB
 			waitDone(t, e.top, id)
-			var out tools.OutputOutput
+			var out tools.TaskOutputResult
 			ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": 3000000}`, id), &out)
 			if out.SkippedBytes == 0 || !strings.HasSuffix(out.Note, c.want) {
 				t.Errorf("skipped %d bytes, note %q; want the note to end %q", out.SkippedBytes, out.Note, c.want)

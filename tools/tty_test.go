@@ -18,7 +18,7 @@ func TestBashOnATerminal(t *testing.T) {
 	}
 	ok(t, e, e.top, "bash", `{"command": "cat; echo CAT-$((1+1))", "tty": true, "run_in_background": true}`, &out)
 	id := out.TaskID
-	var in tools.InputOutput
+	var in tools.TaskInputResult
 	ok(t, e, e.top, "task_input", `{"task_id": "`+id+`", "text": "hello", "keys": ["enter", "ctrl-d"]}`, &in)
 	if in.BytesWritten != len("hello\r\x04") {
 		t.Errorf("task_input = %+v, want hello, enter and ctrl-d written", in)

@@ -29,7 +29,7 @@ func TestWaitUntilAServerListens(t *testing.T) {
 	if !strings.Contains(out.Note, "Nothing was consumed") {
 		t.Errorf("note = %q", out.Note)
 	}
-	var read tools.OutputOutput
+	var read tools.TaskOutputResult
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "since": `+jsonInt(out.Matched.Cursor)+`}`, &read)
 	if read.Output != "" {
 		t.Errorf("output after the matched line = %q, want nothing yet", read.Output)
@@ -59,7 +59,7 @@ func TestWaitUntilSeesEarlierLines(t *testing.T) {
 	if out.Matched == nil || out.Matched.Line != "ready" {
 		t.Fatalf("task_wait until an earlier line = %+v", out)
 	}
-	var read tools.OutputOutput
+	var read tools.TaskOutputResult
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &read) // reads both lines
 	ok(t, e, e.top, "task_wait", untilArgs(id, `steady`, 0.3), &out)
 	if out.Matched != nil {

@@ -171,7 +171,7 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 				tools = "no tools"
 			}
 		}
-		fmt.Fprintf(stdout, "%s\n  %s\n  from %s; %s", p.Name, oneLineOf(p.Description, 100), from, tools)
+		fmt.Fprintf(stdout, "%s\n  %s\n  from %s; %s", p.Name, clip(p.Description, 100), from, tools)
 		if p.ModelName != "" {
 			fmt.Fprintf(stdout, "; model %s", p.ModelName)
 		}
@@ -192,5 +192,3 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fmt.Fprintln(stdout, "searched:", strings.Join(af.profileDirs(*dir), ", "))
 	return nil
 }
-
-func oneLineOf(s string, n int) string { return clip(s, n) }

@@ -57,7 +57,7 @@ func TestMCPOnAFullDiskSaysTheLogStopped(t *testing.T) {
 	if ran.Status != "completed" {
 		t.Fatalf("bash = %+v", ran)
 	}
-	var read tools.OutputOutput
+	var read tools.TaskOutputResult
 	call("task_output", map[string]any{"task_id": ran.TaskID, "since": 3_000_000}, &read)
 	note := regexp.MustCompile(`^\d+ bytes before this output are lost: the output log stopped at byte (\d+) because writing it failed \(no space left on device\)`)
 	m := note.FindStringSubmatch(read.Note)

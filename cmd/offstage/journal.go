@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
 )
 
@@ -145,9 +145,9 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 
 // orphaned says what recovery found.
 func (r *recorder) orphaned(got journal.Recovered) {
-	fmt.Fprintf(r.stderr, "offstage: %s of an offstage that is gone marked orphaned", plural(len(got.Tasks), "task"))
+	fmt.Fprintf(r.stderr, "offstage: %s of an offstage that is gone marked orphaned", text.Plural(len(got.Tasks), "task"))
 	if got.Killed > 0 {
-		fmt.Fprintf(r.stderr, "; %s still running stopped", plural(got.Killed, "process group"))
+		fmt.Fprintf(r.stderr, "; %s still running stopped", text.Plural(got.Killed, "process group"))
 	}
 	fmt.Fprintln(r.stderr, " (offstage tasks --state orphaned).")
 }
@@ -158,13 +158,6 @@ func (r *recorder) journal() agent.Journal {
 		return nil
 	}
 	return r.Recorder
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
 }
 
 // closeInto closes the journal as a command returns: a loss becomes the

@@ -33,7 +33,7 @@ func damagedJournal(t *testing.T, dir string) {
 	j := journal.New(store, journal.Options{})
 	for i := range 20 {
 		log := j.StartSession(journal.Session{ID: fmt.Sprint("s", i), Started: time.Now()}, 0)
-		log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: time.Now()}, Kind: "shell", Label: "make"})
+		log.Record(&task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: time.Now(), Kind: "shell"}, Label: "make"})
 		log.Message([]byte(strings.Repeat("words ", 300)))
 		log.End()
 	}
@@ -113,7 +113,7 @@ func TestTasksSaysWhichSessionsLostRecords(t *testing.T) {
 	now := time.Now()
 	err = store.Write(t.Context(), []journal.Record{
 		&journal.Session{ID: "20261123-100000-cccccc", Started: now},
-		&journal.TaskChange{Session: "20261123-100000-cccccc", Change: task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: now}, Kind: "shell", Label: "make"}},
+		&journal.TaskChange{Session: "20261123-100000-cccccc", Change: task.Change{Event: task.Event{Type: task.EventSpawned, ID: "shell:1", Time: now, Kind: "shell"}, Label: "make"}},
 		journal.SessionEnd{Session: "20261123-100000-cccccc", At: now, Lost: 7},
 	})
 	store.Close()

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 )
 
@@ -118,7 +118,7 @@ func (p *printer) taskLocked(e agent.Event) {
 	case task.EventProgress:
 		// A sub-agent's heartbeat, when what it is doing changed: the
 		// same activity again is noise.
-		if strings.HasPrefix(ev.ID, "agent:") && p.beats[ev.ID] != ev.Text {
+		if ev.Kind == agent.TaskKind && p.beats[ev.ID] != ev.Text {
 			if p.beats == nil {
 				p.beats = map[string]string{}
 			}
@@ -338,7 +338,7 @@ const resultLines = 5
 // humanResult renders a tool result for a person: the task, its status
 // and exit code or error, the first lines of its output (or result), the
 // note. A result that is not such a JSON object is cut to one line.
-func humanResult(text string) []string {
+func humanResult(raw string) []string {
 	var r struct {
 		TaskID   string `json:"task_id"`
 		Status   string `json:"status"`
@@ -348,8 +348,8 @@ func humanResult(text string) []string {
 		Error    string `json:"error"`
 		Note     string `json:"note"`
 	}
-	if err := json.Unmarshal([]byte(text), &r); err != nil || (r.TaskID == "" && r.Status == "") {
-		return []string{clip(text, 300)}
+	if err := json.Unmarshal([]byte(raw), &r); err != nil || (r.TaskID == "" && r.Status == "") {
+		return []string{clip(raw, 300)}
 	}
 	head := strings.TrimSpace(r.TaskID + " " + r.Status)
 	if r.ExitCode != nil {
@@ -369,7 +369,7 @@ func humanResult(text string) []string {
 			lines = append(lines, "│ "+clip(l, 160))
 		}
 		if len(all) > resultLines {
-			lines = append(lines, fmt.Sprintf("│ … %s not shown", plural(len(all)-resultLines, "line")))
+			lines = append(lines, fmt.Sprintf("│ … %s not shown", text.Plural(len(all)-resultLines, "line")))
 		}
 	}
 	if r.Note != "" {
@@ -378,17 +378,15 @@ func humanResult(text string) []string {
 	return lines
 }
 
-// clip shortens s to one line of at most n characters.
+// clip shortens s to one line of at most n characters, as text.OneLine
+// does, without control characters: no escape sequence reaches the
+// terminal.
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	s = strings.Map(func(r rune) rune { // no escape sequences reach the terminal
+	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return -1
 		}
 		return r
-	}, s)
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
+	}, text.Fold(s))
+	return text.Cut(s, n)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/chanctx"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -121,7 +122,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if res := s.Resumed(); res != nil {
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
-			s.ID(), plural(len(res.History), "message"), plural(len(res.Results), "result"), plural(len(res.Delivered)-len(res.Results), "task"))
+			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
 	}
 	if prompt != "" {
 		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)

@@ -264,7 +264,7 @@ func TestHeartbeatsOnlyWhenTheyChange(t *testing.T) {
 	var out strings.Builder
 	p := &printer{w: &out}
 	for _, text := range []string{"calling bash", "calling bash", "calling bash", "thinking"} {
-		p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventProgress, ID: "agent:1", State: task.Running, Iteration: 2, Text: text}})
+		p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventProgress, ID: "agent:1", Kind: "agent", State: task.Running, Iteration: 2, Text: text}})
 	}
 	if n := strings.Count(out.String(), "heartbeat"); n != 2 {
 		t.Errorf("%d heartbeat lines, want 2:\n%s", n, out.String())

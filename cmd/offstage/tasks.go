@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
-	"github.com/offstage/offstage/task"
 )
 
 const tasksUsage = `Usage: offstage tasks [flags]
@@ -49,7 +49,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	jf.registerShared(fs)
 	instance := fs.String("instance", "", "only tasks of the instances on this host name (a shared journal's fleet)")
 	session := fs.String("session", "", "only this session's tasks (an id, or its start)")
-	state := fs.String("state", "", "only tasks in this state: queued, running, completed, failed, canceled, timed_out, orphaned")
+	state := fs.String("state", "", "only tasks in this state: "+stateList(", "))
 	since := fs.String("since", "", "only tasks started since: a duration (2h, 30m) or a date (2026-11-22)")
 	limit := fs.Int("limit", 50, "at most this many tasks (0: all)")
 	asJSON := fs.Bool("json", false, "JSON lines, one task per line (the default when not on a terminal)")
@@ -57,11 +57,14 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if *state != "" && !validState(*state) {
-		if strings.ContainsRune(*state, os.PathSeparator) {
-			return usagef("--state %q is not a state: in offstage tasks, --state filters by a task's state; the journal's directory is --state-dir", *state)
+	var want journal.State
+	if *state != "" {
+		if want, err = journal.ParseState(*state); err != nil {
+			if strings.ContainsRune(*state, os.PathSeparator) {
+				return usagef("--state %q is not a state: in offstage tasks, --state filters by a task's state; the journal's directory is --state-dir", *state)
+			}
+			return usagef("--state %v", err)
 		}
-		return usagef("--state %q is not a state: use queued, running, completed, failed, canceled, timed_out or orphaned", *state)
 	}
 	jf.state = dirFlag
 	dir, err := jf.dir(os.Getenv)
@@ -93,7 +96,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout))
 	}
-	f := journal.TaskFilter{Session: *session, State: *state, Hostname: *instance, Limit: *limit}
+	f := journal.TaskFilter{Session: *session, State: want, Hostname: *instance, Limit: *limit}
 	if *since != "" {
 		if f.Since, err = parseSince(*since, timeNow()); err != nil {
 			return err
@@ -155,7 +158,7 @@ func lostNotes(ctx context.Context, store *journal.DB, tasks []journal.Task, std
 		}
 		seen[t.Session] = true
 		if s, err := store.Session(ctx, t.Session); err == nil && s.Lost > 0 {
-			fmt.Fprintf(stderr, "offstage: the journal lost %s of session %s: what it shows of it is incomplete.\n", plural(s.Lost, "record"), s.ID)
+			fmt.Fprintf(stderr, "offstage: the journal lost %s of session %s: what it shows of it is incomplete.\n", text.Plural(s.Lost, "record"), s.ID)
 		}
 	}
 }
@@ -171,7 +174,7 @@ func markHostGone(ctx context.Context, store *journal.DB, tasks []journal.Task, 
 	gone := map[string]bool{} // by session
 	n := 0
 	for i, t := range tasks {
-		if t.State != task.Queued.String() && t.State != task.Running.String() {
+		if t.State.Finished() {
 			continue
 		}
 		g, seen := gone[t.Session]
@@ -201,7 +204,7 @@ func markHostGone(ctx context.Context, store *journal.DB, tasks []journal.Task, 
 			it = "it"
 		}
 		fmt.Fprintf(stderr, "offstage: %s shown orphaned: the offstage that ran %s is gone, and the journal marks %s so when the next offstage starts; the end of %s session was never recorded, so its record may be incomplete.\n",
-			plural(n, "task"), it, it, map[bool]string{true: "its", false: "their"}[n == 1])
+			text.Plural(n, "task"), it, it, map[bool]string{true: "its", false: "their"}[n == 1])
 	}
 }
 
@@ -222,13 +225,13 @@ func missing(path string) bool {
 	return errors.Is(err, os.ErrNotExist)
 }
 
-func validState(s string) bool {
-	for _, x := range []string{"queued", "running", "completed", "failed", "canceled", "timed_out", journal.Orphaned} {
-		if s == x {
-			return true
-		}
+// stateList names the states a task can be in, joined by sep.
+func stateList(sep string) string {
+	var names []string
+	for _, s := range journal.States() {
+		names = append(names, s.String())
 	}
-	return false
+	return strings.Join(names, sep)
 }
 
 func parseSince(s string, now time.Time) (time.Time, error) {
@@ -267,27 +270,27 @@ func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet 
 		if t.Owner != "" {
 			id += " ←" + t.Owner
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", instance(t), id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, clipLabel(t.Label, 50))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", instance(t), id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, text.OneLine(t.Label, 50))
 	}
 	tw.Flush()
 }
 
 // paint colours a state for a terminal. Padding counts the escape codes,
 // so every state gets the same number of them.
-func paint(state string, colour bool) string {
+func paint(state journal.State, colour bool) string {
 	if !colour {
-		return state
+		return state.String()
 	}
 	code := "0"
 	switch state {
-	case "completed":
+	case journal.Completed:
 		code = "32"
-	case "failed", journal.Orphaned, "timed_out":
+	case journal.Failed, journal.Orphaned, journal.TimedOut:
 		code = "31"
-	case "running", "queued":
+	case journal.Running, journal.Queued:
 		code = "33"
 	}
-	return "\x1b[" + code + "m" + state + "\x1b[0m"
+	return "\x1b[" + code + "m" + state.String() + "\x1b[0m"
 }
 
 func ago(t, now time.Time) string {
@@ -322,31 +325,23 @@ func short(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-func clipLabel(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
 // taskLine is a task as JSON.
 type taskLine struct {
-	Session   string     `json:"session"`
-	TaskID    string     `json:"task_id"`
-	Kind      string     `json:"kind"`
-	Label     string     `json:"label"`
-	Owner     string     `json:"owner,omitempty"`
-	State     string     `json:"state"`
-	Created   time.Time  `json:"created"`
-	Started   *time.Time `json:"started,omitempty"`
-	Finished  *time.Time `json:"finished,omitempty"`
-	ExitCode  *int       `json:"exit_code,omitempty"`
-	Delivered bool       `json:"delivered"`
-	Host      string     `json:"host,omitempty"`
-	LogPath   string     `json:"log_path,omitempty"`
-	Result    string     `json:"result,omitempty"`
-	Error     string     `json:"error,omitempty"`
+	Session   string        `json:"session"`
+	TaskID    string        `json:"task_id"`
+	Kind      string        `json:"kind"`
+	Label     string        `json:"label"`
+	Owner     string        `json:"owner,omitempty"`
+	State     journal.State `json:"state"`
+	Created   time.Time     `json:"created"`
+	Started   *time.Time    `json:"started,omitempty"`
+	Finished  *time.Time    `json:"finished,omitempty"`
+	ExitCode  *int          `json:"exit_code,omitempty"`
+	Delivered bool          `json:"delivered"`
+	Host      string        `json:"host,omitempty"`
+	LogPath   string        `json:"log_path,omitempty"`
+	Result    string        `json:"result,omitempty"`
+	Error     string        `json:"error,omitempty"`
 }
 
 func taskJSON(t journal.Task) taskLine {
@@ -454,7 +449,7 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintf(w, "  error:   %s\n", t.Error)
 	}
 	if lost > 0 {
-		fmt.Fprintf(w, "  the journal lost %s of its session: what it shows may be incomplete\n", plural(lost, "record"))
+		fmt.Fprintf(w, "  the journal lost %s of its session: what it shows may be incomplete\n", text.Plural(lost, "record"))
 	}
 	if len(events) > 0 {
 		var steps []string

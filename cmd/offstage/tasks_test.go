@@ -30,14 +30,14 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 	j.Add(&journal.Host{ID: "h1", Hostname: "build-box", PID: 1, Start: 1, Started: base})
 	at := func(d time.Duration) time.Time { return base.Add(d) }
 	change := func(s string, typ task.EventType, id, label string, state task.State, when time.Duration, extra func(*task.Change)) {
-		c := &task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when)}, Kind: strings.Split(id, ":")[0], Label: label}
+		c := &task.Change{Event: task.Event{Type: typ, ID: id, State: state, Time: at(when), Kind: strings.Split(id, ":")[0]}, Label: label}
 		if extra != nil {
 			extra(c)
 		}
 		j.Add(&journal.TaskChange{Session: s, Change: *c})
 	}
 	exit := func(code int, result, err string) func(*task.Change) {
-		return func(c *task.Change) { c.ExitCode, c.HasExitCode, c.Result, c.Err = code, true, result, err }
+		return func(c *task.Change) { c.ExitCode, c.Result, c.Err = &code, result, err }
 	}
 	j.StartSession(journal.Session{ID: "20261122-090000-aaaaaa", HostID: "h1", Surface: "run", Cwd: "/src", Model: "openai gpt-4.1", Started: at(0)}, 0).End()
 	change("20261122-090000-aaaaaa", task.EventSpawned, "shell:1", "make", task.Running, 0, nil)
@@ -192,7 +192,7 @@ func TestTasksShowADeadHostsTasksOrphaned(t *testing.T) {
 	for _, s := range []struct{ session, host string }{{"20261123-100000-dddddd", "dead"}, {"20261123-100000-aaaaaa", "alive"}} {
 		j.StartSession(journal.Session{ID: s.session, HostID: s.host, Surface: "run", Started: now}, 0)
 		for _, typ := range []task.EventType{task.EventSpawned, task.EventStarted} {
-			j.Add(&journal.TaskChange{Session: s.session, Change: task.Change{Event: task.Event{Type: typ, ID: "shell:1", State: task.Running, Time: now}, Kind: "shell", Label: "sleep 300"}})
+			j.Add(&journal.TaskChange{Session: s.session, Change: task.Change{Event: task.Event{Type: typ, ID: "shell:1", State: task.Running, Time: now, Kind: "shell"}, Label: "sleep 300"}})
 		}
 	}
 	if err := j.Close(t.Context()); err != nil {

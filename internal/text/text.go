@@ -1,0 +1,54 @@
+// Package text holds the small string helpers offstage's surfaces share
+// to show things to people and models: one line of at most n characters,
+// a byte-bounded cut that says what it cut, and "1 task" / "2 tasks".
+//
+// All of them are pure functions, safe for concurrent use.
+package text
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// OneLine folds every run of white space in s (newlines included) into
+// one space, trims both ends and cuts the result to at most n runes,
+// marking a cut with a final "…" (which counts in the n). n must be at
+// least 1.
+func OneLine(s string, n int) string { return Cut(Fold(s), n) }
+
+// Fold joins the white-space separated words of s with single spaces: s
+// on one line, without leading or trailing space.
+func Fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Cut returns s if it has at most n runes, else its first n-1 runes and
+// "…". n must be at least 1.
+func Cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// Clip cuts s to at most n bytes at a rune boundary and, if it cut, adds
+// how many bytes it left out: "…(+123 more bytes)". The note is not
+// counted in n.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n, 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(+" + strconv.Itoa(len(s)-cut) + " more bytes)"
+}
+
+// Plural says n of what, for English nouns that take an s: "1 task",
+// "0 tasks", "2 tasks".
+func Plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}

@@ -297,7 +297,7 @@ func TestProcessesCountsEscapees(t *testing.T) {
 	if got := p.Processes(); got != 4 {
 		t.Errorf("Processes() = %d, want 4 (the shell and 3 sleepers, 2 of them in sessions of their own)", got)
 	}
-	p.CloseInput() // read returns: the leader exits
+	p.CloseInput(t.Context()) // read returns: the leader exits
 	e := mustWait(t, p)
 	if e.Leftovers != 3 || e.Survivors != 0 {
 		t.Errorf("Exit = %+v, want Leftovers 3, Survivors 0", e)

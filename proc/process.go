@@ -172,12 +172,13 @@ type Exit struct {
 }
 
 // Err returns nil for a process that exited with status 0 by itself, and
-// an *ExitError otherwise.
+// an *ExitError otherwise, which unwraps to Cause: errors.Is sees the
+// context.Cause of a context that stopped it (or ErrStopped after Stop).
 func (e Exit) Err() error {
 	if e.Code == 0 && e.Signal == 0 && !e.Stopped {
 		return nil
 	}
-	return &ExitError{Code: e.Code, Signal: e.Signal, Stopped: e.Stopped, Cause: e.Cause}
+	return &ExitError{Exit: e}
 }
 
 // Process is one running command and its process group. Its methods are
@@ -198,8 +199,13 @@ type Process struct {
 	logMu sync.Mutex // serialises capture and log writes when logging, so the log keeps the capture's order
 	log   *logFile   // nil without Config.LogPath; its write and close are guarded by logMu
 
-	inMu  sync.Mutex // serialises writes to stdin
-	stdin *os.File   // write end of the child's stdin (the terminal, with Config.TTY); nil without Config.Stdin
+	// in is a one-slot semaphore held by whoever writes to or closes
+	// stdin (Input, CloseInput), so writes are not interleaved. It is a
+	// channel, not a mutex, so a caller waiting behind a write that
+	// blocks (a child that stopped reading) gives up when its own context
+	// ends (review finding M1).
+	in    chan struct{}
+	stdin *os.File // write end of the child's stdin (the terminal, with Config.TTY); nil without Config.Stdin
 
 	mu          sync.Mutex // guards the fields below
 	out         *capture   // combined
@@ -219,7 +225,8 @@ type Process struct {
 // Start runs cfg.Command in a new process group and returns at once. When
 // ctx ends, the process is stopped (see Stop) with Config.Grace, and the
 // stop records context.Cause(ctx). Start fails if the command cannot be
-// started (no shell, bad directory) or its output pipes cannot be made.
+// started (no shell, a working directory that is not one) or its output
+// pipes cannot be made.
 func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if cfg.Command == "" {
 		return nil, errors.New("proc: empty command")
@@ -228,6 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	p := &Process{
 		cfg:     cfg,
 		done:    make(chan struct{}),
+		in:      make(chan struct{}, 1),
 		out:     newCapture(cfg.HeadBytes, cfg.TailBytes),
 		streams: [2]*capture{newCapture(0, cfg.StreamBytes), newCapture(0, cfg.StreamBytes)},
 	}
@@ -238,40 +246,17 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		}
 		p.log = lf
 	}
-	var closeLater, closeAfterStart []*os.File
+	st, err := openStreams(cfg)
 	fail := func(err error) (*Process, error) {
-		for _, f := range append(closeLater, closeAfterStart...) {
-			f.Close()
-		}
+		st.close()
 		if p.log != nil {
 			p.log.close()
 		}
 		return nil, err
 	}
-	var rOut, wOut, rErr, wErr *os.File
-	var err error
-	if cfg.TTY {
-		// One terminal: the child's stdin, stdout and stderr are its side.
-		rOut, wOut, err = openTTY(cfg.TTYCols, cfg.TTYRows)
-		if err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
-	} else {
-		if rOut, wOut, err = pipe(true, false); err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
-		if rErr, wErr, err = pipe(true, false); err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, rErr), append(closeAfterStart, wErr)
-	}
-	lifeR, lifeW, err := pipe(false, false)
 	if err != nil {
 		return fail(err)
 	}
-	closeLater, closeAfterStart = append(closeLater, lifeW), append(closeAfterStart, lifeR)
 
 	ensureKeeper()
 	p.mark = newMark()
@@ -291,27 +276,21 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
-	if !cfg.Stdin && !cfg.TTY {
-		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
-	}
-	cmd.Stdout, cmd.Stderr = wOut, wErr
-	cmd.ExtraFiles = lifelineFiles(lifeR)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if cfg.TTY {
+	cmd.ExtraFiles = lifelineFiles(st.lifeR)
+	st.attach(cmd)
+	p.stdin = st.stdin
+	switch {
+	case cfg.TTY:
 		cmd.Env = withTERM(cmd.Env, cfg.Env != nil)
-		cmd.Stdin, cmd.Stderr = wOut, wOut
 		// A new session (whose id, like its group's, is the shell's pid:
 		// signalling the group is unchanged) with the terminal as its
 		// controlling tty, descriptor 0 in the child.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		p.stdin = rOut
-	} else if cfg.Stdin {
-		rIn, wIn, err := pipe(false, true)
-		if err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, wIn), append(closeAfterStart, rIn)
-		cmd.Stdin, p.stdin = rIn, wIn
+	case !cfg.Stdin:
+		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
+		fallthrough
+	default:
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
 	traced := false
 	if p.cg != nil {
@@ -323,9 +302,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		if traced {
 			untrace()
 		}
-		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
+		return fail(startError(cfg, err))
 	}
-	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
+	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), st.lifeW
 	p.lastOutput = p.started
 	if p.cg != nil {
 		p.cg.closeDir()
@@ -335,30 +314,127 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		// one that forks faster is found by the environment.
 		markStarted(p.pid, p.mark, traced)
 	}
-	if err := armLifeline(lifeR, p.pid); err != nil {
+	if err := armLifeline(st.lifeR, p.pid); err != nil {
 		killGroup(p.pid, syscall.SIGKILL)
 		cmd.Wait()
 		return fail(fmt.Errorf("proc: arm lifeline: %w", err))
 	}
-	for _, f := range closeAfterStart {
-		f.Close() // the child has its copies
-	}
+	st.closeChild() // the child has its copies
 
 	if ctx != nil && ctx.Done() != nil {
 		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(cfg.Grace, context.Cause(ctx)) })
 	}
 	readers := make(chan struct{}, 2)
-	go p.capture(rOut, Stdout, readers)
-	if rErr != nil {
-		go p.capture(rErr, Stderr, readers)
+	go p.capture(st.out, Stdout, readers)
+	if st.err != nil {
+		go p.capture(st.err, Stderr, readers)
 	} else {
 		readers <- struct{}{} // a terminal has one stream
 	}
-	go p.reap(rOut, rErr, readers)
+	go p.reap(st.out, st.err, readers)
 	if cfg.PromptAfter > 0 {
 		go p.watchPrompts()
 	}
 	return p, nil
+}
+
+// startError says why cmd.Start failed. The kernel reports a working
+// directory that does not exist the way it reports a missing shell
+// ("fork/exec /bin/sh: no such file or directory"), so a failure with
+// Config.Dir set looks at the directory first.
+func startError(cfg Config, err error) error {
+	if cfg.Dir != "" {
+		st, serr := os.Stat(cfg.Dir)
+		var pe *os.PathError
+		switch {
+		case errors.As(serr, &pe):
+			return fmt.Errorf("proc: working directory %s: %w", cfg.Dir, pe.Err)
+		case serr == nil && !st.IsDir():
+			return fmt.Errorf("proc: working directory %s: %w", cfg.Dir, syscall.ENOTDIR)
+		}
+	}
+	return fmt.Errorf("proc: start %q: %w", cfg.Command, err)
+}
+
+// streams are the descriptors Start makes for a process, as exec.Cmd's
+// childStdin/childStdout do: ours, kept, and the child's copies, closed
+// once it has them. With Config.TTY, one terminal is the child's stdin,
+// stdout and stderr, and its master is both our output and our input.
+type streams struct {
+	out, err *os.File // read ends of stdout and stderr; err is nil on a terminal
+	stdin    *os.File // our end of the child's input; nil without Config.Stdin or TTY
+	lifeR    *os.File // the lifeline's read end, the child's
+	lifeW    *os.File // the lifeline's write end, ours
+
+	childIn, childOut, childErr *os.File // the child's ends; childIn nil: /dev/null
+
+	ours, child []*os.File // everything opened, for close and closeChild
+}
+
+// openStreams opens the pipes (or the terminal) and the lifeline for a
+// process started with cfg. On error, what it opened is closed.
+func openStreams(cfg Config) (*streams, error) {
+	s := &streams{}
+	var err error
+	if cfg.TTY {
+		var tty *os.File
+		if s.out, tty, err = openTTY(cfg.TTYCols, cfg.TTYRows); err != nil {
+			return s, err
+		}
+		s.keep(s.out, tty)
+		s.stdin, s.childIn, s.childOut, s.childErr = s.out, tty, tty, tty
+	} else {
+		if s.out, s.childOut, err = pipe(true, false); err != nil {
+			return s, err
+		}
+		s.keep(s.out, s.childOut)
+		if s.err, s.childErr, err = pipe(true, false); err != nil {
+			return s, err
+		}
+		s.keep(s.err, s.childErr)
+		if cfg.Stdin {
+			if s.childIn, s.stdin, err = pipe(false, true); err != nil {
+				return s, err
+			}
+			s.keep(s.stdin, s.childIn)
+		}
+	}
+	if s.lifeR, s.lifeW, err = pipe(false, false); err != nil {
+		return s, err
+	}
+	s.keep(s.lifeW, s.lifeR)
+	return s, nil
+}
+
+// keep records a pair: our end and the child's.
+func (s *streams) keep(ours, child *os.File) {
+	s.ours, s.child = append(s.ours, ours), append(s.child, child)
+}
+
+// attach gives the child its ends. An unset end stays a nil interface,
+// which exec.Cmd connects to /dev/null.
+func (s *streams) attach(cmd *exec.Cmd) {
+	if s.childIn != nil {
+		cmd.Stdin = s.childIn
+	}
+	cmd.Stdout, cmd.Stderr = s.childOut, s.childErr
+}
+
+// closeChild closes the child's copies once it has started.
+func (s *streams) closeChild() {
+	for _, f := range s.child {
+		f.Close()
+	}
+	s.child = nil
+}
+
+// close closes everything, after a failed start.
+func (s *streams) close() {
+	s.closeChild()
+	for _, f := range s.ours {
+		f.Close()
+	}
+	s.ours = nil
 }
 
 // LogPath returns the file the output is logged to ("" without one).
@@ -664,29 +740,36 @@ func (p *Process) leaderIsGone() {
 }
 
 // Input writes b to the process's stdin. It blocks while the pipe is full,
-// until ctx ends (then it returns how much was written and
-// context.Cause(ctx)). It fails with ErrNoStdin without Config.Stdin, and
-// with ErrExited once the process has exited or stopped reading.
+// and while another Input or CloseInput is writing, until ctx ends (then
+// it returns how much was written and context.Cause(ctx)). It fails with
+// ErrNoStdin without Config.Stdin (or TTY), with ErrInputClosed after
+// CloseInput, and with ErrExited once the process has exited or stopped
+// reading. Safe for concurrent use: writes are never interleaved.
 func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
 	if p.stdin == nil {
 		return 0, ErrNoStdin
 	}
-	p.inMu.Lock()
-	defer p.inMu.Unlock()
-	select {
-	case <-p.done:
-		return 0, ErrExited
-	default:
+	if err := p.lockInput(ctx); err != nil {
+		return 0, err
 	}
+	defer p.unlockInput()
 	p.mu.Lock()
 	closed := p.stdinClosed
 	p.mu.Unlock()
 	if closed {
 		return 0, ErrInputClosed
 	}
-	stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
+	// A deadline in the past ends a blocked write when ctx ends. The reset
+	// waits for the AfterFunc to have run, or its late deadline would end
+	// the next writer's write.
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		p.stdin.SetWriteDeadline(time.Unix(1, 0))
+		close(fired)
+	})
 	n, err := p.stdin.Write(b)
 	if !stop() {
+		<-fired
 		p.stdin.SetWriteDeadline(time.Time{})
 		if err != nil {
 			return n, context.Cause(ctx)
@@ -707,21 +790,50 @@ func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
 	}
 }
 
-// CloseInput closes the process's stdin, so it reads end of file. It is
-// idempotent.
-func (p *Process) CloseInput() error {
+// lockInput takes the input semaphore, unless ctx ends first (then it
+// returns context.Cause(ctx)) or the process is done (ErrExited).
+func (p *Process) lockInput(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return ErrExited
+	default:
+	}
+	select {
+	case p.in <- struct{}{}:
+		return nil
+	case <-p.done:
+		return ErrExited
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (p *Process) unlockInput() { <-p.in }
+
+// CloseInput closes the process's stdin, so it reads end of file; on a
+// terminal (Config.TTY), which stays open as the output, it writes what a
+// keyboard sends for end of file, Ctrl-D, seen by a reader at the start of
+// a line. It is idempotent, and does nothing once the process is done.
+//
+// Its wait is bounded by ctx: behind a write in progress (an Input to a
+// child that stopped reading), and on a terminal for the Ctrl-D to be
+// taken, it waits until ctx ends, then returns context.Cause(ctx) and the
+// input stays open. It fails with ErrNoStdin without Config.Stdin or TTY.
+func (p *Process) CloseInput(ctx context.Context) error {
 	if p.stdin == nil {
 		return ErrNoStdin
 	}
 	if p.cfg.TTY {
-		// A terminal stays open (it is also the output): end of file is
-		// what a keyboard sends, Ctrl-D, which a reader sees at the start
-		// of a line.
-		_, err := p.Input(context.Background(), []byte{4})
+		_, err := p.Input(ctx, []byte{4})
 		return err
 	}
-	p.inMu.Lock()
-	defer p.inMu.Unlock()
+	switch err := p.lockInput(ctx); {
+	case errors.Is(err, ErrExited):
+		return nil // reap closed it
+	case err != nil:
+		return err
+	}
+	defer p.unlockInput()
 	p.mu.Lock()
 	already := p.stdinClosed
 	p.stdinClosed = true
@@ -736,12 +848,22 @@ func (p *Process) CloseInput() error {
 }
 
 // Read returns up to max bytes of stream s from cursor since on (see
-// Chunk). Cursor 0 is the first byte. Bytes no longer held are reported
-// in Chunk.Skipped, never silently dropped; for the combined stream, bytes
-// the ring has moved past are read back from the log file when there is
-// one (Config.LogPath), so only output past the log's cap is skipped. It
-// does not block.
+// Chunk). Cursor 0 is the first byte. max <= 0 sets no cap of the
+// caller's: the read returns as much as memory holds for the stream
+// (Config.HeadBytes plus Config.TailBytes for Combined, Config.StreamBytes
+// for Stdout and Stderr), so everything held from since on comes back in
+// one read. Bytes no longer held are reported in Chunk.Skipped, never
+// silently dropped; for the combined stream, bytes the ring has moved past
+// are read back from the log file when there is one (Config.LogPath), so
+// only output past the log's cap is skipped. It does not block; to wait
+// for output, see WaitOutput.
 func (p *Process) Read(s Stream, since int64, max int) Chunk {
+	if max <= 0 {
+		max = p.cfg.StreamBytes
+		if s != Stdout && s != Stderr {
+			max = p.cfg.HeadBytes + p.cfg.TailBytes
+		}
+	}
 	if s == Combined {
 		return p.readCombined(since, max)
 	}
@@ -754,9 +876,7 @@ func (p *Process) Read(s Stream, since int64, max int) Chunk {
 // bytes the ring has moved past from the log file, when there is one and
 // it holds them: then nothing is skipped short of the log's cap.
 func (p *Process) readCombined(since int64, max int) Chunk {
-	p.mu.Lock()
-	ch := p.out.read(since, max)
-	p.mu.Unlock()
+	ch := p.readLocked(since, max)
 	if ch.Skipped == 0 || p.log == nil {
 		return ch
 	}
@@ -766,6 +886,61 @@ func (p *Process) readCombined(since int64, max int) Chunk {
 		return ch // past the log's cap, or an unreadable log: the skip stands
 	}
 	return Chunk{Data: data, Start: from, Next: from + int64(len(data)), Total: ch.Total}
+}
+
+// readLocked reads the combined capture under the lock.
+func (p *Process) readLocked(since int64, max int) Chunk {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.read(since, max)
+}
+
+// WaitOutput blocks until output past cursor since has been captured, the
+// process is done, or ctx ends (then it returns context.Cause(ctx)). It
+// returns the number of bytes captured so far (see Written): more than
+// since, or, once the process is done, the final count. It is woken by
+// output as it arrives, never by polling, and consumes nothing; safe for
+// concurrent use. A reader that follows the output as it comes:
+//
+//	for next := int64(0); ; {
+//		total, err := p.WaitOutput(ctx, next)
+//		if err != nil {
+//			return err
+//		}
+//		ch := p.Read(proc.Combined, next, 0)
+//		os.Stdout.Write(ch.Data)
+//		next = ch.Next
+//		if _, done := p.Exit(); done && next >= total {
+//			return nil
+//		}
+//	}
+func (p *Process) WaitOutput(ctx context.Context, since int64) (int64, error) {
+	for {
+		// Done is looked at before the count: output is all captured
+		// before done is closed.
+		finished := false
+		select {
+		case <-p.done:
+			finished = true
+		default:
+		}
+		p.mu.Lock()
+		total := p.out.total
+		if total <= since && !finished && p.grew == nil {
+			p.grew = make(chan struct{})
+		}
+		grew := p.grew // taken with the count: output after it wakes us
+		p.mu.Unlock()
+		if total > since || finished {
+			return total, nil
+		}
+		select {
+		case <-grew:
+		case <-p.done:
+		case <-ctx.Done():
+			return total, context.Cause(ctx)
+		}
+	}
 }
 
 // TailLines returns the last n lines of stream s that are held, at most

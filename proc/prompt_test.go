@@ -441,7 +441,7 @@ func TestBlockedOnInputIsNoticed(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitUntil(t, "it waits again after echoing", func() bool { return len(rec.get()) == 2 })
-				if err := p.CloseInput(); err != nil {
+				if err := p.CloseInput(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			} else if _, err := p.Input(t.Context(), []byte(c.answer)); err != nil {

@@ -239,7 +239,7 @@ func ShellResult(p *Process, e Exit, maxLines, maxBytes int) string {
 func exitSummary(e Exit) string {
 	switch {
 	case e.Stopped:
-		return "stopped (" + (&ExitError{Code: e.Code, Signal: e.Signal}).Error() + ")"
+		return "stopped (" + (&ExitError{Exit: Exit{Code: e.Code, Signal: e.Signal}}).Error() + ")"
 	case e.Signal != 0:
 		return "killed by " + signalName(e.Signal)
 	}

@@ -37,7 +37,7 @@ func TestWaitLine(t *testing.T) {
 	if err != nil || !early.Found {
 		t.Errorf("WaitLine for an earlier line = %+v, %v", early, err)
 	}
-	p.CloseInput() // read returns: it prints "ready?" without a newline and exits
+	p.CloseInput(t.Context()) // read returns: it prints "ready?" without a newline and exits
 	last, err := p.WaitLine(ctx, m.Next, regexp.MustCompile(`ready\?`))
 	if err != nil || !last.Found || last.Line != "ready?" {
 		t.Errorf("WaitLine for the unfinished last line = %+v, %v", last, err)

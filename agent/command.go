@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 // CommandInfo describes a command a person can type (see Session.Command).
@@ -87,12 +87,11 @@ func (s *Session) Command(ctx context.Context, line string, out func(string)) bo
 		if !needID() {
 			break
 		}
-		o, err := tb.Output(arg)
-		if err != nil {
+		if _, err := tb.Output(arg); err != nil {
 			out(err.Error())
 			break
 		}
-		p, ok := o.(*proc.Process)
+		p, ok := tools.Shell(tb, arg)
 		if !ok {
 			out(arg + " has no output (it is not a shell, or has not started)")
 			break

@@ -47,7 +47,7 @@ type Config struct {
 
 	// PromptAfter is how long output must stop on an unfinished line that
 	// looks like a question (see LooksLikePrompt) before the process counts
-	// as waiting for input (WaitingForInput). Default DefaultPromptAfter;
+	// as waiting for input (WaitingForInput). Default 4s;
 	// negative turns the watch off.
 	PromptAfter time.Duration
 	// OnPrompt, if set, is called once each time the process starts
@@ -89,16 +89,18 @@ type Config struct {
 	WaitDelay time.Duration
 }
 
-// Defaults of Config.
+// Defaults of Config, each documented at its field. They are not
+// exported, as exec.Cmd's WaitDelay default is not: a caller who wants a
+// value sets it.
 const (
-	DefaultHeadBytes   = 64 << 10
-	DefaultTailBytes   = 1 << 20
-	DefaultStreamBytes = 256 << 10
-	DefaultLogMaxBytes = 64 << 20
-	DefaultGrace       = 3 * time.Second
-	DefaultWaitDelay   = 2 * time.Second
-	DefaultTTYCols     = 120
-	DefaultTTYRows     = 40
+	defaultHeadBytes   = 64 << 10
+	defaultTailBytes   = 1 << 20
+	defaultStreamBytes = 256 << 10
+	defaultLogMaxBytes = 64 << 20
+	defaultGrace       = 3 * time.Second
+	defaultWaitDelay   = 2 * time.Second
+	defaultTTYCols     = 120
+	defaultTTYRows     = 40
 )
 
 // readBufferBytes is the largest read from a pipe.
@@ -109,31 +111,31 @@ func (c Config) withDefaults() Config {
 		c.Shell = []string{"/bin/sh", "-c"}
 	}
 	if c.HeadBytes <= 0 {
-		c.HeadBytes = DefaultHeadBytes
+		c.HeadBytes = defaultHeadBytes
 	}
 	if c.TailBytes <= 0 {
-		c.TailBytes = DefaultTailBytes
+		c.TailBytes = defaultTailBytes
 	}
 	if c.StreamBytes <= 0 {
-		c.StreamBytes = DefaultStreamBytes
+		c.StreamBytes = defaultStreamBytes
 	}
 	if c.PromptAfter == 0 {
-		c.PromptAfter = DefaultPromptAfter
+		c.PromptAfter = defaultPromptAfter
 	}
 	if c.LogMaxBytes <= 0 {
-		c.LogMaxBytes = DefaultLogMaxBytes
+		c.LogMaxBytes = defaultLogMaxBytes
 	}
 	if c.Grace <= 0 {
-		c.Grace = DefaultGrace
+		c.Grace = defaultGrace
 	}
 	if c.WaitDelay <= 0 {
-		c.WaitDelay = DefaultWaitDelay
+		c.WaitDelay = defaultWaitDelay
 	}
 	if c.TTYCols == 0 {
-		c.TTYCols = DefaultTTYCols
+		c.TTYCols = defaultTTYCols
 	}
 	if c.TTYRows == 0 {
-		c.TTYRows = DefaultTTYRows
+		c.TTYRows = defaultTTYRows
 	}
 	return c
 }

@@ -487,3 +487,31 @@ func TestABadDirIsReportedAsSuch(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentedDefaults: the defaults are documented at Config's fields,
+// not exported; this holds the documentation to the code (and the tools'
+// descriptions, which repeat some of them, to the same numbers).
+func TestDocumentedDefaults(t *testing.T) {
+	got := proc.Defaults()
+	want := proc.Config{
+		Shell:       []string{"/bin/sh", "-c"},
+		HeadBytes:   64 << 10,
+		TailBytes:   1 << 20,
+		StreamBytes: 256 << 10,
+		LogMaxBytes: 64 << 20,
+		PromptAfter: 4 * time.Second,
+		Grace:       3 * time.Second,
+		WaitDelay:   2 * time.Second,
+		TTYCols:     120,
+		TTYRows:     40,
+	}
+	if !slices.Equal(got.Shell, want.Shell) {
+		t.Errorf("Shell = %q, want %q", got.Shell, want.Shell)
+	}
+	got.Shell, want.Shell = nil, nil
+	if got.HeadBytes != want.HeadBytes || got.TailBytes != want.TailBytes || got.StreamBytes != want.StreamBytes ||
+		got.LogMaxBytes != want.LogMaxBytes || got.PromptAfter != want.PromptAfter || got.Grace != want.Grace ||
+		got.WaitDelay != want.WaitDelay || got.TTYCols != want.TTYCols || got.TTYRows != want.TTYRows {
+		t.Errorf("defaults = %+v, want %+v", got, want)
+	}
+}

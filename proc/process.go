@@ -75,9 +75,9 @@ type Config struct {
 	// OnLogError, if set, is told once, with a *LogError, when writing the
 	// log fails (a full disk): logging stops there, and the file ends with
 	// a line saying where and why (Process.Log and Exit.LogErr say it
-	// too). SpawnShell also tells it when the log cannot be opened, and
-	// runs the command without one. It is called from the log's (or the
-	// task's) goroutine and must not block for long.
+	// too). A log that cannot be opened fails Start instead (a shell task
+	// then runs without one, and tells OnLogError). It is called from the
+	// log's goroutine and must not block for long.
 	OnLogError func(error)
 
 	// Grace is how long a process stopped because its context ended gets
@@ -957,7 +957,8 @@ func (p *Process) TailLines(s Stream, n, max int) Chunk {
 const tailPeekBytes = 16 << 10
 
 // Tail returns the last n lines of the combined output, cleaned for a
-// model (see Clean), at most 16 KiB of it. It makes *Process a task.Output.
+// model (see Clean), at most 16 KiB of it: what a task's Peek shows (it
+// makes *Process a task.Output).
 func (p *Process) Tail(n int) string {
 	return Clean(p.TailLines(Combined, n, tailPeekBytes).Data)
 }

@@ -815,12 +815,16 @@ func (p *Process) unlockInput() { <-p.in }
 // CloseInput closes the process's stdin, so it reads end of file; on a
 // terminal (Config.TTY), which stays open as the output, it writes what a
 // keyboard sends for end of file, Ctrl-D, seen by a reader at the start of
-// a line. It is idempotent, and does nothing once the process is done.
+// a line. On a pipe it is idempotent, and does nothing once the process is
+// done; on a terminal each call sends another Ctrl-D, and one after the
+// process is done fails with ErrExited.
 //
 // Its wait is bounded by ctx: behind a write in progress (an Input to a
 // child that stopped reading), and on a terminal for the Ctrl-D to be
 // taken, it waits until ctx ends, then returns context.Cause(ctx) and the
-// input stays open. It fails with ErrNoStdin without Config.Stdin or TTY.
+// input stays open. (Off Linux a write to a terminal, once begun, is not
+// given up: it waits until the terminal is read or the process is done.)
+// It fails with ErrNoStdin without Config.Stdin or TTY.
 func (p *Process) CloseInput(ctx context.Context) error {
 	if p.stdin == nil {
 		return ErrNoStdin

@@ -102,7 +102,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 		}
 		cfg.Dir = dir
 	}
-	id, _, err := SpawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
+	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell})
 	switch {
 	case errors.Is(err, task.ErrFull):

@@ -110,7 +110,8 @@ const (
 // its id (shell:N) and its process, which the caller may use at once
 // (read, wait, write input). The process starts when the task starts:
 // SpawnShell returns once it has started, or failed to (then the task
-// fails with the error). A task that has to wait queued (the table runs
+// fails with the error). That is a few milliseconds, but the first Start
+// of a host also starts its keeper (see proc), which takes longer. A task that has to wait queued (the table runs
 // task.Options.MaxRunning at once) has no process yet: SpawnShell returns
 // it nil, and Shell gives it once the task runs. The process's context is
 // the task's, so cancelling the task, its owner ending, its timeout and
@@ -127,14 +128,7 @@ const (
 // result is a line of exit status followed by the cleaned tail of the
 // output, bounded by ShellOptions.
 func SpawnShell(v *task.View, cfg proc.Config, opts ShellOptions) (string, *proc.Process, error) {
-	if strings.TrimSpace(cfg.Command) == "" {
-		return "", nil, fmt.Errorf("tools: empty command")
-	}
-	opts = opts.withDefaults(cfg.Command)
-	started := make(chan *proc.Process, 1) // runShell's process, or nil if it did not start
-	id, err := v.Spawn(task.Spec{Kind: "shell", Label: opts.Label, Timeout: opts.Timeout}, func(ctx context.Context, h *task.Handle) (string, error) {
-		return runShell(ctx, v, h, cfg, opts, started)
-	})
+	id, started, err := spawnShell(v, cfg, opts)
 	if err != nil {
 		return "", nil, err
 	}
@@ -144,6 +138,22 @@ func SpawnShell(v *task.View, cfg proc.Config, opts ShellOptions) (string, *proc
 		return id, nil, nil
 	}
 	return id, <-started, nil
+}
+
+// spawnShell is SpawnShell without the wait for the process: the bash
+// tool answers at once, and finds the process later (processOf), as the
+// first Start of a host also starts its keeper, which takes a while.
+// started says the process, or nil, once.
+func spawnShell(v *task.View, cfg proc.Config, opts ShellOptions) (string, <-chan *proc.Process, error) {
+	if strings.TrimSpace(cfg.Command) == "" {
+		return "", nil, fmt.Errorf("tools: empty command")
+	}
+	opts = opts.withDefaults(cfg.Command)
+	started := make(chan *proc.Process, 1) // runShell's process, or nil if it did not start
+	id, err := v.Spawn(task.Spec{Kind: "shell", Label: opts.Label, Timeout: opts.Timeout}, func(ctx context.Context, h *task.Handle) (string, error) {
+		return runShell(ctx, v, h, cfg, opts, started)
+	})
+	return id, started, err
 }
 
 // withDefaults fills in what opts leaves zero.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -249,11 +248,7 @@ func (s *session) finishCard(id string) {
 }
 
 func (s *session) shellTail(id string) string {
-	out, err := s.sess.Table().Output(id)
-	if err != nil {
-		return ""
-	}
-	p, ok := out.(*proc.Process)
+	p, ok := tools.Shell(s.sess.Table(), id)
 	if !ok {
 		return ""
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 // CommandInfo describes a command a person can type (see Session.Command).
@@ -138,12 +138,11 @@ func (s *Session) cmdInspect(_ context.Context, id string, out func(string)) {
 }
 
 func (s *Session) cmdOutput(_ context.Context, id string, out func(string)) {
-	o, err := s.table.Output(id)
-	if err != nil {
+	if _, err := s.table.Output(id); err != nil {
 		out(err.Error())
 		return
 	}
-	p, ok := o.(*proc.Process)
+	p, ok := tools.Shell(s.table, id)
 	if !ok {
 		out(id + " has no output (it is not a shell, or has not started)")
 		return

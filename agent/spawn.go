@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -80,7 +79,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	if maxIter <= 0 {
 		maxIter = s.cfg.MaxIterations
 	}
-	label := proc.Label(profile.Name + ": " + in.Prompt)
+	label := tools.Label(profile.Name + ": " + in.Prompt)
 	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
 		system := profile.System
 		if !profile.NoProjectInstructions {

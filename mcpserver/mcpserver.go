@@ -471,11 +471,7 @@ func (c *conn) process(uri string) (*proc.Process, error) {
 	if !ok || id == "" || c.view == nil {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	out, err := c.view.Output(id)
-	if err != nil {
-		return nil, mcp.ResourceNotFoundError(uri)
-	}
-	p, ok := out.(*proc.Process)
+	p, ok := tools.Shell(c.view, id)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/proc"
-	"github.com/offstage/offstage/task"
 )
 
 // Benchmark names are fixed so results can be compared over time; run them
@@ -283,54 +282,6 @@ func BenchmarkSpawnTTY(b *testing.B) {
 		}
 	}
 }
-
-// benchNotifyOn runs the child's output through a shell task whose
-// notify_on watch (ShellOptions.NotifyOn) looks for a line that never
-// comes; with a log directory the watch reads back from its log.
-func benchNotifyOn(b *testing.B, logDir string) {
-	b.SetBytes(captureBytes)
-	tb := task.New(context.Background(), task.Options{})
-	defer tb.Close(context.Background())
-	v := tb.View("")
-	opts := proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR|panic:`), LogDir: logDir}
-	cfg := helperConfig("print", strconv.Itoa(captureBytes))
-	cfg.LogMaxBytes = captureBytes
-	blind := regexp.MustCompile(`^The watch of \S+ for "ERROR\|panic:" could not look at (?:a further )?(\d+) bytes of its output`)
-	var skipped int64
-	for b.Loop() {
-		id, err := proc.SpawnShell(v, cfg, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		done, _ := v.Done(id)
-		<-done
-		if r := v.Drain(); len(r) != 1 || r[0].State != task.Completed {
-			b.Fatalf("results %+v", r)
-		}
-		// The watch says what it skipped (and it matched nothing): the
-		// notices are how much it examined.
-		for _, n := range v.Notices() {
-			m := blind.FindStringSubmatch(n.Text)
-			if m == nil {
-				b.Fatalf("notice %q, want only what the watch skipped", n.Text)
-			}
-			k, _ := strconv.ParseInt(m[1], 10, 64)
-			skipped += k
-		}
-	}
-	if logDir != "" && skipped != 0 {
-		b.Fatalf("the watch skipped %d bytes with a log that holds them all", skipped)
-	}
-	reportExamined(b, skipped)
-}
-
-// BenchmarkCaptureNotifyOn: BenchmarkCapture through a shell task whose
-// output carries a notify_on watch, through the ring only.
-func BenchmarkCaptureNotifyOn(b *testing.B) { benchNotifyOn(b, "") }
-
-// BenchmarkCaptureNotifyOnLog: the same with the shell's log, so the
-// watch examines every byte.
-func BenchmarkCaptureNotifyOnLog(b *testing.B) { benchNotifyOn(b, b.TempDir()) }
 
 // bystanders starts n sleep processes that belong to no task, the other
 // processes of a busy machine, and ends them with the benchmark.

@@ -77,9 +77,11 @@ type Chunk struct {
 
 // read returns up to limit bytes from cursor since on, contiguous. Bytes the
 // head still holds are served from it; a read that falls in the gap
-// between head and ring jumps to the ring and reports what it skipped.
+// between head and ring jumps to the ring and reports what it skipped. A
+// negative limit reads nothing (Process.Read gives max <= 0 its meaning).
 func (c *capture) read(since int64, limit int) Chunk {
 	since = max(0, min(since, c.total))
+	limit = max(limit, 0)
 	ch := Chunk{Total: c.total}
 	if rs := c.ringStart(); since < rs {
 		if since < int64(len(c.head)) {

@@ -3,12 +3,9 @@ package proc_test
 import (
 	"bytes"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/offstage/offstage/proc"
 )
@@ -174,17 +171,6 @@ func FuzzClean(f *testing.F) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "") == s }
-
-func TestFilterLines(t *testing.T) {
-	text := "ok 1\nFAIL 2\nok 3\nFAIL 4"
-	got := proc.FilterLines(text, regexp.MustCompile("^FAIL"))
-	if diff := cmp.Diff("FAIL 2\nFAIL 4", got); diff != "" {
-		t.Errorf("FilterLines (-want +got):\n%s", diff)
-	}
-	if got := proc.FilterLines(text, nil); got != text {
-		t.Errorf("FilterLines(nil) = %q", got)
-	}
-}
 
 // TestReadsFallBackToTheLog: 15 MiB printed in a burst and read from
 // cursor 0 after the ring has moved on: with a log, every byte comes

@@ -1,10 +1,6 @@
 package proc
 
-import (
-	"regexp"
-	"strings"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // Clean turns raw process output into text fit for a model:
 //
@@ -113,19 +109,4 @@ func skipEscape(raw []byte, i int) int {
 	default: // ESC and one final byte: ESC 7, ESC =, ESC M …
 		return i + 1
 	}
-}
-
-// FilterLines keeps the lines of text that match re, joined with "\n".
-// A nil re keeps everything.
-func FilterLines(text string, re *regexp.Regexp) string {
-	if re == nil {
-		return text
-	}
-	var b strings.Builder
-	for line := range strings.Lines(text) {
-		if re.MatchString(strings.TrimSuffix(line, "\n")) {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
 }

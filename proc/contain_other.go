@@ -40,14 +40,15 @@ func (c *cgroup) kill()                                {}
 func (c *cgroup) waitEmpty(deadline time.Time) bool    { return true }
 func (c *cgroup) remove() error                        { return nil }
 
-// KeeperInfo describes this host's keeper.
-type KeeperInfo struct {
+// keeperInfo describes this host's keeper: a diagnostic for tests, not
+// API (the keeper is an implementation of containment).
+type keeperInfo struct {
 	PID          int   // 0 when none runs
 	RSS, Private int64 // its resident and its own memory in bytes
 	Err          error // why none runs
 }
 
-// Keeper reports on this host's keeper: there is none on this system.
-func Keeper() KeeperInfo {
-	return KeeperInfo{Err: errors.New("proc: no keeper on this system; only the process group and the lifeline contain a task")}
+// keeperStatus reports on this host's keeper: there is none on this system.
+func keeperStatus() keeperInfo {
+	return keeperInfo{Err: errors.New("proc: no keeper on this system; only the process group and the lifeline contain a task")}
 }

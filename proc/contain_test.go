@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,6 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
-	"github.com/offstage/offstage/task"
 )
 
 // caseEnv marks every process a containment case starts, so the test can
@@ -170,32 +170,26 @@ func killSleepers(t *testing.T, id string) {
 	})
 }
 
-// TestContainment starts each case as a shell task and ends it each way a
-// task can end; no process of the case may outlive it, and the task ends
-// only once none is left.
+// TestContainment starts each case and ends it each way a process can
+// end: Stop, its context ending (a task's cancel, its owner's end, a
+// table's Close), its context's deadline (a task's timeout), and its
+// leader's exit. No process of the case may outlive it, and Wait returns
+// only once none is left. (Shell tasks end through the same contexts;
+// tools tests the states they end in.)
 func TestContainment(t *testing.T) {
 	needTools(t, "setsid", "nohup", "prlimit", "bash")
 	t.Log(proc.Containment())
+	stopped := errors.New("context ended")
 	ends := []struct {
 		name   string
 		leader string // what the shell does after the case
-		end    func(t *testing.T, tb *task.Table, v *task.View, id string)
-		state  task.State
+		end    func(p *proc.Process, cancel context.CancelCauseFunc)
+		cause  error // the exit's, when stopped
 	}{
-		{"cancel", "exec sleep 1000", func(t *testing.T, tb *task.Table, v *task.View, id string) {
-			if _, err := v.Cancel(id); err != nil {
-				t.Fatal(err)
-			}
-		}, task.Canceled},
-		{"close", "exec sleep 1000", func(t *testing.T, tb *task.Table, v *task.View, id string) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := tb.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}, task.Canceled},
-		{"timeout", "exec sleep 1000", nil, task.TimedOut},
-		{"leader exits", "echo done", nil, task.Completed},
+		{"stop", "exec sleep 1000", func(p *proc.Process, _ context.CancelCauseFunc) { p.Stop(500 * time.Millisecond) }, proc.ErrStopped},
+		{"cancel", "exec sleep 1000", func(_ *proc.Process, cancel context.CancelCauseFunc) { cancel(stopped) }, stopped},
+		{"timeout", "exec sleep 1000", nil, context.DeadlineExceeded},
+		{"leader exits", "echo done", nil, nil},
 	}
 	for _, c := range casesHere() {
 		for _, end := range ends {
@@ -203,13 +197,15 @@ func TestContainment(t *testing.T) {
 				t.Parallel()
 				id, env := newCase(t)
 				killSleepers(t, id)
-				tb, v := table(t)
-				opts := proc.ShellOptions{}
+				ctx, cancel := context.WithCancelCause(t.Context())
+				defer cancel(nil)
 				want := c.n + 1
 				if end.name == "timeout" {
 					// Long enough for 200 sleepers to start on a loaded
 					// machine, under the race detector.
-					opts.Timeout = 8 * time.Second
+					var stop context.CancelFunc
+					ctx, stop = context.WithTimeout(ctx, 8*time.Second)
+					defer stop()
 				}
 				cmd := caseCommand(t, c.cmd, id) + "\n" + end.leader
 				if end.name == "leader exits" {
@@ -218,19 +214,22 @@ func TestContainment(t *testing.T) {
 					want = c.n
 					cmd = caseCommand(t, c.cmd, id) + "\n" + waitForSleepers(id, c.n) + "\n" + end.leader
 				}
-				tid := spawnShell(t, v, proc.Config{Command: cmd, Env: env, Grace: 500 * time.Millisecond}, opts)
+				p, err := proc.Start(ctx, proc.Config{Command: cmd, Env: env, Grace: 500 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
 				if end.name != "leader exits" {
 					awaitSleepers(t, id, want, 20*time.Second)
 				}
 				if end.end != nil {
-					end.end(t, tb, v, tid)
+					end.end(p, cancel)
 				}
-				r := waitResult(t, v, tid)
+				e := mustWait(t, p)
 				if got := sleepers(t, id); len(got) != 0 {
-					t.Errorf("task ended %s with %d of its processes alive: %v", r.State, len(got), got[:min(len(got), 10)])
+					t.Errorf("process ended (%v) with %d of its processes alive: %v", e.Err(), len(got), got[:min(len(got), 10)])
 				}
-				if r.State != end.state {
-					t.Errorf("state = %s, want %s; result %q", r.State, end.state, r.Text)
+				if err := e.Err(); !errors.Is(err, end.cause) || (end.cause == nil) != (err == nil) {
+					t.Errorf("Exit.Err() = %v, want %v", err, end.cause)
 				}
 			})
 		}
@@ -246,8 +245,8 @@ func waitForSleepers(id string, n int) string {
 		shellQuote(id), n)
 }
 
-// TestContainmentSparesOthers: cancelling one task kills none of a
-// sibling task's processes, nor a process with the same command line that
+// TestContainmentSparesOthers: stopping one command kills none of a
+// sibling command's processes, nor a process with the same command line that
 // no task started.
 func TestContainmentSparesOthers(t *testing.T) {
 	needTools(t, "setsid")
@@ -255,10 +254,9 @@ func TestContainmentSparesOthers(t *testing.T) {
 	theirs, theirEnv := newCase(t)
 	killSleepers(t, mine)
 	killSleepers(t, theirs)
-	_, v := table(t)
 	cmd := "setsid -f sleep 1000; exec sleep 1000"
-	a := spawnShell(t, v, proc.Config{Command: cmd, Env: env}, proc.ShellOptions{})
-	b := spawnShell(t, v, proc.Config{Command: cmd, Env: theirEnv}, proc.ShellOptions{})
+	a := mustStart(t, proc.Config{Command: cmd, Env: env})
+	b := mustStart(t, proc.Config{Command: cmd, Env: theirEnv})
 	stranger := exec.Command("setsid", "-f", "sleep", "1000")
 	stranger.Env = theirEnv
 	if err := stranger.Run(); err != nil {
@@ -266,22 +264,18 @@ func TestContainmentSparesOthers(t *testing.T) {
 	}
 	awaitSleepers(t, mine, 2, 20*time.Second)
 	awaitSleepers(t, theirs, 3, 20*time.Second)
-	if _, err := v.Cancel(a); err != nil {
-		t.Fatal(err)
-	}
-	waitResult(t, v, a)
+	a.Stop(3 * time.Second)
+	mustWait(t, a)
 	if got := sleepers(t, mine); len(got) != 0 {
-		t.Errorf("cancelled task left %v", got)
+		t.Errorf("the stopped process left %v", got)
 	}
 	if got := sleepers(t, theirs); len(got) != 3 {
-		t.Errorf("after cancelling %s: %d of the sibling's and the stranger's 3 sleepers alive, want 3", a, len(got))
+		t.Errorf("after stopping %d: %d of the sibling's and the stranger's 3 sleepers alive, want 3", a.PID(), len(got))
 	}
-	if _, err := v.Cancel(b); err != nil {
-		t.Fatal(err)
-	}
-	waitResult(t, v, b)
+	b.Stop(3 * time.Second)
+	mustWait(t, b)
 	if got := sleepers(t, theirs); len(got) != 1 {
-		t.Errorf("after cancelling %s too: %d sleepers alive, want the stranger's 1", b, len(got))
+		t.Errorf("after stopping %d too: %d sleepers alive, want the stranger's 1", b.PID(), len(got))
 	}
 }
 
@@ -297,7 +291,7 @@ func TestProcessesCountsEscapees(t *testing.T) {
 	if got := p.Processes(); got != 4 {
 		t.Errorf("Processes() = %d, want 4 (the shell and 3 sleepers, 2 of them in sessions of their own)", got)
 	}
-	p.CloseInput() // read returns: the leader exits
+	p.CloseInput(t.Context()) // read returns: the leader exits
 	e := mustWait(t, p)
 	if e.Leftovers != 3 || e.Survivors != 0 {
 		t.Errorf("Exit = %+v, want Leftovers 3, Survivors 0", e)

@@ -1,43 +1,113 @@
-// Package proc runs one shell command as a supervised OS process: in its
-// own process group, signalled with everything it started (daemons
-// included), always reaped, its output captured in bounded memory, and
-// killed with all it started if the host dies. SpawnShell runs one as a
-// task (shell:N) of a task.Table.
+// Package proc runs one shell command as a supervised OS process, as
+// os/exec runs one program: in its own process group, signalled with
+// everything it started (daemons included), always reaped, its output
+// captured in bounded memory, and killed with all it started if the host
+// dies. It knows nothing of tasks or models: package tools runs a command
+// as a task of a task.Table (tools.SpawnShell).
+//
+// # Quick start
 //
 //	p, err := proc.Start(ctx, proc.Config{Command: "make test", Dir: repo})
 //	if err != nil { … }
-//	chunk := p.Read(proc.Combined, 0, 64<<10) // output so far, from cursor 0
-//	fmt.Print(proc.Clean(chunk.Data))       // safe for a model
-//	next := chunk.Next                      // read on from here later
-//	exit, _ := p.Wait(ctx)
+//	defer p.Stop(0)                      // a no-op once it has exited
+//	exit, err := p.Wait(ctx)             // reaped, and its output captured
+//	chunk := p.Read(proc.Combined, 0, 0) // all the output memory holds
+//	fmt.Print(proc.Clean(chunk.Data))    // text safe for a model
 //	fmt.Println(exit.Code, exit.Err())
+//
+// Output can be read while the command runs: Read from a cursor (a byte
+// offset) returns the cursor to read on from; WaitOutput waits for output
+// past a cursor, so following the output needs no polling (see its
+// example); WaitLine and ScanLines wait for lines that match a pattern.
+// Input and CloseInput write to a command started with Config.Stdin or
+// Config.TTY.
+//
+// # Your main, and the keeper
+//
+// On Linux the first Start re-executes your program's own binary
+// (/proc/self/exe) as the host's keeper (and, where a cgroup is writable,
+// once before that as a probe that exits at once): a small process
+// (about 1 MiB of memory of its own) in a session of its own, named
+// offstage-keeper,
+// whose one job is to end whatever your commands left running when your
+// process dies, SIGKILL included (see "When the host dies"). No call is
+// needed: an init function of this package finds the keeper's variable
+// (OFFSTAGE_PROC_KEEPER) in the environment and takes over before main
+// runs. What that means for your program:
+//
+//   - main, TestMain, and the init functions of the packages that import
+//     proc (your main package among them) never run in the keeper. Init
+//     functions of packages initialized before proc do: keep them free
+//     of side effects (files, sockets, output, goroutines that matter),
+//     as init functions should be.
+//   - /proc/self/exe must be executable. A binary on a noexec mount, or
+//     in a sandbox that forbids exec, gets no keeper; its commands are
+//     then contained while it lives, and on its death by the lifeline
+//     (their process group) alone.
+//   - ps shows one more process of your binary per process that calls
+//     Start; it leaves once its work is done after yours has exited.
+//   - OFFSTAGE_PROC_KEEPER is set by proc, for the keeper alone; a
+//     program started with it set becomes a keeper.
+//
+// A program whose process holds secrets (API keys) that its commands
+// must not read calls ProtectHost early in main (see "Environment and
+// secrets").
 //
 // # Lifecycle
 //
-// Start runs Config.Command through Config.Shell (/bin/sh -c) in a new
-// process group whose id is the shell's pid, and returns at once. The
-// child's environment is the host's (or Config.Env) without what looks
-// like a secret (see Environment and secrets).
+// Start starts the command and returns at once; the Process is the
+// caller's. There is nothing to close: a Process's goroutines and
+// descriptors are released once it has exited and been reaped, which
+// Done's closing says, and its output stays readable as long as it is
+// referenced. So every command must end: by itself, by Stop, or by the
+// end of the context given to Start; until then it holds three or four
+// goroutines and its pipes. Stop and a context's end send SIGTERM to
+// everything the command started and SIGKILL after the grace
+// (Config.Grace); Stop returns at once, Wait waits.
 //
-// Stop, or the end of Start's context, sends SIGTERM to the whole group
-// and every process the command started, and SIGKILL to them after the
-// grace period. As soon as the leader exits by itself, whatever it left
-// running, in its group or not, is killed with SIGKILL (see
-// Containment). On Linux the exit is observed without reaping (waitid
-// with WNOWAIT), so the group is killed while the leader's zombie still
-// holds the group id: a signal can never reach a group whose id was
-// reused. Elsewhere the leader is reaped first and the group killed
-// microseconds later.
+// Start runs Config.Command through Config.Shell (/bin/sh -c) in a new
+// process group whose id is the shell's pid. The child's environment is
+// the host's (or Config.Env) without what looks like a secret (see
+// Environment and secrets).
+//
+// As soon as the leader exits by itself, whatever it left running, in its
+// group or not, is killed with SIGKILL (see Containment). On Linux the
+// exit is observed without reaping (waitid with WNOWAIT), so the group is
+// killed while the leader's zombie still holds the group id: a signal can
+// never reach a group whose id was reused. Elsewhere the leader is reaped
+// first and the group killed microseconds later.
 //
 // Wait returns once the leader is reaped, what it left is gone, and the
 // output captured. It cannot hang on pipes held by processes out of reach
 // (see Limits under Containment): they get Config.WaitDelay after the
 // leader's exit, then our ends are closed.
 //
-// A process we stopped reports Exit.Stopped; one killed by a signal we did
-// not send reports the signal and not Stopped; Exit.Err tells the two
-// apart from a clean exit. As a task, the first is canceled (or timed_out,
-// by the task's timeout), the second failed.
+// A process we stopped reports Exit.Stopped, and Exit.Cause says why:
+// ErrStopped after Stop, context.Cause of Start's context when it ended.
+// One killed by a signal we did not send reports the signal and not
+// Stopped. Exit.Err tells both apart from a clean exit: it returns an
+// *ExitError, which unwraps to the cause. As a shell task
+// (tools.SpawnShell), the first is canceled (or timed_out, by the task's
+// timeout), the second failed.
+//
+// # Concurrency properties
+//
+// All methods of Process are safe for concurrent use. Each process has
+// three goroutines (two readers and a reaper), and a fourth that watches
+// for prompts unless Config.PromptAfter is negative; the first three end by
+// the time Done is closed, the watcher as soon as it sees Done closed (the
+// keeper is a process, and costs the host no goroutine, only the descriptor
+// of its pipe); Start's context is watched with context.AfterFunc, which is
+// released then too. Signals are sent under the process's lock so they are
+// ordered before the leader is marked exited. Input and CloseInput take
+// turns through a one-slot semaphore, so writes are never interleaved, and
+// a caller that waits its turn (behind a write to a command that stopped
+// reading) gives up when its own context ends. Reads never block;
+// WaitOutput, WaitLine and ScanLines block until output arrives, the
+// process is done, or their context ends.
+//
+// The sections below say how: containment, the keeper, secrets, output,
+// and prompts, with the designs that were rejected and why.
 //
 // # Containment
 //
@@ -192,11 +262,10 @@
 // race detector). It costs about 1 MiB of memory of its own (measured
 // with the offstage binary; the rest of its resident set is the
 // executable's pages, shared with the host), and no goroutine or CPU while
-// the host lives (Keeper reports it). The lifeline described in
+// the host lives. The lifeline described in
 // lifeline.go still kills a group at once through the kernel, before the
 // keeper even wakes. Where /proc/self/exe cannot be executed no keeper
-// starts (Keeper says why) and the lifeline alone covers the host's
-// death.
+// starts and the lifeline alone covers the host's death.
 //
 // Why cgroups first, and marks rather than the other alternatives:
 //   - A child subreaper (PR_SET_CHILD_SUBREAPER) on the host makes
@@ -298,10 +367,10 @@
 // them (the log is the combined output from its first byte, so cursors
 // mean the same in both), and otherwise counted in Chunk.Skipped, never
 // silently dropped.
-// TailLines returns the last lines. Raw bytes are returned as written;
-// Clean strips ANSI escapes, applies carriage returns and makes invalid
-// UTF-8 safe for a model, and FilterLines keeps lines matching a regular
-// expression.
+// TailLines returns the last lines. WaitOutput waits for output past a
+// cursor, woken as it arrives. Raw bytes are returned as written; Clean
+// strips ANSI escapes, applies carriage returns and makes invalid UTF-8
+// safe for a model.
 //
 // # Programs that talk back
 //
@@ -316,9 +385,9 @@
 // there). WaitingForInput reports it until output resumes, and
 // Config.OnPrompt is called once per stall. A timer that follows the last
 // output does the watching, one goroutine per process, which sleeps
-// between checks and ends with the process. A shell task (SpawnShell)
-// tells its owner with a task notice of kind NoticeWaitingForInput, which
-// also ends a task.View.Wait on it at once.
+// between checks and ends with the process. A shell task
+// (tools.SpawnShell) tells its owner with a task notice, which also ends
+// a task.View.Wait on it at once.
 //
 // A process with an input (Config.Stdin or Config.TTY) is also seen from
 // the kernel, on Linux: when its output has been quiet for PromptAfter and
@@ -342,35 +411,17 @@
 // read (it needs ptrace access; the parent, same user, normally has it),
 // or off Linux, the prompt-line rule alone applies, silently.
 //
-// ShellOptions.NotifyOn watches a shell's output: matching lines become
-// notices of kind NoticeWatch, batched (the first match waits
-// ShellOptions.WatchBatch, 1s, for company), rate-limited (one notice per
-// WatchEvery, 10s), capped (WatchLines, 20, per notice, saying how many
-// more matched; WatchNotices, 20, per task, the last one saying the watch
-// ended). Like WaitLine, a watch looks at output through the ring and
-// then the log: without a log, output faster than the watch can read
-// (gigabytes a second) passes partly unseen, and a notice says how many
-// bytes, whether or not a line matched: once on its own, then with the
-// next notice, and the rest when the output ends. How fast a watch reads
-// depends on the pattern more than on the lines: a pattern such as
-// `ERROR|panic:` runs the regexp package's NFA over every byte, about
-// 15 MB/s on a loaded 2-core machine (BenchmarkCaptureWatchLog), so a
-// command printing faster than that, beyond the 1 MiB ring, starts to pass
-// a watch without a log by.
+// WaitLine and ScanLines look at output through the ring and then the
+// log: without a log, output faster than they can read (gigabytes a
+// second) passes partly unseen, and they count the bytes they skipped.
+// How fast they read depends on the pattern more than on the lines: a
+// pattern such as `ERROR|panic:` runs the regexp package's NFA over every
+// byte, about 15 MB/s on a loaded 2-core machine
+// (BenchmarkCaptureWatchLog), so a command printing faster than that,
+// beyond the 1 MiB ring, starts to pass a scan without a log by. (A shell
+// task's notify_on watch, in package tools, is a ScanLines.)
 //
 // With Config.TTY the command runs on a pseudo-terminal of its own
 // (creack/pty): a new session with the terminal as controlling tty, so
 // the containment above is unchanged.
-//
-// # Concurrency properties
-//
-// All methods of Process are safe for concurrent use. Each process has
-// three goroutines (two readers and a reaper), and a fourth that watches
-// for prompts unless Config.PromptAfter is negative; the first three end by
-// the time Done is closed, the watcher as soon as it sees Done closed (the
-// keeper is a process, and costs the host no goroutine, only the descriptor
-// of its pipe); Start's context is watched with context.AfterFunc, which is
-// released then too. Signals are sent under the process's lock so they are
-// ordered before the leader is marked exited. Input serialises writers and
-// can be abandoned through its context.
 package proc

@@ -208,7 +208,7 @@ func TestNonInteractiveEnv(t *testing.T) {
 	for _, cfg := range []proc.Config{{Command: "env", Env: env, Stdin: true}, {Command: "env", Env: env, TTY: true}} {
 		q := mustStart(t, cfg)
 		if cfg.Stdin {
-			q.CloseInput()
+			q.CloseInput(t.Context())
 		}
 		mustWait(t, q)
 		if got := string(q.Read(proc.Combined, 0, 1<<20).Data); strings.Contains(got, "GIT_TERMINAL_PROMPT") {

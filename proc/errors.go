@@ -23,12 +23,11 @@ var (
 )
 
 // ExitError describes a process that did not exit with status 0: it exited
-// with a non-zero code, or died of a signal, or we stopped it.
+// with a non-zero code, or died of a signal, or we stopped it. It embeds
+// the Exit it came from, as exec.ExitError embeds *os.ProcessState, so
+// Code, Signal, Stopped and Cause are the Exit's.
 type ExitError struct {
-	Code    int            // exit code; -1 when killed by a signal
-	Signal  syscall.Signal // the signal that killed it, 0 if none
-	Stopped bool           // we stopped it (Stop, or its context ended)
-	Cause   error          // why we stopped it, when Stopped
+	Exit
 }
 
 func (e *ExitError) Error() string {

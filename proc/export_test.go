@@ -1,6 +1,16 @@
 package proc
 
-// Test hooks: the capture buffer, without a process around it.
+// Test hooks: the capture buffer, without a process around it; the
+// keeper's diagnostics; the defaults, which the documentation states.
+
+type KeeperInfo = keeperInfo
+
+func Keeper() KeeperInfo { return keeperStatus() }
+
+// Defaults returns the zero Config with its defaults filled in.
+func Defaults() Config { return Config{}.withDefaults() }
+
+const DefaultTailBytes = defaultTailBytes
 
 type Capture = capture
 

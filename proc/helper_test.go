@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/proctest"
 )
 
 // helperEnv marks the test binary re-executed as a child.
@@ -139,31 +139,7 @@ func helperConfig(args ...string) proc.Config {
 // /proc, as "pid comm" strings.
 func groupMembers(t *testing.T, pgid int) []string {
 	t.Helper()
-	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, path := range dirs {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue // exited meanwhile
-		}
-		s := string(b)
-		// pid (comm) state ppid pgrp …; comm may hold spaces and parens.
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < 0 {
-			continue
-		}
-		fields := strings.Fields(s[closing+1:])
-		if len(fields) < 3 || fields[0] == "Z" {
-			continue
-		}
-		if g, _ := strconv.Atoi(fields[2]); g == pgid {
-			out = append(out, strings.TrimSpace(s[:open])+" "+s[open+1:closing])
-		}
-	}
-	return out
+	return proctest.Group(pgid)
 }
 
 // waitGroupSize polls /proc until group pgid has at least (or, if atMost,

@@ -123,8 +123,9 @@ func startKeeper(dir string) (pid, w int, err error) {
 	return pid, p[1], nil
 }
 
-// KeeperInfo describes this host's keeper.
-type KeeperInfo struct {
+// keeperInfo describes this host's keeper: a diagnostic for tests, not
+// API (the keeper is an implementation of containment).
+type keeperInfo struct {
 	PID int // 0 when none runs
 	// RSS is its resident memory in bytes, as the kernel counts it;
 	// Private is the part of it that is its own (RssAnon). The rest are
@@ -133,13 +134,13 @@ type KeeperInfo struct {
 	Err          error // why none runs, or why the last one went
 }
 
-// Keeper reports on this host's keeper, starting it if it is not running
+// keeperStatus reports on this host's keeper, starting it if it is not running
 // yet (it is otherwise started by the first Start). Safe for concurrent
 // use.
-func Keeper() KeeperInfo {
+func keeperStatus() keeperInfo {
 	ensureKeeper()
 	keeper.mu.Lock()
-	info := KeeperInfo{PID: keeper.pid, Err: keeper.err}
+	info := keeperInfo{PID: keeper.pid, Err: keeper.err}
 	keeper.mu.Unlock()
 	if info.PID != 0 {
 		info.RSS, info.Private = memory(info.PID)

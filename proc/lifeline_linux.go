@@ -44,3 +44,27 @@ func pipe(pollRead, pollWrite bool) (r, w *os.File, err error) {
 	}
 	return file(fds[0], pollRead, "|0"), file(fds[1], pollWrite, "|1"), nil
 }
+
+// pollable returns f as a file of the runtime's poller, closing f. The pty
+// package hands its master out in blocking mode (it calls Fd), so a write
+// to a terminal nobody reads would block a thread in the kernel where
+// neither a write deadline nor Close reaches it: Input could not give up,
+// and the writer could outlive the process. A nonblocking copy honours
+// both.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	syscall.ForkLock.RLock() // no exec between the dup and its close-on-exec flag
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}

@@ -23,3 +23,11 @@ func pipe(pollRead, pollWrite bool) (r, w *os.File, err error) {
 	}
 	return r, w, nil
 }
+
+// pollable returns f. On Linux it makes a terminal's master a file of the
+// runtime's poller, so a write to a terminal nobody reads can be given up;
+// elsewhere that is not verified (kqueue and terminals), and the master
+// stays as the pty package gives it: a caller of Input behind such a write
+// still gives up when its context ends, but the write itself waits until
+// the terminal is read or closed.
+func pollable(f *os.File) (*os.File, error) { return f, nil }

@@ -47,7 +47,7 @@ type Config struct {
 
 	// PromptAfter is how long output must stop on an unfinished line that
 	// looks like a question (see LooksLikePrompt) before the process counts
-	// as waiting for input (WaitingForInput). Default DefaultPromptAfter;
+	// as waiting for input (WaitingForInput). Default 4s;
 	// negative turns the watch off.
 	PromptAfter time.Duration
 	// OnPrompt, if set, is called once each time the process starts
@@ -75,9 +75,9 @@ type Config struct {
 	// OnLogError, if set, is told once, with a *LogError, when writing the
 	// log fails (a full disk): logging stops there, and the file ends with
 	// a line saying where and why (Process.Log and Exit.LogErr say it
-	// too). SpawnShell also tells it when the log cannot be opened, and
-	// runs the command without one. It is called from the log's (or the
-	// task's) goroutine and must not block for long.
+	// too). A log that cannot be opened fails Start instead (a shell task
+	// then runs without one, and tells OnLogError). It is called from the
+	// log's goroutine and must not block for long.
 	OnLogError func(error)
 
 	// Grace is how long a process stopped because its context ended gets
@@ -89,16 +89,18 @@ type Config struct {
 	WaitDelay time.Duration
 }
 
-// Defaults of Config.
+// Defaults of Config, each documented at its field. They are not
+// exported, as exec.Cmd's WaitDelay default is not: a caller who wants a
+// value sets it.
 const (
-	DefaultHeadBytes   = 64 << 10
-	DefaultTailBytes   = 1 << 20
-	DefaultStreamBytes = 256 << 10
-	DefaultLogMaxBytes = 64 << 20
-	DefaultGrace       = 3 * time.Second
-	DefaultWaitDelay   = 2 * time.Second
-	DefaultTTYCols     = 120
-	DefaultTTYRows     = 40
+	defaultHeadBytes   = 64 << 10
+	defaultTailBytes   = 1 << 20
+	defaultStreamBytes = 256 << 10
+	defaultLogMaxBytes = 64 << 20
+	defaultGrace       = 3 * time.Second
+	defaultWaitDelay   = 2 * time.Second
+	defaultTTYCols     = 120
+	defaultTTYRows     = 40
 )
 
 // readBufferBytes is the largest read from a pipe.
@@ -109,31 +111,31 @@ func (c Config) withDefaults() Config {
 		c.Shell = []string{"/bin/sh", "-c"}
 	}
 	if c.HeadBytes <= 0 {
-		c.HeadBytes = DefaultHeadBytes
+		c.HeadBytes = defaultHeadBytes
 	}
 	if c.TailBytes <= 0 {
-		c.TailBytes = DefaultTailBytes
+		c.TailBytes = defaultTailBytes
 	}
 	if c.StreamBytes <= 0 {
-		c.StreamBytes = DefaultStreamBytes
+		c.StreamBytes = defaultStreamBytes
 	}
 	if c.PromptAfter == 0 {
-		c.PromptAfter = DefaultPromptAfter
+		c.PromptAfter = defaultPromptAfter
 	}
 	if c.LogMaxBytes <= 0 {
-		c.LogMaxBytes = DefaultLogMaxBytes
+		c.LogMaxBytes = defaultLogMaxBytes
 	}
 	if c.Grace <= 0 {
-		c.Grace = DefaultGrace
+		c.Grace = defaultGrace
 	}
 	if c.WaitDelay <= 0 {
-		c.WaitDelay = DefaultWaitDelay
+		c.WaitDelay = defaultWaitDelay
 	}
 	if c.TTYCols == 0 {
-		c.TTYCols = DefaultTTYCols
+		c.TTYCols = defaultTTYCols
 	}
 	if c.TTYRows == 0 {
-		c.TTYRows = DefaultTTYRows
+		c.TTYRows = defaultTTYRows
 	}
 	return c
 }
@@ -172,12 +174,13 @@ type Exit struct {
 }
 
 // Err returns nil for a process that exited with status 0 by itself, and
-// an *ExitError otherwise.
+// an *ExitError otherwise, which unwraps to Cause: errors.Is sees the
+// context.Cause of a context that stopped it (or ErrStopped after Stop).
 func (e Exit) Err() error {
 	if e.Code == 0 && e.Signal == 0 && !e.Stopped {
 		return nil
 	}
-	return &ExitError{Code: e.Code, Signal: e.Signal, Stopped: e.Stopped, Cause: e.Cause}
+	return &ExitError{Exit: e}
 }
 
 // Process is one running command and its process group. Its methods are
@@ -198,8 +201,13 @@ type Process struct {
 	logMu sync.Mutex // serialises capture and log writes when logging, so the log keeps the capture's order
 	log   *logFile   // nil without Config.LogPath; its write and close are guarded by logMu
 
-	inMu  sync.Mutex // serialises writes to stdin
-	stdin *os.File   // write end of the child's stdin (the terminal, with Config.TTY); nil without Config.Stdin
+	// in is a one-slot semaphore held by whoever writes to or closes
+	// stdin (Input, CloseInput), so writes are not interleaved. It is a
+	// channel, not a mutex, so a caller waiting behind a write that
+	// blocks (a child that stopped reading) gives up when its own context
+	// ends (review finding M1).
+	in    chan struct{}
+	stdin *os.File // write end of the child's stdin (the terminal, with Config.TTY); nil without Config.Stdin
 
 	mu          sync.Mutex // guards the fields below
 	out         *capture   // combined
@@ -219,7 +227,8 @@ type Process struct {
 // Start runs cfg.Command in a new process group and returns at once. When
 // ctx ends, the process is stopped (see Stop) with Config.Grace, and the
 // stop records context.Cause(ctx). Start fails if the command cannot be
-// started (no shell, bad directory) or its output pipes cannot be made.
+// started (no shell, a working directory that is not one) or its output
+// pipes cannot be made.
 func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if cfg.Command == "" {
 		return nil, errors.New("proc: empty command")
@@ -228,6 +237,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	p := &Process{
 		cfg:     cfg,
 		done:    make(chan struct{}),
+		in:      make(chan struct{}, 1),
 		out:     newCapture(cfg.HeadBytes, cfg.TailBytes),
 		streams: [2]*capture{newCapture(0, cfg.StreamBytes), newCapture(0, cfg.StreamBytes)},
 	}
@@ -238,40 +248,17 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		}
 		p.log = lf
 	}
-	var closeLater, closeAfterStart []*os.File
+	st, err := openStreams(cfg)
 	fail := func(err error) (*Process, error) {
-		for _, f := range append(closeLater, closeAfterStart...) {
-			f.Close()
-		}
+		st.close()
 		if p.log != nil {
 			p.log.close()
 		}
 		return nil, err
 	}
-	var rOut, wOut, rErr, wErr *os.File
-	var err error
-	if cfg.TTY {
-		// One terminal: the child's stdin, stdout and stderr are its side.
-		rOut, wOut, err = openTTY(cfg.TTYCols, cfg.TTYRows)
-		if err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
-	} else {
-		if rOut, wOut, err = pipe(true, false); err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, rOut), append(closeAfterStart, wOut)
-		if rErr, wErr, err = pipe(true, false); err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, rErr), append(closeAfterStart, wErr)
-	}
-	lifeR, lifeW, err := pipe(false, false)
 	if err != nil {
 		return fail(err)
 	}
-	closeLater, closeAfterStart = append(closeLater, lifeW), append(closeAfterStart, lifeR)
 
 	ensureKeeper()
 	p.mark = newMark()
@@ -291,27 +278,21 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
-	if !cfg.Stdin && !cfg.TTY {
-		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
-	}
-	cmd.Stdout, cmd.Stderr = wOut, wErr
-	cmd.ExtraFiles = lifelineFiles(lifeR)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if cfg.TTY {
+	cmd.ExtraFiles = lifelineFiles(st.lifeR)
+	st.attach(cmd)
+	p.stdin = st.stdin
+	switch {
+	case cfg.TTY:
 		cmd.Env = withTERM(cmd.Env, cfg.Env != nil)
-		cmd.Stdin, cmd.Stderr = wOut, wOut
 		// A new session (whose id, like its group's, is the shell's pid:
 		// signalling the group is unchanged) with the terminal as its
 		// controlling tty, descriptor 0 in the child.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		p.stdin = rOut
-	} else if cfg.Stdin {
-		rIn, wIn, err := pipe(false, true)
-		if err != nil {
-			return fail(err)
-		}
-		closeLater, closeAfterStart = append(closeLater, wIn), append(closeAfterStart, rIn)
-		cmd.Stdin, p.stdin = rIn, wIn
+	case !cfg.Stdin:
+		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
+		fallthrough
+	default:
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
 	traced := false
 	if p.cg != nil {
@@ -323,9 +304,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		if traced {
 			untrace()
 		}
-		return fail(fmt.Errorf("proc: start %q: %w", cfg.Command, err))
+		return fail(startError(cfg, err))
 	}
-	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), lifeW
+	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), st.lifeW
 	p.lastOutput = p.started
 	if p.cg != nil {
 		p.cg.closeDir()
@@ -335,26 +316,24 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		// one that forks faster is found by the environment.
 		markStarted(p.pid, p.mark, traced)
 	}
-	if err := armLifeline(lifeR, p.pid); err != nil {
+	if err := armLifeline(st.lifeR, p.pid); err != nil {
 		killGroup(p.pid, syscall.SIGKILL)
 		cmd.Wait()
 		return fail(fmt.Errorf("proc: arm lifeline: %w", err))
 	}
-	for _, f := range closeAfterStart {
-		f.Close() // the child has its copies
-	}
+	st.closeChild() // the child has its copies
 
 	if ctx != nil && ctx.Done() != nil {
 		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(cfg.Grace, context.Cause(ctx)) })
 	}
 	readers := make(chan struct{}, 2)
-	go p.capture(rOut, Stdout, readers)
-	if rErr != nil {
-		go p.capture(rErr, Stderr, readers)
+	go p.capture(st.out, Stdout, readers)
+	if st.err != nil {
+		go p.capture(st.err, Stderr, readers)
 	} else {
 		readers <- struct{}{} // a terminal has one stream
 	}
-	go p.reap(rOut, rErr, readers)
+	go p.reap(st.out, st.err, readers)
 	if cfg.PromptAfter > 0 {
 		go p.watchPrompts()
 	}
@@ -663,85 +642,23 @@ func (p *Process) leaderIsGone() {
 	}
 }
 
-// Input writes b to the process's stdin. It blocks while the pipe is full,
-// until ctx ends (then it returns how much was written and
-// context.Cause(ctx)). It fails with ErrNoStdin without Config.Stdin, and
-// with ErrExited once the process has exited or stopped reading.
-func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
-	if p.stdin == nil {
-		return 0, ErrNoStdin
-	}
-	p.inMu.Lock()
-	defer p.inMu.Unlock()
-	select {
-	case <-p.done:
-		return 0, ErrExited
-	default:
-	}
-	p.mu.Lock()
-	closed := p.stdinClosed
-	p.mu.Unlock()
-	if closed {
-		return 0, ErrInputClosed
-	}
-	stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Unix(1, 0)) })
-	n, err := p.stdin.Write(b)
-	if !stop() {
-		p.stdin.SetWriteDeadline(time.Time{})
-		if err != nil {
-			return n, context.Cause(ctx)
+// Read returns up to max bytes of stream s from cursor since on (see
+// Chunk). Cursor 0 is the first byte. max <= 0 sets no cap of the
+// caller's: the read returns as much as memory holds for the stream
+// (Config.HeadBytes plus Config.TailBytes for Combined, Config.StreamBytes
+// for Stdout and Stderr), so everything held from since on comes back in
+// one read. Bytes no longer held are reported in Chunk.Skipped, never
+// silently dropped; for the combined stream, bytes the ring has moved past
+// are read back from the log file when there is one (Config.LogPath), so
+// only output past the log's cap is skipped. It does not block; to wait
+// for output, see WaitOutput.
+func (p *Process) Read(s Stream, since int64, max int) Chunk {
+	if max <= 0 {
+		max = p.cfg.StreamBytes
+		if s != Stdout && s != Stderr {
+			max = p.cfg.HeadBytes + p.cfg.TailBytes
 		}
 	}
-	if n > 0 {
-		p.mu.Lock()
-		p.prompt = "" // answered, or at least written to: no longer waiting
-		p.mu.Unlock()
-	}
-	switch {
-	case err == nil:
-		return n, nil
-	case errors.Is(err, syscall.EPIPE), errors.Is(err, os.ErrClosed):
-		return n, ErrExited
-	default:
-		return n, fmt.Errorf("proc: write stdin: %w", err)
-	}
-}
-
-// CloseInput closes the process's stdin, so it reads end of file. It is
-// idempotent.
-func (p *Process) CloseInput() error {
-	if p.stdin == nil {
-		return ErrNoStdin
-	}
-	if p.cfg.TTY {
-		// A terminal stays open (it is also the output): end of file is
-		// what a keyboard sends, Ctrl-D, which a reader sees at the start
-		// of a line.
-		_, err := p.Input(context.Background(), []byte{4})
-		return err
-	}
-	p.inMu.Lock()
-	defer p.inMu.Unlock()
-	p.mu.Lock()
-	already := p.stdinClosed
-	p.stdinClosed = true
-	p.mu.Unlock()
-	if already {
-		return nil
-	}
-	if err := p.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return err
-	}
-	return nil
-}
-
-// Read returns up to max bytes of stream s from cursor since on (see
-// Chunk). Cursor 0 is the first byte. Bytes no longer held are reported
-// in Chunk.Skipped, never silently dropped; for the combined stream, bytes
-// the ring has moved past are read back from the log file when there is
-// one (Config.LogPath), so only output past the log's cap is skipped. It
-// does not block.
-func (p *Process) Read(s Stream, since int64, max int) Chunk {
 	if s == Combined {
 		return p.readCombined(since, max)
 	}
@@ -754,9 +671,7 @@ func (p *Process) Read(s Stream, since int64, max int) Chunk {
 // bytes the ring has moved past from the log file, when there is one and
 // it holds them: then nothing is skipped short of the log's cap.
 func (p *Process) readCombined(since int64, max int) Chunk {
-	p.mu.Lock()
-	ch := p.out.read(since, max)
-	p.mu.Unlock()
+	ch := p.readLocked(since, max)
 	if ch.Skipped == 0 || p.log == nil {
 		return ch
 	}
@@ -766,6 +681,61 @@ func (p *Process) readCombined(since int64, max int) Chunk {
 		return ch // past the log's cap, or an unreadable log: the skip stands
 	}
 	return Chunk{Data: data, Start: from, Next: from + int64(len(data)), Total: ch.Total}
+}
+
+// readLocked reads the combined capture under the lock.
+func (p *Process) readLocked(since int64, max int) Chunk {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.read(since, max)
+}
+
+// WaitOutput blocks until output past cursor since has been captured, the
+// process is done, or ctx ends (then it returns context.Cause(ctx)). It
+// returns the number of bytes captured so far (see Written): more than
+// since, or, once the process is done, the final count. It is woken by
+// output as it arrives, never by polling, and consumes nothing; safe for
+// concurrent use. A reader that follows the output as it comes:
+//
+//	for next := int64(0); ; {
+//		total, err := p.WaitOutput(ctx, next)
+//		if err != nil {
+//			return err
+//		}
+//		ch := p.Read(proc.Combined, next, 0)
+//		os.Stdout.Write(ch.Data)
+//		next = ch.Next
+//		if _, done := p.Exit(); done && next >= total {
+//			return nil
+//		}
+//	}
+func (p *Process) WaitOutput(ctx context.Context, since int64) (int64, error) {
+	for {
+		// Done is looked at before the count: output is all captured
+		// before done is closed.
+		finished := false
+		select {
+		case <-p.done:
+			finished = true
+		default:
+		}
+		p.mu.Lock()
+		total := p.out.total
+		if total <= since && !finished && p.grew == nil {
+			p.grew = make(chan struct{})
+		}
+		grew := p.grew // taken with the count: output after it wakes us
+		p.mu.Unlock()
+		if total > since || finished {
+			return total, nil
+		}
+		select {
+		case <-grew:
+		case <-p.done:
+		case <-ctx.Done():
+			return total, context.Cause(ctx)
+		}
+	}
 }
 
 // TailLines returns the last n lines of stream s that are held, at most
@@ -780,7 +750,8 @@ func (p *Process) TailLines(s Stream, n, max int) Chunk {
 const tailPeekBytes = 16 << 10
 
 // Tail returns the last n lines of the combined output, cleaned for a
-// model (see Clean), at most 16 KiB of it. It makes *Process a task.Output.
+// model (see Clean), at most 16 KiB of it: what a task's Peek shows (it
+// makes *Process a task.Output).
 func (p *Process) Tail(n int) string {
 	return Clean(p.TailLines(Combined, n, tailPeekBytes).Data)
 }

@@ -161,10 +161,10 @@ func TestStdinEchoAndWritesAfterExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	readUntil(t, p, "hello\n")
-	if err := p.CloseInput(); err != nil {
+	if err := p.CloseInput(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.CloseInput(); err != nil {
+	if err := p.CloseInput(t.Context()); err != nil {
 		t.Errorf("second CloseInput() = %v, want nil", err)
 	}
 	if e := mustWait(t, p); e.Code != 0 {
@@ -395,5 +395,123 @@ func TestPorts(t *testing.T) {
 	mustWait(t, p)
 	if got := p.Ports(); got != nil {
 		t.Errorf("Ports() once done = %v, want none", got)
+	}
+}
+
+// TestReadWithoutACap pins a panic an embedder met: Read with max -1
+// panicked while holding the process's lock (so a deferred Table.Close
+// hung and hid it). max <= 0 means no cap of the caller's.
+func TestReadWithoutACap(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "echo out; echo err >&2"})
+	mustWait(t, p)
+	for _, tc := range []struct {
+		s    proc.Stream
+		max  int
+		want string
+	}{
+		{proc.Combined, -1, "out\nerr\n"},
+		{proc.Combined, 0, "out\nerr\n"},
+		{proc.Stdout, -1, "out\n"},
+		{proc.Stderr, 0, "err\n"},
+	} {
+		if got := p.Read(tc.s, 0, tc.max); string(got.Data) != tc.want && string(got.Data) != "err\nout\n" {
+			t.Errorf("Read(%d, 0, %d) = %q, want %q", tc.s, tc.max, got.Data, tc.want)
+		}
+	}
+	if got := p.Read(proc.Combined, 4, -1); got.Next != got.Total || got.Start != 4 {
+		t.Errorf("Read(Combined, 4, -1) = %+v, want everything from 4 on", got)
+	}
+}
+
+// TestWaitOutputFollowsTheOutput reads a process's output as it arrives,
+// with WaitOutput as the only wait: no polling, nothing missed.
+func TestWaitOutputFollowsTheOutput(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: "for i in 1 2 3; do echo $i; sleep 0.05; done", Stdin: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var got []byte
+	wakes := 0
+	for next := int64(0); ; {
+		total, err := p.WaitOutput(ctx, next)
+		if err != nil {
+			t.Fatalf("WaitOutput(%d) = %d, %v", next, total, err)
+		}
+		if _, done := p.Exit(); !done && total <= next {
+			t.Fatalf("WaitOutput(%d) = %d while running, want more than the cursor", next, total)
+		}
+		wakes++
+		ch := p.Read(proc.Combined, next, 0)
+		got, next = append(got, ch.Data...), ch.Next
+		if _, done := p.Exit(); done && next >= total {
+			break
+		}
+	}
+	if string(got) != "1\n2\n3\n" || wakes < 2 {
+		t.Errorf("followed output = %q in %d wakes, want 1 2 3 in several", got, wakes)
+	}
+	short, cancel2 := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel2()
+	if total, err := p.WaitOutput(short, 1<<40); err != nil || total != 6 {
+		t.Errorf("WaitOutput past the end of a finished process = %d, %v; want 6, nil", total, err)
+	}
+	q := mustStart(t, proc.Config{Command: "sleep 1000"})
+	if _, err := q.WaitOutput(short, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitOutput on a silent process = %v, want DeadlineExceeded", err)
+	}
+}
+
+// TestABadDirIsReportedAsSuch: the kernel reports a missing working
+// directory as a missing shell ("fork/exec /bin/sh: no such file or
+// directory"), which sent an embedder looking for /bin/sh.
+func TestABadDirIsReportedAsSuch(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir  string
+		want string
+		is   error
+	}{
+		{"/nonexistent/dir", "proc: working directory /nonexistent/dir: no such file or directory", os.ErrNotExist},
+		{file, "proc: working directory " + file + ": not a directory", syscall.ENOTDIR},
+	} {
+		p, err := proc.Start(t.Context(), proc.Config{Command: "true", Dir: tc.dir})
+		if err == nil {
+			mustWait(t, p)
+			t.Errorf("Start(Dir %q) = nil error", tc.dir)
+			continue
+		}
+		if err.Error() != tc.want || !errors.Is(err, tc.is) {
+			t.Errorf("Start(Dir %q) = %q, want %q (and errors.Is %v)", tc.dir, err, tc.want, tc.is)
+		}
+	}
+}
+
+// TestDocumentedDefaults: the defaults are documented at Config's fields,
+// not exported; this holds the documentation to the code (and the tools'
+// descriptions, which repeat some of them, to the same numbers).
+func TestDocumentedDefaults(t *testing.T) {
+	got := proc.Defaults()
+	want := proc.Config{
+		Shell:       []string{"/bin/sh", "-c"},
+		HeadBytes:   64 << 10,
+		TailBytes:   1 << 20,
+		StreamBytes: 256 << 10,
+		LogMaxBytes: 64 << 20,
+		PromptAfter: 4 * time.Second,
+		Grace:       3 * time.Second,
+		WaitDelay:   2 * time.Second,
+		TTYCols:     120,
+		TTYRows:     40,
+	}
+	if !slices.Equal(got.Shell, want.Shell) {
+		t.Errorf("Shell = %q, want %q", got.Shell, want.Shell)
+	}
+	got.Shell, want.Shell = nil, nil
+	if got.HeadBytes != want.HeadBytes || got.TailBytes != want.TailBytes || got.StreamBytes != want.StreamBytes ||
+		got.LogMaxBytes != want.LogMaxBytes || got.PromptAfter != want.PromptAfter || got.Grace != want.Grace ||
+		got.WaitDelay != want.WaitDelay || got.TTYCols != want.TTYCols || got.TTYRows != want.TTYRows {
+		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultPromptAfter is how long output must have stopped, on a line that
+// defaultPromptAfter is how long output must have stopped, on a line that
 // looks like a question, before a process counts as waiting for input.
-const DefaultPromptAfter = 4 * time.Second
+const defaultPromptAfter = 4 * time.Second
 
 // Bounds of the prompt rule.
 const (

@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/offstage/offstage/proc"
-	"github.com/offstage/offstage/task"
 )
 
 func TestLooksLikePrompt(t *testing.T) {
@@ -201,176 +198,6 @@ func TestPromptWatchCanBeTurnedOff(t *testing.T) {
 	}
 }
 
-func TestAShellTellsItsOwnerItWaitsForInput(t *testing.T) {
-	_, v := table(t)
-	cfg := proc.Config{Command: `printf 'Overwrite? [y/N] '; read a; echo "answer $a"`, Stdin: true, PromptAfter: 200 * time.Millisecond}
-	id := spawnShell(t, v, cfg, proc.ShellOptions{})
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	r, err := v.Wait(ctx, []string{id}, task.All)
-	if err != nil || len(r.Done) != 0 || len(r.Notices) != 1 {
-		t.Fatalf("Wait() = %+v, %v, want it ended by the notice", r, err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Wait took %v, want about the prompt's 200ms", d)
-	}
-	n := r.Notices[0]
-	if n.Kind != proc.NoticeWaitingForInput || n.Text != id+` seems to wait for input: "Overwrite? [y/N]".` {
-		t.Errorf("notice = %+v", n)
-	}
-	processOf(t, v, id).Input(t.Context(), []byte("y\n"))
-	if res := waitResult(t, v, id); !strings.Contains(res.Text, "answer y") {
-		t.Errorf("result %q", res.Text)
-	}
-	if got := v.Notices(); got != nil {
-		t.Errorf("Notices() = %+v, want nil: the wait took the one notice", got)
-	}
-}
-
-func TestAClosedInputPromptSaysHowToRerun(t *testing.T) {
-	_, v := table(t)
-	// Without stdin a read fails at once; a program that asks its terminal
-	// or waits anyway stalls. sleep stands in for it.
-	cfg := proc.Config{Command: `printf 'Password: '; sleep 30`, PromptAfter: 200 * time.Millisecond}
-	id := spawnShell(t, v, cfg, proc.ShellOptions{})
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	r, err := v.Wait(ctx, []string{id}, task.All)
-	if err != nil || len(r.Notices) != 1 || !strings.Contains(r.Notices[0].Text, "Its input is closed") {
-		t.Fatalf("Wait() = %+v, %v, want a notice that says the input is closed", r, err)
-	}
-	v.Cancel(id)
-}
-
-func TestAWatchPostsMatchesWithinItsCaps(t *testing.T) {
-	_, v := table(t)
-	// 100,000 lines with an ERROR every 10,000th.
-	cfg := proc.Config{Command: `awk 'BEGIN { for (i = 1; i <= 100000; i++) { print "line " i; if (i % 10000 == 0) print "ERROR at " i } }'`}
-	// The batch outlasts the command, so its end posts the one notice
-	// (a 5 s batch split it in two on a busy machine); the log keeps the
-	// watch from skipping.
-	id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchLines: 4, WatchBatch: time.Hour, LogDir: t.TempDir()})
-	done, _ := v.Done(id)
-	<-done
-	if res := v.Drain(); len(res) != 1 || res[0].State != task.Completed {
-		t.Fatalf("results %+v", res)
-	}
-	got := v.Notices()
-	if len(got) != 1 {
-		t.Fatalf("Notices() = %+v, want one batch", got)
-	}
-	want := id + " printed 10 lines matching \"ERROR\":\nERROR at 10000\nERROR at 20000\nERROR at 30000\nERROR at 40000\n…and 6 more (at most 4 lines per notice)."
-	if got[0].Kind != proc.NoticeWatch || got[0].Text != want {
-		t.Errorf("notice = %q, want %q", got[0].Text, want)
-	}
-}
-
-func TestAWatchIsRateLimitedAndEnds(t *testing.T) {
-	_, v := table(t)
-	cfg := proc.Config{Command: `i=0; while [ $i -lt 30 ]; do echo "ERROR $i"; i=$((i+1)); sleep 0.05; done`}
-	id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`^ERROR`),
-		WatchBatch: 10 * time.Millisecond, WatchEvery: 300 * time.Millisecond, WatchNotices: 3})
-	var times []time.Time
-	var notices []task.Notice
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	for {
-		r, err := v.Wait(ctx, []string{id}, task.All)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range r.Notices {
-			notices = append(notices, n)
-			times = append(times, n.Time) // when the watch posted it: a busy receiver sees them bunched
-		}
-		if len(r.Done) > 0 {
-			break
-		}
-	}
-	if len(notices) != 3 {
-		t.Fatalf("%d notices, want 3 (the cap): %+v", len(notices), notices)
-	}
-	for i := 1; i < len(times); i++ {
-		if d := times[i].Sub(times[i-1]); d < 250*time.Millisecond {
-			t.Errorf("notice %d came %v after the one before, want about 300ms", i, d)
-		}
-	}
-	if !strings.Contains(notices[2].Text, "This was the watch's last notice (at most 3 per task)") {
-		t.Errorf("last notice %q does not say the watch ended", notices[2].Text)
-	}
-	total := 0
-	for _, n := range notices {
-		total += strings.Count(n.Text, "\nERROR ")
-	}
-	if total >= 30 {
-		t.Errorf("the watch posted %d lines after its cap", total)
-	}
-}
-
-// TestAWatchSaysWhatItCouldNotLookAt pins issue 20: a watch that skipped
-// output said so only on a notice carrying matched lines, so a flood with
-// no match left the model trusting a blind watch. 64 MiB of two-byte
-// lines through a 4 KiB ring outrun the watch, which cleans and matches
-// each line; the notices must say how many bytes it missed, match or not.
-func TestAWatchSaysWhatItCouldNotLookAt(t *testing.T) {
-	const flood = `yes | head -c 67108864`
-	blindRe := regexp.MustCompile(`could not look at (a further )?(\d+) bytes of its output`)
-	for _, tc := range []struct {
-		name, cmd     string
-		batch, every  time.Duration
-		match         string // a line every notice but the last carries
-		minN, maxN    int
-		furtherInLast bool
-	}{
-		// Batched past the flood's end: one notice at the end, with the total.
-		{name: "no match", cmd: flood, batch: time.Minute, minN: 1, maxN: 1},
-		{name: "a match", cmd: "echo ERROR first; " + flood, batch: time.Minute, match: "ERROR first", minN: 1, maxN: 1},
-		// Told at once, then only the rest at the end: never a notice per skip.
-		{name: "told once", cmd: flood, batch: time.Millisecond, every: time.Millisecond, minN: 1, maxN: 2, furtherInLast: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, v := table(t)
-			cfg := proc.Config{Command: tc.cmd, HeadBytes: 4 << 10, TailBytes: 4 << 10}
-			id := spawnShell(t, v, cfg, proc.ShellOptions{NotifyOn: regexp.MustCompile(`ERROR`), WatchBatch: tc.batch, WatchEvery: tc.every})
-			var notices []task.Notice
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			for {
-				r, err := v.Wait(ctx, []string{id}, task.All)
-				if err != nil {
-					t.Fatal(err)
-				}
-				notices = append(notices, r.Notices...)
-				if len(r.Done) > 0 {
-					break
-				}
-			}
-			if len(notices) < tc.minN || len(notices) > tc.maxN {
-				t.Fatalf("%d notices, want %d to %d: %+v", len(notices), tc.minN, tc.maxN, notices)
-			}
-			var told int64
-			for i, n := range notices {
-				m := blindRe.FindStringSubmatch(n.Text)
-				if n.Kind != proc.NoticeWatch || m == nil {
-					t.Fatalf("notice %d = %q, want one that says how many bytes the watch could not look at", i, n.Text)
-				}
-				if further := m[1] != ""; further != (i > 0) {
-					t.Errorf("notice %d = %q: says \"a further\" %v, want %v", i, n.Text, further, i > 0)
-				}
-				k, _ := strconv.ParseInt(m[2], 10, 64)
-				told += k
-			}
-			if told <= 0 || told > 64<<20-4<<10 {
-				t.Errorf("the notices say the watch missed %d bytes, want some, and at most all but the head", told)
-			}
-			if tc.match != "" && !strings.Contains(notices[0].Text, "printed 1 line matching \"ERROR\":\n"+tc.match+"\n") {
-				t.Errorf("notice %q does not carry the matched line", notices[0].Text)
-			}
-		})
-	}
-}
-
 func TestAPromptOnATerminalIsNoticed(t *testing.T) {
 	rec := &prompts{}
 	p, err := proc.Start(t.Context(), proc.Config{Command: `read -p 'Overwrite? [y/N] ' x; echo "x=$x"`, TTY: true, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})
@@ -441,7 +268,7 @@ func TestBlockedOnInputIsNoticed(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitUntil(t, "it waits again after echoing", func() bool { return len(rec.get()) == 2 })
-				if err := p.CloseInput(); err != nil {
+				if err := p.CloseInput(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			} else if _, err := p.Input(t.Context(), []byte(c.answer)); err != nil {

@@ -20,6 +20,10 @@ func openTTY(cols, rows uint16) (master, tty *os.File, err error) {
 		tty.Close()
 		return nil, nil, fmt.Errorf("proc: size the terminal: %w", err)
 	}
+	if master, err = pollable(master); err != nil {
+		tty.Close()
+		return nil, nil, fmt.Errorf("proc: open a terminal: %w", err)
+	}
 	return master, tty, nil
 }
 

@@ -73,7 +73,7 @@ func TestTTYEndOfInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := waitFor(t, p, 0, `^hello$`)
-	if err := p.CloseInput(); err != nil {
+	if err := p.CloseInput(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, p, at, `CAT-ENDED`)

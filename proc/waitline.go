@@ -25,7 +25,8 @@ type LineMatch struct {
 }
 
 // WaitLine waits for a line of the combined output, from cursor since on,
-// that matches re (matched against the cleaned line). It is woken by
+// that matches re (matched against the cleaned line; a nil re matches
+// every line). It is woken by
 // output as it arrives, never by polling. It returns when a line matches,
 // when the process has finished and every line has been looked at (its
 // last line counts without a newline; Found is then false), or when ctx
@@ -42,6 +43,32 @@ func (p *Process) WaitLine(ctx context.Context, since int64, re *regexp.Regexp) 
 		m.Found, m.Line = true, line
 		return false
 	}, nil)
+	m.Next, m.Skipped = next, skipped
+	return m, err
+}
+
+// ScanLines calls fn with each line of the combined output, from cursor
+// since on, that re matches, as the output arrives: m.Found is true, m.Line
+// the cleaned line without its newline, m.Next the cursor after it. A nil
+// re matches every line. fn is also called, with Found false, each time
+// output passed out of reach before it was looked at (see WaitLine), with
+// m.Skipped the bytes of it; its result is then ignored. ScanLines returns
+// when fn returns false on a line (then Found, Line and Next are that
+// line's), when the process has finished and every line was looked at (its
+// last line counts without a newline), or when ctx ends (then it returns
+// context.Cause(ctx)); its LineMatch says how far it got (Next) and how
+// many bytes it skipped in all. It is woken by output, never by polling,
+// consumes nothing, and calls fn from the calling goroutine. WaitLine is
+// ScanLines stopped at the first match.
+func (p *Process) ScanLines(ctx context.Context, since int64, re *regexp.Regexp, fn func(m LineMatch) bool) (LineMatch, error) {
+	var m LineMatch
+	next, skipped, err := p.scanLines(ctx, since, re, func(line string, next int64) bool {
+		if fn(LineMatch{Found: true, Line: line, Next: next}) {
+			return true
+		}
+		m.Found, m.Line = true, line
+		return false
+	}, func(n int64) { fn(LineMatch{Skipped: n}) })
 	m.Next, m.Skipped = next, skipped
 	return m, err
 }
@@ -82,7 +109,7 @@ func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp,
 			if i < 0 {
 				break
 			}
-			if line := Clean(data[:i]); re.MatchString(line) && !match(line, at+int64(i)+1) {
+			if line := Clean(data[:i]); (re == nil || re.MatchString(line)) && !match(line, at+int64(i)+1) {
 				return at + int64(i) + 1, skipped, nil
 			}
 			data, at = data[i+1:], at+int64(i)+1
@@ -97,7 +124,7 @@ func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp,
 		case finished:
 			if len(data) > 0 {
 				next = ch.Next
-				if line := Clean(data); re.MatchString(line) {
+				if line := Clean(data); re == nil || re.MatchString(line) {
 					match(line, next)
 				}
 			}

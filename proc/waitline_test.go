@@ -37,7 +37,7 @@ func TestWaitLine(t *testing.T) {
 	if err != nil || !early.Found {
 		t.Errorf("WaitLine for an earlier line = %+v, %v", early, err)
 	}
-	p.CloseInput() // read returns: it prints "ready?" without a newline and exits
+	p.CloseInput(t.Context()) // read returns: it prints "ready?" without a newline and exits
 	last, err := p.WaitLine(ctx, m.Next, regexp.MustCompile(`ready\?`))
 	if err != nil || !last.Found || last.Line != "ready?" {
 		t.Errorf("WaitLine for the unfinished last line = %+v, %v", last, err)
@@ -60,4 +60,39 @@ func TestWaitLineLongOutput(t *testing.T) {
 		t.Fatalf("WaitLine = %+v, %v", m, err)
 	}
 	mustWait(t, p)
+}
+
+// TestScanLines: every line with a nil pattern, in order, as it arrives,
+// the last one without its newline; a scan stopped by its callback says
+// where; output that passed the ring unread is told as it is found.
+func TestScanLines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	p := mustStart(t, proc.Config{Command: `echo one; sleep 0.1; echo two; printf three`})
+	var lines []string
+	end, err := p.ScanLines(ctx, 0, nil, func(m proc.LineMatch) bool {
+		lines = append(lines, m.Line)
+		return true
+	})
+	if err != nil || end.Found || end.Next != int64(len("one\ntwo\nthree")) || strings.Join(lines, ",") != "one,two,three" {
+		t.Errorf("ScanLines = %+v, %v, lines %q; want one, two, three to the end", end, err, lines)
+	}
+	stopped, err := p.ScanLines(ctx, 0, regexp.MustCompile(`^t`), func(m proc.LineMatch) bool { return false })
+	if err != nil || !stopped.Found || stopped.Line != "two" || stopped.Next != int64(len("one\ntwo\n")) {
+		t.Errorf("ScanLines stopped at the first match = %+v, %v; want two", stopped, err)
+	}
+	// 4 MiB through a 4 KiB ring, no log: the scan is told what it missed.
+	q := mustStart(t, proc.Config{Command: `yes | head -c 4194304`, HeadBytes: 4 << 10, TailBytes: 4 << 10})
+	mustWait(t, q)
+	var told int64
+	all, err := q.ScanLines(ctx, 0, regexp.MustCompile(`never`), func(m proc.LineMatch) bool {
+		if m.Found {
+			t.Errorf("matched %q", m.Line)
+		}
+		told += m.Skipped
+		return true
+	})
+	if err != nil || all.Skipped == 0 || told != all.Skipped {
+		t.Errorf("ScanLines past the ring = %+v, %v, told %d; want the skipped bytes told as they were found", all, err, told)
+	}
 }

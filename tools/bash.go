@@ -102,7 +102,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 		}
 		cfg.Dir = dir
 	}
-	id, err := proc.SpawnShell(v, cfg, proc.ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
+	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell})
 	switch {
 	case errors.Is(err, task.ErrFull):
@@ -116,7 +116,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 	if in.RunInBackground {
 		note := fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)
 		if watch != nil {
-			note += fmt.Sprintf(" Lines matching notify_on come to you as notices meanwhile (at most %d lines per notice, one notice per %d seconds, %d notices in all).", proc.DefaultWatchLines, int(proc.DefaultWatchEvery/time.Second), proc.DefaultWatchNotices)
+			note += fmt.Sprintf(" Lines matching notify_on come to you as notices meanwhile (at most %d lines per notice, one notice per %d seconds, %d notices in all).", defaultWatchLines, int(defaultWatchEvery/time.Second), defaultWatchNotices)
 		}
 		return BashOutput{TaskID: id, Status: status(v, id), Note: note}, nil
 	}

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -47,14 +47,14 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 		"bash": {
 			fmt.Sprintf("(default %d)", tools.DefaultYieldSeconds),
 			fmt.Sprintf("last %d bytes", tools.OutputBytes),
-			fmt.Sprintf("SIGKILL %d seconds later", int(proc.DefaultGrace.Seconds())),
+			fmt.Sprintf("SIGKILL %d seconds later", int(procGrace.Seconds())),
 			"keeps running in the background", "Do not run it again",
 			"Never poll", "sleep",
-			fmt.Sprintf("at most %d lines per notice", proc.DefaultWatchLines),
-			fmt.Sprintf("one notice per %d seconds", int(proc.DefaultWatchEvery.Seconds())),
-			fmt.Sprintf("%d notices per command", proc.DefaultWatchNotices),
+			fmt.Sprintf("at most %d lines per notice", tools.DefaultWatchLines),
+			fmt.Sprintf("one notice per %d seconds", int(tools.DefaultWatchEvery.Seconds())),
+			fmt.Sprintf("%d notices per command", tools.DefaultWatchNotices),
 			fmt.Sprintf("at most %d characters", tools.MaxNotifyOnChars),
-			fmt.Sprintf("stops for %d seconds", int(proc.DefaultPromptAfter.Seconds())),
+			fmt.Sprintf("stops for %d seconds", int(procPromptAfter.Seconds())),
 			"`waiting_for_input`",
 		},
 		"task_list": {fmt.Sprintf("at most %d tasks", tools.MaxListed), "task_wait once", "`waiting_for_input`"},
@@ -64,8 +64,8 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 		},
 		"task_output": {
 			fmt.Sprintf("At most %d bytes", tools.OutputBytes),
-			fmt.Sprintf("last %d MiB", proc.DefaultTailBytes>>20),
-			fmt.Sprintf("log's cap (%d MiB)", proc.DefaultLogMaxBytes>>20),
+			fmt.Sprintf("last %d MiB", procTailBytes>>20),
+			fmt.Sprintf("log's cap (%d MiB)", procLogMaxBytes>>20),
 			"`skipped_bytes`", "`next_cursor`", "`more`",
 		},
 		"task_wait": {
@@ -76,7 +76,7 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 			"instead of polling", "sleep",
 			"seems to wait for input", "`notices`",
 		},
-		"task_cancel": {fmt.Sprintf("SIGKILL %d seconds later", int(proc.DefaultGrace.Seconds())), "already finished"},
+		"task_cancel": {fmt.Sprintf("SIGKILL %d seconds later", int(procGrace.Seconds())), "already finished"},
 		"task_input":  {"`interactive: true`"},
 	} {
 		desc := set.Tool(tool).Description
@@ -87,3 +87,13 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 		}
 	}
 }
+
+// proc.Config's defaults, documented at its fields (proc's
+// TestDocumentedDefaults holds them), which the descriptions repeat.
+const (
+	procGrace       = 3 * time.Second
+	procPromptAfter = 4 * time.Second
+	procHeadBytes   = 64 << 10
+	procTailBytes   = 1 << 20
+	procLogMaxBytes = 64 << 20
+)

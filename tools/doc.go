@@ -37,6 +37,18 @@
 // result reflowed earlier is reported as delivered before, without its
 // text.
 //
+// # Shell tasks
+//
+// SpawnShell runs a proc.Config as a task (shell:N) of a view's owner and
+// returns its id and its *proc.Process at once; the bash tool is built on
+// it, and an embedder may call it directly. The task owns the process:
+// cancelling the task, its owner's end, its timeout and the table's Close
+// stop it, and a stop sent through the process (Process.Stop) ends the
+// task canceled as well. Shell(v, id) gets a shell task's process later,
+// from a view or the table. While it runs, a shell posts notices to its
+// owner when it seems to wait for input (NoticeWaitingForInput) and, with
+// ShellOptions.NotifyOn, when its output matches (NoticeWatch).
+//
 // # Concurrency properties
 //
 // A Set and its tools are safe for concurrent use by many callers. The set

@@ -11,7 +11,13 @@ const (
 	OutputBytes         = outputBytes
 	MaxListed           = maxListed
 	MaxNotifyOnChars    = maxNotifyOnChars
+	DefaultWatchLines   = defaultWatchLines
+	DefaultWatchEvery   = defaultWatchEvery
+	DefaultWatchNotices = defaultWatchNotices
 )
 
 // FitBudget exposes the last guard on a result's size.
 var FitBudget = fitBudget
+
+// FilterLines exposes task_output's filter.
+var FilterLines = filterLines

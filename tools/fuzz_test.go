@@ -36,12 +36,12 @@ func FuzzToolCall(f *testing.F) {
 		defer tb.Close(context.Background())
 		set := tools.New(tools.Config{Process: proc.Config{Shell: []string{"/bin/echo"}}, ResultBudget: 4096})
 		top := tb.View("")
-		if _, err := proc.SpawnShell(top, proc.Config{Command: "finished", Shell: []string{"/bin/echo"}}, proc.ShellOptions{}); err != nil {
+		if _, _, err := tools.SpawnShell(top, proc.Config{Command: "finished", Shell: []string{"/bin/echo"}}, tools.ShellOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		child := make(chan struct{})
 		tb.View("").Spawn(task.Spec{Kind: "agent"}, func(ctx context.Context, h *task.Handle) (string, error) {
-			proc.SpawnShell(h.View(), proc.Config{Command: "sleep 100"}, proc.ShellOptions{})
+			tools.SpawnShell(h.View(), proc.Config{Command: "sleep 100"}, tools.ShellOptions{})
 			close(child)
 			<-ctx.Done()
 			return "", nil

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
 
@@ -34,11 +33,9 @@ type pollState struct {
 func fingerprint(v *task.View, i task.Info) string {
 	var written int64
 	var prompt string
-	if o, _ := v.Output(i.ID); o != nil {
-		if p, ok := o.(*proc.Process); ok {
-			written = p.Written()
-			prompt, _ = p.WaitingForInput()
-		}
+	if p, ok := Shell(v, i.ID); ok {
+		written = p.Written()
+		prompt, _ = p.WaitingForInput()
 	}
 	return fmt.Sprintf("%s|%d|%q|%d|%d|%q", i.State, i.Iteration, i.Activity, i.LastActivity.UnixNano(), written, prompt)
 }

@@ -238,8 +238,7 @@ func liveInfo(v *task.View, i task.Info, now time.Time) TaskInfo {
 
 // waitingFor returns the prompt a shell seems to wait on, or "".
 func waitingFor(v *task.View, id string) string {
-	o, _ := v.Output(id)
-	if p, ok := o.(*proc.Process); ok {
+	if p, ok := Shell(v, id); ok {
 		if prompt, ok := p.WaitingForInput(); ok {
 			return shorten(prompt, fieldBytes)
 		}
@@ -291,17 +290,34 @@ func resultOf(r task.Result, now time.Time, textBytes int) TaskResult {
 	return out
 }
 
+// Outputs is where Shell looks a task up: a *task.View (its owner's
+// tasks) or a *task.Table (every task).
+type Outputs interface {
+	Output(id string) (task.Output, error)
+}
+
+// Shell returns the process of shell task id: the one SpawnShell started.
+// It reports false for a task that v does not show (another owner's, for
+// a view), is not a shell, or has no process: still queued, or it failed
+// to start. The process stays readable after the task ended, as long as
+// the table keeps the task. It does not block.
+func Shell(v Outputs, id string) (*proc.Process, bool) {
+	out, err := v.Output(id)
+	if err != nil {
+		return nil, false
+	}
+	p, ok := out.(*proc.Process)
+	return p, ok
+}
+
 // processOf returns the process behind a shell task, nil for a shell
-// still queued, or a tool error. A shell that just started attaches its
-// process a moment after it turns running: that moment is waited for.
+// still queued, or a tool error. A queued shell that just started
+// attaches its process a moment after it turns running: that moment is
+// waited for.
 func processOf(v *task.View, id string) (*proc.Process, error) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		out, err := v.Output(id)
-		if err != nil {
-			return nil, idFail(id, err)
-		}
-		if p, ok := out.(*proc.Process); ok {
+		if p, ok := Shell(v, id); ok {
 			return p, nil
 		}
 		info, err := v.Info(id)

@@ -90,9 +90,17 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 		}
 	}
 	if in.CloseStdin {
-		if err := p.CloseInput(); errors.Is(err, proc.ErrNoStdin) {
+		cctx, cancel := context.WithTimeout(ctx, inputTimeout)
+		defer cancel()
+		switch err := p.CloseInput(cctx); {
+		case errors.Is(err, proc.ErrNoStdin):
 			return nil, fail("%s was not started with interactive: true, so it has no input to close.", id)
-		} else if err != nil {
+		case errors.Is(err, proc.ErrExited):
+			return nil, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
+		case errors.Is(err, context.DeadlineExceeded):
+			out.Note = joinNotes(out.Note, "It is not reading its input: its input was not closed. Check task_output.")
+			return out, nil
+		case err != nil:
 			return nil, err
 		}
 		out.StdinClosed = true

@@ -80,7 +80,7 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, 
 		ch = wholeLines(ch)
 	}
 	s.setCursor(owner, id, ch.Next)
-	out.Output = proc.FilterLines(proc.Clean(ch.Data), re)
+	out.Output = filterLines(proc.Clean(ch.Data), re)
 	out.NextCursor, out.TotalBytes, out.SkippedBytes = ch.Next, ch.Total, ch.Skipped
 	out.More = ch.Next < ch.Total
 	switch {

@@ -2,10 +2,27 @@ package tools
 
 import (
 	"encoding/json"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
+
+// filterLines keeps the lines of text that match re, joined with "\n".
+// A nil re keeps everything.
+func filterLines(text string, re *regexp.Regexp) string {
+	if re == nil {
+		return text
+	}
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		if re.MatchString(strings.TrimSuffix(line, "\n")) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
 
 // shorten keeps at most max bytes of s, on a UTF-8 boundary, and says how
 // many bytes it cut: "abc…(+12 more bytes)".

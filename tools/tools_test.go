@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if n := os.Getenv(helperEnv); n != "" {
+		k, _ := strconv.ParseInt(n, 10, 64)
+		os.Exit(printHelper(k))
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -466,7 +471,7 @@ func TestToolsAreScopedToTheCaller(t *testing.T) {
 	defer close(release)
 	ids := make(chan string, 1)
 	agent, err := e.top.Spawn(task.Spec{Kind: "agent"}, func(ctx context.Context, h *task.Handle) (string, error) {
-		id, err := proc.SpawnShell(h.View(), proc.Config{Command: "echo secret; sleep 100", Stdin: true}, proc.ShellOptions{})
+		id, _, err := tools.SpawnShell(h.View(), proc.Config{Command: "echo secret; sleep 100", Stdin: true}, tools.ShellOptions{})
 		ids <- id
 		if err != nil {
 			return "", err

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -119,7 +118,7 @@ func TestWaitUntilSaysWhatItCouldNotLookAt(t *testing.T) {
 	if out.Matched != nil || len(out.Done) != 1 || m == nil {
 		t.Fatalf("task_wait until over a flood = %+v, want it done and a note that says how much until missed", out)
 	}
-	if n, _ := strconv.ParseInt(m[1], 10, 64); n <= 0 || n > 64<<20-proc.DefaultHeadBytes-proc.DefaultTailBytes {
+	if n, _ := strconv.ParseInt(m[1], 10, 64); n <= 0 || n > 64<<20-procHeadBytes-procTailBytes {
 		t.Errorf("until missed %d bytes, want some, and at most all but the head and the ring", n)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/offstage/offstage/proc"
 )
 
 // startHTTP starts offstage mcp --http on a free loopback port with env,
@@ -120,7 +118,7 @@ func TestMCPHTTPStopsAtOnceOnSIGTERM(t *testing.T) {
 		least, most   time.Duration
 	}{
 		{"a loop that ends on SIGTERM", "while true; do sleep 1; done", 0, 5 * time.Second},
-		{"a loop that ignores SIGTERM", "trap '' TERM; while true; do sleep 1; done", proc.DefaultGrace - 500*time.Millisecond, proc.DefaultGrace + 7*time.Second},
+		{"a loop that ignores SIGTERM", "trap '' TERM; while true; do sleep 1; done", procGrace - 500*time.Millisecond, procGrace + 7*time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			took := stopWithATask(t, c.command)
@@ -186,3 +184,6 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// procGrace is proc.Config.Grace's documented default.
+const procGrace = 3 * time.Second

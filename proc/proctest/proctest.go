@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Marked returns the pids of the live processes (zombies excluded) whose
@@ -40,4 +41,32 @@ func Alive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(stat, ')')
 	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
+
+// Group returns the live processes (zombies excluded) of process group
+// pgid, as "pid comm" strings, read from /proc. On systems without /proc
+// it returns nil.
+func Group(pgid int) []string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []string
+	for _, path := range dirs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		s := string(b)
+		// pid (comm) state ppid pgrp …; comm may hold spaces and parens.
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < 0 {
+			continue
+		}
+		fields := strings.Fields(s[closing+1:])
+		if len(fields) < 3 || fields[0] == "Z" {
+			continue
+		}
+		if g, _ := strconv.Atoi(fields[2]); g == pgid {
+			out = append(out, strings.TrimSpace(s[:open])+" "+s[open+1:closing])
+		}
+	}
+	return out
 }

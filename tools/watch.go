@@ -1,4 +1,4 @@
-package proc
+package tools
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
 
-// watch posts the lines of p's output that match opts.NotifyOn to h's
+// watchOutput posts the lines of p's output that match opts.NotifyOn to h's
 // owner as notices, batched and rate-limited as ShellOptions says, until
 // the process has finished and every line was looked at (then what is
 // pending goes out before the result) or the watch has posted its last
@@ -22,7 +24,7 @@ import (
 // silent watch never means a blind one; after that on the next notice,
 // and, if the output ends with bytes still unsaid, in a last one. The
 // amounts across notices add up to every byte the watch skipped.
-func watch(h *task.Handle, p *Process, opts ShellOptions) {
+func watchOutput(h *task.Handle, p *proc.Process, opts ShellOptions) {
 	var (
 		mu      sync.Mutex
 		lines   []string // matched, not yet posted
@@ -46,7 +48,7 @@ func watch(h *task.Handle, p *Process, opts ShellOptions) {
 		sent++
 		var b strings.Builder
 		if len(lines) > 0 {
-			fmt.Fprintf(&b, "%s printed %s matching %q:\n%s", h.ID(), plural(len(lines)+more, "line"), opts.NotifyOn, strings.Join(lines, "\n"))
+			fmt.Fprintf(&b, "%s printed %s matching %q:\n%s", h.ID(), text.Plural(len(lines)+more, "line"), opts.NotifyOn, strings.Join(lines, "\n"))
 			if more > 0 {
 				fmt.Fprintf(&b, "\n…and %d more (at most %d lines per notice).", more, opts.WatchLines)
 			}
@@ -73,23 +75,18 @@ func watch(h *task.Handle, p *Process, opts ShellOptions) {
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
-		p.scanLines(ctx, 0, opts.NotifyOn, func(line string, _ int64) bool {
+		p.ScanLines(ctx, 0, opts.NotifyOn, func(m proc.LineMatch) bool {
 			mu.Lock()
-			if len(lines) < opts.WatchLines {
-				lines = append(lines, shortLine(line))
-			} else {
+			tell := true
+			switch {
+			case !m.Found:
+				skipped += m.Skipped
+				tell = !blind
+			case len(lines) < opts.WatchLines:
+				lines = append(lines, shortLine(m.Line))
+			default:
 				more++
 			}
-			mu.Unlock()
-			select {
-			case first <- struct{}{}:
-			default:
-			}
-			return true
-		}, func(n int64) {
-			mu.Lock()
-			skipped += n
-			tell := !blind
 			mu.Unlock()
 			if tell {
 				select {
@@ -97,6 +94,7 @@ func watch(h *task.Handle, p *Process, opts ShellOptions) {
 				default:
 				}
 			}
+			return true
 		})
 	}()
 	var last time.Time // when the last notice went out
@@ -135,11 +133,4 @@ func shortLine(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:maxWatchLineBytes], "") + "…"
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

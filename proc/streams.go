@@ -1,0 +1,108 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// startError says why cmd.Start failed. The kernel reports a working
+// directory that does not exist the way it reports a missing shell
+// ("fork/exec /bin/sh: no such file or directory"), so a failure with
+// Config.Dir set looks at the directory first.
+func startError(cfg Config, err error) error {
+	if cfg.Dir != "" {
+		st, serr := os.Stat(cfg.Dir)
+		var pe *os.PathError
+		switch {
+		case errors.As(serr, &pe):
+			return fmt.Errorf("proc: working directory %s: %w", cfg.Dir, pe.Err)
+		case serr == nil && !st.IsDir():
+			return fmt.Errorf("proc: working directory %s: %w", cfg.Dir, syscall.ENOTDIR)
+		}
+	}
+	return fmt.Errorf("proc: start %q: %w", cfg.Command, err)
+}
+
+// streams are the descriptors Start makes for a process, as exec.Cmd's
+// childStdin/childStdout do: ours, kept, and the child's copies, closed
+// once it has them. With Config.TTY, one terminal is the child's stdin,
+// stdout and stderr, and its master is both our output and our input.
+type streams struct {
+	out, err *os.File // read ends of stdout and stderr; err is nil on a terminal
+	stdin    *os.File // our end of the child's input; nil without Config.Stdin or TTY
+	lifeR    *os.File // the lifeline's read end, the child's
+	lifeW    *os.File // the lifeline's write end, ours
+
+	childIn, childOut, childErr *os.File // the child's ends; childIn nil: /dev/null
+
+	ours, child []*os.File // everything opened, for close and closeChild
+}
+
+// openStreams opens the pipes (or the terminal) and the lifeline for a
+// process started with cfg. On error, what it opened is closed.
+func openStreams(cfg Config) (*streams, error) {
+	s := &streams{}
+	var err error
+	if cfg.TTY {
+		var tty *os.File
+		if s.out, tty, err = openTTY(cfg.TTYCols, cfg.TTYRows); err != nil {
+			return s, err
+		}
+		s.keep(s.out, tty)
+		s.stdin, s.childIn, s.childOut, s.childErr = s.out, tty, tty, tty
+	} else {
+		if s.out, s.childOut, err = pipe(true, false); err != nil {
+			return s, err
+		}
+		s.keep(s.out, s.childOut)
+		if s.err, s.childErr, err = pipe(true, false); err != nil {
+			return s, err
+		}
+		s.keep(s.err, s.childErr)
+		if cfg.Stdin {
+			if s.childIn, s.stdin, err = pipe(false, true); err != nil {
+				return s, err
+			}
+			s.keep(s.stdin, s.childIn)
+		}
+	}
+	if s.lifeR, s.lifeW, err = pipe(false, false); err != nil {
+		return s, err
+	}
+	s.keep(s.lifeW, s.lifeR)
+	return s, nil
+}
+
+// keep records a pair: our end and the child's.
+func (s *streams) keep(ours, child *os.File) {
+	s.ours, s.child = append(s.ours, ours), append(s.child, child)
+}
+
+// attach gives the child its ends. An unset end stays a nil interface,
+// which exec.Cmd connects to /dev/null.
+func (s *streams) attach(cmd *exec.Cmd) {
+	if s.childIn != nil {
+		cmd.Stdin = s.childIn
+	}
+	cmd.Stdout, cmd.Stderr = s.childOut, s.childErr
+}
+
+// closeChild closes the child's copies once it has started.
+func (s *streams) closeChild() {
+	for _, f := range s.child {
+		f.Close()
+	}
+	s.child = nil
+}
+
+// close closes everything, after a failed start.
+func (s *streams) close() {
+	s.closeChild()
+	for _, f := range s.ours {
+		f.Close()
+	}
+	s.ours = nil
+}

@@ -36,10 +36,15 @@ type SpawnOutput struct {
 // answerBytes caps a foreground sub-agent's answer in the tool result.
 const answerBytes = 8 << 10
 
+// pushes reports whether results come back by themselves to a caller at
+// depth: always to a sub-agent (reflow), to the top level unless
+// Config.Tools.NoPush.
+func (s *Session) pushes(depth int) bool { return depth > 0 || !s.cfg.Tools.NoPush }
+
 // spawnTool returns spawn_agent for a caller at depth.
 func (s *Session) spawnTool(depth int) *tools.Tool {
 	var desc strings.Builder
-	desc.WriteString(strings.TrimSpace(spawnAgentMD))
+	desc.WriteString(strings.TrimSpace(tools.Describe(spawnAgentMD, s.pushes(depth))))
 	desc.WriteString("\n\nProfiles:\n")
 	for _, p := range s.cfg.Profiles {
 		fmt.Fprintf(&desc, "- `%s`: %s\n", p.Name, p.Description)
@@ -94,8 +99,11 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		return nil, err
 	}
 	if in.RunInBackground {
-		return SpawnOutput{TaskID: id, Status: "running",
-			Note: fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)}, nil
+		note := fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)
+		if !s.pushes(depth) {
+			note = fmt.Sprintf("Started in the background as %s. Keep working: its report does not come back by itself, so get it with task_wait when you need it.", id)
+		}
+		return SpawnOutput{TaskID: id, Status: "running", Note: note}, nil
 	}
 	return s.waitAgent(ctx, v, id)
 }

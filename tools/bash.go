@@ -26,7 +26,7 @@ type bashInput struct {
 	Cwd               string  `json:"cwd,omitempty" jsonschema:"working directory"`
 	Interactive       *bool   `json:"interactive,omitempty" jsonschema:"keep stdin open for task_input"`
 	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
-	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it is sent to you as a notice while the command runs"`
+	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it becomes a notice while the command runs"`
 	Until             string  `json:"until,omitempty" jsonschema:"background only: a regular expression; wait until a line of output matches it, the command ends, or wait_seconds pass"`
 	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until: how long to wait; default 30, at most 300"`
 }
@@ -114,9 +114,17 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 		return s.startAndWait(ctx, v, id, in), nil
 	}
 	if in.RunInBackground {
+		push := s.pushes(v.Owner())
 		note := fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)
+		if !push {
+			note = fmt.Sprintf("Started in the background as %s. Keep working: nothing comes back by itself, so read its output with task_output, and get its result with task_wait when you need it.", id)
+		}
 		if watch != nil {
-			note += fmt.Sprintf(" Lines matching notify_on come to you as notices meanwhile (at most %d lines per notice, one notice per %d seconds, %d notices in all).", proc.DefaultWatchLines, int(proc.DefaultWatchEvery/time.Second), proc.DefaultWatchNotices)
+			how := "come to you as notices meanwhile"
+			if !push {
+				how = "end a task_wait on it at once, as notices"
+			}
+			note += fmt.Sprintf(" Lines matching notify_on %s (at most %d lines per notice, one notice per %d seconds, %d notices in all).", how, proc.DefaultWatchLines, int(proc.DefaultWatchEvery/time.Second), proc.DefaultWatchNotices)
 		}
 		return BashOutput{TaskID: id, Status: status(v, id), Note: note}, nil
 	}
@@ -182,6 +190,9 @@ func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bash
 		}
 	case w.Matched != nil:
 		out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: its result will come back to you when it finishes.", id)
+		if !s.pushes(v.Owner()) {
+			out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: nothing comes back by itself, so get its result with task_wait when you need it.", id)
+		}
 	case w.TimedOut:
 		out.Note = fmt.Sprintf("No line matched until in time; it keeps running in the background as %s. Do not start it again: wait more with task_wait (with until), or read it with task_output.", id)
 	default: // it waits for input, or sent a notice: task_wait's note says which

@@ -5,7 +5,10 @@
 //
 // A Tool has a name, a description (an embedded .md file beside its .go,
 // whose promises a test checks against the code), the JSON Schema of its
-// input (generated from a Go struct) and a Call:
+// input (generated from a Go struct) and a Call. A description says what
+// is true on its face: where results come back to the model by themselves
+// (the CLI, ACP, sub-agents) and where they do not (MCP: Config.NoPush),
+// rendered by Describe:
 //
 //	set := tools.New(tools.Config{Process: proc.Config{Dir: workdir}})
 //	view := table.View("") // the caller: the top level, or an agent task

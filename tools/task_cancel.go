@@ -38,6 +38,9 @@ func (s *Set) taskCancel(_ context.Context, v *task.View, in cancelInput) (any, 
 		out.Note = fmt.Sprintf("It had already finished (%s); nothing was changed.", out.Status)
 	} else {
 		out.Note = "Cancellation requested: it stops shortly, and its final status will come back to you."
+		if !s.pushes(v.Owner()) {
+			out.Note = "Cancellation requested: it stops shortly; task_wait returns its final status."
+		}
 	}
 	return out, nil
 }

@@ -88,6 +88,9 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 			res := resultOf(r, now, resultBytes)
 			out.TaskInfo, out.Result, out.Error = res.TaskInfo, res.Result, res.Error
 			out.Note = "Its result is included here and will not be sent to you again."
+			if !s.pushes(v.Owner()) {
+				out.Note = "Its result is included here and will not be returned again."
+			}
 		} else {
 			out.Note = "Its result was already given to you earlier in the conversation."
 		}

@@ -152,7 +152,11 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 	}
 	switch {
 	case m != nil:
-		note = joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", m.TaskID, m.TaskID, m.Cursor), note)
+		still := "its result still comes to you when it finishes"
+		if !s.pushes(v.Owner()) {
+			still = "a later task_wait still returns its result when it finishes"
+		}
+		note = joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: %s. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", m.TaskID, still, m.TaskID, m.Cursor), note)
 	case len(waiting) > 0:
 		note = joinNotes(strings.Join(waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)
 	case stopped:

@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,5 +73,28 @@ func TestNoPushTopLevelPushingSubAgents(t *testing.T) {
 	}
 	if strings.Contains(note, "will come back to you") || !strings.Contains(note, "task_wait") {
 		t.Errorf("a background spawn_agent (NoPush) = %s", note)
+	}
+}
+
+// TestSpawnAgentSchema (issue 23, item 14): profile listed the profiles in
+// prose only; it is now an enum, and spawn_agent has an output schema
+// with no null type in it.
+func TestSpawnAgentSchema(t *testing.T) {
+	defs, err := agent.ToolDefs(agent.Config{Model: modelFunc(func(provider.Request) provider.Response { return text("x") }), Profiles: testProfiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(defs, func(tl *tools.Tool) bool { return tl.Name == "spawn_agent" })
+	if i < 0 {
+		t.Fatal("no spawn_agent")
+	}
+	spawn := defs[i]
+	if got := spawn.InputSchema.Properties["profile"].Enum; !slices.Equal(got, []any{"quick", "slow"}) {
+		t.Errorf("profile enum = %v, want [quick slow]", got)
+	}
+	out, _ := json.Marshal(spawn.OutputSchema)
+	in, _ := json.Marshal(spawn.InputSchema)
+	if spawn.OutputSchema == nil || spawn.OutputSchema.Type != "object" || strings.Contains(string(out)+string(in), `"null"`) {
+		t.Errorf("spawn_agent schemas: input %s, output %s", in, out)
 	}
 }

@@ -158,7 +158,11 @@ func (s *Service) Server() *mcp.Server {
 		UnsubscribeHandler: c.unsubscribe,
 	})
 	for _, t := range s.defs {
-		c.server.AddTool(&mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}, c.handler(t.Name))
+		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
+		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
+			tool.OutputSchema = t.OutputSchema
+		}
+		c.server.AddTool(tool, c.handler(t.Name, t.OutputSchema != nil))
 	}
 	c.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "task-output",
@@ -382,8 +386,10 @@ func (c *conn) close(ctx context.Context) error {
 	return c.closeErr
 }
 
-// handler serves one tool for this session.
-func (c *conn) handler(name string) mcp.ToolHandler {
+// handler serves one tool for this session. A result that is not an
+// error carries its JSON as structuredContent too, if the tool publishes
+// an output schema (structured), which it then fits.
+func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c.start(req.Session)
 		if c.err != nil {
@@ -408,7 +414,7 @@ func (c *conn) handler(name string) mcp.ToolHandler {
 			return errorResult("offstage failed to run " + name + ": " + err.Error()), nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
-		if !res.IsError {
+		if !res.IsError && structured {
 			out.StructuredContent = json.RawMessage(res.Text)
 		}
 		return out, nil

@@ -25,9 +25,10 @@
 // # Results and errors
 //
 // Results are compact JSON objects with stable field names (see the
-// *Output types). Every free-text field is capped and says when it was cut
-// ("…(+N more bytes)", "…(N earlier bytes)"), and a whole result never
-// exceeds Config.ResultBudget (16 KiB). A mistake the model can fix (bad
+// *Output types), described by each tool's OutputSchema. Every free-text
+// field is capped and says when it was cut ("…(+N more bytes)", "…(N
+// earlier bytes)"), and a whole result never exceeds Config.ResultBudget
+// (16 KiB): one that cannot be cut to fit is an error result. A mistake the model can fix (bad
 // JSON, a wrong type, a missing field, an unknown or foreign id, a shell
 // that is not interactive) is a Result with IsError set and one sentence
 // saying how to fix the call; a Go error means the runtime itself failed.

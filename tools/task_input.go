@@ -45,31 +45,31 @@ type InputOutput struct {
 	Note         string `json:"note,omitempty"`
 }
 
-func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, error) {
+func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (InputOutput, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
-		return nil, err
+		return InputOutput{}, err
 	}
 	text := in.Text
 	for _, k := range in.Keys {
 		b, ok := keyBytes[strings.ToLower(strings.TrimSpace(k))]
 		if !ok {
-			return nil, fail("There is no key %q; the keys are %s.", shorten(k, 40), keyNames)
+			return InputOutput{}, fail("There is no key %q; the keys are %s.", shorten(k, 40), keyNames)
 		}
 		text += b
 	}
 	if text == "" && !in.CloseStdin {
-		return nil, fail("text and keys are empty; pass the text to write (with \"\\n\" to end a line), keys such as [\"ctrl-c\"], or close_stdin: true.")
+		return InputOutput{}, fail("text and keys are empty; pass the text to write (with \"\\n\" to end a line), keys such as [\"ctrl-c\"], or close_stdin: true.")
 	}
 	p, err := processOf(v, id)
 	if err != nil {
-		return nil, err
+		return InputOutput{}, err
 	}
 	if p == nil {
 		if info, _ := v.Info(id); info.State.Finished() {
-			return nil, fail("%s has finished (%s), so its input is closed.", id, info.State)
+			return InputOutput{}, fail("%s has finished (%s), so its input is closed.", id, info.State)
 		}
-		return nil, fail("%s has not started yet (it is queued); try again once task_list shows it running.", id)
+		return InputOutput{}, fail("%s has not started yet (it is queued); try again once task_list shows it running.", id)
 	}
 	out := InputOutput{TaskID: id}
 	if text != "" {
@@ -78,22 +78,22 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 		out.BytesWritten, err = p.Input(wctx, []byte(text))
 		switch {
 		case errors.Is(err, proc.ErrNoStdin):
-			return nil, fail("%s was not started with interactive: true, so it has no input; start the command again with bash {\"interactive\": true}.", id)
+			return InputOutput{}, fail("%s was not started with interactive: true, so it has no input; start the command again with bash {\"interactive\": true}.", id)
 		case errors.Is(err, proc.ErrExited):
-			return nil, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
+			return InputOutput{}, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
 		case errors.Is(err, proc.ErrInputClosed):
-			return nil, fail("The input of %s was already closed with close_stdin.", id)
+			return InputOutput{}, fail("The input of %s was already closed with close_stdin.", id)
 		case errors.Is(err, context.DeadlineExceeded):
 			out.Note = "It is not reading its input: only part of the text was written. Check task_output."
 		case err != nil:
-			return nil, err
+			return InputOutput{}, err
 		}
 	}
 	if in.CloseStdin {
 		if err := p.CloseInput(); errors.Is(err, proc.ErrNoStdin) {
-			return nil, fail("%s was not started with interactive: true, so it has no input to close.", id)
+			return InputOutput{}, fail("%s was not started with interactive: true, so it has no input to close.", id)
 		} else if err != nil {
-			return nil, err
+			return InputOutput{}, err
 		}
 		out.StdinClosed = true
 	}

@@ -34,28 +34,28 @@ type OutputOutput struct {
 	Note         string `json:"note,omitempty"`
 }
 
-func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, error) {
+func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (OutputOutput, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
-		return nil, err
+		return OutputOutput{}, err
 	}
 	switch {
 	case in.Since != nil && in.TailLines != 0:
-		return nil, fail("Pass either since or tail_lines, not both.")
+		return OutputOutput{}, fail("Pass either since or tail_lines, not both.")
 	case in.Since != nil && *in.Since < 0:
-		return nil, fail("since must be a cursor of 0 or more (0 is the start of the output).")
+		return OutputOutput{}, fail("since must be a cursor of 0 or more (0 is the start of the output).")
 	case in.TailLines < 0:
-		return nil, fail("tail_lines must be a positive number of lines.")
+		return OutputOutput{}, fail("tail_lines must be a positive number of lines.")
 	}
 	var re *regexp.Regexp
 	if in.Filter != "" {
 		if re, err = regexp.Compile(in.Filter); err != nil {
-			return nil, fail("filter is not a valid regular expression: %s.", shorten(err.Error(), 200))
+			return OutputOutput{}, fail("filter is not a valid regular expression: %s.", shorten(err.Error(), 200))
 		}
 	}
 	p, err := processOf(v, id)
 	if err != nil {
-		return nil, err
+		return OutputOutput{}, err
 	}
 	// What it shows is summed up before reading, so what arrives meanwhile
 	// is news next time.

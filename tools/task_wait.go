@@ -62,28 +62,28 @@ type WaitOutput struct {
 	Note            string        `json:"note,omitempty"`
 }
 
-func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, error) {
+func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (WaitOutput, error) {
 	mode := task.Any
 	switch in.Mode {
 	case "", "any":
 	case "all":
 		mode = task.All
 	default:
-		return nil, fail("mode must be \"any\" or \"all\", not %q.", shorten(in.Mode, 40))
+		return WaitOutput{}, fail("mode must be \"any\" or \"all\", not %q.", shorten(in.Mode, 40))
 	}
 	switch {
 	case len(in.TaskIDs) == 0:
-		return nil, fail("task_ids is empty; pass the ids to wait for, such as [\"shell:3\"].")
+		return WaitOutput{}, fail("task_ids is empty; pass the ids to wait for, such as [\"shell:3\"].")
 	case len(in.TaskIDs) > maxWaitIDs:
-		return nil, fail("Wait for at most %d tasks at a time (you passed %d).", maxWaitIDs, len(in.TaskIDs))
+		return WaitOutput{}, fail("Wait for at most %d tasks at a time (you passed %d).", maxWaitIDs, len(in.TaskIDs))
 	case in.TimeoutSeconds < 0:
-		return nil, fail("timeout_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
+		return WaitOutput{}, fail("timeout_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
 	}
 	var ids []string
 	for _, raw := range in.TaskIDs {
 		id, err := resolve(v, raw)
 		if err != nil {
-			return nil, err
+			return WaitOutput{}, err
 		}
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
@@ -120,12 +120,12 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 	if in.Until != "" {
 		re, perr := untilPattern(in.Until)
 		if perr != nil {
-			return nil, perr
+			return WaitOutput{}, perr
 		}
 		var blind []string
 		r, m, blind, err = s.waitUntil(wctx, v, ids, mode, re)
 		if errors.Is(err, errNoShell) {
-			return nil, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
+			return WaitOutput{}, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(ids, ", "))
 		}
 		if len(blind) > 0 {
 			note = joinNotes(note, fmt.Sprintf("until could not look at part of the output (%s): it came faster than the wait reads and was no longer kept, so a line there may have matched unseen; read the output with task_output to be sure.", strings.Join(blind, "; ")))
@@ -137,7 +137,7 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 	switch {
 	case m != nil, err == nil:
 	case ctx.Err() != nil:
-		return nil, fail("The wait was interrupted (the turn was cancelled); nothing was consumed.")
+		return WaitOutput{}, fail("The wait was interrupted (the turn was cancelled); nothing was consumed.")
 	case errors.Is(err, errWaitTimedOut), errors.Is(err, errWaitingForInput):
 		stopped = true
 		// Tasks that finished without meeting the condition are reported
@@ -148,7 +148,7 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, er
 			}
 		}
 	default: // a task vanished between resolving and waiting
-		return nil, fail("%s; task_list shows your tasks.", err)
+		return WaitOutput{}, fail("%s; task_list shows your tasks.", err)
 	}
 	switch {
 	case m != nil:

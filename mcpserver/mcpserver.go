@@ -15,7 +15,11 @@
 // # Tools, progress, resources
 //
 // The tools are package tools' (and spawn_agent, through package agent,
-// when Config.Model is set): the same names, schemas and results. A
+// when Config.Model is set): the same names, schemas and results, each
+// with its output schema, and the descriptions of the face where nothing
+// reaches the model unless it asks (tools.Config.NoPush: a result comes
+// from task_wait, never by itself; the session's sub-agents still get
+// theirs pushed, and are told so). A
 // task_wait whose request carries a progress token sends progress
 // notifications while it waits (elapsed seconds, tasks still running); a
 // client cancelling the request (notifications/cancelled) ends the wait at

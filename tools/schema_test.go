@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -101,5 +103,27 @@ func TestEnumLeavesTheToolsOwnWords(t *testing.T) {
 	id := e.background(t, e.top, "sleep 100")
 	if msg := e.refused(t, e.top, "task_wait", `{"task_ids": ["`+id+`"], "mode": "some"}`); !strings.Contains(msg, `mode must be "any" or "all"`) {
 		t.Errorf("mode some = %q", msg)
+	}
+}
+
+// TestDefineOutputSchema: a tool defined with a struct output publishes
+// its plain schema (with the "truncated" a cut result adds); one defined
+// with any publishes none.
+func TestDefineOutputSchema(t *testing.T) {
+	type in struct {
+		N *int `json:"n,omitempty" jsonschema:"a number"`
+	}
+	type out struct {
+		Items []string `json:"items,omitempty"`
+		Count int      `json:"count"`
+	}
+	typed := tools.Define("typed", "d", 0, func(context.Context, *task.View, in) (out, error) { return out{Count: 1}, nil })
+	checkPlain(t, typed)
+	if s := typed.OutputSchema; s.Properties["truncated"] == nil || !slices.Equal(s.Required, []string{"count"}) {
+		t.Errorf("output schema = %v", s)
+	}
+	untyped := tools.Define("untyped", "d", 0, func(context.Context, *task.View, in) (any, error) { return nil, nil })
+	if untyped.OutputSchema != nil {
+		t.Errorf("a tool with output any has the output schema %v", untyped.OutputSchema)
 	}
 }

@@ -233,10 +233,11 @@ func Fail(format string, args ...any) error { return fail(format, args...) }
 // (unknown fields refused) before run is called with the caller's view.
 // run returns the output (marshalled compactly, within budget bytes; 0
 // means 16 KiB), an error from Fail for a mistake the model can fix, or
-// any other error when the runtime itself failed. When Out is a struct,
-// the output schema is generated from it; when it is an interface (any),
-// the tool has none. It panics if In or Out has no valid schema, which is
-// a programming error.
+// any other error when the runtime itself failed. When Out is a struct
+// (or a pointer to one), the output schema is generated from it, with no
+// null in it: a slice, map or pointer field that may be nil must then be
+// omitempty. Otherwise (any, say) the tool has no output schema. It
+// panics if In or Out has no valid schema, which is a programming error.
 func Define[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
 	if budget <= 0 {
 		budget = defaultBudget
@@ -257,7 +258,7 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		panic(fmt.Sprintf("tools: resolve schema for %s: %v", name, err))
 	}
 	var output *jsonschema.Schema
-	if reflect.TypeFor[Out]().Kind() != reflect.Interface {
+	if out := reflect.TypeFor[Out](); out.Kind() == reflect.Struct || out.Kind() == reflect.Pointer && out.Elem().Kind() == reflect.Struct {
 		if output, err = jsonschema.For[Out](nil); err != nil {
 			panic(fmt.Sprintf("tools: output schema for %s: %v", name, err))
 		}

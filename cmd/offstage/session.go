@@ -43,7 +43,7 @@ type serverFlags struct {
 func (f *serverFlags) register(fs *flag.FlagSet, modelNote string) {
 	f.sessionFlags.register(fs, modelNote)
 	fs.StringVar(&f.log, "log", "", "write logs to this file instead of stderr")
-	fs.TextVar(&f.level, "log-level", f.level, "log from this level: debug, info, warn or error (the start-up lines are always written)")
+	fs.TextVar(&f.level, "log-level", f.level, "log from this `level` on: debug, info, warn or error (the start-up lines are always written)")
 }
 
 // server is what a server command runs with.

@@ -41,9 +41,21 @@ func TestSchemasArePlain(t *testing.T) {
 			checkPlain(t, tl)
 		}
 	}
-	mode := tools.New(tools.Config{}).Tool("task_wait").InputSchema.Properties["mode"]
+	set := tools.New(tools.Config{})
+	mode := set.Tool("task_wait").InputSchema.Properties["mode"]
 	if !slices.Equal(mode.Enum, []any{"any", "all"}) {
 		t.Errorf("task_wait mode enum = %v, want [any all]", mode.Enum)
+	}
+	keys := set.Tool("task_input").InputSchema.Properties["keys"].Items.Enum
+	if len(keys) != 26+14 || keys[0] != "ctrl-a" || keys[len(keys)-1] != "page-down" {
+		t.Errorf("task_input keys enum = %v, want ctrl-a … page-down", keys)
+	}
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "cat")
+	for _, k := range keys { // each one the tool takes
+		if msg := e.call(t, e.top, "task_input", `{"task_id": "`+id+`", "keys": ["`+k.(string)+`"]}`).Text; strings.Contains(msg, "There is no key") {
+			t.Errorf("the enum lists %s, which task_input refuses: %s", k, msg)
+		}
 	}
 }
 

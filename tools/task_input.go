@@ -37,6 +37,15 @@ var keyBytes = func() map[string]string {
 // keyNames lists the named keys, for error messages.
 const keyNames = "ctrl-a … ctrl-z, enter, tab, escape, backspace, space, up, down, left, right, home, end, delete, page-up, page-down"
 
+// keyEnum lists the named keys in keyNames' order, for the schema's enum.
+func keyEnum() []string {
+	var keys []string
+	for c := 'a'; c <= 'z'; c++ {
+		keys = append(keys, "ctrl-"+string(c))
+	}
+	return append(keys, "enter", "tab", "escape", "backspace", "space", "up", "down", "left", "right", "home", "end", "delete", "page-up", "page-down")
+}
+
 // InputOutput is the task_input tool's result.
 type InputOutput struct {
 	TaskID       string `json:"task_id"`

@@ -91,13 +91,16 @@ type Result struct {
 	Data    any
 }
 
-// Enum publishes the values field takes as its enum in InputSchema, and
-// returns t. It panics if the input has no such field, which is a
-// programming error.
+// Enum publishes the values field takes as its enum in InputSchema (for
+// an array, the values of its items), and returns t. It panics if the
+// input has no such field, which is a programming error.
 func (t *Tool) Enum(field string, values ...string) *Tool {
 	prop := t.InputSchema.Properties[field]
 	if prop == nil {
 		panic(fmt.Sprintf("tools: %s has no input field %q", t.Name, field))
+	}
+	if prop.Type == "array" && prop.Items != nil {
+		prop = prop.Items
 	}
 	prop.Enum = make([]any, len(values))
 	for i, v := range values {

@@ -371,7 +371,8 @@ func (c *conn) follow() {
 
 // notice writes the notices the session's own tasks post (a shell that
 // seems to wait for input, lines a notify_on watch looked for) to the
-// server's log, where the person running it sees them. MCP has no way
+// server's log at info, where the person running it can see them
+// (offstage mcp --log-level info). MCP has no way
 // into the model's conversation, and its logging messages are deprecated
 // (SEP-2577, which points stdio servers to stderr), so the model gets
 // notices from task_wait, which they end as in any surface, and the

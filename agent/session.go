@@ -176,9 +176,14 @@ func (c Config) withDefaults() Config {
 type Session struct {
 	cfg     Config
 	table   *task.Table
-	toolset *tools.Set
-	// profileSets are the tool sets of profiles with an Env policy of
-	// their own, by profile name; the others use toolset.
+	toolset *tools.Set // the top level's
+	// subset is the sub-agents' tool set: toolset, unless results do not
+	// come back to the top level by themselves (Config.Tools.NoPush, over
+	// MCP), when it is one whose descriptions say that they come back to
+	// a sub-agent, as they do (reflow). profileSets are the sets of
+	// profiles with an Env policy of their own, by profile name; the
+	// others use subset.
+	subset      *tools.Set
 	profileSets map[string]*tools.Set
 	top         *loop
 
@@ -228,7 +233,8 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Session{cfg: cfg, toolset: tools.New(cfg.Tools), profileSets: make(map[string]*tools.Set), closed: make(chan struct{})}
+	s := &Session{cfg: cfg, profileSets: make(map[string]*tools.Set), closed: make(chan struct{})}
+	s.toolSets()
 	if err := s.checkSchemas(); err != nil {
 		return nil, err
 	}
@@ -236,6 +242,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	for _, p := range cfg.Profiles {
 		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll {
 			tc := cfg.Tools
+			tc.NoPush = false // a sub-agent's results come back to it
 			tc.Process.EnvPolicy = tc.Process.EnvPolicy.Then(p.Env)
 			s.profileSets[p.Name] = tools.New(tc)
 		}
@@ -251,11 +258,25 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
+// toolSets makes the top level's tool set and the sub-agents'.
+func (s *Session) toolSets() {
+	s.toolset = tools.New(s.cfg.Tools)
+	s.subset = s.toolset
+	if s.cfg.Tools.NoPush {
+		tc := s.cfg.Tools
+		tc.NoPush = false
+		s.subset = tools.New(tc)
+	}
+}
+
 // newLoop assembles an agent: its tools are the toolset's (filtered by
 // allowed, nil meaning all) plus spawn_agent below the nesting limit.
 func (s *Session) newLoop(agent, system string, model provider.Model, view *task.View, allowed []string, depth int, h *task.Handle, maxIter int) *loop {
 	l := &loop{s: s, agent: agent, system: system, model: model, view: view, maxIter: maxIter, hist: newHistory(s.cfg.HistoryBytes), handle: h}
 	set := s.toolset
+	if depth > 0 {
+		set = s.subset
+	}
 	if ps, ok := s.profileSets[agent]; ok {
 		set = ps
 	}
@@ -285,6 +306,9 @@ func (s *Session) spawnAllowed(depth int) bool {
 // once, rather than sending null as their schema on every model request.
 func (s *Session) checkSchemas() error {
 	all := slices.Clone(s.toolset.Tools())
+	if s.subset != s.toolset {
+		all = append(all, s.subset.Tools()...)
+	}
 	for _, ps := range s.profileSets {
 		all = append(all, ps.Tools()...)
 	}
@@ -307,7 +331,8 @@ func ToolDefs(cfg Config) ([]*tools.Tool, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg.withDefaults(), toolset: tools.New(cfg.Tools)}
+	s := &Session{cfg: cfg.withDefaults()}
+	s.toolSets()
 	if err := s.checkSchemas(); err != nil {
 		return nil, err
 	}

@@ -40,23 +40,32 @@ const TaskKind = "agent"
 // answerBytes caps a foreground sub-agent's answer in the tool result.
 const answerBytes = 8 << 10
 
+// pushes reports whether results come back by themselves to a caller at
+// depth: always to a sub-agent (reflow), to the top level unless
+// Config.Tools.NoPush.
+func (s *Session) pushes(depth int) bool { return depth > 0 || !s.cfg.Tools.NoPush }
+
 // spawnTool returns spawn_agent for a caller at depth.
 func (s *Session) spawnTool(depth int) *tools.Tool {
 	var desc strings.Builder
-	desc.WriteString(strings.TrimSpace(spawnAgentMD))
+	desc.WriteString(strings.TrimSpace(tools.Describe(spawnAgentMD, s.pushes(depth))))
 	desc.WriteString("\n\nProfiles:\n")
 	for _, p := range s.cfg.Profiles {
 		fmt.Fprintf(&desc, "- `%s`: %s\n", p.Name, p.Description)
 	}
-	t := tools.Define("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (any, error) {
+	t := tools.Define("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (SpawnOutput, error) {
 		return s.spawn(ctx, v, depth, in)
 	})
 	// A sub-agent runs whatever its tools can run, and calls a model.
 	t.Title, t.Safety, t.OpenWorld = "Start a sub-agent", tools.Execute, true
-	return t
+	names := make([]string, len(s.cfg.Profiles))
+	for i, p := range s.cfg.Profiles {
+		names[i] = p.Name
+	}
+	return t.Enum("profile", names...)
 }
 
-func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnInput) (any, error) {
+func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnInput) (SpawnOutput, error) {
 	var profile *Profile
 	var names []string
 	for i := range s.cfg.Profiles {
@@ -67,9 +76,9 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	}
 	switch {
 	case profile == nil:
-		return nil, tools.Fail("There is no profile %q; the profiles are: %s.", in.Profile, strings.Join(names, ", "))
+		return SpawnOutput{}, tools.Fail("There is no profile %q; the profiles are: %s.", in.Profile, strings.Join(names, ", "))
 	case strings.TrimSpace(in.Prompt) == "":
-		return nil, tools.Fail("prompt is empty; say what the sub-agent should do, with everything it needs to know.")
+		return SpawnOutput{}, tools.Fail("prompt is empty; say what the sub-agent should do, with everything it needs to know.")
 	}
 	model := profile.Model
 	if model == nil {
@@ -93,20 +102,23 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	})
 	switch {
 	case errors.Is(err, task.ErrFull):
-		return nil, tools.Fail("Too many tasks are running or waiting to be read; wait for or cancel some first.")
+		return SpawnOutput{}, tools.Fail("Too many tasks are running or waiting to be read; wait for or cancel some first.")
 	case err != nil:
-		return nil, err
+		return SpawnOutput{}, err
 	}
 	if in.RunInBackground {
-		return SpawnOutput{TaskID: id, Status: "running",
-			Note: fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)}, nil
+		note := fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)
+		if !s.pushes(depth) {
+			note = fmt.Sprintf("Started in the background as %s. Keep working: its report does not come back by itself, so get it with task_wait when you need it.", id)
+		}
+		return SpawnOutput{TaskID: id, Status: "running", Note: note}, nil
 	}
 	return s.waitAgent(ctx, v, id)
 }
 
 // waitAgent waits for a foreground sub-agent and takes its result; if the
 // turn is cancelled, the sub-agent is cancelled with it.
-func (s *Session) waitAgent(ctx context.Context, v *task.View, id string) (any, error) {
+func (s *Session) waitAgent(ctx context.Context, v *task.View, id string) (SpawnOutput, error) {
 	r, err := v.Wait(ctx, []string{id}, task.All)
 	if err != nil {
 		v.Cancel(id)

@@ -248,7 +248,9 @@ func (t *idleSessions) expire(id string, e *idleSession, gen int) {
 	if !hasSessions(server) {
 		return
 	}
-	t.svc.cfg.Logger.Info("closing an HTTP session idle for longer than the idle timeout (no request, no open stream): its client is taken for gone", "session_id", id, "idle_timeout", t.timeout)
+	// A warning: it stops tasks its user may still want, and offstage mcp
+	// logs warnings by default.
+	t.svc.cfg.Logger.Warn("closing an HTTP session idle for longer than the idle timeout (no request, no open stream): its client is taken for gone", "session_id", id, "idle_timeout", t.timeout)
 	closeSessions(server)
 }
 

@@ -15,23 +15,31 @@
 // # Tools, progress, resources
 //
 // The tools are package tools' (and spawn_agent, through package agent,
-// when Config.Model is set): the same names, schemas and results. A
+// when Config.Model is set): the same names, schemas and results, each
+// with its output schema, and the descriptions of the face where nothing
+// reaches the model unless it asks (tools.Config.NoPush: a result comes
+// from task_wait, never by itself; the session's sub-agents still get
+// theirs pushed, and are told so). A
 // task_wait whose request carries a progress token sends progress
 // notifications while it waits (elapsed seconds, tasks still running); a
 // client cancelling the request (notifications/cancelled) ends the wait at
 // once without cancelling the tasks. Each shell's output is a resource,
 // offstage://task/shell:N/output (its cleaned last 64 KiB), and a
 // subscribed client gets notifications/resources/updated as output
-// arrives, at most once per Config.UpdateInterval.
+// arrives, at most once per Config.UpdateInterval. resources/list holds the outputs of the
+// session's live shells (queued or running), and the client gets
+// notifications/resources/list_changed as they start and finish; a
+// finished shell's output stays readable by its URI.
 //
 // # Concurrency properties
 //
 // A Service is safe for concurrent use; each session's server runs its
 // handlers concurrently, as the SDK does, and the task table and tools are
 // safe for that. Each initialised session has four goroutines of its own
-// (one waiting for it to end, one sending resource updates, one logging
-// its tasks' notices, and one that stops the last when the session ends),
-// besides those of its running tasks; they end with it.
+// (one waiting for it to end, one sending resource updates, one following
+// its task events: notices for the log, the resource list; and one that
+// stops the last when the session ends), besides those of its running
+// tasks; they end with it.
 package mcpserver
 
 import (
@@ -150,7 +158,7 @@ const instructions = `offstage runs shell commands and sub-agents in the backgro
 // Server returns a new server for one MCP session. It is cheap until its
 // session initialises: only then does it get a task table.
 func (s *Service) Server() *mcp.Server {
-	c := &conn{svc: s, done: make(chan struct{}), subs: make(map[string]int64)}
+	c := &conn{svc: s, done: make(chan struct{}), subs: make(map[string]int64), listed: make(map[string]struct{})}
 	c.server = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             s.cfg.Logger,
@@ -159,7 +167,11 @@ func (s *Service) Server() *mcp.Server {
 		UnsubscribeHandler: c.unsubscribe,
 	})
 	for _, t := range s.defs {
-		c.server.AddTool(&mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}, c.handler(t.Name))
+		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
+		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
+			tool.OutputSchema = t.OutputSchema
+		}
+		c.server.AddTool(tool, c.handler(t.Name, t.OutputSchema != nil))
 	}
 	c.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "task-output",
@@ -266,8 +278,9 @@ type conn struct {
 	session *agent.Session // set by start
 	err     error          // set by start: why the session has no table
 
-	mu   sync.Mutex
-	subs map[string]int64 // guarded by mu: subscribed resource URI → output bytes last notified
+	mu     sync.Mutex
+	subs   map[string]int64    // guarded by mu: subscribed resource URI → output bytes last notified
+	listed map[string]struct{} // guarded by mu: the output resources in resources/list (live shells)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -322,33 +335,106 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		}()
 		go func() {
 			defer svc.wg.Done()
-			c.notices()
+			c.follow()
 		}()
 	})
 }
 
-// notices writes the notices the session's own tasks post (a shell that
+// follow reads the session's event log until the session's state is
+// released: it logs notices (see notice) and keeps the output resources
+// listed those of the live shells (see listResources).
+func (c *conn) follow() {
+	ctx, cancel := chanctx.CancelOn(c.svc.ctx, c.done)
+	defer cancel()
+	events := c.table.Events()
+	seq := events.Last()
+	c.listResources() // a list newer than seq: whatever follows seq comes below
+	for {
+		evs, err := events.Wait(ctx, seq)
+		if ctx.Err() != nil {
+			return
+		}
+		relist := errors.Is(err, task.ErrEventsDropped)
+		for i := range evs {
+			e := &evs[i]
+			seq = e.Seq
+			c.notice(e)
+			switch e.Type {
+			case task.EventSpawned, task.EventStarted, task.EventFinished:
+				relist = relist || e.Owner == ""
+			}
+		}
+		if relist {
+			c.listResources()
+		}
+	}
+}
+
+// notice writes the notices the session's own tasks post (a shell that
 // seems to wait for input, lines a notify_on watch looked for) to the
-// server's log, where the person running it sees them. MCP has no way
+// server's log at info, where the person running it can see them
+// (offstage mcp --log-level info). MCP has no way
 // into the model's conversation, and its logging messages are deprecated
 // (SEP-2577, which points stdio servers to stderr), so the model gets
 // notices from task_wait, which they end as in any surface, and the
 // waiting_for_input of task_list. It reads the event log, so the notices
 // stay in the table for task_wait.
-func (c *conn) notices() {
-	ctx, cancel := chanctx.CancelOn(c.svc.ctx, c.done)
-	defer cancel()
-	c.table.Events().Follow(ctx, func(e *task.Event, err error) {
-		if e != nil && e.Type == task.EventIdle {
-			c.svc.cfg.Logger.Info("background idle: every task has finished")
-			return
+func (c *conn) notice(e *task.Event) {
+	if e.Type == task.EventIdle {
+		c.svc.cfg.Logger.Info("background idle: every task has finished")
+		return
+	}
+	if e.Type != task.EventNotice || e.Owner != "" {
+		return
+	}
+	kind, text, _ := strings.Cut(e.Text, ": ") // the event says "kind: text", cut to 512 bytes
+	c.svc.cfg.Logger.Info("task notice", "task_id", e.ID, "kind", kind, "notice", text)
+}
+
+// listResources makes resources/list hold the output resources of the
+// session's live shells (queued or running), and only those: the SDK
+// sends notifications/resources/list_changed for each change (debounced).
+// A finished shell's output stays readable through the template. Only
+// follow calls it, so its additions and removals stay in order.
+func (c *conn) listResources() {
+	live := make(map[string]task.Info)
+	for _, i := range c.view.List() {
+		if i.Kind == "shell" && !i.State.Finished() {
+			live[resourcePrefix+i.ID+resourceSuffix] = i
 		}
-		if e == nil || e.Type != task.EventNotice || e.Owner != "" {
-			return
+	}
+	var add []*mcp.Resource
+	var remove []string
+	c.mu.Lock()
+	for uri := range c.listed {
+		if _, ok := live[uri]; !ok {
+			remove = append(remove, uri)
+			delete(c.listed, uri)
 		}
-		kind, text, _ := strings.Cut(e.Text, ": ") // the event says "kind: text", cut to 512 bytes
-		c.svc.cfg.Logger.Info("task notice", "task_id", e.ID, "kind", kind, "notice", text)
-	})
+	}
+	for uri, i := range live {
+		if _, ok := c.listed[uri]; !ok {
+			add = append(add, &mcp.Resource{URI: uri, Name: i.ID + " output", Title: "Output of " + i.ID + ": " + shorten(i.Label, 80), MIMEType: "text/plain",
+				Description: "The cleaned last 64 KiB of " + i.ID + "'s output, while it runs (" + shorten(i.Label, 200) + ")."})
+			c.listed[uri] = struct{}{}
+		}
+	}
+	c.mu.Unlock()
+	slices.SortFunc(add, func(a, b *mcp.Resource) int { return strings.Compare(a.URI, b.URI) })
+	for _, r := range add {
+		c.server.AddResource(r, c.readResource)
+	}
+	if len(remove) > 0 {
+		c.server.RemoveResources(remove...)
+	}
+}
+
+// shorten cuts s to at most n bytes, on a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // disconnected runs when the session ends.
@@ -383,8 +469,10 @@ func (c *conn) close(ctx context.Context) error {
 	return c.closeErr
 }
 
-// handler serves one tool for this session.
-func (c *conn) handler(name string) mcp.ToolHandler {
+// handler serves one tool for this session. A result that is not an
+// error carries its JSON as structuredContent too, if the tool publishes
+// an output schema (structured), which it then fits.
+func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c.start(req.Session)
 		if c.err != nil {
@@ -409,7 +497,7 @@ func (c *conn) handler(name string) mcp.ToolHandler {
 			return errorResult("offstage failed to run " + name + ": " + err.Error()), nil
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text}}, IsError: res.IsError}
-		if !res.IsError {
+		if !res.IsError && structured {
 			out.StructuredContent = json.RawMessage(res.Text)
 		}
 		return out, nil
@@ -463,6 +551,9 @@ const resourcePrefix, resourceSuffix = "offstage://task/", "/output"
 // resourceBytes is how much of a shell's output a resource read returns.
 const resourceBytes = 64 << 10
 
+// process returns the process behind a shell's output resource: nil, and
+// no error, for a shell that has none yet (queued, or just starting); an
+// error for anything else that is not one of the session's shells.
 func (c *conn) process(uri string) (*proc.Process, error) {
 	id, ok := strings.CutPrefix(uri, resourcePrefix)
 	if ok {
@@ -473,6 +564,11 @@ func (c *conn) process(uri string) (*proc.Process, error) {
 	}
 	p, ok := tools.Shell(c.view, id)
 	if !ok {
+		if info, err := c.view.Info(id); err == nil && info.Kind == "shell" {
+			if out, _ := c.view.Output(id); out == nil {
+				return nil, nil // queued, or just starting: no output yet
+			}
+		}
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	return p, nil
@@ -484,7 +580,10 @@ func (c *conn) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err != nil {
 		return nil, err
 	}
-	text := proc.Clean(p.TailLines(proc.Combined, 1<<30, resourceBytes).Data)
+	var text string
+	if p != nil {
+		text = proc.Clean(p.TailLines(proc.Combined, 1<<30, resourceBytes).Data)
+	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: text}}}, nil
 }
 
@@ -494,9 +593,13 @@ func (c *conn) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	if err != nil {
 		return err
 	}
+	var written int64
+	if p != nil {
+		written = p.Written()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.subs[req.Params.URI] = p.Written()
+	c.subs[req.Params.URI] = written
 	return nil
 }
 
@@ -527,7 +630,7 @@ func (c *conn) updates() {
 		slices.Sort(uris)
 		for _, uri := range uris {
 			p, err := c.process(uri)
-			if err != nil {
+			if err != nil || p == nil {
 				continue
 			}
 			n := p.Written()

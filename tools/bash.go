@@ -26,7 +26,7 @@ type bashInput struct {
 	Cwd               string  `json:"cwd,omitempty" jsonschema:"working directory"`
 	Interactive       *bool   `json:"interactive,omitempty" jsonschema:"keep stdin open for task_input"`
 	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
-	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it is sent to you as a notice while the command runs"`
+	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it becomes a notice while the command runs"`
 	Until             string  `json:"until,omitempty" jsonschema:"background only: a regular expression; wait until a line of output matches it, the command ends, or wait_seconds pass"`
 	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until: how long to wait; default 30, at most 300"`
 }
@@ -45,50 +45,49 @@ type BashOutput struct {
 	Note    string `json:"note,omitempty"`
 }
 
-func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (any, error) {
-	res, err := s.runBash(ctx, v, in)
-	if out, ok := res.(BashOutput); ok && err == nil {
+func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
+	out, err := s.runBash(ctx, v, in)
+	if err == nil {
 		out.Note = joinNotes(out.Note, s.envNote(v.Owner()))
-		res = out
 	}
-	return res, err
+	return out, err
 }
 
-func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, error) {
+func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
 	switch {
 	case strings.TrimSpace(in.Command) == "":
-		return nil, fail("command is empty; pass the shell command line to run.")
+		return BashOutput{}, fail("command is empty; pass the shell command line to run.")
 	case in.TimeoutSeconds < 0:
-		return nil, fail("timeout_seconds must not be negative (leave it out for no timeout).")
+		return BashOutput{}, fail("timeout_seconds must not be negative (leave it out for no timeout).")
 	case in.YieldAfterSeconds < 0:
-		return nil, fail("yield_after_seconds must not be negative (leave it out for the default %d).", defaultYieldSeconds)
+		return BashOutput{}, fail("yield_after_seconds must not be negative (leave it out for the default %d).", defaultYieldSeconds)
 	}
 	var watch *regexp.Regexp
 	if in.NotifyOn != "" {
 		if !in.RunInBackground {
-			return nil, fail("notify_on watches a command running in the background; add run_in_background: true, or drop notify_on.")
+			return BashOutput{}, fail("notify_on watches a command running in the background; add run_in_background: true, or drop notify_on.")
 		}
 		var err error
 		if watch, err = watchPattern(in.NotifyOn); err != nil {
-			return nil, err
+			return BashOutput{}, err
 		}
 	}
 	switch {
 	case in.Until != "" && !in.RunInBackground:
-		return nil, fail("until waits for a line of a command running in the background; add run_in_background: true, or drop until.")
+		return BashOutput{}, fail("until waits for a line of a command running in the background; add run_in_background: true, or drop until.")
 	case in.WaitSeconds != 0 && in.Until == "":
-		return nil, fail("wait_seconds is how long until waits; pass until too, or drop wait_seconds.")
+		return BashOutput{}, fail("wait_seconds is how long until waits; pass until too, or drop wait_seconds.")
 	case in.WaitSeconds < 0:
-		return nil, fail("wait_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
+		return BashOutput{}, fail("wait_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
 	}
 	if in.Until != "" {
 		if _, err := untilPattern(in.Until); err != nil {
-			return nil, err
+			return BashOutput{}, err
 		}
 	}
 	interactive := in.Interactive != nil && *in.Interactive
 	if in.TTY && in.Interactive != nil && !*in.Interactive {
-		return nil, fail("tty: true keeps its input open (a terminal is read from); leave interactive out, or drop tty.")
+		return BashOutput{}, fail("tty: true keeps its input open (a terminal is read from); leave interactive out, or drop tty.")
 	}
 	cfg := s.cfg.Process
 	cfg.Command, cfg.Stdin, cfg.TTY = in.Command, interactive, in.TTY
@@ -98,7 +97,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 			dir = filepath.Join(cfg.Dir, dir)
 		}
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, fail("cwd %q is not a directory that exists; pass an existing directory or leave cwd out.", shorten(in.Cwd, 200))
+			return BashOutput{}, fail("cwd %q is not a directory that exists; pass an existing directory or leave cwd out.", shorten(in.Cwd, 200))
 		}
 		cfg.Dir = dir
 	}
@@ -106,17 +105,25 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell})
 	switch {
 	case errors.Is(err, task.ErrFull):
-		return nil, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")
+		return BashOutput{}, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")
 	case err != nil:
-		return nil, err
+		return BashOutput{}, err
 	}
 	if in.Until != "" {
 		return s.startAndWait(ctx, v, id, in), nil
 	}
 	if in.RunInBackground {
+		push := s.pushes(v.Owner())
 		note := fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)
+		if !push {
+			note = fmt.Sprintf("Started in the background as %s. Keep working: nothing comes back by itself, so read its output with task_output, and get its result with task_wait when you need it.", id)
+		}
 		if watch != nil {
-			note += fmt.Sprintf(" Lines matching notify_on come to you as notices meanwhile (at most %d lines per notice, one notice per %d seconds, %d notices in all).", defaultWatchLines, int(defaultWatchEvery/time.Second), defaultWatchNotices)
+			how := "come to you as notices meanwhile"
+			if !push {
+				how = "end a task_wait on it at once, as notices"
+			}
+			note += fmt.Sprintf(" Lines matching notify_on %s (at most %d lines per notice, one notice per %d seconds, %d notices in all).", how, defaultWatchLines, int(defaultWatchEvery/time.Second), defaultWatchNotices)
 		}
 		return BashOutput{TaskID: id, Status: status(v, id), Note: note}, nil
 	}
@@ -125,7 +132,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (any, err
 
 // foreground waits for a command, up to yieldAfter; one still running then
 // is adopted into the background, not killed.
-func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfter time.Duration) (any, error) {
+func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfter time.Duration) (BashOutput, error) {
 	if yieldAfter <= 0 {
 		yieldAfter = defaultYieldSeconds * time.Second
 	}
@@ -157,7 +164,7 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 	case errors.Is(err, context.DeadlineExceeded):
 		return s.adopted(v, id, fmt.Sprintf("It is still running after %s, so it keeps running in the background as %s. Do not run it again; read its output with task_output, or wait for it with task_wait.", yieldAfter, id)), nil
 	default:
-		return nil, err
+		return BashOutput{}, err
 	}
 }
 
@@ -168,8 +175,7 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 // with the command still running.
 func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bashInput) BashOutput {
 	out := BashOutput{TaskID: id}
-	res, err := s.taskWait(ctx, v, waitInput{TaskIDs: []string{id}, TimeoutSeconds: in.WaitSeconds, Until: in.Until})
-	w, _ := res.(WaitOutput)
+	w, err := s.taskWait(ctx, v, waitInput{TaskIDs: []string{id}, TimeoutSeconds: in.WaitSeconds, Until: in.Until})
 	switch {
 	case err != nil:
 		out.Note = fmt.Sprintf("Started in the background as %s, but could not wait for until: %s It keeps running; wait for it with task_wait.", id, err)
@@ -182,6 +188,9 @@ func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bash
 		}
 	case w.Matched != nil:
 		out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: its result will come back to you when it finishes.", id)
+		if !s.pushes(v.Owner()) {
+			out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: nothing comes back by itself, so get its result with task_wait when you need it.", id)
+		}
 	case w.TimedOut:
 		out.Note = fmt.Sprintf("No line matched until in time; it keeps running in the background as %s. Do not start it again: wait more with task_wait (with until), or read it with task_output.", id)
 	default: // it waits for input, or sent a notice: task_wait's note says which

@@ -40,10 +40,29 @@ func TestDescriptionsNameEveryField(t *testing.T) {
 }
 
 // What the descriptions promise (defaults, caps, what a wait consumes)
-// matches the constants the code uses.
+// matches the constants the code uses, on both faces.
 func TestDescriptionsKeepTheirPromises(t *testing.T) {
-	set := tools.New(tools.Config{})
-	for tool, promises := range map[string][]string{
+	for _, noPush := range []bool{false, true} {
+		set := tools.New(tools.Config{NoPush: noPush})
+		for tool, promises := range promises(noPush) {
+			desc := set.Tool(tool).Description
+			for _, p := range promises {
+				if !strings.Contains(desc, p) {
+					t.Errorf("NoPush %v: %s: the description does not say %q:\n%s", noPush, tool, p, desc)
+				}
+			}
+		}
+	}
+}
+
+// promises returns what each description must say, on the face where
+// results come back by themselves (noPush false) or over MCP.
+func promises(noPush bool) map[string][]string {
+	sent := "will not be sent to you again"
+	if noPush {
+		sent = "will not be returned again"
+	}
+	return map[string][]string{
 		"bash": {
 			fmt.Sprintf("(default %d)", tools.DefaultYieldSeconds),
 			fmt.Sprintf("last %d bytes", tools.OutputBytes),
@@ -60,7 +79,7 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 		"task_list": {fmt.Sprintf("at most %d tasks", tools.MaxListed), "task_wait once", "`waiting_for_input`"},
 		"task_inspect": {
 			fmt.Sprintf("(default %d, at most %d)", tools.DefaultRecent, tools.MaxRecent),
-			"will not be sent to you again",
+			sent,
 		},
 		"task_output": {
 			fmt.Sprintf("At most %d bytes", tools.OutputBytes),
@@ -72,17 +91,66 @@ func TestDescriptionsKeepTheirPromises(t *testing.T) {
 			fmt.Sprintf("at most %d", tools.MaxWaitIDs),
 			fmt.Sprintf("default %d, at most %d", tools.DefaultWaitSeconds, tools.MaxWaitSeconds),
 			fmt.Sprintf("capped at %d", tools.MaxWaitSeconds),
-			"will not be sent to you again", "not an error",
+			sent, "not an error",
 			"instead of polling", "sleep",
 			"seems to wait for input", "`notices`",
 		},
 		"task_cancel": {fmt.Sprintf("SIGKILL %d seconds later", int(procGrace.Seconds())), "already finished"},
 		"task_input":  {"`interactive: true`"},
+	}
+}
+
+// pushPromises are phrases that say a result or notice reaches the model
+// by itself: true where results are pushed (the CLI, ACP, sub-agents),
+// false over MCP, where nothing reaches the model unless it asks.
+var pushPromises = []string{"by itself when", "come to you", "comes to you", "come back to you", "comes back to you", "sent to you", "you get a notice", "{{", "}}"}
+
+// TestDescriptionsSayWhatIsTrueOnEachFace (issue 23, item 13): over MCP
+// (NoPush) the descriptions promised that results come back by
+// themselves; they now say to get them with task_wait. Where results are
+// pushed, the descriptions still say so.
+func TestDescriptionsSayWhatIsTrueOnEachFace(t *testing.T) {
+	for _, tool := range tools.New(tools.Config{NoPush: true}).Tools() {
+		for _, p := range pushPromises {
+			if strings.Contains(tool.Description, p) {
+				t.Errorf("NoPush: %s: the description says %q:\n%s", tool.Name, p, tool.Description)
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"bash":        "Nothing comes back by itself: read its output with task_output, and get its result with task_wait",
+		"task_wait":   "nothing comes back by itself, so this is how you get a background task's result",
+		"task_cancel": "task_wait returns it",
 	} {
-		desc := set.Tool(tool).Description
-		for _, p := range promises {
-			if !strings.Contains(desc, p) {
-				t.Errorf("%s: the description does not say %q:\n%s", tool, p, desc)
+		if desc := tools.New(tools.Config{NoPush: true}).Tool(name).Description; !strings.Contains(desc, want) {
+			t.Errorf("NoPush: %s: the description does not say %q:\n%s", name, want, desc)
+		}
+	}
+	push := tools.New(tools.Config{})
+	if desc := push.Tool("bash").Description; !strings.Contains(desc, "Its result comes back to you by itself when it finishes") || strings.Contains(desc, "{{") {
+		t.Errorf("push: bash description lost its promise, or shows the template:\n%s", desc)
+	}
+}
+
+// TestNotesSayWhatIsTrueOnEachFace (issue 23, item 13): the notes of a
+// background start, an until match and a cancel promised a result by
+// itself over MCP too.
+func TestNotesSayWhatIsTrueOnEachFace(t *testing.T) {
+	for _, noPush := range []bool{false, true} {
+		e := newEnv(t, tools.Config{NoPush: noPush})
+		var started, watched, until tools.BashOutput
+		ok(t, e, e.top, "bash", `{"command": "sleep 100", "run_in_background": true}`, &started)
+		ok(t, e, e.top, "bash", `{"command": "sleep 100", "run_in_background": true, "notify_on": "x"}`, &watched)
+		ok(t, e, e.top, "bash", `{"command": "echo ready; sleep 100", "run_in_background": true, "until": "ready", "wait_seconds": 20}`, &until)
+		var cancel tools.CancelOutput
+		ok(t, e, e.top, "task_cancel", `{"task_id": "`+started.TaskID+`"}`, &cancel)
+		for what, note := range map[string]string{"background": started.Note, "notify_on": watched.Note, "until": until.Note, "cancel": cancel.Note} {
+			promised := false
+			for _, p := range pushPromises {
+				promised = promised || strings.Contains(note, p)
+			}
+			if promised == noPush || noPush && !strings.Contains(note, "task_wait") {
+				t.Errorf("NoPush %v: the %s note = %q", noPush, what, note)
 			}
 		}
 	}

@@ -5,7 +5,10 @@
 //
 // A Tool has a name, a description (an embedded .md file beside its .go,
 // whose promises a test checks against the code), the JSON Schema of its
-// input (generated from a Go struct) and a Call:
+// input (generated from a Go struct) and a Call. A description says what
+// is true on its face: where results come back to the model by themselves
+// (the CLI, ACP, sub-agents) and where they do not (MCP: Config.NoPush),
+// rendered by Describe:
 //
 //	set := tools.New(tools.Config{Process: proc.Config{Dir: workdir}})
 //	view := table.View("") // the caller: the top level, or an agent task
@@ -22,9 +25,10 @@
 // # Results and errors
 //
 // Results are compact JSON objects with stable field names (see the
-// *Output types). Every free-text field is capped and says when it was cut
-// ("…(+N more bytes)", "…(N earlier bytes)"), and a whole result never
-// exceeds Config.ResultBudget (16 KiB). A mistake the model can fix (bad
+// *Output types), described by each tool's OutputSchema. Every free-text
+// field is capped and says when it was cut ("…(+N more bytes)", "…(N
+// earlier bytes)"), and a whole result never exceeds Config.ResultBudget
+// (16 KiB): one that cannot be cut to fit is an error result. A mistake the model can fix (bad
 // JSON, a wrong type, a missing field, an unknown or foreign id, a shell
 // that is not interactive) is a Result with IsError set and one sentence
 // saying how to fix the call; a Go error means the runtime itself failed.

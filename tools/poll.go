@@ -103,7 +103,7 @@ func (s *Set) pollNote(owner, key, seen, what string, ids []string) string {
 		wait = fmt.Sprintf("task_wait {\"task_ids\": [%q, …]}", ids[0])
 	}
 	then := " or end your turn: a result comes back to you by itself when the task finishes."
-	if owner == "" && s.cfg.NoPush {
+	if !s.pushes(owner) {
 		then = ": it returns as soon as a task finishes, or the line appears, and costs one turn however long it waits."
 	}
 	if n < pollPlainly {

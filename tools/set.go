@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/template"
 	"time"
 
 	"github.com/offstage/offstage/proc"
@@ -32,9 +33,13 @@ type Config struct {
 	LogDir string
 	// OnShell, if set, is told of each shell's process once it starts.
 	OnShell func(id string, p *proc.Process)
-	// NoPush says that results do not come back to the top-level caller
-	// (owner "") by themselves, as over MCP: a note about polling then
-	// does not tell it to end its turn and wait for them.
+	// NoPush says that results and notices do not come back to the
+	// top-level caller (owner "") by themselves, as over MCP, where
+	// nothing reaches the model unless it calls for it. The descriptions
+	// and the notes then say how to get them (task_wait) instead of
+	// promising them. The descriptions are the Set's, whoever calls: give
+	// callers to whom results do come back (an agent's sub-agents) a Set
+	// without NoPush.
 	NoPush bool
 }
 
@@ -86,18 +91,36 @@ func New(cfg Config) *Set {
 		cfg.ResultBudget = defaultBudget
 	}
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
-	b := cfg.ResultBudget
+	b, push := cfg.ResultBudget, !cfg.NoPush
 	s.tools = []*Tool{
-		classify(newTool("bash", bashMD, b, s.bash), "Run a shell command", Execute, false, true),
-		classify(newTool("task_list", taskListMD, b, s.taskList), "List background tasks", ReadOnly, true, false),
-		classify(newTool("task_inspect", taskInspectMD, b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
-		classify(newTool("task_output", taskOutputMD, b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),
-		classify(newTool("task_wait", taskWaitMD, b, s.taskWait), "Wait for tasks", ReadOnly, false, false),
-		classify(newTool("task_cancel", taskCancelMD, b, s.taskCancel), "Cancel a task", Destructive, true, false),
-		classify(newTool("task_input", taskInputMD, b, s.taskInput), "Send input to a shell", Execute, false, true),
+		classify(newTool("bash", Describe(bashMD, push), b, s.bash), "Run a shell command", Execute, false, true),
+		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false),
+		classify(newTool("task_inspect", Describe(taskInspectMD, push), b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
+		classify(newTool("task_output", Describe(taskOutputMD, push), b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),
+		classify(newTool("task_wait", Describe(taskWaitMD, push), b, s.taskWait), "Wait for tasks", ReadOnly, false, false).Enum("mode", "any", "all"),
+		classify(newTool("task_cancel", Describe(taskCancelMD, push), b, s.taskCancel), "Cancel a task", Destructive, true, false),
+		classify(newTool("task_input", Describe(taskInputMD, push), b, s.taskInput), "Send input to a shell", Execute, false, true).Enum("keys", keyEnum()...),
 	}
 	return s
 }
+
+// Describe renders a tool description written for both faces: md is a
+// text/template whose {{if .Push}}…{{else}}…{{end}} sections say what is
+// true where results come back to the model by themselves (push) and
+// where they do not (over MCP: the model must ask, with task_wait). It
+// panics on a template that does not parse or run, which is a
+// programming error (the descriptions are embedded).
+func Describe(md string, push bool) string {
+	t := template.Must(template.New("").Option("missingkey=error").Parse(md))
+	var b strings.Builder
+	if err := t.Execute(&b, struct{ Push bool }{push}); err != nil {
+		panic(fmt.Sprintf("tools: description template: %v", err))
+	}
+	return b.String()
+}
+
+// pushes reports whether results come back to owner by themselves.
+func (s *Set) pushes(owner string) bool { return owner != "" || !s.cfg.NoPush }
 
 // classify sets what a tool's callers are told about it. task_inspect,
 // task_output and task_wait are not idempotent: a result or output they

@@ -23,14 +23,14 @@ type CancelOutput struct {
 	Note            string `json:"note"`
 }
 
-func (s *Set) taskCancel(_ context.Context, v *task.View, in cancelInput) (any, error) {
+func (s *Set) taskCancel(_ context.Context, v *task.View, in cancelInput) (CancelOutput, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
-		return nil, err
+		return CancelOutput{}, err
 	}
 	already, err := v.Cancel(id)
 	if err != nil {
-		return nil, idFail(id, err)
+		return CancelOutput{}, idFail(id, err)
 	}
 	out := CancelOutput{TaskID: id, AlreadyFinished: already}
 	if already {
@@ -38,6 +38,9 @@ func (s *Set) taskCancel(_ context.Context, v *task.View, in cancelInput) (any, 
 		out.Note = fmt.Sprintf("It had already finished (%s); nothing was changed.", out.Status)
 	} else {
 		out.Note = "Cancellation requested: it stops shortly, and its final status will come back to you."
+		if !s.pushes(v.Owner()) {
+			out.Note = "Cancellation requested: it stops shortly; task_wait returns its final status."
+		}
 	}
 	return out, nil
 }

@@ -37,6 +37,15 @@ var keyBytes = func() map[string]string {
 // keyNames lists the named keys, for error messages.
 const keyNames = "ctrl-a … ctrl-z, enter, tab, escape, backspace, space, up, down, left, right, home, end, delete, page-up, page-down"
 
+// keyEnum lists the named keys in keyNames' order, for the schema's enum.
+func keyEnum() []string {
+	var keys []string
+	for c := 'a'; c <= 'z'; c++ {
+		keys = append(keys, "ctrl-"+string(c))
+	}
+	return append(keys, "enter", "tab", "escape", "backspace", "space", "up", "down", "left", "right", "home", "end", "delete", "page-up", "page-down")
+}
+
 // TaskInputResult is the task_input tool's result.
 type TaskInputResult struct {
 	TaskID       string `json:"task_id"`
@@ -45,31 +54,31 @@ type TaskInputResult struct {
 	Note         string `json:"note,omitempty"`
 }
 
-func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, error) {
+func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (TaskInputResult, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
-		return nil, err
+		return TaskInputResult{}, err
 	}
 	text := in.Text
 	for _, k := range in.Keys {
 		b, ok := keyBytes[strings.ToLower(strings.TrimSpace(k))]
 		if !ok {
-			return nil, fail("There is no key %q; the keys are %s.", shorten(k, 40), keyNames)
+			return TaskInputResult{}, fail("There is no key %q; the keys are %s.", shorten(k, 40), keyNames)
 		}
 		text += b
 	}
 	if text == "" && !in.CloseStdin {
-		return nil, fail("text and keys are empty; pass the text to write (with \"\\n\" to end a line), keys such as [\"ctrl-c\"], or close_stdin: true.")
+		return TaskInputResult{}, fail("text and keys are empty; pass the text to write (with \"\\n\" to end a line), keys such as [\"ctrl-c\"], or close_stdin: true.")
 	}
 	p, err := processOf(v, id)
 	if err != nil {
-		return nil, err
+		return TaskInputResult{}, err
 	}
 	if p == nil {
 		if info, _ := v.Info(id); info.State.Finished() {
-			return nil, fail("%s has finished (%s), so its input is closed.", id, info.State)
+			return TaskInputResult{}, fail("%s has finished (%s), so its input is closed.", id, info.State)
 		}
-		return nil, fail("%s has not started yet (it is queued); try again once task_list shows it running.", id)
+		return TaskInputResult{}, fail("%s has not started yet (it is queued); try again once task_list shows it running.", id)
 	}
 	out := TaskInputResult{TaskID: id}
 	if text != "" {
@@ -78,15 +87,15 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 		out.BytesWritten, err = p.Input(wctx, []byte(text))
 		switch {
 		case errors.Is(err, proc.ErrNoStdin):
-			return nil, fail("%s was not started with interactive: true, so it has no input; start the command again with bash {\"interactive\": true}.", id)
+			return TaskInputResult{}, fail("%s was not started with interactive: true, so it has no input; start the command again with bash {\"interactive\": true}.", id)
 		case errors.Is(err, proc.ErrExited):
-			return nil, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
+			return TaskInputResult{}, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
 		case errors.Is(err, proc.ErrInputClosed):
-			return nil, fail("The input of %s was already closed with close_stdin.", id)
+			return TaskInputResult{}, fail("The input of %s was already closed with close_stdin.", id)
 		case errors.Is(err, context.DeadlineExceeded):
 			out.Note = "It is not reading its input: only part of the text was written. Check task_output."
 		case err != nil:
-			return nil, err
+			return TaskInputResult{}, err
 		}
 	}
 	if in.CloseStdin {
@@ -94,14 +103,14 @@ func (s *Set) taskInput(ctx context.Context, v *task.View, in inputInput) (any, 
 		defer cancel()
 		switch err := p.CloseInput(cctx); {
 		case errors.Is(err, proc.ErrNoStdin):
-			return nil, fail("%s was not started with interactive: true, so it has no input to close.", id)
+			return TaskInputResult{}, fail("%s was not started with interactive: true, so it has no input to close.", id)
 		case errors.Is(err, proc.ErrExited):
-			return nil, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
+			return TaskInputResult{}, fail("%s has exited, so its input is closed; task_output shows what it printed.", id)
 		case errors.Is(err, context.DeadlineExceeded):
 			out.Note = joinNotes(out.Note, "It is not reading its input: its input was not closed. Check task_output.")
 			return out, nil
 		case err != nil:
-			return nil, err
+			return TaskInputResult{}, err
 		}
 		out.StdinClosed = true
 	}

@@ -46,15 +46,15 @@ type InspectOutput struct {
 	Note      string `json:"note,omitempty"`
 }
 
-func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any, error) {
+func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (InspectOutput, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
-		return nil, err
+		return InspectOutput{}, err
 	}
 	n := in.Recent
 	switch {
 	case n < 0:
-		return nil, fail("recent must not be negative (default %d, at most %d).", defaultRecent, maxRecent)
+		return InspectOutput{}, fail("recent must not be negative (default %d, at most %d).", defaultRecent, maxRecent)
 	case n == 0:
 		n = defaultRecent
 	case n > maxRecent:
@@ -62,12 +62,12 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 	}
 	info, err := v.Info(id) // before reading: what arrives after shows as news next time
 	if err != nil {
-		return nil, idFail(id, err)
+		return InspectOutput{}, idFail(id, err)
 	}
 	poll := s.taskPollNote(v, info)
 	p, err := v.Peek(id, n)
 	if err != nil {
-		return nil, idFail(id, err)
+		return InspectOutput{}, idFail(id, err)
 	}
 	now := time.Now()
 	out := InspectOutput{TaskInfo: liveInfo(v, p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes)}
@@ -88,6 +88,9 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (any
 			res := resultOf(r, now, resultBytes)
 			out.TaskInfo, out.Result, out.Error = res.TaskInfo, res.Result, res.Error
 			out.Note = "Its result is included here and will not be sent to you again."
+			if !s.pushes(v.Owner()) {
+				out.Note = "Its result is included here and will not be returned again."
+			}
 		} else {
 			out.Note = "Its result was already given to you earlier in the conversation."
 		}

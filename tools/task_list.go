@@ -21,7 +21,7 @@ type ListOutput struct {
 	Note  string     `json:"note,omitempty"`
 }
 
-func (s *Set) taskList(_ context.Context, v *task.View, _ listInput) (any, error) {
+func (s *Set) taskList(_ context.Context, v *task.View, _ listInput) (ListOutput, error) {
 	infos, now := v.List(), time.Now()
 	out := ListOutput{Tasks: []TaskInfo{}, Count: len(infos)}
 	if len(infos) > maxListed {

@@ -34,28 +34,28 @@ type TaskOutputResult struct {
 	Note         string `json:"note,omitempty"`
 }
 
-func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (any, error) {
+func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (TaskOutputResult, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
-		return nil, err
+		return TaskOutputResult{}, err
 	}
 	switch {
 	case in.Since != nil && in.TailLines != 0:
-		return nil, fail("Pass either since or tail_lines, not both.")
+		return TaskOutputResult{}, fail("Pass either since or tail_lines, not both.")
 	case in.Since != nil && *in.Since < 0:
-		return nil, fail("since must be a cursor of 0 or more (0 is the start of the output).")
+		return TaskOutputResult{}, fail("since must be a cursor of 0 or more (0 is the start of the output).")
 	case in.TailLines < 0:
-		return nil, fail("tail_lines must be a positive number of lines.")
+		return TaskOutputResult{}, fail("tail_lines must be a positive number of lines.")
 	}
 	var re *regexp.Regexp
 	if in.Filter != "" {
 		if re, err = regexp.Compile(in.Filter); err != nil {
-			return nil, fail("filter is not a valid regular expression: %s.", shorten(err.Error(), 200))
+			return TaskOutputResult{}, fail("filter is not a valid regular expression: %s.", shorten(err.Error(), 200))
 		}
 	}
 	p, err := processOf(v, id)
 	if err != nil {
-		return nil, err
+		return TaskOutputResult{}, err
 	}
 	// What it shows is summed up before reading, so what arrives meanwhile
 	// is news next time.

@@ -62,16 +62,16 @@ type WaitOutput struct {
 	Note            string        `json:"note,omitempty"`
 }
 
-func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (any, error) {
+func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (WaitOutput, error) {
 	a, err := parseWait(v, in)
 	if err != nil {
-		return nil, err
+		return WaitOutput{}, err
 	}
 	w, err := s.waitFor(ctx, v, a)
 	if err != nil {
-		return nil, err
+		return WaitOutput{}, err
 	}
-	out := s.waitOutput(v, w.r, w.stopped && len(w.waiting) == 0, waitNote(a, w))
+	out := s.waitOutput(v, w.r, w.stopped && len(w.waiting) == 0, waitNote(a, w, s.pushes(v.Owner())))
 	out.Matched = w.m
 	if w.m != nil {
 		w.m.Line = shorten(w.m.Line, fieldBytes)
@@ -200,14 +200,18 @@ func ended(parent context.Context, cause error) context.Context {
 // waitNote says to the model why the wait ended as it did, led by that
 // and followed by what it should know of its arguments and of output
 // until could not see.
-func waitNote(a waitArgs, w waitEnd) string {
+func waitNote(a waitArgs, w waitEnd, push bool) string {
 	note := a.note
 	if len(w.blind) > 0 {
 		note = joinNotes(note, fmt.Sprintf("until could not look at part of the output (%s): it came faster than the wait reads and was no longer kept, so a line there may have matched unseen; read the output with task_output to be sure.", strings.Join(w.blind, "; ")))
 	}
 	switch {
 	case w.m != nil:
-		return joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: its result still comes to you when it finishes. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", w.m.TaskID, w.m.TaskID, w.m.Cursor), note)
+		still := "its result still comes to you when it finishes"
+		if !push {
+			still = "a later task_wait still returns its result when it finishes"
+		}
+		return joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: %s. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", w.m.TaskID, still, w.m.TaskID, w.m.Cursor), note)
 	case len(w.waiting) > 0:
 		return joinNotes(strings.Join(w.waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)
 	case w.stopped:

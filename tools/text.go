@@ -55,12 +55,13 @@ func shortenTail(s string, max int) string {
 // where it is made; if a result is still larger than budget (many tasks
 // with long texts), the longest strings in it are cut, repeatedly, until
 // it fits. The object then comes back as a generic value (keys in
-// alphabetical order), with a "truncated" note.
-func fitBudget(out any, budget int) (any, []byte) {
+// alphabetical order), with a "truncated" note. whole is false when
+// nothing could be cut to fit, and an error object replaced it.
+func fitBudget(out any, budget int) (_ any, _ []byte, whole bool) {
 	raw, _ := json.Marshal(out)
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return out, raw
+		return out, raw, true
 	}
 	if m, ok := v.(map[string]any); ok {
 		m["truncated"] = "this result was cut to fit " + strconv.Itoa(budget) + " bytes"
@@ -68,7 +69,7 @@ func fitBudget(out any, budget int) (any, []byte) {
 	for range 64 {
 		text, _ := json.Marshal(v)
 		if len(text) <= budget {
-			return v, text
+			return v, text, true
 		}
 		strs := collectStrings(v, nil)
 		if len(strs) == 0 {
@@ -84,7 +85,7 @@ func fitBudget(out any, budget int) (any, []byte) {
 	// on the content rather than break the budget.
 	tooLarge := ErrorOutput{Error: "the result was too large to show; ask for less (fewer ids, a filter, fewer lines)"}
 	small, _ := json.Marshal(tooLarge)
-	return tooLarge, small
+	return tooLarge, small, false
 }
 
 // collectStrings returns pointers to every string in v, so they can be cut

@@ -14,8 +14,8 @@ func TestFitBudgetCutsTheLongestStringsUntilItFits(t *testing.T) {
 		"b": []any{strings.Repeat("日本", 3000), "short"},
 		"c": map[string]any{"d": strings.Repeat("y", 4000), "n": 7},
 	}
-	out, text := tools.FitBudget(big, 1000)
-	if len(text) > 1000 {
+	out, text, whole := tools.FitBudget(big, 1000)
+	if len(text) > 1000 || !whole {
 		t.Fatalf("fitted result is %d bytes", len(text))
 	}
 	var back map[string]any
@@ -28,12 +28,13 @@ func TestFitBudgetCutsTheLongestStringsUntilItFits(t *testing.T) {
 	if out == nil {
 		t.Error("no data returned")
 	}
-	// Thousands of tiny fields cannot be cut to fit: an honest error.
+	// Thousands of tiny fields cannot be cut to fit: an honest error (an
+	// error result: it has not the tool's output schema).
 	many := map[string]any{}
 	for i := range 2000 {
 		many[strings.Repeat("k", 8)+string(rune('a'+i%26))+strings.Repeat("z", i%7)+string(rune(i))] = 1
 	}
-	if _, text := tools.FitBudget(many, 500); len(text) > 500 || !strings.Contains(string(text), "too large") {
+	if _, text, whole := tools.FitBudget(many, 500); len(text) > 500 || whole || !strings.Contains(string(text), "too large") {
 		t.Errorf("unfittable result = %s", text)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -14,11 +16,25 @@ import (
 )
 
 // Tool is one tool a model can call: a name, a description that steers the
-// model, the JSON Schema of its input, and the call itself.
+// model, the JSON Schema of its input and of its results, and the call
+// itself.
+//
+// The schemas are plain, for every model API and MCP client: an optional
+// field is one that is not required (never a union with "null", which
+// OpenAI's strict mode and Gemini refuse), and a field that takes fixed
+// values lists them as its enum (Enum).
 type Tool struct {
 	Name        string
 	Description string
+	// InputSchema is the schema the tool publishes. Call validates
+	// arguments against the schema generated from the input type, which
+	// Enum does not narrow: the tool itself says, in a sentence, which
+	// values it takes.
 	InputSchema *jsonschema.Schema
+	// OutputSchema is the schema of the Text of every result that is not
+	// an error (a result cut to fit the budget adds "truncated"); nil for
+	// a tool whose output type is not a struct.
+	OutputSchema *jsonschema.Schema
 	// Title is a short human name, for permission prompts and lists.
 	Title string
 	// Safety says what a call can do; surfaces turn it into permission
@@ -78,6 +94,24 @@ type Result struct {
 	Text    string
 	IsError bool
 	Data    any
+}
+
+// Enum publishes the values field takes as its enum in InputSchema (for
+// an array, the values of its items), and returns t. It panics if the
+// input has no such field, which is a programming error.
+func (t *Tool) Enum(field string, values ...string) *Tool {
+	prop := t.InputSchema.Properties[field]
+	if prop == nil {
+		panic(fmt.Sprintf("tools: %s has no input field %q", t.Name, field))
+	}
+	if prop.Type == "array" && prop.Items != nil {
+		prop = prop.Items
+	}
+	prop.Enum = make([]any, len(values))
+	for i, v := range values {
+		prop.Enum[i] = v
+	}
+	return t
 }
 
 // ErrorOutput is the Data of an error result.
@@ -165,6 +199,11 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 		return nil, fail("The arguments must be a JSON object, not %s.", jsonKind(value))
 	}
 	normalizeIDs(obj)
+	for k, v := range obj {
+		if v == nil {
+			delete(obj, k) // null is "not given": the schema has no null
+		}
+	}
 	if err := t.resolved.Validate(obj); err != nil {
 		return nil, fail("The arguments do not match the %s schema: %s.", t.Name, shorten(strings.TrimSuffix(err.Error(), "."), 300))
 	}
@@ -214,11 +253,14 @@ func Fail(format string, args ...any) error { return fail(format, args...) }
 // struct with json and jsonschema tags from which the input schema is
 // generated; arguments are validated against it and decoded into In
 // (unknown fields refused) before run is called with the caller's view.
-// run returns the output object (marshalled compactly, within budget bytes;
-// 0 means 16 KiB), an error from Fail for a mistake the model can fix, or
-// any other error when the runtime itself failed. It panics if In has no
-// valid schema, which is a programming error.
-func Define[In any](name, description string, budget int, run func(context.Context, *task.View, In) (any, error)) *Tool {
+// run returns the output (marshalled compactly, within budget bytes; 0
+// means 16 KiB), an error from Fail for a mistake the model can fix, or
+// any other error when the runtime itself failed. When Out is a struct
+// (or a pointer to one), the output schema is generated from it, with no
+// null in it: a slice, map or pointer field that may be nil must then be
+// omitempty. Otherwise (any, say) the tool has no output schema. It
+// panics if In or Out has no valid schema, which is a programming error.
+func Define[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
 	if budget <= 0 {
 		budget = defaultBudget
 	}
@@ -227,14 +269,26 @@ func Define[In any](name, description string, budget int, run func(context.Conte
 
 // newTool binds a typed run function: arguments are decoded into In after
 // validation, and the output is marshalled compactly.
-func newTool[In any](name, description string, budget int, run func(context.Context, *task.View, In) (any, error)) *Tool {
+func newTool[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema for %s: %v", name, err)) // a bug in this package
 	}
+	plain(schema)
 	resolved, err := schema.Resolve(nil)
 	if err != nil {
 		panic(fmt.Sprintf("tools: resolve schema for %s: %v", name, err))
+	}
+	var output *jsonschema.Schema
+	if out := reflect.TypeFor[Out](); out.Kind() == reflect.Struct || out.Kind() == reflect.Pointer && out.Elem().Kind() == reflect.Struct {
+		if output, err = jsonschema.For[Out](nil); err != nil {
+			panic(fmt.Sprintf("tools: output schema for %s: %v", name, err))
+		}
+		plain(output)
+		if output.Properties == nil {
+			output.Properties = map[string]*jsonschema.Schema{}
+		}
+		output.Properties["truncated"] = &jsonschema.Schema{Type: "string", Description: "set when the result was cut to fit its budget"}
 	}
 	decode := func(args json.RawMessage, in *In) error {
 		dec := json.NewDecoder(bytes.NewReader(args))
@@ -245,7 +299,8 @@ func newTool[In any](name, description string, budget int, run func(context.Cont
 		return nil
 	}
 	return &Tool{
-		Name: name, Description: strings.TrimSpace(description), InputSchema: schema,
+		// The published schema is a copy, so that Enum leaves validation alone.
+		Name: name, Description: strings.TrimSpace(description), InputSchema: schema.CloneSchemas(), OutputSchema: output,
 		resolved: resolved, budget: budget,
 		decode: func(args json.RawMessage) error {
 			var in In
@@ -261,7 +316,9 @@ func newTool[In any](name, description string, budget int, run func(context.Cont
 	}
 }
 
-// result marshals out, making sure the text stays within the budget.
+// result marshals out, making sure the text stays within the budget. A
+// result too large even when cut is an error result (ask for less), as it
+// no longer has the tool's output schema.
 func (t *Tool) result(out any, isError bool) Result {
 	text, err := json.Marshal(out)
 	if err != nil {
@@ -269,7 +326,30 @@ func (t *Tool) result(out any, isError bool) Result {
 		isError = true
 	}
 	if len(text) > t.budget {
-		out, text = fitBudget(out, t.budget)
+		var whole bool
+		out, text, whole = fitBudget(out, t.budget)
+		isError = isError || !whole
 	}
 	return Result{Text: string(text), IsError: isError, Data: out}
+}
+
+// plain turns what jsonschema.For makes of pointers and slices, a union
+// of a type and "null", into the type alone, everywhere in s: nil is
+// marshalled as a missing field (omitempty), or is never sent.
+func plain(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && slices.Contains(s.Types, "null") {
+		typ := s.Types[0]
+		if typ == "null" {
+			typ = s.Types[1]
+		}
+		s.Type, s.Types = typ, nil
+	}
+	for _, p := range s.Properties {
+		plain(p)
+	}
+	plain(s.Items)
+	plain(s.AdditionalProperties)
 }

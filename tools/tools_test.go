@@ -51,7 +51,8 @@ func newEnv(t *testing.T, cfg tools.Config) *env {
 }
 
 // call runs a tool and checks the invariants every result keeps: valid
-// JSON, an object, within the budget, no Go error.
+// JSON, an object, within the budget, no Go error, and a result that is
+// not an error fits the tool's output schema.
 func (e *env) call(t *testing.T, v *task.View, tool, args string) tools.Result {
 	t.Helper()
 	tl := e.set.Tool(tool)
@@ -68,6 +69,9 @@ func (e *env) call(t *testing.T, v *task.View, tool, args string) tools.Result {
 	}
 	if len(res.Text) > 16<<10 {
 		t.Fatalf("%s(%s) result is %d bytes, over the budget", tool, args, len(res.Text))
+	}
+	if !res.IsError {
+		checkOutput(t, tl, res.Text)
 	}
 	return res
 }

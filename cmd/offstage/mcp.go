@@ -40,7 +40,10 @@ and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
 session also ends when it has had no request and no open stream for
 --idle-timeout (a client that vanished without DELETE). On SIGTERM or
 Ctrl-C it stops taking requests, stops every task, closes the sessions and
-exits. Logs go to stderr or --log, never stdout.`
+exits. Logs go to stderr or --log, never stdout: warnings and errors, and
+the lines a user needs whatever the level (how shells are contained, where
+it serves, the token over HTTP, that it stopped); --log-level info adds
+sessions, task notices and the MCP SDK's own lines, debug more.`
 
 const mcpExamples = `  offstage mcp
   offstage mcp --dir ~/src/project
@@ -53,7 +56,9 @@ const mcpExamples = `  offstage mcp
 
 func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	var sf serverFlags
+	// Warnings and errors by default: the SDK's info lines (a session
+	// connected, with session_id="" on stdio) read as trouble to a user.
+	sf := serverFlags{level: slog.LevelWarn}
 	sf.register(fs, "for spawn_agent; none unless a key is set")
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio (loopback unless --allow-remote)")
@@ -86,7 +91,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer srv.close(&err)
-	ctx, logger := srv.ctx, srv.logger
+	ctx, logger, status := srv.ctx, srv.logger, srv.status
 	var profiles []agent.Profile
 	if model != nil {
 		profiles = sf.agents.profiles(*dir, mf, stderr)
@@ -113,17 +118,17 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 	}()
 	if *httpAddr == "" {
-		logger.Info("serving MCP on stdio", "dir", *dir, "spawn_agent", model != nil)
+		status.Info("serving MCP on stdio", "dir", *dir, "spawn_agent", model != nil)
 		err := svc.Server().Run(ctx, mcpserver.Stdio(stdin, stdout))
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			logger.Info("session ended", "err", err)
 		}
 		return nil
 	}
-	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, stderr, logger)
+	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, stderr, logger, status)
 }
 
-func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, stderr io.Writer, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, stderr io.Writer, logger, status *slog.Logger) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usagef("--http %q is not host:port (%v)", addr, err)
@@ -171,7 +176,7 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 		return err
 	case <-ctx.Done():
 	}
-	stopHTTP(srv, svc, logger)
+	stopHTTP(srv, svc, logger, status)
 	return nil
 }
 
@@ -180,7 +185,7 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 // ends their streams, then says in one line what it did and how long it
 // took. It returns as soon as that is done: http.Server.Shutdown alone
 // would wait for the sessions' GET streams, which never go idle.
-func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
+func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger, status *slog.Logger) {
 	start := time.Now()
 	sessions := svc.Sessions()
 	shutdown := make(chan struct{})
@@ -200,7 +205,7 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
 		logger.Error("stopped serving HTTP; some sessions' tasks did not end in time", "sessions", sessions, "took", took, "err", err)
 		return
 	}
-	logger.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
+	status.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
 }
 
 // handlerGrace is how long the HTTP server gets to finish once every
@@ -210,18 +215,40 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger *slog.Logger) {
 // wait 5 s for.
 const handlerGrace = 500 * time.Millisecond
 
-// openLog returns the logger of a server command: to path, or to stderr
-// when path is empty; never stdout, which is the protocol.
-func openLog(path string, stderr io.Writer) (*slog.Logger, func(), error) {
+// openLog returns the loggers of a server command, to path, or to stderr
+// when path is empty; never stdout, which is the protocol. logger writes
+// from level on; status writes at info whatever the level, for the lines a
+// user needs (see server.status). They share one handler, so their lines
+// never interleave.
+func openLog(path string, level slog.Level, stderr io.Writer) (logger, status *slog.Logger, closeLog func(), err error) {
 	out, closeLog := stderr, func() {}
 	if path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
-			return nil, nil, usagef("cannot open the log file: %v", err)
+			return nil, nil, nil, usagef("cannot open the log file: %v", err)
 		}
 		out, closeLog = f, func() { f.Close() }
 	}
-	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo})), closeLog, nil
+	h := slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})
+	return slog.New(leveled{h, level}), slog.New(leveled{h, slog.LevelInfo}), closeLog, nil
+}
+
+// leveled passes on the records of its level and above.
+type leveled struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (l leveled) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= l.level && l.Handler.Enabled(ctx, level)
+}
+
+func (l leveled) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return leveled{l.Handler.WithAttrs(attrs), l.level}
+}
+
+func (l leveled) WithGroup(name string) slog.Handler {
+	return leveled{l.Handler.WithGroup(name), l.level}
 }
 
 func isLoopback(host string) bool {

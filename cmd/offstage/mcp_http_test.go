@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/tools"
 )
 
 // startHTTP starts offstage mcp --http on a free loopback port with env,
@@ -187,3 +193,59 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // procGrace is proc.Config.Grace's documented default.
 const procGrace = 3 * time.Second
+
+// TestMCPOverHTTPWithTheTypeScriptSDK (issue 23, item 17) walks the way
+// the README gives to try the background flow by hand: a client that
+// keeps one session over HTTP and sends the bearer token (the Inspector's
+// web UI with the header; here the TypeScript SDK, which the Inspector is
+// built on) starts a background shell, sees its output listed as a
+// resource, reads it in later calls and waits for it. A wrong token is
+// refused. Every structured result fits the tool's output schema (the
+// SDK checks).
+func TestMCPOverHTTPWithTheTypeScriptSDK(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript MCP SDK peer test")
+	dir := nodePeer(t, "@modelcontextprotocol/sdk")
+	const token = "node-http-test-token-8c1f"
+	server, mark, endpoint, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN=" + token})
+	cmd := exec.Command(node, filepath.Join(dir, "http-client.mjs"), endpoint, token)
+	var stdout, nodeErr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &nodeErr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s\noffstage:\n%s", err, nodeErr.String(), stderr())
+	}
+	var got struct {
+		WrongToken          string
+		Tools               []string
+		WithoutOutputSchema []string
+		Started             tools.BashOutput
+		Structured          bool
+		Listed              []string
+		First               string
+		Waited              []string
+		Result              string
+		ListChanged         int
+		ListedAfter         []string
+		Read                string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("node printed %q: %v", stdout.String(), err)
+	}
+	const uri = "offstage://task/shell:1/output"
+	switch {
+	case !strings.Contains(got.WrongToken, "401"):
+		t.Errorf("a wrong token: %q, want 401", got.WrongToken)
+	case len(got.Tools) != 7 || len(got.WithoutOutputSchema) != 0:
+		t.Errorf("tools %v, without an output schema %v", got.Tools, got.WithoutOutputSchema)
+	case got.Started.TaskID != "shell:1" || got.Started.Status != "running" || !got.Structured:
+		t.Errorf("started = %+v (structured %v)", got.Started, got.Structured)
+	case !slices.Equal(got.Listed, []string{uri}) || len(got.ListedAfter) != 0 || got.ListChanged < 2:
+		t.Errorf("listed %v while it ran, %v after, %d list_changed", got.Listed, got.ListedAfter, got.ListChanged)
+	case !strings.HasPrefix(got.First, "tick 1\n"):
+		t.Errorf("a later call read %q", got.First)
+	case !slices.Equal(got.Waited, []string{"completed"}) || !strings.Contains(got.Result, "tick 4") || !strings.HasSuffix(got.Read, "tick 4\n"):
+		t.Errorf("waited %v, result %q, resource %q", got.Waited, got.Result, got.Read)
+	}
+	server.Process.Signal(syscall.SIGTERM)
+	server.Wait()
+	noSurvivors(t, mark)
+}

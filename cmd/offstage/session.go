@@ -32,21 +32,28 @@ func (f *sessionFlags) register(fs *flag.FlagSet, modelNote string) {
 }
 
 // serverFlags are a server command's (mcp, acp): its sessions' flags and
-// where it logs.
+// where it logs, from which level. A command sets level before register
+// to choose its default (the zero value is info).
 type serverFlags struct {
 	sessionFlags
-	log string
+	log   string
+	level slog.Level
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet, modelNote string) {
 	f.sessionFlags.register(fs, modelNote)
 	fs.StringVar(&f.log, "log", "", "write logs to this file instead of stderr")
+	fs.TextVar(&f.level, "log-level", f.level, "log from this `level` on: debug, info, warn or error (the start-up lines are always written)")
 }
 
 // server is what a server command runs with.
 type server struct {
-	ctx      context.Context // ends at SIGINT or SIGTERM
-	logger   *slog.Logger
+	ctx    context.Context // ends at SIGINT or SIGTERM
+	logger *slog.Logger    // from --log-level
+	// status writes the lines a user needs whatever --log-level says: how
+	// shells are contained, where it serves, that it stopped. To the same
+	// place as logger, at info.
+	status   *slog.Logger
 	env      proc.EnvPolicy
 	rec      *recorder // nil with --no-journal
 	stop     func()
@@ -65,11 +72,11 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 	if err != nil {
 		return nil, err
 	}
-	logger, closeLog, err := openLog(f.log, stderr)
+	logger, status, closeLog, err := openLog(f.log, f.level, stderr)
 	if err != nil {
 		return nil, err
 	}
-	if err := logContainment(logger); err != nil {
+	if err := logContainment(status); err != nil {
 		closeLog()
 		return nil, err
 	}
@@ -80,7 +87,7 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 		closeLog()
 		return nil, err
 	}
-	return &server{ctx: ctx, logger: logger, env: env, rec: rec, stop: stop, closeLog: closeLog}, nil
+	return &server{ctx: ctx, logger: logger, status: status, env: env, rec: rec, stop: stop, closeLog: closeLog}, nil
 }
 
 // close closes the journal (its loss, if any, becomes *errp), stops

@@ -1,0 +1,67 @@
+package mcpserver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/mcpserver"
+)
+
+// TestLiveShellsAreListedResources (issue 23, item 15): resources/list was
+// empty while shells ran (only the template said where outputs were). It
+// now lists the session's live shells' outputs, and the client is told
+// when that list changes; another session's list stays its own.
+func TestLiveShellsAreListedResources(t *testing.T) {
+	changed := make(chan struct{}, 100)
+	svc := newService(t, mcpserver.Config{})
+	cs := client(t, svc, &mcp.ClientOptions{ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	other := client(t, svc, nil)
+	if uris := listed(t, cs); len(uris) != 0 {
+		t.Fatalf("resources before any shell = %v", uris)
+	}
+	call(t, cs, "bash", `{"command": "echo started; sleep 100", "run_in_background": true}`, nil)
+	const uri = "offstage://task/shell:1/output"
+	listChanged(t, changed)
+	waitFor(t, "the shell listed", func() bool { uris := listed(t, cs); return len(uris) == 1 && uris[0] == uri })
+	res, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("ReadResource(%s) = %+v, %v", uri, res, err)
+	}
+	if uris := listed(t, other); len(uris) != 0 {
+		t.Errorf("another session lists %v", uris)
+	}
+	call(t, cs, "task_cancel", `{"task_id": "shell:1"}`, nil)
+	listChanged(t, changed)
+	waitFor(t, "the finished shell unlisted", func() bool { return len(listed(t, cs)) == 0 })
+	if _, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri}); err != nil {
+		t.Errorf("a finished shell's output is no longer readable: %v", err)
+	}
+}
+
+// listed returns the URIs resources/list gives.
+func listed(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListResources(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.Resources {
+		uris = append(uris, r.URI)
+	}
+	return uris
+}
+
+func listChanged(t *testing.T, changed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/resources/list_changed")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -759,5 +760,30 @@ func TestLoadSessionReplaysAndContinues(t *testing.T) {
 	}
 	if !has(h.lines("old"), "message Tested.") {
 		t.Errorf("the loaded session did not go on:\n%s", strings.Join(h.lines("old"), "\n"))
+	}
+}
+
+// TestSessionIDsAreRunsFormat pins issue 23 item 19: ACP's session ids
+// were 24 random hex digits while run's (journal.NewID) are the time and
+// a random part, in the same column of `offstage tasks`. Now both are
+// agent.NewID's: sortable by when the session started.
+func TestSessionIDsAreRunsFormat(t *testing.T) {
+	h := start(t, `{"turns": []}`, acpserver.Config{})
+	format := regexp.MustCompile(`^\d{8}-\d{6}-[0-9a-f]{6}$`)
+	if id := agent.NewID(); !format.MatchString(id) {
+		t.Fatalf("agent.NewID() = %q, want the form 20260102-150405-a1b2c3", id)
+	}
+	before := time.Now().UTC().Add(-time.Second).Format("20060102-150405")
+	first, second := h.session(t), h.session(t)
+	for _, id := range []acp.SessionId{first, second} {
+		if !format.MatchString(string(id)) {
+			t.Errorf("session id %q, want agent.NewID's form 20260102-150405-a1b2c3", id)
+		}
+		if string(id) < before {
+			t.Errorf("session id %q sorts before the time it was made (%s)", id, before)
+		}
+	}
+	if first == second {
+		t.Errorf("two sessions got the same id %q", first)
 	}
 }

@@ -2,8 +2,6 @@ package acpserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -146,7 +144,7 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	if srv.full() { // cheap early refusal; the insert below decides
 		return acp.NewSessionResponse{}, srv.fullError()
 	}
-	id := acp.SessionId(newID())
+	id := srv.newID()
 	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false)
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
@@ -287,11 +285,13 @@ func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeReque
 }
 
 // add makes s the connection's session id, unless the connection is
-// closing or full: then it closes s and says why.
+// closing or full or has a session of that id: then it closes s and says
+// why.
 func (srv *server) add(id acp.SessionId, s *session) error {
 	srv.mu.Lock()
+	_, taken := srv.sessions[id]
 	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
-	if !closed && !full {
+	if !closed && !full && !taken {
 		srv.sessions[id] = s // the check and the insert are one critical section
 	}
 	srv.mu.Unlock()
@@ -302,6 +302,9 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 	case full:
 		s.close()
 		return srv.fullError()
+	case taken: // a session/load of the same id at the same time
+		s.close()
+		return invalid("session %s is already open on this connection", id)
 	}
 	return nil
 }
@@ -359,8 +362,15 @@ func rpcError(code int, kind, sentence string) *acp.RequestError {
 	return &acp.RequestError{Code: code, Message: kind + ": " + sentence, Data: map[string]any{"error": sentence}}
 }
 
-func newID() string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+// newID names a new session as every surface does (agent.NewID: sortable
+// by time, as `offstage tasks` lists them), one not open on this
+// connection. Two sessions started in the same second differ in their
+// random part; in the rare case they do not, another is drawn.
+func (srv *server) newID() acp.SessionId {
+	for {
+		id := acp.SessionId(agent.NewID())
+		if _, err := srv.session(id); err != nil {
+			return id
+		}
+	}
 }

@@ -25,11 +25,14 @@ const (
 	optReject           = "reject"
 )
 
-// consequential reports whether a call of t is asked about: it runs
-// something or ends something (review row G; MCP's annotations use the
-// same classes).
+// consequential reports whether a call of t is asked about: whatever is
+// not read-only (review row G; MCP's annotations use the same classes).
+// Of offstage's own tools that is those that run or end something; of an
+// MCP server's, every tool its annotations do not call read-only, even
+// one they say is not destructive: the user decides what a remote tool
+// may change, not its server.
 func consequential(t *tools.Tool) bool {
-	return t.Safety == tools.Execute || t.Safety == tools.Destructive
+	return t.Safety != tools.ReadOnly
 }
 
 // grant is what an "always allow" covers: a tool, for one sub-agent and

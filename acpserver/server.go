@@ -45,6 +45,11 @@ type Config struct {
 	// MaxSessions bounds the sessions one connection holds at once (each
 	// has a task table and two goroutines). Default 64.
 	MaxSessions int
+	// MCPTimeout bounds how long each of the editor's MCP servers may take
+	// to start and list its tools when a session opens (they start at
+	// once; session/new answers when all have or this passed). Default
+	// 30s.
+	MCPTimeout time.Duration
 	// Journal, if set, records each session (its conversation, tasks and
 	// their output logs) and answers session/list and session/load from
 	// the sessions recorded earlier (package journal's Recorder).
@@ -76,6 +81,9 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxSessions
+	}
+	if cfg.MCPTimeout <= 0 {
+		cfg.MCPTimeout = defaultMCPTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -128,6 +136,8 @@ func (srv *server) Initialize(ctx context.Context, p acp.InitializeRequest) (acp
 			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
 			SessionCapabilities: srv.sessionCapabilities(),
 			LoadSession:         srv.cfg.Journal != nil,
+			// The editor's MCP servers: stdio always, and these.
+			McpCapabilities: acp.McpCapabilities{Http: true, Sse: true},
 		},
 		AuthMethods: []acp.AuthMethod{},
 	}, nil
@@ -145,14 +155,14 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 		return acp.NewSessionResponse{}, srv.fullError()
 	}
 	id := srv.newID()
-	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false)
+	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false, p.McpServers)
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
 	}
 	if err := srv.add(id, s); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
-	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers_ignored", len(p.McpServers))
+	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
 }
 
@@ -255,7 +265,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if srv.full() {
 		return acp.LoadSessionResponse{}, srv.fullError()
 	}
-	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true)
+	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {
 	case errors.Is(err, agent.ErrUnknownSession):
 		return acp.LoadSessionResponse{}, invalid("%s; session/list gives the sessions there are", err.Error())

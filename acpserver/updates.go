@@ -144,6 +144,8 @@ func resultText(tool string, out map[string]any, raw string) string {
 		}
 	case tool == "spawn_agent":
 		text = pick("answer", "error", "note")
+	case strings.HasPrefix(tool, "mcp__"):
+		text = pick("content", "error")
 	}
 	if strings.TrimSpace(text) == "" {
 		text = raw

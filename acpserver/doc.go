@@ -126,8 +126,13 @@
 // A line that is not JSON gets a parse error, one that is not a JSON-RPC
 // object (a batch, an id that is not a string or an integer, JSON nested
 // too deep) an invalid-request error (internal/rpcline, shared with the
-// MCP surface), an unknown session id or a relative cwd an
-// invalid-params error saying what to send; the connection goes on.
+// MCP surface). Params are checked before the SDK decodes them (its own
+// errors name Go types, in data only): a field of the wrong type, a
+// missing one, a prompt block or MCP server that is not one, an unknown
+// session id or a relative cwd get an invalid-params error whose message
+// says what is wrong and gives an example of what to send; a method
+// offstage does not serve gets method-not-found naming it and listing
+// those it serves. The connection goes on.
 // When the input ends, the requests already read are answered (for up to
 // DrainGrace) before the sessions close.
 //

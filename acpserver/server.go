@@ -98,7 +98,8 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// When the input ends, the requests already read are answered (for up
 	// to DrainGrace) before the SDK sees the end, which cancels them.
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
-		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) }})
+		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
+		Check:   checkParams})
 	srv := &server{cfg: cfg, ctx: ctx, sessions: make(map[acp.SessionId]*session)}
 	in := gate(guarded)
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
@@ -224,7 +225,7 @@ func (srv *server) sessionCapabilities() acp.SessionCapabilities {
 
 func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
 	if srv.cfg.Journal == nil {
-		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+		return acp.ListSessionsResponse{}, notOffered(acp.AgentMethodSessionList, "this agent keeps no journal (offstage acp --no-journal)")
 	}
 	cwd := ""
 	if p.Cwd != nil {
@@ -254,7 +255,7 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 // reach the model with the next prompt.
 func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	if srv.cfg.Journal == nil {
-		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
+		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal (offstage acp --no-journal)")
 	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.LoadSessionResponse{}, err
@@ -283,15 +284,15 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 }
 
 func (srv *server) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+	return acp.ResumeSessionResponse{}, notOffered(acp.AgentMethodSessionResume, "use session/load, which loadSession offers when the agent keeps a journal")
 }
 
 func (srv *server) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+	return acp.SetSessionConfigOptionResponse{}, notOffered(acp.AgentMethodSessionSetConfigOption, "offstage has no session config options")
 }
 
 func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+	return acp.SetSessionModeResponse{}, notOffered(acp.AgentMethodSessionSetMode, "offstage has no session modes")
 }
 
 // add makes s the connection's session id, unless the connection is
@@ -361,6 +362,12 @@ func (srv *server) closeAll() error {
 // to fix (clients show the message; the SDK's helpers put it in data).
 func invalid(format string, args ...any) *acp.RequestError {
 	return rpcError(-32602, "Invalid params", fmt.Sprintf(format, args...))
+}
+
+// notOffered is "Method not found" for a method the capabilities do not
+// offer, saying why in message, not only in data.
+func notOffered(method, why string) *acp.RequestError {
+	return rpcError(-32601, "Method not found", method+" is not offered: "+why)
 }
 
 // internal is a JSON-RPC internal error that says what went wrong.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,21 +107,29 @@ func TestEditorsMCPServer(t *testing.T) {
 // what it wrote to stderr), not only logged; the session works without
 // it.
 func TestMCPServerThatFailsIsReported(t *testing.T) {
-	h := start(t, `{"turns": [{"text": "still here"}]}`, acpserver.Config{})
+	h := start(t, `{"turns": [{"text": "still here"}]}`, acpserver.Config{MCPTimeout: 300 * time.Millisecond})
+	marker := "OFFSTAGE_ACP_MCP_TEST=" + t.Name()
+	name, value, _ := strings.Cut(marker, "=")
 	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{
 		{Stdio: &acp.McpServerStdio{Name: "missing", Command: "/no/such/mcp-server", Args: []string{}, Env: []acp.EnvVariable{}}},
 		{Stdio: &acp.McpServerStdio{Name: "dies", Command: "/bin/sh", Args: []string{"-c", "echo 'no config file' >&2; exit 3"}, Env: []acp.EnvVariable{}}},
+		// Never answers, ignores the end of its input and starts another
+		// process: it is stopped and its whole group reaped.
+		{Stdio: &acp.McpServerStdio{Name: "silent", Command: "/bin/sh", Args: []string{"-c", "sleep 1000 & sleep 1000"}, Env: []acp.EnvVariable{{Name: name, Value: value}}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := len(proctest.Marked(marker)); n != 0 {
+		t.Errorf("%d processes of the server that never answered alive after session/new returned", n)
+	}
 	id := r.SessionId
-	h.client.await(t, "both failures are told", func(us []acp.SessionNotification) bool {
+	h.client.await(t, "the failures are told", func(us []acp.SessionNotification) bool {
 		ls := lines(us, id)
-		return has(ls, `The MCP server "missing" was not started`) && has(ls, `The MCP server "dies" was not started`)
+		return has(ls, `The MCP server "missing" was not started`) && has(ls, `The MCP server "dies" was not started`) && has(ls, `The MCP server "silent" was not started`)
 	})
 	got := strings.Join(h.lines(id), "\n")
-	for _, want := range []string{"/no/such/mcp-server", "no config file", "Its tools are not available in this session."} {
+	for _, want := range []string{"/no/such/mcp-server", "no config file", "did not answer within the time allowed", "Its tools are not available in this session."} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks %q:\n%s", want, got)
 		}

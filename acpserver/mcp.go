@@ -47,6 +47,9 @@ const (
 	// mcpDescriptionBytes caps a remote tool's description (Claude Code's
 	// cap, too).
 	mcpDescriptionBytes = 2 << 10
+	// maxToolName is the longest tool name every model API takes
+	// (OpenAI's; the strictest of the providers offstage speaks).
+	maxToolName = 64
 	// stderrTail is how much of a stdio server's stderr is kept, to say
 	// why it did not start.
 	stderrTail = 2 << 10
@@ -159,8 +162,10 @@ func (srv *server) connectOne(ctx context.Context, spec acp.McpServer, cwd strin
 	default:
 		return nil, nil, errors.New("offstage connects stdio, HTTP and SSE servers only (agentCapabilities.mcpCapabilities says so)")
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "offstage", Version: srv.cfg.Version}, &mcp.ClientOptions{Logger: srv.cfg.Logger})
-	client.AddRoots(&mcp.Root{URI: "file://" + cwd, Name: "the session's directory"})
+	// No roots (deprecated in MCP; a stdio server runs in the session's
+	// directory), no sampling, no elicitation: the client only calls.
+	client := mcp.NewClient(&mcp.Implementation{Name: "offstage", Version: srv.cfg.Version},
+		&mcp.ClientOptions{Logger: srv.cfg.Logger, Capabilities: &mcp.ClientCapabilities{}})
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		s.close() // Connect closed what it opened; this reaps what is left
@@ -280,6 +285,9 @@ func closeMCP(servers []*mcpServer) {
 // without the user.
 func (srv *server) mcpTool(s *mcpServer, t *mcp.Tool) (*tools.Tool, error) {
 	name := "mcp__" + toolNamePart(s.name) + "__" + toolNamePart(t.Name)
+	if len(name) > maxToolName {
+		return nil, fmt.Errorf("its name as the model would see it, %s, is longer than %d characters, which model APIs refuse", name, maxToolName)
+	}
 	var schema jsonschema.Schema
 	raw, err := json.Marshal(t.InputSchema)
 	if err == nil && t.InputSchema != nil {

@@ -1,6 +1,7 @@
 package acpserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +70,7 @@ func checkParams(method string, params json.RawMessage) error {
 	case acp.AgentMethodSessionLoad:
 		err = decodeAs[acp.LoadSessionRequest](params)
 		if err == nil {
-			err = errors.Join(needSessionID(params), checkMcpServers(params))
+			err = cmp.Or(needSessionID(params), checkMcpServers(params))
 		}
 	case acp.AgentMethodSessionList:
 		err = decodeAs[acp.ListSessionsRequest](params)
@@ -81,9 +82,9 @@ func checkParams(method string, params json.RawMessage) error {
 			err = e // says which block
 		}
 	case acp.AgentMethodSessionCancel:
-		err = errors.Join(decodeAs[acp.CancelNotification](params), needSessionID(params))
+		err = cmp.Or(decodeAs[acp.CancelNotification](params), needSessionID(params))
 	case acp.AgentMethodSessionClose:
-		err = errors.Join(decodeAs[acp.CloseSessionRequest](params), needSessionID(params))
+		err = cmp.Or(decodeAs[acp.CloseSessionRequest](params), needSessionID(params))
 	}
 	if err == nil {
 		return nil

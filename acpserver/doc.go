@@ -42,7 +42,9 @@
 // host's environment less what Config.Tools.Process.EnvPolicy withholds,
 // plus the variables the editor gave; closing the session closes its
 // input, then sends SIGTERM, then SIGKILL (2s apart), reaps
-// it and kills whatever is left in its group. A server that fails to
+// it and kills whatever is left in its group; one that has not answered
+// when Config.MCPTimeout is up has its group killed at once. A server that
+// fails to
 // start (or a tool of it that cannot be offered) is told to the user as
 // an agent message after the session's commands, with the end of what it
 // wrote to stderr, and logged; the session goes on without it.

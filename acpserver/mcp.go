@@ -152,7 +152,14 @@ func (srv *server) connectOne(ctx context.Context, spec acp.McpServer, cwd strin
 			return nil, nil, errors.New("its command is empty")
 		}
 		s.cmd, s.stderr = srv.mcpCommand(spec.Stdio, cwd)
-		transport = &mcp.CommandTransport{Command: s.cmd, TerminateDuration: mcpStopGrace}
+		st := &startedTransport{CommandTransport: mcp.CommandTransport{Command: s.cmd, TerminateDuration: mcpStopGrace}, started: make(chan struct{})}
+		// A server that has not answered when the time is up never became
+		// one: its group is killed at once, rather than asked to stop and
+		// waited for (the go-sdk's Close, up to twice mcpStopGrace) while
+		// the editor waits for session/new.
+		stop := context.AfterFunc(ctx, st.kill)
+		defer stop()
+		transport = st
 	case spec.Http != nil:
 		s.http = http.DefaultTransport.(*http.Transport).Clone()
 		transport = &mcp.StreamableClientTransport{Endpoint: spec.Http.Url, HTTPClient: headerClient(s.http, spec.Http.Headers)}
@@ -184,6 +191,30 @@ func (srv *server) connectOne(ctx context.Context, spec acp.McpServer, cwd strin
 		}
 	}
 	return s, list, nil
+}
+
+// startedTransport is a CommandTransport that says when its process
+// has started, so a connection that takes too long can kill it.
+type startedTransport struct {
+	mcp.CommandTransport
+	started chan struct{} // closed once the process has started
+}
+
+func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.CommandTransport.Connect(ctx)
+	if err == nil {
+		close(t.started)
+	}
+	return c, err
+}
+
+// kill kills the process group, if the process started.
+func (t *startedTransport) kill() {
+	select {
+	case <-t.started: // Process is set before started is closed
+		syscall.Kill(-t.Command.Process.Pid, syscall.SIGKILL)
+	default:
+	}
 }
 
 // startError says why a server did not start, with the end of what it

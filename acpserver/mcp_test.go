@@ -139,10 +139,10 @@ func TestMCPServerThatFailsIsReported(t *testing.T) {
 	}
 }
 
-// TestEditorsMCPServerOverHTTP: an HTTP server (advertised in
-// mcpCapabilities) gets the editor's headers, and its tool's result
-// reaches the model.
-func TestEditorsMCPServerOverHTTP(t *testing.T) {
+// greetServer serves an MCP server over HTTP with one read-only tool,
+// greet, to clients that send the header Authorization: Bearer
+// editor-key, until the test ends.
+func greetServer(t *testing.T) string {
 	server := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, nil)
 	type in struct {
 		Name string `json:"name"`
@@ -159,8 +159,21 @@ func TestEditorsMCPServerOverHTTP(t *testing.T) {
 		}
 		handler.ServeHTTP(w, r)
 	}))
-	defer web.Close()
+	t.Cleanup(web.Close) // after the harness's hang-up, which closes the sessions' connections
+	return web.URL
+}
 
+func httpServer(url string) []acp.McpServer {
+	return []acp.McpServer{{Http: &acp.McpServerHttpInline{
+		Type: "http", Name: "web", Url: url, Headers: []acp.HttpHeader{{Name: "Authorization", Value: "Bearer editor-key"}},
+	}}}
+}
+
+// TestEditorsMCPServerOverHTTP: an HTTP server (advertised in
+// mcpCapabilities) gets the editor's headers, and its tool's result
+// reaches the model.
+func TestEditorsMCPServerOverHTTP(t *testing.T) {
+	url := greetServer(t)
 	h := start(t, `{"turns": [
 		{"tool_calls": [{"name": "mcp__web__greet", "input": {"name": "editor"}}]},
 		{"expect": "hello, editor", "text": "greeted"}
@@ -169,9 +182,7 @@ func TestEditorsMCPServerOverHTTP(t *testing.T) {
 	if err != nil || !init.AgentCapabilities.McpCapabilities.Http {
 		t.Fatalf("initialize = %+v, %v; want mcpCapabilities.http", init.AgentCapabilities.McpCapabilities, err)
 	}
-	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{{Http: &acp.McpServerHttpInline{
-		Type: "http", Name: "web", Url: web.URL, Headers: []acp.HttpHeader{{Name: "Authorization", Value: "Bearer editor-key"}},
-	}}}})
+	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: httpServer(url)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +192,24 @@ func TestEditorsMCPServerOverHTTP(t *testing.T) {
 	if got := h.lines(r.SessionId); !has(got, "tool_call_update completed hello, editor") {
 		t.Errorf("no completed card with the greeting; all:\n%s", strings.Join(got, "\n"))
 	}
-	h.hangUp() // the session closes its connection to the server before web.Close
+}
+
+// TestLoadedSessionConnectsTheEditorsMCPServers: session/load's
+// mcpServers are connected as session/new's are.
+func TestLoadedSessionConnectsTheEditorsMCPServers(t *testing.T) {
+	url := greetServer(t)
+	rec := &recorded{}
+	h := start(t, `{"turns": [
+		{"text": "unused: the recorded conversation already has two answers"},
+		{"text": "unused"},
+		{"expect": "greet", "tool_calls": [{"name": "mcp__web__greet", "input": {"name": "loader"}}]},
+		{"expect": "hello, loader", "text": "greeted"}
+	]}`, acpserver.Config{Journal: rec})
+	rec.cwd = h.dir
+	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "old", McpServers: httpServer(url)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.prompt(t, "old", "greet"); got != acp.StopReasonEndTurn {
+		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines("old"), "\n"))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -760,4 +761,102 @@ func TestLoadSessionReplaysAndContinues(t *testing.T) {
 	if !has(h.lines("old"), "message Tested.") {
 		t.Errorf("the loaded session did not go on:\n%s", strings.Join(h.lines("old"), "\n"))
 	}
+}
+
+// TestSessionIDsAreRunsFormat pins issue 23 item 19: ACP's session ids
+// were 24 random hex digits while run's (journal.NewID) are the time and
+// a random part, in the same column of `offstage tasks`. Now both are
+// agent.NewID's: sortable by when the session started.
+func TestSessionIDsAreRunsFormat(t *testing.T) {
+	h := start(t, `{"turns": []}`, acpserver.Config{})
+	format := regexp.MustCompile(`^\d{8}-\d{6}-[0-9a-f]{6}$`)
+	if id := agent.NewID(); !format.MatchString(id) {
+		t.Fatalf("agent.NewID() = %q, want the form 20260102-150405-a1b2c3", id)
+	}
+	before := time.Now().UTC().Add(-time.Second).Format("20060102-150405")
+	first, second := h.session(t), h.session(t)
+	for _, id := range []acp.SessionId{first, second} {
+		if !format.MatchString(string(id)) {
+			t.Errorf("session id %q, want agent.NewID's form 20260102-150405-a1b2c3", id)
+		}
+		if string(id) < before {
+			t.Errorf("session id %q sorts before the time it was made (%s)", id, before)
+		}
+	}
+	if first == second {
+		t.Errorf("two sessions got the same id %q", first)
+	}
+}
+
+// TestParamErrorsSayWhatToSend pins issue 23 item 19: parameter errors
+// exposed Go internals ("cannot unmarshal string into Go struct field
+// Alias.protocolVersion", "…PromptRequest.prompt of type
+// []acp.ContentBlock") and some put the reason only in data. Each now
+// says in its message what is wrong and what to send, and the
+// connection goes on.
+func TestParamErrorsSayWhatToSend(t *testing.T) {
+	m, _ := scripted.Parse([]byte(`{"turns": []}`))
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Model: m}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	replies := bufio.NewReader(clientIn)
+	dir := t.TempDir()
+	for _, tc := range []struct{ send, code, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1"}}`, "-32602",
+			`Invalid params: protocolVersion must be an integer (the protocol version, 1), not a string; initialize takes params such as {"protocolVersion": 1, "clientCapabilities": {}}`},
+		{`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":"yes"}}}}`, "-32602",
+			"clientCapabilities.fs.readTextFile must be a boolean, not a string"},
+		{`{"jsonrpc":"2.0","id":3,"method":"initialize","params":[1]}`, "-32602", "params must be an object, not an array"},
+		{`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":1}}`, "", `"result"`},
+		{`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"x","prompt":"hello"}}`, "-32602",
+			`prompt must be an array of content blocks, such as [{"type": "text", "text": "…"}], not a string`},
+		{`{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"x","prompt":["hello"]}}`, "-32602", "prompt[0] is not a content block"},
+		{`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"prompt":[{"type":"text","text":"hi"}]}}`, "-32602", "sessionId is required"},
+		{`{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":5,"prompt":[]}}`, "-32602", "sessionId must be a string (the sessionId that session/new gave), not a number"},
+		{`{"jsonrpc":"2.0","id":9,"method":"session/new","params":{"cwd":"` + dir + `"}}`, "-32602",
+			`Invalid params: mcpServers is required; session/new takes params such as {"cwd": "/absolute/project/dir", "mcpServers": []}`},
+		{`{"jsonrpc":"2.0","id":10,"method":"session/new","params":{"cwd":"` + dir + `","mcpServers":[{"name":"x","command":"node"}]}}`, "-32602",
+			"mcpServers[0] (stdio) lacks args, an array of strings ([] for none)"},
+		{`{"jsonrpc":"2.0","id":11,"method":"session/new","params":{"cwd":"` + dir + `","mcpServers":[{"type":"ws","name":"x"}]}}`, "-32602",
+			`mcpServers[0] is of type "ws", which offstage does not connect`},
+		{`{"jsonrpc":"2.0","id":12,"method":"session/new","params":{"cwd":"relative"}}`, "-32602", "mcpServers is required"},
+		{`{"jsonrpc":"2.0","id":13,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}`, "-32602", `cwd "relative" is not an absolute path`},
+		{`{"jsonrpc":"2.0","id":14,"method":"session/fork","params":{}}`, "-32601", `Method not found: offstage serves no method "session/fork"; it serves initialize, authenticate, session/new`},
+		{`{"jsonrpc":"2.0","id":15,"method":"session/resume","params":{"sessionId":"x","cwd":"` + dir + `"}}`, "-32601", "session/resume is not offered: use session/load"},
+		{`{"jsonrpc":"2.0","id":16,"method":"session/list","params":{}}`, "-32601", "session/list is not offered: this agent keeps no journal"},
+	} {
+		if _, err := io.WriteString(clientOut, tc.send+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := replies.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply struct {
+			Error *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		json.Unmarshal([]byte(line), &reply)
+		switch {
+		case tc.code == "":
+			if !strings.Contains(line, tc.want) {
+				t.Errorf("after %s the agent said %s, want %s", tc.send, line, tc.want)
+			}
+		case reply.Error == nil || fmt.Sprint(reply.Error.Code) != tc.code || !strings.Contains(reply.Error.Message, tc.want):
+			t.Errorf("after %s the agent said %s\nwant code %s and a message with %s", tc.send, line, tc.code, tc.want)
+		case strings.Contains(reply.Error.Message, "Go ") || strings.Contains(reply.Error.Message, "acp.") || strings.Contains(reply.Error.Message, "Alias") || strings.Contains(reply.Error.Message, "unmarshal"):
+			t.Errorf("the message shows Go internals: %s", reply.Error.Message)
+		}
+	}
+	clientOut.Close()
+	if err := <-served; err != nil {
+		t.Errorf("Serve() = %v", err)
+	}
+	io.Copy(io.Discard, clientIn)
 }

@@ -19,10 +19,35 @@
 // background results and notices as thoughts) before session/load
 // answers, numbers its tasks on, and its next prompt brings the model the
 // results it never saw and the tasks a restart orphaned. Config.Record
-// records each session as it runs. session/resume is not offered.
-// session/new's mcpServers are not connected (logged). A connection holds
+// records each session as it runs. session/resume is not offered. A
+// connection holds
 // at most Config.MaxSessions (64) sessions at once; session/new past that
 // is refused, saying to close one.
+//
+// # The editor's MCP servers
+//
+// The mcpServers of session/new and session/load are connected with the
+// MCP go-sdk's client as the session opens: stdio servers, and HTTP and
+// SSE ones (mcpCapabilities says so) with the editor's headers. They
+// start at once, each within Config.MCPTimeout (30s); the request is
+// answered when all have. Their tools reach the model as
+// mcp__SERVER__TOOL (Claude Code's convention; characters model APIs
+// refuse in a tool name become _), at most 200 per session, their
+// descriptions capped at 2 KiB, through agent.Config.ExtraTools: calls
+// get cards and permission requests as offstage's own do (see
+// Permission), and results are capped to the tool result budget, saying
+// so. A server's error result, a JSON-RPC error or a server that died is
+// the call's error result, which the model reads. A stdio server runs in
+// the session's directory, in a process group of its own, with the
+// host's environment less what Config.Tools.Process.EnvPolicy withholds,
+// plus the variables the editor gave; closing the session closes its
+// input, then sends SIGTERM, then SIGKILL (2s apart), reaps
+// it and kills whatever is left in its group; one that has not answered
+// when Config.MCPTimeout is up has its group killed at once. A server that
+// fails to
+// start (or a tool of it that cannot be offered) is told to the user as
+// an agent message after the session's commands, with the end of what it
+// wrote to stderr, and logged; the session goes on without it.
 //
 // # Turns and updates
 //
@@ -39,7 +64,9 @@
 // every update of its turn.
 //
 // Kinds: bash, task_input and spawn_agent are execute; task_list,
-// task_inspect and task_output read; task_wait other; task_cancel delete.
+// task_inspect and task_output read; task_wait other; task_cancel delete;
+// an MCP tool read when read-only, other otherwise, titled "SERVER: its
+// title".
 //
 // A call that starts background work (bash with run_in_background, a
 // foreground command adopted into the background, spawn_agent in the
@@ -69,8 +96,9 @@
 //
 // # Permission
 //
-// Before an execute or destructive call (tools.Safety) runs, the client
-// is asked with session/request_permission, whoever makes the call: the
+// Before a call that is not read-only (tools.Safety: offstage's execute
+// and destructive tools, and every MCP tool whose annotations do not say
+// readOnlyHint) runs, the client is asked with session/request_permission, whoever makes the call: the
 // top level, or a sub-agent (agent.ToolCall.Agent), foreground or in the
 // background, also while no prompt runs. A sub-agent's call, which the
 // client has not seen (sub-agents' calls are not streamed), first gets a
@@ -100,8 +128,13 @@
 // A line that is not JSON gets a parse error, one that is not a JSON-RPC
 // object (a batch, an id that is not a string or an integer, JSON nested
 // too deep) an invalid-request error (internal/rpcline, shared with the
-// MCP surface), an unknown session id or a relative cwd an
-// invalid-params error saying what to send; the connection goes on.
+// MCP surface). Params are checked before the SDK decodes them (its own
+// errors name Go types, in data only): a field of the wrong type, a
+// missing one, a prompt block or MCP server that is not one, an unknown
+// session id or a relative cwd get an invalid-params error whose message
+// says what is wrong and gives an example of what to send; a method
+// offstage does not serve gets method-not-found naming it and listing
+// those it serves. The connection goes on.
 // When the input ends, the requests already read are answered (for up to
 // DrainGrace) before the sessions close.
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 // Permission options offered for a call. A sub-agent's call is offered
@@ -23,6 +24,16 @@ const (
 	optAllowAlwaysAgent = "allow_always_agent" // the tool, for this sub-agent and those it starts
 	optReject           = "reject"
 )
+
+// consequential reports whether a call of t is asked about: whatever is
+// not read-only (review row G; MCP's annotations use the same classes).
+// Of offstage's own tools that is those that run or end something; of an
+// MCP server's, every tool its annotations do not call read-only, even
+// one they say is not destructive: the user decides what a remote tool
+// may change, not its server.
+func consequential(t *tools.Tool) bool {
+	return t.Safety != tools.ReadOnly
+}
 
 // grant is what an "always allow" covers: a tool, for one sub-agent and
 // the sub-agents it starts, or with agent "" for the whole session.
@@ -122,7 +133,7 @@ type subCall struct {
 // that tool for good. One request is open at a time per session; the rest
 // wait in order.
 func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
-	if s.srv.cfg.AllowAll || !c.Tool.Safety.Consequential() || s.allowed(c) {
+	if s.srv.cfg.AllowAll || !consequential(c.Tool) || s.allowed(c) {
 		s.running(c)
 		return nil
 	}

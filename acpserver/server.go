@@ -2,8 +2,6 @@ package acpserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +45,11 @@ type Config struct {
 	// MaxSessions bounds the sessions one connection holds at once (each
 	// has a task table and three goroutines). Default 64.
 	MaxSessions int
+	// MCPTimeout bounds how long each of the editor's MCP servers may take
+	// to start and list its tools when a session opens (they start at
+	// once; session/new answers when all have or this passed). Default
+	// 30s.
+	MCPTimeout time.Duration
 	// Journal, if set, records each session (its conversation, tasks and
 	// their output logs) and answers session/list and session/load from
 	// the sessions recorded earlier (package journal's Recorder).
@@ -79,6 +82,9 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxSessions
 	}
+	if cfg.MCPTimeout <= 0 {
+		cfg.MCPTimeout = defaultMCPTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -92,7 +98,8 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// When the input ends, the requests already read are answered (for up
 	// to DrainGrace) before the SDK sees the end, which cancels them.
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
-		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) }})
+		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
+		Check:   checkParams})
 	srv := &server{cfg: cfg, ctx: ctx, sessions: make(map[acp.SessionId]*session)}
 	in := gate(guarded)
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
@@ -130,6 +137,8 @@ func (srv *server) Initialize(ctx context.Context, p acp.InitializeRequest) (acp
 			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
 			SessionCapabilities: srv.sessionCapabilities(),
 			LoadSession:         srv.cfg.Journal != nil,
+			// The editor's MCP servers: stdio always, and these.
+			McpCapabilities: acp.McpCapabilities{Http: true, Sse: true},
 		},
 		AuthMethods: []acp.AuthMethod{},
 	}, nil
@@ -146,15 +155,15 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	if srv.full() { // cheap early refusal; the insert below decides
 		return acp.NewSessionResponse{}, srv.fullError()
 	}
-	id := acp.SessionId(newID())
-	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false)
+	id := srv.newID()
+	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false, p.McpServers)
 	if err != nil {
 		return acp.NewSessionResponse{}, internal("%s", err.Error())
 	}
 	if err := srv.add(id, s); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
-	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers_ignored", len(p.McpServers))
+	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
 }
 
@@ -216,7 +225,7 @@ func (srv *server) sessionCapabilities() acp.SessionCapabilities {
 
 func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
 	if srv.cfg.Journal == nil {
-		return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+		return acp.ListSessionsResponse{}, notOffered(acp.AgentMethodSessionList, "this agent keeps no journal (offstage acp --no-journal)")
 	}
 	cwd := ""
 	if p.Cwd != nil {
@@ -246,7 +255,7 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 // reach the model with the next prompt.
 func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	if srv.cfg.Journal == nil {
-		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
+		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal (offstage acp --no-journal)")
 	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.LoadSessionResponse{}, err
@@ -257,7 +266,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if srv.full() {
 		return acp.LoadSessionResponse{}, srv.fullError()
 	}
-	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true)
+	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {
 	case errors.Is(err, agent.ErrUnknownSession):
 		return acp.LoadSessionResponse{}, invalid("%s; session/list gives the sessions there are", err.Error())
@@ -275,23 +284,25 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 }
 
 func (srv *server) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
-	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+	return acp.ResumeSessionResponse{}, notOffered(acp.AgentMethodSessionResume, "use session/load, which loadSession offers when the agent keeps a journal")
 }
 
 func (srv *server) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+	return acp.SetSessionConfigOptionResponse{}, notOffered(acp.AgentMethodSessionSetConfigOption, "offstage has no session config options")
 }
 
 func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+	return acp.SetSessionModeResponse{}, notOffered(acp.AgentMethodSessionSetMode, "offstage has no session modes")
 }
 
 // add makes s the connection's session id, unless the connection is
-// closing or full: then it closes s and says why.
+// closing or full or has a session of that id: then it closes s and says
+// why.
 func (srv *server) add(id acp.SessionId, s *session) error {
 	srv.mu.Lock()
+	_, taken := srv.sessions[id]
 	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
-	if !closed && !full {
+	if !closed && !full && !taken {
 		srv.sessions[id] = s // the check and the insert are one critical section
 	}
 	srv.mu.Unlock()
@@ -302,6 +313,9 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 	case full:
 		s.close()
 		return srv.fullError()
+	case taken: // a session/load of the same id at the same time
+		s.close()
+		return invalid("session %s is already open on this connection", id)
 	}
 	return nil
 }
@@ -350,6 +364,12 @@ func invalid(format string, args ...any) *acp.RequestError {
 	return rpcError(-32602, "Invalid params", fmt.Sprintf(format, args...))
 }
 
+// notOffered is "Method not found" for a method the capabilities do not
+// offer, saying why in message, not only in data.
+func notOffered(method, why string) *acp.RequestError {
+	return rpcError(-32601, "Method not found", method+" is not offered: "+why)
+}
+
 // internal is a JSON-RPC internal error that says what went wrong.
 func internal(format string, args ...any) *acp.RequestError {
 	return rpcError(-32603, "Internal error", fmt.Sprintf(format, args...))
@@ -359,8 +379,15 @@ func rpcError(code int, kind, sentence string) *acp.RequestError {
 	return &acp.RequestError{Code: code, Message: kind + ": " + sentence, Data: map[string]any{"error": sentence}}
 }
 
-func newID() string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+// newID names a new session as every surface does (agent.NewID: sortable
+// by time, as `offstage tasks` lists them), one not open on this
+// connection. Two sessions started in the same second differ in their
+// random part; in the rare case they do not, another is drawn.
+func (srv *server) newID() acp.SessionId {
+	for {
+		id := acp.SessionId(agent.NewID())
+		if _, err := srv.session(id); err != nil {
+			return id
+		}
+	}
 }

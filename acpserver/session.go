@@ -39,6 +39,9 @@ type session struct {
 
 	announce sync.Once // the available commands, once the client knows the session
 
+	mcp      []*mcpServer // the editor's MCP servers, closed with the session
+	problems []string     // what went wrong connecting them, told the user with the commands
+
 	mu     sync.Mutex
 	cards  map[string]*card    // guarded by mu: task id → the tool call that started it
 	calls  map[string]*call    // guarded by mu: tool call id → what it is (until it ends)
@@ -61,7 +64,7 @@ type queued struct {
 	turnEnd *agent.Event
 }
 
-func newSession(srv *server, id acp.SessionId, cwd string, resume bool) (*session, error) {
+func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
 	s := &session{
 		srv: srv, id: id,
 		input:     make(chan string),
@@ -80,12 +83,15 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool) (*sessio
 	cfg := srv.cfg
 	toolCfg := cfg.Tools
 	toolCfg.Process.Dir = cwd
+	started := srv.connectMCP(srv.ctx, mcpServers, cwd)
+	s.mcp, s.problems = started.servers, started.problems
 	sess, err := agent.Open(srv.ctx, agent.Config{
 		Model: cfg.Model, System: cfg.System, Profiles: cfg.Profiles,
-		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit,
+		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit, ExtraTools: started.tools,
 	}, agent.Surface{Name: "acp", ID: string(id), Journal: cfg.Journal, Resume: resume, Model: cfg.ModelName,
 		NoProjectInstructions: cfg.NoProjectInstructions, Logger: cfg.Logger})
 	if err != nil {
+		closeMCP(s.mcp)
 		return nil, err
 	}
 	s.sess = sess
@@ -103,7 +109,9 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool) (*sessio
 	return s, nil
 }
 
-// announceCommands offers the slash commands, once.
+// announceCommands offers the slash commands, once, and says which of
+// the editor's MCP servers did not start: the first updates the client
+// can take, once it knows the session.
 func (s *session) announceCommands() {
 	s.announce.Do(func() {
 		var cmds []acp.AvailableCommand
@@ -115,6 +123,9 @@ func (s *session) announceCommands() {
 			cmds = append(cmds, ac)
 		}
 		s.push(queued{update: &acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}}})
+		for _, p := range s.problems {
+			s.update(acp.UpdateAgentMessageText(p + "\n"))
+		}
 	})
 }
 
@@ -339,6 +350,7 @@ func (s *session) close() error {
 		s.stopRun()
 		<-s.ran
 		s.closeErr = s.sess.Close(context.Background())
+		closeMCP(s.mcp) // no call is left: every turn and task has ended
 		select {
 		case <-s.sent:
 		case <-time.After(sendGrace):

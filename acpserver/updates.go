@@ -143,6 +143,8 @@ func resultText(tool string, out map[string]any, raw string) string {
 		}
 	case tool == "spawn_agent":
 		shown = pick("answer", "error", "note")
+	case strings.HasPrefix(tool, "mcp__"):
+		shown = pick("content", "error")
 	}
 	if strings.TrimSpace(shown) == "" {
 		shown = raw

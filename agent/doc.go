@@ -72,6 +72,15 @@
 // tools see only its own tasks. Sub-agents may start sub-agents one level
 // down; those may not.
 //
+// # Tools of your own
+//
+// Config.ExtraTools adds tools beside offstage's: made with tools.Define
+// from a Go type, or with tools.DefineSchema from a schema that arrives as
+// data (the ACP agent offers an editor's MCP servers' tools this way,
+// named mcp__SERVER__TOOL). They are offered to the top level and to the
+// sub-agents whose profile allows them, and go through Permit like every
+// call.
+//
 // # Permission
 //
 // Config.Permit, when set, is asked before every tool call runs, the top

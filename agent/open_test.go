@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -103,5 +105,22 @@ func TestCloseEndsRunAndIsIdempotent(t *testing.T) {
 func TestOpenRefusesAResumeWithoutAJournal(t *testing.T) {
 	if _, err := agent.Open(t.Context(), agent.Config{}, agent.Surface{ID: "x", Resume: true}); err == nil {
 		t.Error("Open with Resume and no Journal = nil error")
+	}
+}
+
+// TestAToolWhoseSchemaCannotBeSentIsRefused (issue 21, E4): a schema that
+// cannot be marshalled is New's error, not a null schema sent with every
+// model request.
+func TestAToolWhoseSchemaCannotBeSentIsRefused(t *testing.T) {
+	bad := tools.Define("odd", "A tool with a schema JSON cannot carry.", 0, func(context.Context, *task.View, struct {
+		N float64 `json:"n"`
+	}) (any, error) {
+		return nil, nil
+	})
+	nan := math.NaN()
+	bad.InputSchema.Properties["n"].Minimum = &nan
+	_, err := agent.New(t.Context(), agent.Config{Model: modelFunc(func(provider.Request) provider.Response { return text("x") }), ExtraTools: []*tools.Tool{bad}})
+	if err == nil || !strings.Contains(err.Error(), "tool odd: its input schema cannot be marshalled") {
+		t.Errorf("New with an unmarshallable schema = %v", err)
 	}
 }

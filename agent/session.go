@@ -69,6 +69,16 @@ type Config struct {
 	Tools tools.Config
 	// Tasks configures the task table.
 	Tasks task.Options
+	// ExtraTools are offered beside the tool set's and spawn_agent: to the
+	// top level, and to each sub-agent whose Profile.Tools allows them (nil
+	// allows all), through Permit like every call. Build them with
+	// tools.Define, or tools.DefineSchema for a tool another program
+	// serves (the ACP agent offers the editor's MCP servers' tools so).
+	// Their names must differ from each other's and the built-in tools'.
+	// Their calls may run concurrently, from any agent of the session;
+	// closing what they call is their owner's business, after
+	// Session.Close.
+	ExtraTools []*tools.Tool
 	// Profiles are the sub-agent profiles; nil means DefaultProfiles, and
 	// an empty non-nil slice disables spawn_agent.
 	Profiles []Profile
@@ -280,7 +290,7 @@ func (s *Session) newLoop(agent, system string, model provider.Model, view *task
 	if ps, ok := s.profileSets[agent]; ok {
 		set = ps
 	}
-	all := slices.Clone(set.Tools())
+	all := append(slices.Clone(set.Tools()), s.cfg.ExtraTools...)
 	if s.spawnAllowed(depth) {
 		all = append(all, s.spawnTool(depth))
 	}
@@ -303,7 +313,8 @@ func (s *Session) spawnAllowed(depth int) bool {
 }
 
 // checkSchemas refuses tools whose input schema cannot be marshalled,
-// once, rather than sending null as their schema on every model request.
+// once, rather than sending null as their schema on every model request,
+// and extra tools that are nil or take a name already given.
 func (s *Session) checkSchemas() error {
 	all := slices.Clone(s.toolset.Tools())
 	if s.subset != s.toolset {
@@ -314,6 +325,22 @@ func (s *Session) checkSchemas() error {
 	}
 	if s.spawnAllowed(0) {
 		all = append(all, s.spawnTool(0))
+	}
+	names := map[string]bool{"spawn_agent": true}
+	for _, t := range s.toolset.Tools() {
+		names[t.Name] = true
+	}
+	for i, t := range s.cfg.ExtraTools {
+		switch {
+		case t == nil:
+			return fmt.Errorf("agent: ExtraTools[%d] is nil", i)
+		case t.Name == "":
+			return fmt.Errorf("agent: ExtraTools[%d] has no name", i)
+		case names[t.Name]:
+			return fmt.Errorf("agent: ExtraTools[%d] is named %s, a name another tool has", i, t.Name)
+		}
+		names[t.Name] = true
+		all = append(all, t)
 	}
 	for _, t := range all {
 		if _, err := json.Marshal(t.InputSchema); err != nil {
@@ -336,15 +363,15 @@ func ToolDefs(cfg Config) ([]*tools.Tool, error) {
 	if err := s.checkSchemas(); err != nil {
 		return nil, err
 	}
-	list := slices.Clone(s.toolset.Tools())
+	list := append(slices.Clone(s.toolset.Tools()), s.cfg.ExtraTools...)
 	if s.spawnAllowed(0) {
 		list = append(list, s.spawnTool(0))
 	}
 	return list, nil
 }
 
-// Tools returns the top level's tools: the tool set and, when profiles
-// are configured, spawn_agent. Another surface (the MCP server) serves
+// Tools returns the top level's tools: the tool set, Config.ExtraTools
+// and, when profiles are configured, spawn_agent. Another surface (the MCP server) serves
 // these same tools, calling them with the session's views.
 func (s *Session) Tools() []*tools.Tool { return slices.Clone(s.top.tools) }
 

@@ -2,8 +2,6 @@ package journal
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,14 +9,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/offstage/offstage/agent"
 )
 
-// NewID returns a fresh id: the time, sortable, and random hex.
-func NewID() string {
-	var b [3]byte
-	rand.Read(b[:])
-	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
-}
+// NewID returns a fresh id: the time, sortable, and random hex
+// (agent.NewID, the one format of session ids on every surface).
+func NewID() string { return agent.NewID() }
 
 // ThisHost describes the calling process, with a fresh id.
 func ThisHost(version string) Host {

@@ -49,6 +49,7 @@ type Tool struct {
 	decode   func(args json.RawMessage) error // decodes into the typed input, to check it
 	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
 	budget   int
+	asSent   bool // DefineSchema's: ids are not normalized, the arguments are another program's
 }
 
 // Safety classes what calling a tool can do. Every surface uses the same
@@ -198,10 +199,12 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	if !ok {
 		return nil, fail("The arguments must be a JSON object, not %s.", jsonKind(value))
 	}
-	normalizeIDs(obj)
-	for k, v := range obj {
-		if v == nil {
-			delete(obj, k) // null is "not given": the schema has no null
+	if !t.asSent {
+		normalizeIDs(obj)
+		for k, v := range obj {
+			if v == nil {
+				delete(obj, k) // null is "not given": the schema has no null
+			}
 		}
 	}
 	if err := t.resolved.Validate(obj); err != nil {
@@ -265,6 +268,31 @@ func Define[In, Out any](name, description string, budget int, run func(context.
 		budget = defaultBudget
 	}
 	return newTool(name, description, budget, run)
+}
+
+// DefineSchema makes a tool whose input schema is given rather than
+// generated from a Go type: a tool another program serves (an MCP
+// server's, say), whose schema arrives at run time. Arguments are
+// validated against schema, as Define's are, and handed to run as the
+// JSON object the model sent; run returns as Define's does (the output
+// object, capped to budget bytes with a note saying so, 0 meaning 16 KiB;
+// an error from Fail for a result the model should read as an error; any
+// other error when the runtime failed). It returns an error, not a
+// panic, when schema is not one it can validate with: the schema is
+// data, not code.
+func DefineSchema(name, description string, schema *jsonschema.Schema, budget int, run func(context.Context, *task.View, json.RawMessage) (any, error)) (*Tool, error) {
+	if schema == nil {
+		return nil, fmt.Errorf("tools: %s has no input schema", name)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("tools: the input schema of %s: %w", name, err)
+	}
+	if budget <= 0 {
+		budget = defaultBudget
+	}
+	return &Tool{Name: name, Description: strings.TrimSpace(description), InputSchema: schema,
+		resolved: resolved, budget: budget, call: run, asSent: true}, nil
 }
 
 // newTool binds a typed run function: arguments are decoded into In after

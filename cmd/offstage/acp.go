@@ -24,7 +24,16 @@ is asked (allow once, always for the session, reject) unless --yolo; a
 sub-agent's calls too, named after it.
 session/cancel stops the current turn, not background work; closing the
 session or the editor ends all of it. Logs go to stderr or --log, never
-stdout.`
+stdout.
+
+The MCP servers the editor passes for a session (stdio, HTTP or SSE) are
+started with it and closed with it; the model gets their tools as
+mcp__SERVER__TOOL. Their calls show as tool cards and ask as offstage's
+own do: a tool whose annotations say it is read-only runs unasked, any
+other asks. A stdio server runs in the session's directory with this
+environment, less what shells do not get (secrets, by default; see
+--env-keep and --env-drop), plus the variables the editor gives it. A server that does not start within
+30s is named in the session with why; the session goes on without it.`
 
 const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
   ANTHROPIC_API_KEY=sk-ant-... offstage acp --provider anthropic

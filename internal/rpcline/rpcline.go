@@ -18,7 +18,10 @@
 //     that is not a string or an integer within ±2^53, a null id on a
 //     request (one on a method named "notifications/…" or "$/…" passes as
 //     a notification), an id still in use by a request being answered):
-//     invalid request (-32600).
+//     invalid request (-32600);
+//   - refused by Options.Check, the server's own look at its params:
+//     the error Check gave (invalid params, -32602, unless it says
+//     otherwise); a notification it refuses is dropped.
 //
 // An error reply carries the line's id when it has a usable one (a string
 // or a number, echoed as sent), and null otherwise. Responses from the peer
@@ -71,9 +74,28 @@ type Options struct {
 	// requests already read. Zero does not wait.
 	Drain time.Duration
 	// Dropped, if set, is told about each message dropped without an
-	// answer (a malformed response from the peer), and why.
+	// answer (a malformed response from the peer, a notification Check
+	// refused), and why.
 	Dropped func(why string)
+	// Check, if set, is asked about each request and notification that
+	// is otherwise well formed, with its method and params (nil when it
+	// has none), before it is passed on: the server's own look at what
+	// its SDK would decode, so a mistake is answered in words. An error
+	// refuses it: a request is answered with the error (an *Error's code
+	// and message; any other error as invalid params, -32602, its text
+	// the message), a notification is dropped. It is called from the
+	// reading goroutine and must not block.
+	Check func(method string, params json.RawMessage) error
 }
+
+// Error is an error reply Options.Check gives: its JSON-RPC code and the
+// message a client shows, which says what is wrong and what to send.
+type Error struct {
+	Code    int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
 
 // DefaultMaxDepth is the nesting a message may have unless
 // Options.MaxDepth says otherwise: far more than any MCP or ACP message
@@ -320,6 +342,21 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 			return nil, nil // never answer a response
 		}
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
+	}
+	if m.Method != "" && t.opts.Check != nil {
+		if err := t.opts.Check(m.Method, m.Params); err != nil {
+			if m.key == "" { // a notification: nobody waits for an answer
+				if t.opts.Dropped != nil {
+					t.opts.Dropped(m.Method + ": " + err.Error())
+				}
+				return nil, nil
+			}
+			code, msg := -32602, "Invalid params: "+err.Error()
+			if re := (*Error)(nil); errors.As(err, &re) {
+				code, msg = re.Code, re.Message
+			}
+			return nil, reply(m.ID, code, msg)
+		}
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

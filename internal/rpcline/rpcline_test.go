@@ -3,6 +3,7 @@ package rpcline_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -342,5 +343,41 @@ func nesting(b []byte) int {
 		case json.Delim('}'), json.Delim(']'):
 			d--
 		}
+	}
+}
+
+// TestCheckAnswersInWords: a request Check refuses is answered with its
+// error (invalid params by default, or the *Error's own code), is not
+// passed on and does not hold its id; a notification it refuses is
+// dropped and reported; what it accepts passes.
+func TestCheckAnswersInWords(t *testing.T) {
+	var dropped []string
+	opts := rpcline.Options{MaxLine: 1 << 20, Dropped: func(why string) { dropped = append(dropped, why) },
+		Check: func(method string, params json.RawMessage) error {
+			switch {
+			case method == "nope":
+				return &rpcline.Error{Code: -32601, Message: "Method not found: nope is not served"}
+			case string(params) == `{"x":"1"}`:
+				return errors.New("x must be an integer, not a string")
+			}
+			return nil
+		}}
+	input := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"1"}}
+{"jsonrpc":"2.0","id":2,"method":"nope"}
+{"jsonrpc":"2.0","method":"m","params":{"x":"1"}}
+{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1}}
+`
+	passed, replies := filter([]byte(input), opts)
+	if want := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1}}` + "\n"; string(passed) != want {
+		t.Errorf("passed on %q, want only the last (id 1 free again)", passed)
+	}
+	want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid params: x must be an integer, not a string"}}
+{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"Method not found: nope is not served"}}
+`
+	if string(replies) != want {
+		t.Errorf("replies:\n%s\nwant:\n%s", replies, want)
+	}
+	if len(dropped) != 1 || !strings.Contains(dropped[0], "x must be an integer") {
+		t.Errorf("Dropped heard %q, want the refused notification", dropped)
 	}
 }

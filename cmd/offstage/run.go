@@ -44,7 +44,7 @@ goes on); a second Ctrl-C or /quit cancels everything, reaps every process
 and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
 /wait ID, /help, /quit.
 
-The session is recorded in the journal (--state, --no-journal; see
+The session is recorded in the journal (--state-dir, --no-journal; see
 offstage tasks), and each shell's output in a log there. --resume
 continues the latest recorded conversation, or --resume SESSION that one
 (SESSION is an id or its start, which must name one session; an argument

@@ -229,3 +229,44 @@ func TestStateIsATaskStateInEveryCommand(t *testing.T) {
 		t.Errorf("tasks --state completed: %v\n%s", err, out)
 	}
 }
+
+// TestTheREADMEsScriptRuns (issue 23 item 12): the scripted model's format
+// was documented only in a Go package doc. The README's example is the
+// file it names, runs as written, and a mistake in a script is refused
+// with its line and column.
+func TestTheREADMEsScriptRuns(t *testing.T) {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Trying it without a key")
+	_, block, ok2 := strings.Cut(section, "```json\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no scripted model's example any more")
+	}
+	file, err := os.ReadFile(filepath.Join(root, "examples", "scripted", "hello.json"))
+	if err != nil || block != string(file) {
+		t.Fatalf("the README's example is not examples/scripted/hello.json (%v):\n%s", err, block)
+	}
+	cmd, mark := offstage(t, nil, "run", "--script", filepath.Join(root, "examples", "scripted", "hello.json"), "run the tests")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if code := exitOf(t, cmd.Run()); code != 0 || !strings.HasSuffix(out.String(), "The tests passed.\n") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	noSurvivors(t, mark)
+
+	bad := filepath.Join(t.TempDir(), "typo.json")
+	os.WriteFile(bad, []byte("{\"turns\": [\n  {\"txt\": \"hello\"}\n]}\n"), 0o644)
+	cmd, _ = offstage(t, nil, "run", "--script", bad, "hi")
+	got, err := cmd.CombinedOutput()
+	if code := exitOf(t, err); code != 2 || !strings.Contains(string(got), `typo.json: scripted: line 2, column 4: unknown field "txt"`) {
+		t.Errorf("a script with a typo: exit %d, %s", code, got)
+	}
+	cmd, _ = offstage(t, nil, "run", "--help")
+	if help, _ := cmd.Output(); !strings.Contains(string(help), `"tool_calls": [{"name": "bash"`) || strings.Contains(string(help), "provider/scripted") {
+		t.Errorf("run --help does not give the script's format:\n%s", help)
+	}
+}

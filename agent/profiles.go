@@ -199,13 +199,13 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 		fm.Name = strings.TrimSuffix(filepath.Base(path), ".md")
 	}
 	if !validName.MatchString(fm.Name) {
-		return Profile{}, nil, skip(2, "name %q: use lowercase letters, digits, - and _ (at most 64)", fm.Name)
+		return Profile{}, notes, skip(2, "name %q: use lowercase letters, digits, - and _ (at most 64)", fm.Name)
 	}
 	if strings.TrimSpace(fm.Description) == "" {
-		return Profile{}, nil, skip(2, "no description: the model reads it to decide when to use %s", fm.Name)
+		return Profile{}, notes, skip(2, "no description: the model reads it to decide when to use %s", fm.Name)
 	}
 	if fm.MaxIterations < 0 {
-		return Profile{}, nil, skip(2, "max_iterations must not be negative")
+		return Profile{}, notes, skip(2, "max_iterations must not be negative")
 	}
 	tools, toolNotes, err := profileTools(path, fm.Tools)
 	notes = append(notes, toolNotes...)

@@ -133,8 +133,9 @@ const agentsUsage = `Usage: offstage agents [flags]
 Lists the sub-agent profiles offstage run, mcp and acp would offer, where
 each came from and what it overrides (a built-in profile, or a file read
 before it with the same name), and the files skipped and why, with notes
-such as a key it does not know. Profiles are Markdown files with YAML front matter (Claude Code's
-sub-agent format), read from, most general first (later ones win):
+such as a key it does not know. Profiles are Markdown files with YAML
+front matter (Claude Code's sub-agent format), read from, most general
+first (later ones win):
 ~/.claude/agents, $XDG_CONFIG_HOME/offstage/agents (~/.config/…), the
 project's .claude/agents, the project's .offstage/agents, then --agents.
 The project is the nearest directory holding .git.`

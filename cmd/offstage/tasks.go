@@ -269,7 +269,7 @@ func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet 
 		if t.Owner != "" {
 			id += " ←" + t.Owner
 		}
-		row := []string{id, t.State, ago(t.Created, now), took(t, now), exit, t.Session, clipLabel(t.Label, 50)}
+		row := []string{id, t.State, ago(t.Created, now), took(t, now), exit, t.Session, clip(t.Label, 50)}
 		if fleet {
 			row = append([]string{cmp.Or(t.Hostname, "?")}, row...)
 		}
@@ -331,14 +331,6 @@ func short(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
-func clipLabel(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // taskLine is a task as JSON.

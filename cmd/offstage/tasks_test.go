@@ -241,12 +241,16 @@ func TestTheTableAlignsInColour(t *testing.T) {
 	for i, state := range []string{"running", "canceled", "completed", journal.Orphaned} {
 		tasks = append(tasks, journal.Task{Session: "20261122-110000-bbbbbb", ID: fmt.Sprintf("shell:%d", i+1), State: state, Label: "make", Created: now})
 	}
+	tasks[0].Label = "printf '\x1b[2J\x1b[31m'" // a command's escapes reach no terminal, nor count as columns
 	var plain, colour bytes.Buffer
 	writeTasks(&plain, tasks, now, false, false)
 	writeTasks(&colour, tasks, now, true, false)
 	shown := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(colour.String(), "")
 	if d := cmp.Diff(plain.String(), shown); d != "" || shown == colour.String() {
 		t.Errorf("the coloured table, without its colour codes, is not the plain one (-plain +coloured):\n%s", d)
+	}
+	if strings.Contains(plain.String(), "\x1b") {
+		t.Errorf("a label's escape codes reach the terminal:\n%q", plain.String())
 	}
 }
 

@@ -36,8 +36,10 @@ import (
 // spawn_agent, and Read, Grep, Glob and LS are bash (a shell reads and
 // searches files); its tools that offstage has no equivalent of (Edit,
 // Write, WebFetch…) are left out with a note. Any other tool name makes
-// the file fail to load. Keys offstage does not know (color, …) are
-// ignored.
+// the file fail to load. Claude Code's keys that mean nothing here
+// (color, permissionMode, skills) are ignored; any other key offstage
+// does not know is ignored with a note naming its line (a misspelt
+// "modle:" would otherwise go unnoticed).
 //
 // env_keep and env_drop (names or patterns, as proc.EnvPolicy reads them;
 // a YAML list or names separated by commas) become Profile.Env, applied
@@ -70,9 +72,9 @@ type Profiles struct {
 	List []Profile
 	// From says which file each profile came from.
 	From map[string]string
-	// Overridden lists files whose profile a later file with the same
-	// name replaced.
-	Overridden []string
+	// Replaced says, by name, which files' profiles the one in List
+	// replaced (a later file with the same name wins), earliest first.
+	Replaced map[string][]string
 	// Problems lists files that were skipped, and notes on files that
 	// loaded (a tool left out).
 	Problems []ProfileProblem
@@ -107,7 +109,7 @@ func (p ProfileProblem) String() string {
 // is no problem; a file that cannot be read or parsed is reported in
 // Problems and skipped, never fatal.
 func LoadProfiles(dirs ...string) Profiles {
-	ps := Profiles{From: make(map[string]string)}
+	ps := Profiles{From: make(map[string]string), Replaced: make(map[string][]string)}
 	byName := make(map[string]Profile)
 	for _, dir := range dirs {
 		paths, _ := filepath.Glob(filepath.Join(dir, "*.md"))
@@ -125,7 +127,7 @@ func LoadProfiles(dirs ...string) Profiles {
 				continue
 			}
 			if prev, ok := ps.From[p.Name]; ok {
-				ps.Overridden = append(ps.Overridden, prev+" (by "+path+")")
+				ps.Replaced[p.Name] = append(ps.Replaced[p.Name], prev)
 			}
 			byName[p.Name], ps.From[p.Name] = p, path
 		}
@@ -189,23 +191,24 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if !ok || (len(body) > 0 && body[0] != '\n') {
 		return Profile{}, nil, skip(1, "the front matter is not closed by a line \"---\"")
 	}
-	var fm frontMatter
-	if err := yaml.Unmarshal(header, &fm); err != nil {
-		return Profile{}, nil, skip(yamlLine(err)+1, "front matter: %s", strings.TrimPrefix(yamlMsg(err), "yaml: "))
+	fm, notes, err := parseFrontMatter(path, header)
+	if err != nil {
+		return Profile{}, notes, err
 	}
 	if fm.Name == "" {
 		fm.Name = strings.TrimSuffix(filepath.Base(path), ".md")
 	}
 	if !validName.MatchString(fm.Name) {
-		return Profile{}, nil, skip(2, "name %q: use lowercase letters, digits, - and _ (at most 64)", fm.Name)
+		return Profile{}, notes, skip(2, "name %q: use lowercase letters, digits, - and _ (at most 64)", fm.Name)
 	}
 	if strings.TrimSpace(fm.Description) == "" {
-		return Profile{}, nil, skip(2, "no description: the model reads it to decide when to use %s", fm.Name)
+		return Profile{}, notes, skip(2, "no description: the model reads it to decide when to use %s", fm.Name)
 	}
 	if fm.MaxIterations < 0 {
-		return Profile{}, nil, skip(2, "max_iterations must not be negative")
+		return Profile{}, notes, skip(2, "max_iterations must not be negative")
 	}
-	tools, notes, err := profileTools(path, fm.Tools)
+	tools, toolNotes, err := profileTools(path, fm.Tools)
+	notes = append(notes, toolNotes...)
 	if err != nil {
 		return Profile{}, notes, err
 	}
@@ -223,6 +226,110 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 		Env:                   env,
 	}
 	return p, notes, nil
+}
+
+// parseFrontMatter reads the YAML header (its line 1 is the file's line
+// 2). A value of the wrong type skips the file, saying which key and
+// what YAML said of it; a key it does not know is a note, which names
+// the known key it may be a slip for, except Claude Code's keys that
+// mean nothing here, which are ignored quietly.
+func parseFrontMatter(path string, header []byte) (frontMatter, []ProfileProblem, error) {
+	var fm frontMatter
+	skip := func(line int, msg string) error {
+		return &ProfileProblem{Path: path, Line: line, Skipped: true, Msg: "front matter: " + msg}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(header, &doc); err != nil {
+		return fm, nil, skip(yamlLine(err)+1, strings.TrimPrefix(yamlMsg(err), "yaml: "))
+	}
+	if doc.Kind == 0 {
+		return fm, nil, nil // empty
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fm, nil, skip(root.Line+1, "not keys with values (name: …, description: …)")
+	}
+	keys := map[int]string{} // by line
+	var notes []ProfileProblem
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i]
+		keys[k.Line] = k.Value
+		if !slices.Contains(profileKeys, k.Value) && !slices.Contains(claudeKeys, k.Value) {
+			msg := fmt.Sprintf("unknown key %q is ignored", k.Value)
+			if near := nearest(k.Value, profileKeys); near != "" {
+				msg += "; did you mean " + near + "?"
+			}
+			notes = append(notes, ProfileProblem{Path: path, Line: k.Line + 1, Msg: msg})
+		}
+	}
+	var te *yaml.TypeError
+	if err := root.Decode(&fm); errors.As(err, &te) {
+		// One error per value, as "line 3: cannot unmarshal !!str `lots` into int".
+		var msgs []string
+		for _, e := range te.Errors {
+			line := yamlLine(errors.New(e))
+			msg := fileLines(strings.TrimPrefix(e, fmt.Sprintf("line %d: ", line)))
+			if key := keys[line]; key != "" {
+				msg = key + ": " + msg
+			}
+			if len(msgs) > 0 {
+				msg = fmt.Sprintf("line %d: %s", line+1, msg)
+			}
+			msgs = append(msgs, msg)
+		}
+		return fm, notes, skip(yamlLine(te)+1, strings.Join(msgs, "; "))
+	} else if err != nil {
+		return fm, notes, skip(0, err.Error())
+	}
+	return fm, notes, nil
+}
+
+// fileLines renumbers the lines a YAML message names as the file's: the
+// front matter starts on its line 2.
+func fileLines(msg string) string {
+	return yamlLineRE.ReplaceAllStringFunc(msg, func(m string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		return "line " + strconv.Itoa(n+1)
+	})
+}
+
+// profileKeys are the keys of a profile's front matter (frontMatter's).
+var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "project_instructions", "env_keep", "env_drop"}
+
+// claudeKeys are Claude Code's front matter keys that offstage has no
+// use for: a file written for Claude Code loads without a note.
+var claudeKeys = []string{"color", "permissionMode", "skills"}
+
+// nearest returns the word of words at most two edits from s, if any.
+func nearest(s string, words []string) string {
+	best, bestD := "", 3
+	for _, w := range words {
+		if d := editDistance(s, w); d < bestD {
+			best, bestD = w, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // nameList reads a list of names, or names separated by commas; ok is

@@ -55,8 +55,9 @@ func TestLoadProfiles(t *testing.T) {
 	if got.From["reviewer"] != project1 {
 		t.Errorf("reviewer from %s, want the project's file", got.From["reviewer"])
 	}
-	if len(got.Overridden) != 2 {
-		t.Errorf("overridden = %v, want the user's reviewer and tester", got.Overridden)
+	wantReplaced := map[string][]string{"reviewer": {filepath.Join(user, "reviewer.md")}, "tester": {filepath.Join(user, "tester.md")}}
+	if diff := cmp.Diff(wantReplaced, got.Replaced); diff != "" {
+		t.Errorf("replaced (-want +got):\n%s", diff)
 	}
 	var problems []string
 	for _, p := range got.Problems {
@@ -75,6 +76,51 @@ func TestLoadProfiles(t *testing.T) {
 	}
 	if len(problems) != 4 {
 		t.Errorf("%d problems, want 4:\n%s", len(problems), all)
+	}
+}
+
+// TestProfileMistakesNameTheirKeyAndLine (issue 23 item 11): a value of
+// the wrong type said only "front matter: unmarshal errors:", and a
+// misspelt key was ignored without a word.
+func TestProfileMistakesNameTheirKeyAndLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, front string
+		skipped     bool
+		want        []string
+	}{
+		{"a word for a number", "name: x\ndescription: d\nmax_iterations: lots\n", true,
+			[]string{"p.md:4: skipped: front matter: max_iterations: cannot unmarshal !!str `lots` into int"}},
+		{"two of them", "name: x\nmax_iterations: lots\nproject_instructions: maybe\ndescription: d\n", true,
+			[]string{"p.md:3: skipped: front matter: max_iterations: cannot unmarshal !!str `lots` into int; line 4: project_instructions: cannot unmarshal !!str `maybe` into bool"}},
+		{"a key twice", "name: x\nname: y\ndescription: d\n", true,
+			[]string{`p.md:3: skipped: front matter: name: mapping key "name" already defined at line 2`}},
+		{"a list for the front matter", "- name\n- description\n", true,
+			[]string{"p.md:2: skipped: front matter: not keys with values"}},
+		{"a misspelt key", "name: x\ndescription: d\nmodle: gpt-4.1\nmax_iteration: 3\nflavour: mild\n", false,
+			[]string{`p.md:4: unknown key "modle" is ignored; did you mean model?`, `p.md:5: unknown key "max_iteration" is ignored; did you mean max_iterations?`, `p.md:6: unknown key "flavour" is ignored` + "\n"}},
+		{"Claude Code's keys", "name: x\ndescription: d\ncolor: blue\npermissionMode: plan\n", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, notes, err := agent.ParseProfile("p.md", []byte("---\n"+tc.front+"---\nbody\n"))
+			var got strings.Builder
+			for _, n := range notes {
+				got.WriteString(n.String() + "\n")
+			}
+			if err != nil {
+				got.WriteString(err.Error() + "\n")
+			}
+			if (err != nil) != tc.skipped {
+				t.Errorf("ParseProfile() error = %v, want skipped %v", err, tc.skipped)
+			}
+			if tc.want == nil && got.Len() > 0 {
+				t.Errorf("ParseProfile() said %q, want nothing", got.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got.String(), w) {
+					t.Errorf("ParseProfile() said:\n%s\nwant %q", got.String(), w)
+				}
+			}
+		})
 	}
 }
 

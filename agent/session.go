@@ -435,9 +435,10 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
+	from := s.table.Events().Last() // now, not when the goroutine gets to run
 	go func() {
 		defer close(followed)
-		s.FollowTasks(followCtx, sink)
+		s.followTasks(followCtx, from, sink)
 	}()
 	defer func() {
 		stopFollow()
@@ -527,7 +528,11 @@ func (s *Session) AutonomousTurns() int { return int(s.autonomous.Load()) }
 // the sink falls behind the bounded log, it says so with one event and
 // goes on from the oldest event still held.
 func (s *Session) FollowTasks(ctx context.Context, sink Sink) {
-	s.table.Events().Follow(ctx, func(e *task.Event, err error) {
+	s.followTasks(ctx, s.table.Events().Last(), sink)
+}
+
+func (s *Session) followTasks(ctx context.Context, from uint64, sink Sink) {
+	s.table.Events().FollowFrom(ctx, from, func(e *task.Event, err error) {
 		emit(sink, Event{Type: TaskEvent, Task: e, Err: err})
 	})
 }

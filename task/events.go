@@ -130,7 +130,13 @@ func (l *EventLog) oldestLocked() uint64 {
 // from the oldest event still held. fn runs on the caller's goroutine and
 // should return quickly: the log does not wait for it, it only drops.
 func (l *EventLog) Follow(ctx context.Context, fn func(e *Event, err error)) {
-	seq := l.Last()
+	l.FollowFrom(ctx, l.Last(), fn)
+}
+
+// FollowFrom is Follow from the event after seq (Last, taken before the
+// follower's goroutine starts, so that nothing appended meanwhile is
+// missed).
+func (l *EventLog) FollowFrom(ctx context.Context, seq uint64, fn func(e *Event, err error)) {
 	for {
 		evs, err := l.Wait(ctx, seq)
 		if ctx.Err() != nil {

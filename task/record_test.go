@@ -139,3 +139,35 @@ func TestPacerIsAskedBeforeEverySpawnOutsideTheLock(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowFromSeesWhatCameBeforeItRan: a follower whose goroutine starts
+// late still hands over the events after the position taken before it
+// started (agent.Session.Run's follower, on a loaded machine, missed the
+// first events of a turn).
+func TestFollowFromSeesWhatCameBeforeItRan(t *testing.T) {
+	run(t, task.Options{}, func(t *testing.T, tb *task.Table) {
+		top := tb.View("")
+		mustSpawn(t, top, "shell", noop) // before the position: not seen
+		synctest.Wait()
+		from := tb.Events().Last()
+		id := mustSpawn(t, top, "shell", noop) // after it, before the follower runs
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(t.Context())
+		var got []string
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			tb.Events().FollowFrom(ctx, from, func(e *task.Event, err error) {
+				if e != nil && e.Type == task.EventSpawned {
+					got = append(got, e.ID)
+				}
+			})
+		}()
+		synctest.Wait()
+		cancel()
+		<-followed
+		if len(got) != 1 || got[0] != id {
+			t.Errorf("followed spawns %q, want just %s", got, id)
+		}
+	})
+}

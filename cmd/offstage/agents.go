@@ -131,9 +131,11 @@ func resolveModel(p *agent.Profile, mf modelFlags) string {
 const agentsUsage = `Usage: offstage agents [flags]
 
 Lists the sub-agent profiles offstage run, mcp and acp would offer, where
-each came from, the files a later one overrode, and the files skipped and
-why. Profiles are Markdown files with YAML front matter (Claude Code's
-sub-agent format), read from, most general first (later ones win):
+each came from and what it overrides (a built-in profile, or a file read
+before it with the same name), and the files skipped and why, with notes
+such as a key it does not know. Profiles are Markdown files with YAML
+front matter (Claude Code's sub-agent format), read from, most general
+first (later ones win):
 ~/.claude/agents, $XDG_CONFIG_HOME/offstage/agents (~/.config/…), the
 project's .claude/agents, the project's .offstage/agents, then --agents.
 The project is the nearest directory holding .git.`
@@ -182,13 +184,28 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "; its shells do not see %s", strings.Join(p.Env.Drop, ", "))
 		}
 		fmt.Fprintln(stdout)
-	}
-	for _, o := range found.Overridden {
-		fmt.Fprintln(stdout, "overridden:", o)
+		if over := overrides(p.Name, found); len(over) > 0 {
+			fmt.Fprintf(stdout, "  overrides %s\n", strings.Join(over, " and "))
+		}
 	}
 	for _, p := range found.Problems {
 		fmt.Fprintln(stdout, p.String())
 	}
 	fmt.Fprintln(stdout, "searched:", strings.Join(af.profileDirs(*dir), ", "))
 	return nil
+}
+
+// overrides names what the profile found as name replaced: the built-in
+// profile of that name, and the files read before its own.
+func overrides(name string, found agent.Profiles) []string {
+	if found.From[name] == "" {
+		return nil // the built-in one
+	}
+	var out []string
+	for _, d := range agent.DefaultProfiles() {
+		if d.Name == name {
+			out = append(out, "the built-in "+name)
+		}
+	}
+	return append(out, found.Replaced[name]...)
 }

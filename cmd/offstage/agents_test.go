@@ -24,8 +24,10 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// TestAgentsCommand: offstage agents shows each profile's source, the
-// overridden files and the skipped ones; a project file beats a user one.
+// TestAgentsCommand: offstage agents shows each profile's source, what it
+// overrides and the files skipped; a project file beats a user one and
+// a built-in one, and says so (issue 23 item 11), and a key offstage does
+// not know is a note with its line.
 func TestAgentsCommand(t *testing.T) {
 	home := t.TempDir()
 	writeFile(t, filepath.Join(home, ".config", "offstage", "agents", "reviewer.md"), "---\nname: reviewer\ndescription: the user's\n---\nx\n")
@@ -34,6 +36,7 @@ func TestAgentsCommand(t *testing.T) {
 	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "reviewer.md"), "---\nname: reviewer\ndescription: the project's\ntools: bash\n---\nx\n")
 	writeFile(t, filepath.Join(cmd.Dir, ".claude", "agents", "explorer.md"), "---\nname: explorer\ndescription: Explores.\ntools: Read, Grep, Write\nmodel: sonnet\n---\nx\n")
 	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "broken.md"), "---\nname: [\n---\n")
+	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "general.md"), "---\nname: general\ndescription: the project's general\nmodle: gpt-4.1\n---\nx\n")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
@@ -43,8 +46,9 @@ func TestAgentsCommand(t *testing.T) {
 	for _, want := range []string{
 		"reviewer\n  the project's\n  from " + filepath.Join(cmd.Dir, ".offstage", "agents", "reviewer.md") + "; bash",
 		"explorer\n  Explores.\n  from " + filepath.Join(cmd.Dir, ".claude", "agents", "explorer.md") + "; bash; model sonnet",
-		"general\n",
-		"overridden: " + filepath.Join(home, ".config", "offstage", "agents", "reviewer.md"),
+		"; bash\n  overrides " + filepath.Join(home, ".config", "offstage", "agents", "reviewer.md") + "\n",
+		"general\n  the project's general\n  from " + filepath.Join(cmd.Dir, ".offstage", "agents", "general.md") + "; all tools\n  overrides the built-in general\n",
+		"general.md:4: unknown key \"modle\" is ignored; did you mean model?",
 		"broken.md:2: skipped: front matter:",
 		"explorer.md:4: tool Write (Claude Code's) has no equivalent here and is left out",
 	} {

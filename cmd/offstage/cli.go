@@ -132,8 +132,7 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprintf(stdout, "%s\nFlags:\n", usage)
-				fs.SetOutput(stdout)
-				fs.PrintDefaults()
+				shown(fs, stdout).PrintDefaults()
 				fmt.Fprintf(stdout, "\nExamples:\n%s", examples)
 				return nil, errHelp
 			}
@@ -150,6 +149,40 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// shown is fs without its flags' old names, for --help: it lists each
+// flag under its name only.
+func shown(fs *flag.FlagSet, w io.Writer) *flag.FlagSet {
+	out := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	out.SetOutput(w)
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, old := f.Value.(*oldName); !old {
+			out.Var(f.Value, f.Name, f.Usage)
+			out.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	return out
+}
+
+// oldName is a flag's retired name: it still sets the flag it stands
+// for, --help leaves it out, and used records that it was given, for the
+// command to say which name to use.
+type oldName struct {
+	flag.Value // the flag's own
+	used       bool
+}
+
+func (o *oldName) Set(v string) error {
+	o.used = true
+	return o.Value.Set(v)
+}
+
+func (o *oldName) String() string {
+	if o == nil || o.Value == nil { // the flag package's zero value
+		return ""
+	}
+	return o.Value.String()
 }
 
 // badValuePattern is how package flag reports a value Set refused.

@@ -18,6 +18,7 @@ import (
 // journalFlags choose where (and whether) a command records what it runs.
 type journalFlags struct {
 	state     string
+	oldState  *oldName // --state, the old name of --state-dir: in offstage tasks it is a task's state
 	noJournal bool
 	url       string
 	lease     time.Duration
@@ -28,9 +29,9 @@ type journalFlags struct {
 const journalURLEnv = "OFFSTAGE_JOURNAL_URL"
 
 func (f *journalFlags) register(fs *flag.FlagSet) {
-	const help = "directory of the journal and the output logs (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)"
-	fs.StringVar(&f.state, "state", "", help)
-	fs.StringVar(&f.state, "state-dir", "", "the same as --state")
+	fs.StringVar(&f.state, "state-dir", "", "directory of the journal and the output logs (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)")
+	f.oldState = &oldName{Value: fs.Lookup("state-dir").Value}
+	fs.Var(f.oldState, "state", "")
 	fs.BoolVar(&f.noJournal, "no-journal", false, "record nothing: no journal, no output logs (task_output then keeps only the last 1 MiB in memory)")
 	f.registerShared(fs)
 	fs.DurationVar(&f.lease, "lease", journal.DefaultLease, "with a shared journal: how long this instance's lease lasts (renewed every sixth of it); an instance silent for longer is taken for gone and its tasks for orphaned")
@@ -38,7 +39,7 @@ func (f *journalFlags) register(fs *flag.FlagSet) {
 
 // registerShared declares --journal.
 func (f *journalFlags) registerShared(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "journal", "", "a shared journal: postgres://USER@HOST/DB (default $"+journalURLEnv+"; prefer the variable, which keeps the password out of the process list); output logs stay in --state")
+	fs.StringVar(&f.url, "journal", "", "a shared journal: postgres://USER@HOST/DB (default $"+journalURLEnv+"; prefer the variable, which keeps the password out of the process list); output logs stay in --state-dir")
 }
 
 // sharedURL is the PostgreSQL journal to use, if any.
@@ -117,6 +118,9 @@ type recorder struct {
 // that an offstage which died left unfinished are marked orphaned on the
 // way, and their processes still running are stopped.
 func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recorder, error) {
+	if f.oldState != nil && f.oldState.used {
+		fmt.Fprintln(stderr, "offstage: --state is the old name of --state-dir, which it still sets here; use --state-dir (in offstage tasks, --state filters by a task's state).")
+	}
 	if f.noJournal {
 		return nil, nil
 	}

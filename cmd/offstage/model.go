@@ -33,7 +33,7 @@ func (f *modelFlags) register(fs *flag.FlagSet, note string) {
 	fs.StringVar(&f.provider, "provider", "", "openai, anthropic or scripted; default: scripted with --script, else whichever key is set"+note)
 	fs.StringVar(&f.model, "model", "", "model name (default "+defaultOpenAIModel+" or "+defaultAnthropicModel+")")
 	fs.StringVar(&f.baseURL, "base-url", "", "API base URL of an OpenAI-compatible server (Ollama, vLLM, LM Studio…); default: OPENAI_BASE_URL, or the provider's")
-	fs.StringVar(&f.script, "script", "", "a scripted model's script file (JSON; see provider/scripted)")
+	fs.StringVar(&f.script, "script", "", "a scripted model's script file, JSON turns played in order, for trying offstage without a key (the format: offstage run --help)")
 }
 
 // providerName is the provider the flags and environment choose, "" for
@@ -63,7 +63,7 @@ func newModel(f modelFlags, getenv func(string) string) (provider.Model, error) 
 		return nil, usagef("no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or pass --base-url for a local OpenAI-compatible server (try \"offstage demo\" for a tour that needs no key)")
 	case "scripted":
 		if f.script == "" {
-			return nil, usagef("--provider scripted needs --script FILE (see provider/scripted for the format)")
+			return nil, usagef("--provider scripted needs --script FILE (offstage run --help says what goes in it)")
 		}
 		m, err := scripted.Load(f.script)
 		if err != nil {

@@ -32,20 +32,47 @@ type printer struct {
 	status   bool              // guarded by mu: a status line is drawn and must be cleared before printing
 	inTurn   bool              // guarded by mu
 	beats    map[string]string // guarded by mu: a sub-agent's last heartbeat shown
+	seen     uint64            // guarded by mu: the newest event of the table's log printed
 	answers  []string
 }
 
 func (p *printer) Event(e agent.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.tasksLocked() // a task event of the table's log is printed here, with those before it
+	if e.Type != agent.TaskEvent || e.Task == nil || e.Task.Seq == 0 || p.table == nil {
+		p.eventLocked(e)
+	}
+	if p.live && !p.json {
+		// After the event: an event that prints nothing (most of a
+		// shell's) leaves the status line as it was.
+		p.drawStatusLocked()
+	}
+}
+
+// tasksLocked prints the events of the table's log not printed yet, in
+// the order they happened. The session's follower delivers them on a
+// goroutine of its own, which may lag behind the turn (on a loaded
+// machine, by seconds): reading the log before each event of the turn
+// keeps "· shell:8 started" before "← bash … running", and a notice
+// before the answer to it. What the follower brings later was printed
+// already. A log that overwrote events gives what it still holds; the
+// follower says what was lost.
+func (p *printer) tasksLocked() {
+	if p.table == nil {
+		return
+	}
+	evs, _ := p.table.Events().After(p.seen)
+	for i := range evs {
+		p.seen = evs[i].Seq
+		p.eventLocked(agent.Event{Type: agent.TaskEvent, Task: &evs[i]})
+	}
+}
+
+func (p *printer) eventLocked(e agent.Event) {
 	if p.json {
 		p.printJSON(e)
 		return
-	}
-	if p.live {
-		// After the event: an event that prints nothing (most of a
-		// shell's) leaves the status line as it was.
-		defer p.drawStatusLocked()
 	}
 	switch e.Type {
 	case agent.TurnStart:
@@ -153,6 +180,7 @@ func (p *printer) label(id string) string {
 func (p *printer) line(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.tasksLocked()
 	if p.json {
 		b, _ := json.Marshal(map[string]string{"type": "note", "text": s})
 		fmt.Fprintf(p.w, "%s\n", b)

@@ -45,7 +45,16 @@ goes on); a second Ctrl-C or /quit cancels everything, reaps every process
 and leaves. Commands: /tasks, /inspect ID, /output ID, /cancel ID,
 /wait ID, /help, /quit.
 
-The session is recorded in the journal (--state, --no-journal; see
+Without a key, --script FILE puts a scripted model in place of the
+model: a JSON file {"turns": [TURN, …], "agents": {"PROFILE": [TURN, …]}}
+whose turns play in order, one per call to the model (a sub-agent plays
+its profile's turns, from the first). A TURN has, all optional, "text",
+"thinking", "tool_calls": [{"name": "bash", "input": {"command": "ls"}}],
+"expect": a regular expression the last message sent to the model must
+match, "delay_ms", "stream_delay_ms", and "stop": end_turn, refusal or
+max_tokens. The README's "Trying it without a key" has an example.
+
+The session is recorded in the journal (--state-dir, --no-journal; see
 offstage tasks), and each shell's output in a log there. --resume
 continues the latest recorded conversation, or --resume SESSION that one
 (SESSION is an id or its start, which must name one session; an argument
@@ -57,6 +66,7 @@ model is told which tasks a crash or restart orphaned.`
 const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the background and summarise the README"
   offstage run --provider anthropic --model claude-sonnet-4-5
   offstage run --base-url http://localhost:11434/v1 --model qwen3:8b
+  offstage run --script examples/scripted/hello.json "run the tests"     # no key: a scripted model
   offstage run --script examples/demo/demo.json --agents examples/demo/agents "go"
   offstage run --json "list the files" | jq -c .
   offstage run --resume "what came of the tests?"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -183,5 +184,89 @@ func TestVersionSaysContainment(t *testing.T) {
 		if !strings.HasPrefix(line, "containment: ") || force != "" && !strings.HasPrefix(line, "containment: marks (OFFSTAGE_CONTAINMENT=marks") {
 			t.Errorf("OFFSTAGE_CONTAINMENT=%q: version -v said %q, want the containment line", force, out.String())
 		}
+	}
+}
+
+// TestStateIsATaskStateInEveryCommand (issue 23 item 9): --state was the
+// journal's directory in run, mcp and acp and a task-state filter in
+// offstage tasks. Now the directory is --state-dir everywhere; run's
+// --state still sets it, says to use --state-dir, and is not in --help.
+func TestStateIsATaskStateInEveryCommand(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(script, []byte(`{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "true"}}]}, {"text": "hi"}]}`), 0o644)
+	dir := filepath.Join(t.TempDir(), "journal-here")
+	cmd, _ := offstage(t, nil, "run", "--state", dir, "--script", script, "hello")
+	out, err := cmd.CombinedOutput()
+	if code := exitOf(t, err); code != 0 {
+		t.Fatalf("run --state DIR: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "journal.db")); err != nil {
+		t.Errorf("run --state DIR wrote no journal there: %v", err)
+	}
+	if !strings.Contains(string(out), "use --state-dir") {
+		t.Errorf("run --state DIR does not say to use --state-dir:\n%s", out)
+	}
+	stateFlag := regexp.MustCompile(`(?m)^\s+-state(\s|$)`)
+	for _, name := range []string{"run", "mcp", "acp", "tasks"} {
+		cmd, _ := offstage(t, nil, name, "--help")
+		help, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s --help: %v", name, err)
+		}
+		if !strings.Contains(string(help), "-state-dir") {
+			t.Errorf("%s --help does not list --state-dir", name)
+		}
+		if listed := stateFlag.Find(help) != nil; listed != (name == "tasks") {
+			t.Errorf("%s --help lists --state: %v, want %v\n%s", name, listed, name == "tasks", help)
+		}
+	}
+	cmd, _ = offstage(t, nil, "tasks", "--state-dir", dir, "--state", dir)
+	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "the journal's directory is --state-dir") {
+		t.Errorf("tasks --state DIR: %s", out)
+	}
+	cmd, _ = offstage(t, nil, "tasks", "--state-dir", dir, "--state", "completed", "--json")
+	if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), `"state":"completed"`) {
+		t.Errorf("tasks --state completed: %v\n%s", err, out)
+	}
+}
+
+// TestTheREADMEsScriptRuns (issue 23 item 12): the scripted model's format
+// was documented only in a Go package doc. The README's example is the
+// file it names, runs as written, and a mistake in a script is refused
+// with its line and column.
+func TestTheREADMEsScriptRuns(t *testing.T) {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Trying it without a key")
+	_, block, ok2 := strings.Cut(section, "```json\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no scripted model's example any more")
+	}
+	file, err := os.ReadFile(filepath.Join(root, "examples", "scripted", "hello.json"))
+	if err != nil || block != string(file) {
+		t.Fatalf("the README's example is not examples/scripted/hello.json (%v):\n%s", err, block)
+	}
+	cmd, mark := offstage(t, nil, "run", "--script", filepath.Join(root, "examples", "scripted", "hello.json"), "run the tests")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if code := exitOf(t, cmd.Run()); code != 0 || !strings.HasSuffix(out.String(), "The tests passed.\n") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	noSurvivors(t, mark)
+
+	bad := filepath.Join(t.TempDir(), "typo.json")
+	os.WriteFile(bad, []byte("{\"turns\": [\n  {\"txt\": \"hello\"}\n]}\n"), 0o644)
+	cmd, _ = offstage(t, nil, "run", "--script", bad, "hi")
+	got, err := cmd.CombinedOutput()
+	if code := exitOf(t, err); code != 2 || !strings.Contains(string(got), `typo.json: scripted: line 2, column 4: unknown field "txt"`) {
+		t.Errorf("a script with a typo: exit %d, %s", code, got)
+	}
+	cmd, _ = offstage(t, nil, "run", "--help")
+	if help, _ := cmd.Output(); !strings.Contains(string(help), `"tool_calls": [{"name": "bash"`) || strings.Contains(string(help), "provider/scripted") {
+		t.Errorf("run --help does not give the script's format:\n%s", help)
 	}
 }

@@ -270,3 +270,37 @@ func TestHeartbeatsOnlyWhenTheyChange(t *testing.T) {
 		t.Errorf("%d heartbeat lines, want 2:\n%s", n, out.String())
 	}
 }
+
+// TestTaskEventsPrintInTheOrderTheyHappened (issue 23 item 4): the
+// session's follower delivers task events on a goroutine of its own, and
+// on a loaded machine they came after the tool result that had already
+// reported them ("· shell:1 started" after "← bash: shell:1 running", a
+// waiting_for_input notice after the task_input that answered it).
+func TestTaskEventsPrintInTheOrderTheyHappened(t *testing.T) {
+	tb := task.New(t.Context(), task.Options{})
+	defer tb.Close(t.Context())
+	asked := make(chan struct{})
+	id, err := tb.View("").Spawn(task.Spec{Kind: "shell", Label: "migrate"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		h.Notify("waiting_for_input", "Apply? [y/N]")
+		close(asked)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+	var out strings.Builder
+	p := &printer{w: &out, table: tb}
+	p.Event(agent.Event{Type: agent.ToolResultEvent, Tool: "task_input", Text: `{"task_id":"` + id + `","status":"running"}`})
+	late, _ := tb.Events().After(0) // what the follower delivers now, behind
+	for i := range late {
+		p.Event(agent.Event{Type: agent.TaskEvent, Task: &late[i]})
+	}
+	want := "  · " + id + " started: migrate\n" +
+		"  · " + id + " notice: waiting_for_input: Apply? [y/N]\n" +
+		"  ← task_input: " + id + " running\n"
+	if got := out.String(); got != want {
+		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
+	}
+}

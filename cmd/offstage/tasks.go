@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/offstage/offstage/internal/text"
@@ -26,10 +25,12 @@ first, or one task with its result and the end of its output log. ID is
 shell:3 (the newest task of that id), SESSION/shell:3, or shell:3 with
 --session. With a shared journal (--journal or $OFFSTAGE_JOURNAL_URL) it
 shows the whole fleet, with each task's instance (its host name); ids are
-unique within a session, so SESSION/shell:3 names a task across the fleet. On a terminal the list has aligned columns and colour; piped,
-or with --json, it is JSON lines. It only reads the journal (a read-only
-file system or directory is fine), and says on stderr which sessions'
-records the journal lost.`
+unique within a session, so SESSION/shell:3 names a task across the
+fleet. On a terminal the list has aligned columns and colour (none with
+$NO_COLOR set or --no-color); piped, or with --json, it is JSON lines.
+It shows the newest 50 (--limit) and says on stderr how many it left
+out. It only reads the journal (a read-only file system or directory is
+fine), and says on stderr which sessions' records the journal lost.`
 
 const tasksExamples = `  offstage tasks
   offstage tasks --state failed --since 24h
@@ -51,11 +52,18 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	session := fs.String("session", "", "only this session's tasks (an id, or its start)")
 	state := fs.String("state", "", "only tasks in this state: "+stateList(", "))
 	since := fs.String("since", "", "only tasks started since: a duration (2h, 30m) or a date (2026-11-22)")
-	limit := fs.Int("limit", 50, "at most this many tasks (0: all)")
+	limit := fs.Int("limit", 50, "at most this many tasks, the newest (0: all); stderr says how many more match")
 	asJSON := fs.Bool("json", false, "JSON lines, one task per line (the default when not on a terminal)")
+	noColor := fs.Bool("no-color", false, "no colour in the table (nor when $NO_COLOR is set)")
 	rest, err := parse(fs, args, tasksUsage, tasksExamples, stdout)
 	if err != nil {
 		return err
+	}
+	switch {
+	case len(rest) > 0 && (rest[0] != "show" || len(rest) > 2):
+		return usagef("unexpected %q: offstage tasks takes flags, or \"show ID\"", strings.Join(rest, " "))
+	case len(rest) == 1:
+		return usagef("offstage tasks show needs a task's id, such as shell:3 or SESSION/shell:3; offstage tasks lists them")
 	}
 	var want journal.State
 	if *state != "" {
@@ -91,12 +99,10 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		*session = s.ID
 	}
 	if len(rest) > 0 {
-		if rest[0] != "show" || len(rest) != 2 {
-			return usagef("unexpected %q: offstage tasks takes flags, or \"show ID\"", strings.Join(rest, " "))
-		}
 		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout))
 	}
-	f := journal.TaskFilter{Session: *session, State: want, Hostname: *instance, Limit: *limit}
+	// All that match, to say how many --limit leaves out.
+	f := journal.TaskFilter{Session: *session, State: want, Hostname: *instance}
 	if *since != "" {
 		if f.Since, err = parseSince(*since, timeNow()); err != nil {
 			return err
@@ -105,6 +111,10 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	tasks, err := store.Tasks(ctx, f)
 	if err != nil {
 		return readErr(store, err)
+	}
+	if left := len(tasks) - *limit; *limit > 0 && left > 0 {
+		tasks = tasks[:*limit]
+		defer fmt.Fprintf(stderr, "offstage: %s left out: the newest %d are shown; --limit 0 shows all (--since, --state or --session select fewer).\n", text.Plural(left, "older task"), *limit)
 	}
 	defer lostNotes(ctx, store, tasks, stderr)
 	markHostGone(ctx, store, tasks, stderr)
@@ -119,7 +129,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "No tasks match.")
 		return nil
 	}
-	writeTasks(stdout, tasks, timeNow(), true, fleet)
+	writeTasks(stdout, tasks, timeNow(), !*noColor && os.Getenv("NO_COLOR") == "", fleet)
 	return nil
 }
 
@@ -249,18 +259,10 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // writeTasks prints aligned columns, with the state in colour if colour,
 // and with the instance (host name) of each task's session if fleet.
 func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet bool) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	instance := func(t journal.Task) string {
-		if !fleet {
-			return ""
-		}
-		return cmp.Or(t.Hostname, "?") + "\t"
-	}
-	head := "TASK\tSTATE\tSTARTED\tTOOK\tEXIT\tSESSION\tLABEL"
+	rows := [][]string{{"TASK", "STATE", "STARTED", "TOOK", "EXIT", "SESSION", "LABEL"}}
 	if fleet {
-		head = "INSTANCE\t" + head
+		rows[0] = append([]string{"INSTANCE"}, rows[0]...)
 	}
-	fmt.Fprintln(tw, head)
 	for _, t := range tasks {
 		exit := "-"
 		if t.ExitCode != nil {
@@ -270,17 +272,26 @@ func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet 
 		if t.Owner != "" {
 			id += " ←" + t.Owner
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", instance(t), id, paint(t.State, colour), ago(t.Created, now), took(t, now), exit, t.Session, text.OneLine(t.Label, 50))
+		row := []string{id, t.State.String(), ago(t.Created, now), took(t, now), exit, t.Session, clip(t.Label, 50)}
+		if fleet {
+			row = append([]string{cmp.Or(t.Hostname, "?")}, row...)
+		}
+		rows = append(rows, row)
 	}
-	tw.Flush()
+	state := 1 // the STATE column
+	if fleet {
+		state++
+	}
+	writeColumns(w, rows, func(row, col int, cell string) string {
+		if !colour || row == 0 || col != state {
+			return cell
+		}
+		return paint(journal.State(cell))
+	})
 }
 
-// paint colours a state for a terminal. Padding counts the escape codes,
-// so every state gets the same number of them.
-func paint(state journal.State, colour bool) string {
-	if !colour {
-		return state.String()
-	}
+// paint colours a state for a terminal.
+func paint(state journal.State) string {
 	code := "0"
 	switch state {
 	case journal.Completed:

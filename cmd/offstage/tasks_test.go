@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/offstage/offstage/journal"
@@ -122,6 +126,8 @@ func TestTasksGolden(t *testing.T) {
 		"--since yesterday": `--since "yesterday" is neither a duration`,
 		"--session nope":    `session "nope"`,
 		"show shell:9":      "no task shell:9 in the journal",
+		"show":              "offstage tasks show needs a task's id, such as shell:3", // issue 23 item 10
+		"show a b":          `unexpected "show a b"`,
 	} {
 		err := tasksCommand(t.Context(), append([]string{"--state-dir", dir}, strings.Fields(args)...), &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -224,4 +230,89 @@ func mustStart(t *testing.T) int64 {
 		t.Skipf("no process start times here: %v", err)
 	}
 	return s
+}
+
+// TestTheTableAlignsInColour (issue 23 item 10): the widths counted the
+// colour codes, so on a terminal the header stood nine columns off the
+// states and a canceled row one off the others.
+func TestTheTableAlignsInColour(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	var tasks []journal.Task
+	for i, state := range []journal.State{journal.Running, journal.Canceled, journal.Completed, journal.Orphaned} {
+		tasks = append(tasks, journal.Task{Session: "20261122-110000-bbbbbb", ID: fmt.Sprintf("shell:%d", i+1), State: state, Label: "make", Created: now})
+	}
+	tasks[0].Label = "printf '\x1b[2J\x1b[31m'" // a command's escapes reach no terminal, nor count as columns
+	var plain, colour bytes.Buffer
+	writeTasks(&plain, tasks, now, false, false)
+	writeTasks(&colour, tasks, now, true, false)
+	shown := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(colour.String(), "")
+	if d := cmp.Diff(plain.String(), shown); d != "" || shown == colour.String() {
+		t.Errorf("the coloured table, without its colour codes, is not the plain one (-plain +coloured):\n%s", d)
+	}
+	if strings.Contains(plain.String(), "\x1b") {
+		t.Errorf("a label's escape codes reach the terminal:\n%q", plain.String())
+	}
+}
+
+// TestTasksSaysWhatTheLimitLeftOut (issue 23 item 10): --json, or a
+// table, of more tasks than --limit (50 unless given) said nothing of
+// the rest.
+func TestTasksSaysWhatTheLimitLeftOut(t *testing.T) {
+	dir, now := fixtureJournal(t)
+	timeNow = func() time.Time { return now }
+	defer func() { timeNow = time.Now }()
+	for _, tc := range []struct {
+		args  []string
+		lines int
+		note  string
+	}{
+		{[]string{"--limit", "1"}, 1, "offstage: 2 older tasks left out: the newest 1 are shown; --limit 0 shows all"},
+		{[]string{"--limit", "2", "--json"}, 2, "offstage: 1 older task left out"},
+		{[]string{"--limit", "3"}, 3, ""},
+		{[]string{"--limit", "0"}, 3, ""},
+		{nil, 3, ""},
+	} {
+		var out, errOut bytes.Buffer
+		if err := tasksCommand(t.Context(), append([]string{"--state-dir", dir}, tc.args...), &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(out.String(), "\n"); n != tc.lines {
+			t.Errorf("tasks %q: %d lines, want %d", tc.args, n, tc.lines)
+		}
+		if got := errOut.String(); tc.note == "" && got != "" || !strings.Contains(got, tc.note) {
+			t.Errorf("tasks %q: stderr %q, want %q", tc.args, got, tc.note)
+		}
+	}
+}
+
+// TestTasksHonoursNoColor (issue 23 item 10): on a terminal the table is
+// coloured unless $NO_COLOR is set or --no-color is given.
+func TestTasksHonoursNoColor(t *testing.T) {
+	dir, _ := fixtureJournal(t)
+	for _, tc := range []struct {
+		env    []string
+		args   []string
+		colour bool
+	}{
+		{nil, nil, true},
+		{[]string{"NO_COLOR=1"}, nil, false},
+		{nil, []string{"--no-color"}, false},
+	} {
+		cmd, _ := offstage(t, tc.env, append([]string{"tasks", "--state-dir", dir}, tc.args...)...)
+		f, err := pty.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(f) // until offstage exits (EIO)
+		f.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("tasks %v %q: %v\n%s", tc.env, tc.args, err, out)
+		}
+		if !strings.Contains(string(out), "completed") {
+			t.Fatalf("tasks %v %q printed no table:\n%s", tc.env, tc.args, out)
+		}
+		if got := strings.Contains(string(out), "\x1b["); got != tc.colour {
+			t.Errorf("tasks %v %q: colour %v, want %v:\n%q", tc.env, tc.args, got, tc.colour, out)
+		}
+	}
 }

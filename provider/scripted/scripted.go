@@ -46,8 +46,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -100,18 +103,28 @@ func Load(path string) (*Model, error) {
 }
 
 // Parse parses a script, rejecting unknown fields, tool calls without a
-// name or with an input that is not an object, and bad expressions.
+// name or with an input that is not an object, and bad expressions. A
+// script that is not valid JSON, or whose JSON does not fit the format,
+// is refused with the line and column where it goes wrong.
 func Parse(data []byte) (*Model, error) {
 	var s Script
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("scripted: not a valid script: %w", err)
+		return nil, decodeError(data, err)
+	}
+	if after := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(after) > 0 {
+		line, col := position(data, int64(len(data)-len(after)+1))
+		return nil, fmt.Errorf("scripted: line %d, column %d: more after the script's closing }", line, col)
 	}
 	check := func(agent string, turns []Turn) error {
+		who := "the top level"
+		if agent != "" {
+			who = fmt.Sprintf("agent %q", agent)
+		}
 		for i := range turns {
 			t := &turns[i]
-			where := fmt.Sprintf("scripted: agent %q turn %d", agent, i)
+			where := fmt.Sprintf("scripted: turn %d of %s", i+1, who)
 			if t.Expect != "" {
 				re, err := regexp.Compile(t.Expect)
 				if err != nil {
@@ -153,6 +166,66 @@ func Parse(data []byte) (*Model, error) {
 		}
 	}
 	return &Model{script: s}, nil
+}
+
+// decodeError says where in data, and why, decoding a script failed.
+func decodeError(data []byte, err error) error {
+	var (
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+		off int64 = -1 // bytes read up to the mistake
+		msg       = strings.TrimPrefix(err.Error(), "json: ")
+	)
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+		msg = fmt.Sprintf("%q is a JSON %s, where %s is wanted", te.Field, te.Value, jsonKind(te.Type))
+	case errors.Is(err, io.EOF):
+		return errors.New("scripted: the script is empty: it is a JSON object, {\"turns\": […]}")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		off, msg = int64(len(data)), "the script ends before its JSON does (a missing ] or })"
+	default:
+		// An unknown field: the decoder does not say where, so look
+		// for the key.
+		if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+			re := regexp.MustCompile(regexp.QuoteMeta(name) + `\s*:`)
+			if loc := re.FindIndex(data); loc != nil {
+				off = int64(loc[0]) + 1
+			}
+			msg = "unknown field " + name + " (offstage run --help lists a turn's fields)"
+		}
+	}
+	if off < 0 {
+		return fmt.Errorf("scripted: not a valid script: %s", msg)
+	}
+	line, col := position(data, off)
+	return fmt.Errorf("scripted: line %d, column %d: %s", line, col, msg)
+}
+
+// position is the line and column (1-based, the column in bytes) of the
+// last of the first off bytes of data.
+func position(data []byte, off int64) (line, col int) {
+	read := data[:min(max(off, 1), int64(len(data)))]
+	line = bytes.Count(read, []byte("\n")) + 1
+	col = len(read) - bytes.LastIndexByte(read, '\n') - 1
+	return line, max(col, 1)
+}
+
+// jsonKind names what JSON a Go type takes.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "an array"
+	}
+	return "an object"
 }
 
 // Generate plays the turn for req (see the package documentation).

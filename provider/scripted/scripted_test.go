@@ -138,3 +138,23 @@ func TestStop(t *testing.T) {
 		}
 	}
 }
+
+// TestParseSaysWhereTheJSONGoesWrong (issue 23 item 12): a script with a
+// JSON mistake was refused without a line or a column.
+func TestParseSaysWhereTheJSONGoesWrong(t *testing.T) {
+	for _, tc := range []struct{ script, want string }{
+		{"not json", "scripted: line 1, column 2: invalid character 'o' in literal null"},
+		{"{\n  \"turns\": [\n    {\"text\": \"a\",}\n  ]\n}", "scripted: line 3, column 18: invalid character '}' looking for beginning of object key string"},
+		{"{\n  \"turns\": [\n    {\"txt\": \"typo\"}\n  ]\n}", `scripted: line 3, column 6: unknown field "txt"`},
+		{"{\"turns\": [\n  {\"delay_ms\": \"soon\"}]}", `scripted: line 2, column 21: "turns.delay_ms" is a JSON string, where a number is wanted`},
+		{"{\"turns\": [\n  {\"text\": \"a\"}", "scripted: line 2, column 15: the script ends before its JSON does"},
+		{"{\"turns\": []}\n{\"turns\": []}", "scripted: line 2, column 1: more after the script's closing }"},
+		{"", "scripted: the script is empty"},
+		{`{"turns": [{"text": "a"}], "agents": {"helper": [{"expect": "("}]}}`, `scripted: turn 1 of agent "helper": bad expect`},
+	} {
+		_, err := scripted.Parse([]byte(tc.script))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tc.script, err, tc.want)
+		}
+	}
+}

@@ -478,7 +478,7 @@ func eventValue(b []byte, key string) (int64, bool) {
 func (c *cgroup) remove() error { return removeTree(c.dir) }
 
 func removeTree(dir string) error {
-	err := syscall.Rmdir(dir)
+	err := rmdirSettled(dir)
 	if err == nil || errors.Is(err, syscall.ENOENT) {
 		return nil
 	}
@@ -503,6 +503,25 @@ func removeTree(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// rmdirSettled removes an empty cgroup. Right after its last process
+// exited the kernel may still refuse, EBUSY, while it takes the cgroup
+// down (runc retries the same way): a cgroup without a live process is
+// tried again for up to about 300ms before the refusal stands.
+func rmdirSettled(dir string) error {
+	wait := 5 * time.Millisecond
+	for {
+		err := syscall.Rmdir(dir)
+		if !errors.Is(err, syscall.EBUSY) || wait > 160*time.Millisecond {
+			return err
+		}
+		if v, ok := eventValue(readSmall(dir+"/cgroup.events"), "populated"); !ok || v != 0 {
+			return err // a process is inside (or a child cgroup): no waiting helps
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
 }
 
 // endCgroups ends every process in the cgroups under dir (a host's

@@ -493,8 +493,12 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if !beforeReap {
 		p.leaderIsGone()
 	}
-	if p.cg != nil {
-		p.cg.remove() // fails only with survivors; the keeper removes it then
+	if p.cg != nil && p.cg.remove() != nil && p.cg.populated() {
+		// Processes are left that the leader's exit did not end (it could
+		// not be waited for without reaping it): end them now.
+		p.cg.kill()
+		p.cg.waitEmpty(time.Now().Add(leftoverWait))
+		p.cg.remove() // fails only with survivors; the keeper removes them then
 	}
 	timer := time.NewTimer(p.cfg.WaitDelay)
 	timeout := timer.C

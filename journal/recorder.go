@@ -238,16 +238,23 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 	return log, nil
 }
 
-// Latest returns the id of the newest session recorded by surface.
+// Latest returns the id of the newest session recorded by surface that
+// has a conversation to continue.
 func (r *Recorder) Latest(ctx context.Context, surface string) (string, error) {
 	all, err := r.store.Sessions(ctx, 0)
 	if err != nil {
 		return "", r.store.Explain(err)
 	}
 	for _, s := range all {
-		if s.Surface == surface {
-			return s.ID, nil
+		if s.Surface != surface {
+			continue
 		}
+		// A conversation that never got a message (its input ended at
+		// once) is nothing to continue: the one before it is.
+		if _, err := r.store.FirstMessage(ctx, s.ID); errors.Is(err, ErrNotFound) {
+			continue
+		}
+		return s.ID, nil
 	}
 	return "", unknownSession(fmt.Sprintf("there is no %s session to resume in %s", surface, r.store.Path()))
 }

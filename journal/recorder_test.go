@@ -14,6 +14,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -246,4 +247,28 @@ func hostname(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestTheLatestSessionHasAConversation: a conversation whose input ended
+// at once (no message) is not what --resume continues; the one before it
+// is.
+func TestTheLatestSessionHasAConversation(t *testing.T) {
+	dir := t.TempDir()
+	rec := newRecorder(t, dir, journal.RecorderOptions{})
+	defer rec.Close(context.Background())
+	var cfg agent.Config
+	if _, err := rec.Record(t.Context(), agent.SessionInfo{ID: "20261125-000000-aaaaaa", Surface: "run"}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnMessage(provider.Message{Role: provider.User, Content: []provider.Block{{Type: provider.Text, Text: "hello"}}})
+	var empty agent.Config
+	if _, err := rec.Record(t.Context(), agent.SessionInfo{ID: "20261125-000001-bbbbbb", Surface: "run"}, &empty); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := rec.Latest(t.Context(), "run"); err != nil || id != "20261125-000000-aaaaaa" {
+		t.Errorf("Latest = %q, %v; want the session with a message", id, err)
+	}
 }

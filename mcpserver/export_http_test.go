@@ -13,3 +13,6 @@ func (s *Service) IdleTracked() int {
 	}
 	return n
 }
+
+// SDKLogger is the logger the SDK is given.
+var SDKLogger = sdkLogger

@@ -57,7 +57,7 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 			slot.server = srv
 		}
 		return srv
-	}, &mcp.StreamableHTTPOptions{Logger: s.cfg.Logger})
+	}, &mcp.StreamableHTTPOptions{Logger: sdkLogger(s.cfg.Logger)})
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || subtle.ConstantTimeCompare(bearer(r.Header.Get("Authorization")), want) != 1 {

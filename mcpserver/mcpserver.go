@@ -161,7 +161,7 @@ func (s *Service) Server() *mcp.Server {
 	c := &conn{svc: s, done: make(chan struct{}), subs: make(map[string]int64), listed: make(map[string]struct{})}
 	c.server = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions:       instructions,
-		Logger:             s.cfg.Logger,
+		Logger:             sdkLogger(s.cfg.Logger),
 		InitializedHandler: func(ctx context.Context, req *mcp.InitializedRequest) { c.start(req.Session) },
 		SubscribeHandler:   c.subscribe,
 		UnsubscribeHandler: c.unsubscribe,
@@ -646,4 +646,29 @@ func (c *conn) updates() {
 			}
 		}
 	}
+}
+
+// sdkLogger is the logger the SDK gets: a notification the client has no
+// stream open for (a client that never opened the optional GET stream is
+// told of no list change) is normal, not a warning, so it is logged at
+// debug level.
+func sdkLogger(l *slog.Logger) *slog.Logger { return slog.New(quietTransport{l.Handler()}) }
+
+type quietTransport struct{ slog.Handler }
+
+func (h quietTransport) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.Contains(r.Message, "rejected by transport") {
+		r.Level = slog.LevelDebug
+		if !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietTransport) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietTransport{h.Handler.WithAttrs(as)}
+}
+func (h quietTransport) WithGroup(name string) slog.Handler {
+	return quietTransport{h.Handler.WithGroup(name)}
 }

@@ -594,3 +594,16 @@ func TestABadProfileIsAnError(t *testing.T) {
 		t.Errorf("New with a repeated profile = %v, want an error naming it", err)
 	}
 }
+
+// TestANotificationWithoutAStreamIsNotAWarning: the SDK's word that a
+// client has no stream for a notification is logged at debug level, not
+// as a warning at every shell's start and end.
+func TestANotificationWithoutAStreamIsNotAWarning(t *testing.T) {
+	var b strings.Builder
+	l := mcpserver.SDKLogger(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	l.Warn("calling notifications/resources/list_changed: rejected by transport: undelivered message")
+	l.Warn("something else")
+	if strings.Contains(b.String(), "rejected by transport") || !strings.Contains(b.String(), "something else") {
+		t.Errorf("logged:\n%s", b.String())
+	}
+}

@@ -20,6 +20,13 @@ func main() {
 	if err := proc.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintln(os.Stderr, "offstage: warning: the commands it runs may read its environment and memory:", err)
 	}
+	// A reader of stdout that goes away (offstage run --json | head, an
+	// MCP client that stops reading) must not kill offstage by SIGPIPE
+	// before it has stopped its tasks and written its journal: with the
+	// signal caught, a write to the closed pipe fails with EPIPE instead.
+	// (Caught, not ignored: an ignored SIGPIPE would be inherited by every
+	// command offstage runs, and `yes | head` in a shell would never end.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	// SIGINT is not here: each command decides what Ctrl-C means (the
 	// interactive mode cancels the turn, not the program).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,4 +151,39 @@ func TestDemo(t *testing.T) {
 		t.Logf("demo output:\n%s", text)
 	}
 	noSurvivors(t, mark)
+}
+
+// TestAReaderThatGoesAwayDoesNotKillOffstage: `offstage run --json |
+// head` closed offstage's stdout early, and SIGPIPE killed it before it
+// stopped its tasks and wrote its journal. Now a write to the closed pipe
+// fails, and the run ends with its task recorded.
+func TestAReaderThatGoesAwayDoesNotKillOffstage(t *testing.T) {
+	state := t.TempDir()
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "seq 1 20000"}}]},
+		{"text": "done"}]}`), 0o644)
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "run", "--json", "--script", script, "go")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	io.ReadFull(out, buf)
+	out.Close() // the reader goes away
+	cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("offstage died of %v", ws.Signal())
+	}
+	if s := survivors(t, mark); len(s) > 0 {
+		t.Errorf("left running: %v", s)
+	}
+	tasks, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "tasks", "--json")
+	got, err := tasks.Output()
+	if err != nil || !strings.Contains(string(got), `"state":"completed"`) {
+		t.Errorf("the journal after the reader went away: %s (%v)", got, err)
+	}
 }

@@ -32,6 +32,7 @@ type printer struct {
 	status   bool              // guarded by mu: a status line is drawn and must be cleared before printing
 	inTurn   bool              // guarded by mu
 	beats    map[string]string // guarded by mu: a sub-agent's last heartbeat shown
+	queued   map[string]bool   // guarded by mu: tasks shown as queued, not yet as started
 	seen     uint64            // guarded by mu: the newest event of the table's log printed
 	answers  []string
 }
@@ -84,7 +85,7 @@ func (p *printer) eventLocked(e agent.Event) {
 		p.inTurn = false
 		p.endLineLocked()
 		if e.Err != nil {
-			p.lineLocked("✗ the turn failed: " + e.Err.Error())
+			p.lineLocked("✗ the turn failed: " + safeText(e.Err.Error()))
 		} else {
 			p.answers = append(p.answers, e.Text)
 		}
@@ -93,14 +94,14 @@ func (p *printer) eventLocked(e agent.Event) {
 			p.thinking = false
 			p.endLineLocked()
 		}
-		p.writeLocked(e.Text)
+		p.writeLocked(safeText(e.Text))
 	case agent.ThinkingDelta:
 		if !p.thinking {
 			p.endLineLocked()
 			p.writeLocked("  (thinking) ")
 			p.thinking = true
 		}
-		p.writeLocked(e.Text)
+		p.writeLocked(safeText(e.Text))
 	case agent.ToolCallEvent:
 		p.thinking = false
 		p.endLineLocked()
@@ -141,7 +142,20 @@ func (p *printer) taskLocked(e agent.Event) {
 	}
 	switch ev.Type {
 	case task.EventSpawned:
+		if info, err := p.infoOf(ev.ID); err == nil && info.State == task.Queued {
+			if p.queued == nil {
+				p.queued = map[string]bool{}
+			}
+			p.queued[ev.ID] = true
+			p.lineLocked(fmt.Sprintf("  · %s queued (as many tasks run as may): %s", who, p.label(ev.ID)))
+			break
+		}
 		p.lineLocked(fmt.Sprintf("  · %s started: %s", who, p.label(ev.ID)))
+	case task.EventStarted:
+		if p.queued[ev.ID] {
+			delete(p.queued, ev.ID)
+			p.lineLocked(fmt.Sprintf("  · %s started", who))
+		}
 	case task.EventProgress:
 		// A sub-agent's heartbeat, when what it is doing changed: the
 		// same activity again is noise.
@@ -173,7 +187,27 @@ func (p *printer) label(id string) string {
 	if err != nil {
 		return ""
 	}
-	return info.Label
+	return clip(info.Label, 200)
+}
+
+// infoOf is the task's info, if the printer has a table.
+func (p *printer) infoOf(id string) (task.Info, error) {
+	if p.table == nil {
+		return task.Info{}, task.ErrNotFound
+	}
+	return p.table.Info(id)
+}
+
+// safeText is a model's text for a terminal: its lines and tabs, without
+// other control characters, so that no escape sequence it writes (a
+// clipboard write, a new title, a cleared screen) reaches the terminal.
+func safeText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // line prints a line of the CLI's own (a user message, a note).

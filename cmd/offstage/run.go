@@ -294,6 +294,13 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 		time.Sleep(50 * time.Millisecond)
 	}
 	close(input)
+	if n := running(s.Table()); n > 0 {
+		why := fmt.Sprintf("--wait %s ran out", wait)
+		if ctx.Err() != nil {
+			why = "interrupted"
+		}
+		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped (a longer --wait, or a conversation without a prompt, lets them finish).\n", why, text.Plural(n, "task"))
+	}
 	cancel()
 	<-ran
 	closeErr := s.Close(context.Background())
@@ -311,6 +318,17 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 		fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n")))
 	}
 	return nil
+}
+
+// running counts the table's unfinished tasks.
+func running(tb *task.Table) int {
+	n := 0
+	for _, i := range tb.List() {
+		if !i.State.Finished() {
+			n++
+		}
+	}
+	return n
 }
 
 // settled reports whether every task has finished and every top-level
@@ -426,12 +444,7 @@ loop:
 	}
 	stopRun()
 	<-ran
-	n := 0
-	for _, i := range s.Table().List() {
-		if !i.State.Finished() {
-			n++
-		}
-	}
+	n := running(s.Table())
 	if err := s.Close(context.Background()); err != nil {
 		return err
 	}

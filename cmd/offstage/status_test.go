@@ -304,3 +304,16 @@ func TestTaskEventsPrintInTheOrderTheyHappened(t *testing.T) {
 		t.Errorf("trace:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestModelTextReachesNoTerminalAsEscapes (an attacker's trial): a model
+// steered by what it read must not write the user's clipboard (OSC 52),
+// retitle or clear the terminal through its streamed text or thinking.
+func TestModelTextReachesNoTerminalAsEscapes(t *testing.T) {
+	var b strings.Builder
+	p := &printer{w: &b}
+	p.Event(agent.Event{Type: agent.ThinkingDelta, Text: "think \x1b]0;T\x07"})
+	p.Event(agent.Event{Type: agent.TextDelta, Text: "says \x1b]52;c;SGVsbG8=\x07 and \x1b[2J\u009b31m end\n\tok"})
+	if strings.ContainsAny(b.String(), "\x1b\x07\u009b") || !strings.Contains(b.String(), "end\n\tok") {
+		t.Errorf("printed %q", b.String())
+	}
+}

@@ -860,3 +860,38 @@ func TestParamErrorsSayWhatToSend(t *testing.T) {
 	}
 	io.Copy(io.Discard, clientIn)
 }
+
+// TestASecondPromptWaitsForTheFirstToEnd (a newcomer's trial): a client
+// that sends a prompt while one runs, instead of session/cancel, has the
+// first cancelled by the SDK; the second then runs, rather than being
+// refused too and losing both.
+func TestASecondPromptWaitsForTheFirstToEnd(t *testing.T) {
+	h := start(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 30"}}]},
+		{"expect": "second", "text": "The second one."},
+		{"expect": "second", "text": "The second one."}
+	]}`, acpserver.Config{})
+	id := h.session(t)
+	first := make(chan acp.StopReason, 1)
+	go func() {
+		r, _ := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("first")}})
+		first <- r.StopReason
+	}()
+	h.client.await(t, "the first prompt's turn runs its command", func(us []acp.SessionNotification) bool {
+		for _, l := range lines(us, id) {
+			if strings.HasPrefix(l, "tool_call ") {
+				return true
+			}
+		}
+		return false
+	})
+	if got := h.prompt(t, id, "second"); got != acp.StopReasonEndTurn {
+		t.Fatalf("the second prompt = %s", got)
+	}
+	if r := <-first; r != acp.StopReasonCancelled {
+		t.Errorf("the first prompt = %q, want cancelled", r)
+	}
+	if !has(h.lines(id), "message The second one.") {
+		t.Errorf("updates:\n%s", strings.Join(h.lines(id), "\n"))
+	}
+}

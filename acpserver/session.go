@@ -33,7 +33,7 @@ type session struct {
 	done    chan struct{} // closed by close: emitters stop waiting on a full queue
 	sent    chan struct{} // closed when the sender returned
 
-	promptMu  sync.Mutex    // one prompt at a time
+	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
 	turnEnds  chan agent.Event
 
@@ -73,6 +73,7 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 		done:      make(chan struct{}),
 		sent:      make(chan struct{}),
 		cancelled: make(chan struct{}, 1),
+		prompting: make(chan struct{}, 1),
 		turnEnds:  make(chan agent.Event, 1),
 		cards:     make(map[string]*card),
 		calls:     make(map[string]*call),
@@ -246,10 +247,25 @@ func (s *session) flush(ctx context.Context) {
 // arrives during an autonomous turn waits for it, up to
 // Config.PromptWait, then cancels it and goes first.
 func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, error) {
-	if !s.promptMu.TryLock() {
-		return acp.PromptResponse{}, rpcError(-32600, "Invalid request", "a prompt is already running in this session; wait for it, or send session/cancel")
+	select {
+	case s.prompting <- struct{}{}:
+	default:
+		// One runs. The SDK cancels it when a client sends a new prompt
+		// instead of session/cancel; this one waits for it to end (at most
+		// PromptWait) and goes on, rather than losing both.
+		wait := time.NewTimer(s.srv.cfg.PromptWait)
+		defer wait.Stop()
+		select {
+		case s.prompting <- struct{}{}:
+		case <-wait.C:
+			return acp.PromptResponse{}, rpcError(-32600, "Invalid request", "a prompt is already running in this session; wait for it, or send session/cancel")
+		case <-ctx.Done():
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		case <-s.done:
+			return acp.PromptResponse{}, internal("%s", "the session was closed")
+		}
 	}
-	defer s.promptMu.Unlock()
+	defer func() { <-s.prompting }()
 	select {
 	case <-s.cancelled: // a cancel that came while no prompt ran is not this one's
 	default:

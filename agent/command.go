@@ -123,7 +123,7 @@ func (s *Session) cmdTasks(_ context.Context, _ string, out func(string)) {
 }
 
 func (s *Session) cmdInspect(_ context.Context, id string, out func(string)) {
-	pk, err := s.table.Peek(id, 10)
+	pk, err := s.table.PeekText(id, 10, 100) // a person reads it: the text too
 	if err != nil {
 		out(err.Error())
 		return

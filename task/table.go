@@ -157,7 +157,17 @@ func (tb *Table) Info(id string) (Info, error) { return tb.info("", false, id) }
 
 // Peek returns a snapshot of one task with the last n blocks of its history
 // or the last n lines of its output (Options.PeekBlocks when n <= 0).
-func (tb *Table) Peek(id string, n int) (Peek, error) { return tb.peek("", false, id, n) }
+func (tb *Table) Peek(id string, n int) (Peek, error) {
+	return tb.peek("", false, id, n, tb.opts.PeekTextLimit)
+}
+
+// PeekText is Peek with the blocks' free text cut to textLimit characters
+// instead of Options.PeekTextLimit: for a person looking at what an agent
+// did (the CLI's /inspect), where the model's bird's-eye default (no text)
+// shows nothing.
+func (tb *Table) PeekText(id string, n, textLimit int) (Peek, error) {
+	return tb.peek("", false, id, n, textLimit)
+}
 
 // Cancel cancels one task, whoever owns it, and returns at once; see
 // View.Cancel.
@@ -632,7 +642,7 @@ func (tb *Table) info(owner string, scoped bool, id string) (Info, error) {
 	return t.infoLocked(), nil
 }
 
-func (tb *Table) peek(owner string, scoped bool, id string, n int) (Peek, error) {
+func (tb *Table) peek(owner string, scoped bool, id string, n, textLimit int) (Peek, error) {
 	tb.mu.Lock()
 	tb.evictLocked(time.Now())
 	t, err := tb.lookupLocked(owner, scoped, id)
@@ -652,7 +662,7 @@ func (tb *Table) peek(owner string, scoped bool, id string, n int) (Peek, error)
 	if history != nil {
 		all := history.Snapshot()
 		p.TotalBlocks = len(all)
-		p.Blocks = recentBlocks(all, n, tb.opts.PeekTextLimit)
+		p.Blocks = recentBlocks(all, n, textLimit)
 	}
 	if output != nil {
 		p.Output = output.Tail(n)

@@ -40,7 +40,9 @@ func (v *View) Info(id string) (Info, error) { return v.tb.info(v.owner, true, i
 // blocks of its history (text cut to Options.PeekTextLimit) or the last n
 // lines of its output; n <= 0 means Options.PeekBlocks. It consumes
 // nothing. It calls the task's History or Output without table locks.
-func (v *View) Peek(id string, n int) (Peek, error) { return v.tb.peek(v.owner, true, id, n) }
+func (v *View) Peek(id string, n int) (Peek, error) {
+	return v.tb.peek(v.owner, true, id, n, v.tb.opts.PeekTextLimit)
+}
 
 // Output returns what one of the owner's tasks attached with
 // Handle.AttachOutput, or nil if it attached nothing (yet: a queued shell

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -163,10 +164,10 @@ func (srv *server) connectOne(ctx context.Context, spec acp.McpServer, cwd strin
 		transport = st
 	case spec.Http != nil:
 		s.http = http.DefaultTransport.(*http.Transport).Clone()
-		transport = &mcp.StreamableClientTransport{Endpoint: spec.Http.Url, HTTPClient: headerClient(s.http, spec.Http.Headers)}
+		transport = &mcp.StreamableClientTransport{Endpoint: spec.Http.Url, HTTPClient: headerClient(s.http, spec.Http.Url, spec.Http.Headers)}
 	case spec.Sse != nil:
 		s.http = http.DefaultTransport.(*http.Transport).Clone()
-		transport = &mcp.SSEClientTransport{Endpoint: spec.Sse.Url, HTTPClient: headerClient(s.http, spec.Sse.Headers)}
+		transport = &mcp.SSEClientTransport{Endpoint: spec.Sse.Url, HTTPClient: headerClient(s.http, spec.Sse.Url, spec.Sse.Headers)}
 	default:
 		return nil, nil, errors.New("offstage connects stdio, HTTP and SSE servers only (agentCapabilities.mcpCapabilities says so)")
 	}
@@ -256,21 +257,32 @@ func (srv *server) mcpCommand(spec *acp.McpServerStdio, cwd string) (*exec.Cmd, 
 }
 
 // headerClient is an HTTP client that sends the editor's headers with
-// every request (an API key, say).
-func headerClient(base *http.Transport, headers []acp.HttpHeader) *http.Client {
+// every request (an API key, say) to the server's own host only: a
+// redirect elsewhere is followed without them, as net/http does with its
+// own Authorization header, so a server cannot send the key on to another
+// host.
+func headerClient(base *http.Transport, endpoint string, headers []acp.HttpHeader) *http.Client {
 	h := make(http.Header)
 	for _, kv := range headers {
 		h.Add(kv.Name, kv.Value)
 	}
-	return &http.Client{Transport: withHeaders{base, h}}
+	host := ""
+	if u, err := url.Parse(endpoint); err == nil {
+		host = u.Host
+	}
+	return &http.Client{Transport: withHeaders{base, h, host}}
 }
 
 type withHeaders struct {
 	base http.RoundTripper
 	h    http.Header
+	host string // the server's host:port
 }
 
 func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host != w.host {
+		return w.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range w.h {
 		r.Header[k] = v

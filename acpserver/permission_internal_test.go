@@ -2,11 +2,14 @@ package acpserver
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 
+	acp "github.com/coder/acp-go-sdk"
 	"github.com/offstage/offstage/agent"
 )
 
@@ -110,4 +113,29 @@ func TestDialogsPassOnATurnTheCancelledMissed(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTheEditorsHeadersStayWithTheirServer (an attacker's trial): a
+// redirect from the MCP server to another host must not carry the
+// editor's key there.
+func TestTheEditorsHeadersStayWithTheirServer(t *testing.T) {
+	seen := make(chan string, 2)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- "other:" + r.Header.Get("Authorization")
+	}))
+	defer other.Close()
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- "server:" + r.Header.Get("Authorization")
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer server.Close()
+	c := headerClient(http.DefaultTransport.(*http.Transport), server.URL+"/mcp", []acp.HttpHeader{{Name: "Authorization", Value: "Bearer SECRET"}})
+	resp, err := c.Get(server.URL + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if a, b := <-seen, <-seen; a != "server:Bearer SECRET" || b != "other:" {
+		t.Errorf("the server saw %q, the other host %q", a, b)
+	}
 }

@@ -13,9 +13,10 @@ import (
 )
 
 // TestDefineSchema: a tool whose schema arrives as data (an MCP server's)
-// validates the model's arguments against it, passes them on as sent
-// (a task_id stays a number: it is not one of offstage's ids), caps its
-// result with a note, and turns Fail into an error result.
+// passes the model's arguments on as sent, for that server to check (a
+// task_id stays a number: it is not one of offstage's ids; a schema that
+// refers to itself without end cannot crash the agent), caps its result
+// with a note, and turns Fail into an error result.
 func TestDefineSchema(t *testing.T) {
 	var schema jsonschema.Schema
 	if err := json.Unmarshal([]byte(`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
@@ -39,8 +40,18 @@ func TestDefineSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if res, ok := tool.Check(json.RawMessage(`{"task_id": "7"}`)); ok || !strings.Contains(res.Text, "do not match the remote schema") {
-		t.Errorf("Check(task_id as a string) = %v, %s; want refused by the schema", ok, res.Text)
+	if res, ok := tool.Check(json.RawMessage(`[1]`)); ok || !strings.Contains(res.Text, "must be a JSON object") {
+		t.Errorf("Check(an array) = %v, %s; want refused", ok, res.Text)
+	}
+	var loop jsonschema.Schema
+	if err := json.Unmarshal([]byte(`{"type": "object", "$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"a": {"$ref": "#/$defs/a"}}}`), &loop); err != nil {
+		t.Fatal(err)
+	}
+	looping, err := tools.DefineSchema("loop", "", &loop, 0, func(context.Context, *task.View, json.RawMessage) (any, error) { return "ok", nil })
+	if err == nil {
+		if res, ok := looping.Check(json.RawMessage(`{"a": 1}`)); !ok { // a stack overflow would end the test binary
+			t.Errorf("Check on a schema that refers to itself = %s", res.Text)
+		}
 	}
 	if res, err := tool.Call(ctx, nil, json.RawMessage(`{"task_id": 7}`)); err != nil || res.IsError || string(got) != `{"task_id":7}` {
 		t.Errorf("Call(task_id 7) = %+v, %v; run got %s, want {\"task_id\":7}", res, err, got)

@@ -199,12 +199,22 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	if !ok {
 		return nil, fail("The arguments must be a JSON object, not %s.", jsonKind(value))
 	}
-	if !t.asSent {
-		normalizeIDs(obj)
-		for k, v := range obj {
-			if v == nil {
-				delete(obj, k) // null is "not given": the schema has no null
-			}
+	if t.asSent {
+		// Another program's tool (an MCP server's), which checks its own
+		// arguments. Its schema is not run here: one that refers to itself
+		// without end ({"$ref": "#/$defs/a"} in $defs.a) sends a checker into
+		// recursion until the stack overflows, which would end the whole
+		// agent, every session with it.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, args); err != nil {
+			return nil, err
+		}
+		return compact.Bytes(), nil
+	}
+	normalizeIDs(obj)
+	for k, v := range obj {
+		if v == nil {
+			delete(obj, k) // null is "not given": the schema has no null
 		}
 	}
 	if err := t.resolved.Validate(obj); err != nil {

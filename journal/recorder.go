@@ -214,7 +214,7 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		} else {
 			cfg.Tools.LogDir = dir
 		}
-		r.pruneLogs(id)
+		r.pruneLogs(ctx, id)
 	}
 	// A log that cannot be written (a full disk) is said once, as it
 	// happens; the task's result and task_output say it too.
@@ -431,13 +431,26 @@ func resultOf(t Task) task.Result {
 	return r
 }
 
-// pruneLogs removes the oldest sessions' logs (never keep's) while all of
-// them add up to more than MaxLogBytes, and says what it removed.
-func (r *Recorder) pruneLogs(keep string) {
+// pruneLogs removes the oldest sessions' logs while all of them add up to
+// more than MaxLogBytes, and says what it removed. It never removes the
+// logs of keep, nor of a session the journal says is still open (another
+// of this process's sessions, or another process's sharing the
+// directory): their commands still write there, and read back from there.
+func (r *Recorder) pruneLogs(ctx context.Context, keep string) {
 	root := r.opts.LogDir
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return
+	}
+	open := map[string]bool{keep: true}
+	sessions, err := r.store.Sessions(ctx, 0)
+	if err != nil {
+		return // which sessions run cannot be told: remove nothing
+	}
+	for _, s := range sessions {
+		if s.Ended.IsZero() {
+			open[s.ID] = true
+		}
 	}
 	type dirSize struct {
 		name string
@@ -468,7 +481,7 @@ func (r *Recorder) pruneLogs(keep string) {
 		if total <= r.opts.MaxLogBytes {
 			break
 		}
-		if d.name == keep {
+		if open[d.name] {
 			continue
 		}
 		if os.RemoveAll(filepath.Join(root, d.name)) == nil {

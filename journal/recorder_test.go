@@ -272,3 +272,34 @@ func TestTheLatestSessionHasAConversation(t *testing.T) {
 		t.Errorf("Latest = %q, %v; want the session with a message", id, err)
 	}
 }
+
+// TestAnOpenSessionsLogsAreKept (an attacker's trial, F20): pruning the
+// logs as a session starts spared only that session's; another session
+// still running (of this process, or of another sharing the directory)
+// lost the log its commands were writing.
+func TestAnOpenSessionsLogsAreKept(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []string{"20261120-000000-aaaaaa", "20261121-000000-bbbbbb"} {
+		os.MkdirAll(filepath.Join(dir, "logs", s), 0o700)
+		os.WriteFile(filepath.Join(dir, "logs", s, "shell-1.log"), bytes.Repeat([]byte("x"), 100<<10), 0o600)
+	}
+	rec := newRecorder(t, dir, journal.RecorderOptions{MaxLogBytes: 50 << 10})
+	defer rec.Close(context.Background())
+	var running agent.Config
+	if _, err := rec.Record(t.Context(), agent.SessionInfo{ID: "20261120-000000-aaaaaa", Surface: "mcp"}, &running); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var next agent.Config
+	if _, err := rec.Record(t.Context(), agent.SessionInfo{ID: "20261122-000000-cccccc", Surface: "mcp"}, &next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "20261120-000000-aaaaaa", "shell-1.log")); err != nil {
+		t.Errorf("the running session's log was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "20261121-000000-bbbbbb")); !os.IsNotExist(err) {
+		t.Errorf("the ended session's logs were kept: %v", err)
+	}
+}

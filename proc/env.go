@@ -14,8 +14,9 @@ import (
 //   - its name contains KEY, SECRET, TOKEN, PASSWORD, PASSWD or
 //     CREDENTIAL, in any case (OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY,
 //     GITHUB_TOKEN, PGPASSWORD, GOOGLE_APPLICATION_CREDENTIALS), or has
-//     PASS, COOKIE, PRIVATE or DSN as a part between underscores
-//     (DB_PASS, SESSION_COOKIE, SENTRY_DSN);
+//     PASS, COOKIE, PRIVATE, DSN, AUTH, PAT, JWT or PWD as a part between
+//     underscores (DB_PASS, SESSION_COOKIE, SENTRY_DSN, GH_PAT,
+//     CI_JOB_JWT, DB_PWD; not PWD itself nor SSH_AUTH_SOCK);
 //   - it is one of DefaultSecrets (the journal's URL, which names its
 //     server and user even without a password);
 //   - or its value holds a URL with a password in it
@@ -24,7 +25,12 @@ import (
 //     password is the secret, not the name. A URL without a password
 //     (DATABASE_URL=postgres://localhost/app) is passed;
 //   - or its value sets a password as connection strings do
-//     (PG_DSN='host=db password=pw', mongodb://db/app?password=pw).
+//     (PG_DSN='host=db password=pw', mongodb://db/app?password=pw);
+//   - or its value has the shape of a well-known credential, whatever its
+//     name: a GitHub (ghp_…, github_pat_…), GitLab (glpat-…), Stripe
+//     (sk_live_…), Slack (xoxb-…), OpenAI (sk-proj-…) or Anthropic
+//     (sk-ant-…) token, an AWS access key id (AKIA…), or an Authorization
+//     value (Bearer …, Basic …).
 //
 // The rule goes by names and the shape of values, so it errs both ways:
 // it withholds harmless names (TOKENIZERS_PARALLELISM, KEYTIMEOUT) and
@@ -110,7 +116,7 @@ func (p EnvPolicy) Withholds(name, value string) bool {
 	case p.KeepAll || matchesAny(p.Keep, name):
 		return false
 	}
-	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value) || hasPasswordSetting(value)
+	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value) || hasPasswordSetting(value) || tokenValue(value)
 }
 
 // Apply returns env (os.Environ() when nil) without the variables the
@@ -159,12 +165,44 @@ func matchesAny(patterns []string, name string) bool {
 // secretParts are words the default rule withholds when they stand as a
 // whole part of a name between underscores (DB_PASS, SENTRY_DSN), where
 // a substring would catch too much (PASSTHROUGH, COMPASS).
-var secretParts = []string{"PASS", "COOKIE", "PRIVATE", "DSN"}
+var secretParts = []string{"PASS", "COOKIE", "PRIVATE", "DSN", "AUTH", "PAT", "JWT", "PWD"}
+
+// notSecretNames hold a secret part but no secret: the working
+// directory, and ssh-agent's socket, a path git over ssh needs.
+var notSecretNames = []string{"PWD", "SSH_AUTH_SOCK"}
+
+// tokenPrefixes start the values of well-known credentials, whatever the
+// variable holding them is called: GitHub's and GitLab's personal tokens,
+// Stripe's, Slack's, OpenAI's and Anthropic's keys.
+var tokenPrefixes = []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk_live_", "rk_live_", "sk-ant-", "sk-proj-", "xoxb-", "xoxp-", "xoxa-"}
+
+// tokenValue says whether a value is a well-known credential by its
+// shape: one of tokenPrefixes, an AWS access key id, or an HTTP
+// Authorization value (Bearer, Basic).
+func tokenValue(v string) bool {
+	v = strings.TrimSpace(v)
+	for _, p := range tokenPrefixes {
+		if strings.HasPrefix(v, p) && len(v) > len(p)+8 {
+			return true
+		}
+	}
+	lower := strings.ToLower(v)
+	if (strings.HasPrefix(lower, "bearer ") || strings.HasPrefix(lower, "basic ")) && len(strings.TrimSpace(v[6:])) >= 8 {
+		return true
+	}
+	if len(v) == 20 && strings.HasPrefix(v, "AKIA") && strings.IndexFunc(v, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) < 0 {
+		return true
+	}
+	return false
+}
 
 // secretName says whether name contains one of secretWords, or has one of
 // secretParts as a part, in any case.
 func secretName(name string) bool {
 	upper := strings.ToUpper(name)
+	if slices.Contains(notSecretNames, upper) {
+		return false
+	}
 	for _, w := range secretWords {
 		if strings.Contains(upper, w) {
 			return true

@@ -293,7 +293,14 @@ func status(v *task.View, id string) string {
 	return info.State.String()
 }
 
+// seconds2d turns a model's number of seconds into a duration, held to
+// about a century: a bigger one (1e300) would overflow into a negative
+// duration, a wait that ends at once, or none at all.
 func seconds2d(s float64) time.Duration {
+	const most = 100 * 365 * 24 * time.Hour
+	if s >= most.Seconds() || s != s { // NaN too
+		return most
+	}
 	return time.Duration(s * float64(time.Second))
 }
 

@@ -21,3 +21,6 @@ var FitBudget = fitBudget
 
 // FilterLines exposes task_output's filter.
 var FilterLines = filterLines
+
+// Seconds2d turns a model's seconds into a duration.
+var Seconds2d = seconds2d

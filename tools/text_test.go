@@ -2,8 +2,10 @@ package tools_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/tools"
 )
@@ -36,5 +38,19 @@ func TestFitBudgetCutsTheLongestStringsUntilItFits(t *testing.T) {
 	}
 	if _, text, whole := tools.FitBudget(many, 500); len(text) > 500 || whole || !strings.Contains(string(text), "too large") {
 		t.Errorf("unfittable result = %s", text)
+	}
+}
+
+// TestHugeSecondsDoNotOverflow (an attacker's trial, F19): 1e300 seconds
+// became a negative duration, a wait that did not wait and a timeout
+// shown as negative.
+func TestHugeSecondsDoNotOverflow(t *testing.T) {
+	for _, s := range []float64{1e300, 1e10, math.Inf(1), math.NaN()} {
+		if d := tools.Seconds2d(s); d <= 0 || d < 24*time.Hour {
+			t.Errorf("Seconds2d(%v) = %v", s, d)
+		}
+	}
+	if d := tools.Seconds2d(1.5); d != 1500*time.Millisecond {
+		t.Errorf("Seconds2d(1.5) = %v", d)
 	}
 }

@@ -315,7 +315,9 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	// On a terminal the trace on stderr has already shown the answers; a
 	// pipe or file gets them on stdout, alone.
 	if !asJSON && !(isTTY(stdout) && isTTY(stderr)) {
-		fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n")))
+		if _, err := fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n"))); err != nil {
+			return fmt.Errorf("the answer could not be written: %w", err) // a script must not take the run for a success
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -44,5 +45,19 @@ func TestBashStartAndWaitUntil(t *testing.T) {
 		if got := e.refused(t, e.top, "bash", tc.args); !strings.Contains(got, tc.want) {
 			t.Errorf("bash(%s) = %q, want it to mention %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestUntilWaitsForAQueuedShellToStart (an attacker's trial, F18): once
+// as many shells ran as may, "start the server and wait until it
+// listens" was refused at once: a queued shell was no shell to wait on.
+func TestUntilWaitsForAQueuedShellToStart(t *testing.T) {
+	e := newEnvWith(t, tools.Config{}, task.Options{MaxRunning: 1})
+	var first tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "sleep 0.5", "run_in_background": true}`, &first)
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "echo listening on :9090; sleep 100", "run_in_background": true, "until": "listening", "wait_seconds": 20}`, &out)
+	if out.Matched == nil || out.Matched.Line != "listening on :9090" {
+		t.Errorf("bash until on a queued shell = %+v, want the line once it started", out)
 	}
 }

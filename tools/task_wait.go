@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
 
@@ -293,6 +294,34 @@ func compilePattern(field, pattern string, maxChars int) (*regexp.Regexp, error)
 // result; the tasks' condition or a notice consume as v.Wait does, and a
 // line printed before that still counts. blind says, per shell, how many
 // bytes of its output went by unseen ("shell:3: 1234 bytes").
+// queuedShell reports whether id is a shell waiting in the run queue.
+func queuedShell(v *task.View, id string) bool {
+	info, err := v.Info(id)
+	return err == nil && info.Kind == "shell" && info.State == task.Queued
+}
+
+// waitStarted waits until the queued shell id has a process, and returns
+// it; nil if ctx ends or the task ends without one. The queue gives no
+// signal of its own for a start, so it looks every 50ms: a wait for a
+// line is seconds long, and the look is a map lookup.
+func waitStarted(ctx context.Context, v *task.View, id string) *proc.Process {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if p, ok := Shell(v, id); ok {
+			return p
+		}
+		if info, err := v.Info(id); err != nil || info.State.Finished() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
 func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, re *regexp.Regexp) (_ task.WaitResult, _ *Match, blind []string, _ error) {
 	lines, stopLines := context.WithCancel(ctx)
 	wctx, stopWait := context.WithCancelCause(ctx)
@@ -303,12 +332,20 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 	shells := 0
 	for _, id := range ids {
 		p, err := processOf(v, id)
-		if err != nil || p == nil {
-			continue // not a shell, or queued: only its end counts
+		if err != nil {
+			continue // not a shell: only its end counts
+		}
+		if p == nil && !queuedShell(v, id) {
+			continue
 		}
 		shells++
-		from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
 		wg.Go(func() {
+			if p == nil { // queued: its lines are looked at once it starts
+				if p = waitStarted(lines, v, id); p == nil {
+					return
+				}
+			}
+			from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
 			m, err := p.WaitLine(lines, from, re)
 			if m.Skipped > 0 {
 				blindMu.Lock()

@@ -36,7 +36,13 @@ type env struct {
 
 func newEnv(t *testing.T, cfg tools.Config) *env {
 	t.Helper()
-	tb := task.New(context.Background(), task.Options{})
+	return newEnvWith(t, cfg, task.Options{})
+}
+
+// newEnvWith is newEnv with a table of opts.
+func newEnvWith(t *testing.T, cfg tools.Config, opts task.Options) *env {
+	t.Helper()
+	tb := task.New(context.Background(), opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()

@@ -245,8 +245,9 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		out.Error = shorten(r.Err.Error(), fieldBytes)
 	}
 	if p, _ := processOf(v, id); p != nil {
-		out.Output, out.OutputBytes = tail(p, outputBytes)
-		if out.OutputBytes > int64(len(out.Output)) && out.Note == "" {
+		var shown int
+		out.Output, out.OutputBytes, shown = tailShown(p, outputBytes)
+		if out.OutputBytes > int64(shown) && out.Note == "" {
 			out.Note = fmt.Sprintf("Only the end of the output is shown; read the rest with task_output {\"task_id\": %q, \"since\": 0}.", id)
 			if log := p.Log(); log.Err != nil {
 				out.Note = logLostNote(id, log)
@@ -284,8 +285,16 @@ func leftoversNote(n int) string {
 // tail returns the cleaned end of a process's output, at most max bytes,
 // and how many bytes it wrote in all.
 func tail(p *proc.Process, max int) (string, int64) {
+	text, total, _ := tailShown(p, max)
+	return text, total
+}
+
+// tailShown is tail, and how many of the bytes written the text stands
+// for: cleaning drops escape codes and carriage returns, so a short
+// coloured output that is shown whole is shorter than its bytes.
+func tailShown(p *proc.Process, max int) (string, int64, int) {
 	ch := p.TailLines(proc.Combined, 1<<30, max)
-	return proc.Clean(ch.Data), ch.Total
+	return proc.Clean(ch.Data), ch.Total, len(ch.Data)
 }
 
 func status(v *task.View, id string) string {

@@ -61,3 +61,15 @@ func TestUntilWaitsForAQueuedShellToStart(t *testing.T) {
 		t.Errorf("bash until on a queued shell = %+v, want the line once it started", out)
 	}
 }
+
+// TestColourIsNotAnOutputCut (an attacker's trial, F8): a short output
+// with colour codes was reported as cut ("Only the end of the output is
+// shown"), sending the model to read again what it had.
+func TestColourIsNotAnOutputCut(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "printf 'a\\033[31mb\\r\\n'"}`, &out)
+	if out.Output != "ab\n" || strings.Contains(out.Note, "Only the end") {
+		t.Errorf("bash = %+v", out)
+	}
+}

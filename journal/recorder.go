@@ -308,9 +308,9 @@ func openHere(id string) error {
 func (r *Recorder) claim(ctx context.Context, id string, info agent.SessionInfo) error {
 	from, endedAt, ok := parseClaim(info.Resume.Claim)
 	if !ok {
-		s, err := r.lookup(ctx, id)
+		s, err := r.lookup(ctx, id, true)
 		switch {
-		case errors.Is(err, agent.ErrUnknownSession) || err == nil && s.ID != id: // none, or only a longer id that starts with it
+		case errors.Is(err, agent.ErrUnknownSession):
 			took, err := r.store.insertOnce(ctx, Session{ID: id, HostID: r.host.ID, Surface: info.Surface, Cwd: info.Dir, Model: info.Model, Started: time.Now()})
 			if err != nil {
 				return fmt.Errorf("cannot record session %s to resume it (%w); try again", id, err)
@@ -337,8 +337,8 @@ func (r *Recorder) claim(ctx context.Context, id string, info agent.SessionInfo)
 // taken says why a session could not be taken over from the host from:
 // who took it, if another process did.
 func (r *Recorder) taken(ctx context.Context, id, from string) error {
-	s, err := r.store.Session(ctx, id)
-	if err == nil && s.ID == id && s.HostID != from && s.HostID != r.host.ID {
+	s, err := r.store.sessionByID(ctx, id)
+	if err == nil && s.HostID != from && s.HostID != r.host.ID {
 		who := "another offstage"
 		if h, err := r.store.host(ctx, s.HostID); err == nil {
 			who += fmt.Sprintf(" (pid %d", h.PID)
@@ -410,7 +410,7 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 	if r.isOpen(id) { // its record may not be written yet
 		return nil, openHere(id)
 	}
-	s, err := r.lookup(ctx, id)
+	s, err := r.lookup(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -461,12 +461,17 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 	return out, nil
 }
 
-// lookup reads the session id (or the only one whose id starts with it)
-// to resume, and refuses it if another live process has it open.
-func (r *Recorder) lookup(ctx context.Context, id string) (Session, error) {
-	s, err := r.store.Session(ctx, id)
+// lookup reads the session id (unless exact, or the only one whose id
+// starts with it) to resume, and refuses it if another live process has
+// it open.
+func (r *Recorder) lookup(ctx context.Context, id string, exact bool) (Session, error) {
+	read := r.store.Session
+	if exact {
+		read = r.store.sessionByID
+	}
+	s, err := read(ctx, id)
 	if errors.Is(err, ErrNotFound) && r.flush(ctx) == nil {
-		s, err = r.store.Session(ctx, id) // this process may have recorded it, and not written it yet
+		s, err = read(ctx, id) // this process may have recorded it, and not written it yet
 	}
 	if errors.Is(err, ErrNotFound) {
 		return Session{}, unknownSession(fmt.Sprintf("no session %q in %s", id, r.store.Path()))
@@ -482,7 +487,7 @@ func (r *Recorder) lookup(ctx context.Context, id string) (Session, error) {
 		if err := r.flush(ctx); err != nil {
 			return Session{}, fmt.Errorf("session %s: this offstage's last records of it are not written yet (%v); try again", s.ID, err)
 		}
-		if s, err = r.store.Session(ctx, s.ID); err != nil {
+		if s, err = r.store.sessionByID(ctx, s.ID); err != nil {
 			return Session{}, r.store.Explain(err)
 		}
 	}

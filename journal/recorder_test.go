@@ -349,6 +349,33 @@ func testTwoResumes(t *testing.T, connect func(*testing.T) *journal.DB) {
 		t.Fatal(err)
 	}
 	r.End()
+
+	// A Resume made by hand (no Claim from Load), of a session the
+	// journal does not hold yet, from two processes at once: one records
+	// it, the other is refused.
+	other := recorderOn(t, connect(t), dir)
+	defer other.Close(context.Background())
+	const fresh = "20261125-091500-0f0f0f"
+	start := make(chan struct{})
+	for i, rec := range []*journal.Recorder{rec, other} {
+		wg.Go(func() {
+			<-start
+			var cfg agent.Config
+			records[i], errs[i] = rec.Record(t.Context(), agent.SessionInfo{ID: fresh, Surface: "embed", Resume: &agent.Resume{}}, &cfg)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("two hand-made resumes of a new session at once: %v and %v, want exactly one refused", errs[0], errs[1])
+	}
+	for i, r := range records {
+		if errs[i] == nil {
+			r.End()
+		} else if !strings.Contains(errs[i].Error(), "was resumed by another offstage (pid") && !strings.Contains(errs[i].Error(), "is still running in another offstage") {
+			t.Errorf("the refused hand-made resume: %v", errs[i])
+		}
+	}
 }
 
 // TestOneProcessResumesASessionOnceAtATime: within one process the same

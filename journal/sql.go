@@ -896,6 +896,18 @@ func (s *DB) Session(ctx context.Context, id string) (Session, error) {
 	return Session{}, fmt.Errorf("journal: more than one session starts with %q; give more of its id", id)
 }
 
+// sessionByID returns the session with id, and no other.
+func (s *DB) sessionByID(ctx context.Context, id string) (Session, error) {
+	ss, err := s.querySessions(ctx, "WHERE s.id = ?", id)
+	if err != nil {
+		return Session{}, err
+	}
+	if len(ss) == 0 {
+		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	return ss[0], nil
+}
+
 func likePrefix(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(s) + "%"

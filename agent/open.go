@@ -43,13 +43,17 @@ type Journal interface {
 	// Record starts the record of a session and hooks cfg up to it: task
 	// changes (cfg.Tasks.Recorder), messages (cfg.OnMessage), the shells'
 	// output logs (cfg.Tools.LogDir, cfg.Tools.OnShell). info.Resume is
-	// set for a resumed session, whose record continues its own. A session
-	// that has a record already and is not resumed is refused: its
-	// conversation would be overwritten.
+	// set for a resumed session, whose record continues its own: Record
+	// takes the session over in one step, before anything is written
+	// under it, and refuses it if another process took it since Load
+	// (Resume.Claim). A session that has a record already and is not
+	// resumed is refused: its conversation would be overwritten.
 	Record(ctx context.Context, info SessionInfo, cfg *Config) (Record, error)
 	// Load reads a recorded session back to continue it. id may be a
 	// unique start of an id. An unknown id is an error wrapping
 	// ErrUnknownSession; a session still open in a live process is refused.
+	// Load takes nothing: two processes may load one session at once, and
+	// Record lets one of them go on.
 	Load(ctx context.Context, id string) (*Resume, error)
 	// List returns recorded sessions, newest first, at most limit (0: a
 	// default); of the directory dir only, unless it is empty.

@@ -137,6 +137,13 @@ type Resume struct {
 	// Seq is how many messages the old conversation recorded: new ones
 	// are numbered on after it.
 	Seq int
+	// Claim is what the Journal's Load saw of who last held the session,
+	// in the Journal's own terms (journal.Recorder: its host and end).
+	// Record takes the session over only if that is still so, in one
+	// step, and refuses the resume otherwise: of two processes resuming
+	// one session at once, exactly one goes on, and the other records
+	// nothing. Empty in a Resume made by hand: Record then looks itself.
+	Claim string
 }
 
 // ToolCall is a call the model asked for, as Config.Permit sees it.

@@ -8,8 +8,11 @@
 // host, marks what crashed processes left running orphaned (and stops
 // their processes), records each session, its conversation and tasks,
 // keeps the shells' output logs with a cap on them all, and gives a
-// session back to resume, exactly once, or to list. The rest of this
-// page is the machinery below it.
+// session back to resume, exactly once, or to list. A session is resumed
+// by one process at a time: Record takes it over in one statement, so of
+// two processes resuming it at once one goes on and the other is refused
+// before it writes anything. The rest of this page is the machinery
+// below it.
 //
 // A [Journal] writes through a [Store]: [OpenSQLite] is the embedded
 // default, one file in the user's state directory, in WAL mode so several

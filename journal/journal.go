@@ -756,6 +756,13 @@ func (j *Journal) StartSession(s Session, seq int) *SessionLog {
 	return &SessionLog{j: j, id: s.ID, seq: seq}
 }
 
+// continueSession returns the log of a session whose record the caller
+// has written itself (a Recorder, taking a resumed session over):
+// nothing is queued for its start.
+func (j *Journal) continueSession(id string, seq int) *SessionLog {
+	return &SessionLog{j: j, id: id, seq: seq}
+}
+
 // ID returns the session's id.
 func (l *SessionLog) ID() string { return l.id }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/offstage/offstage/agent"
@@ -64,6 +65,9 @@ type Recorder struct {
 	host      Host
 	opts      RecorderOptions
 	stopLease func() // nil without leases
+
+	mu   sync.Mutex
+	open map[string]bool // guarded by mu: the sessions this process has open (recorded, not yet ended)
 }
 
 var _ agent.Journal = (*Recorder)(nil)
@@ -85,7 +89,7 @@ func NewRecorder(ctx context.Context, store *DB, opts RecorderOptions) (*Recorde
 	if opts.Report == nil {
 		opts.Report = func(string) {}
 	}
-	r := &Recorder{store: store, host: ThisHost(opts.Version), opts: opts}
+	r := &Recorder{store: store, host: ThisHost(opts.Version), opts: opts, open: make(map[string]bool)}
 	troubles := func(msg string) { opts.Report("journal: " + msg) }
 	shared := store.Dialect() == "postgres"
 	if shared {
@@ -185,18 +189,33 @@ func (r *Recorder) Close(ctx context.Context) error {
 
 // Record implements agent.Journal: it records the session's start and
 // hooks cfg up to the journal (task changes, messages, output logs, and
-// each shell's process for recovery). A resumed session numbers its
-// messages on after the ones it has; a session that is not resumed must
+// each shell's process for recovery). A session that is not resumed must
 // have a new id (or none: the journal names it).
+//
+// A resumed session is taken over first, in one statement written at
+// once (not queued): only if it is still held as Load saw it
+// (agent.Resume.Claim), so that of two processes resuming one session at
+// once exactly one goes on, and the other is refused before anything is
+// written under the session or its logs. A journal that cannot write now
+// refuses the resume too: it could not tell. A resumed session numbers
+// its messages on after the ones it has.
 func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agent.Config) (agent.Record, error) {
-	id, seq := info.ID, 0
+	id := info.ID
 	if id == "" {
 		id = NewID()
 	}
+	var log *SessionLog
 	if info.Resume != nil {
-		seq = info.Resume.Seq
+		if err := r.take(ctx, id, info); err != nil {
+			return nil, err
+		}
+		log = r.j.continueSession(id, info.Resume.Seq)
+	} else {
+		r.mu.Lock()
+		r.open[id] = true
+		r.mu.Unlock()
+		log = r.j.StartSession(Session{ID: id, HostID: r.host.ID, Surface: info.Surface, Cwd: info.Dir, Model: info.Model, Started: time.Now()}, 0)
 	}
-	log := r.j.StartSession(Session{ID: id, HostID: r.host.ID, Surface: info.Surface, Cwd: info.Dir, Model: info.Model, Started: time.Now()}, seq)
 	cfg.Tasks.Recorder = log
 	onMessage := cfg.OnMessage
 	cfg.OnMessage = func(m provider.Message) {
@@ -235,7 +254,129 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 			onShell(task, p)
 		}
 	}
-	return log, nil
+	return &openSession{SessionLog: log, r: r}, nil
+}
+
+// openSession is the record of a session while this process has it
+// open: its end lets the process resume it again.
+type openSession struct {
+	*SessionLog
+	r *Recorder
+}
+
+func (o *openSession) End() {
+	o.SessionLog.End()
+	o.r.mu.Lock()
+	delete(o.r.open, o.ID())
+	o.r.mu.Unlock()
+}
+
+// isOpen says whether this process has session id open.
+func (r *Recorder) isOpen(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.open[id]
+}
+
+// take takes session id over for this process to resume it, and marks
+// it open here; a session this process has open already is refused.
+func (r *Recorder) take(ctx context.Context, id string, info agent.SessionInfo) error {
+	r.mu.Lock()
+	if r.open[id] {
+		r.mu.Unlock()
+		return openHere(id)
+	}
+	r.open[id] = true
+	r.mu.Unlock()
+	err := r.claim(ctx, id, info)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.open, id)
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func openHere(id string) error {
+	return fmt.Errorf("session %s is open in this offstage already; end it first", id)
+}
+
+// claim takes session id over in the journal, in one statement, from
+// the holder Load saw; a Resume made by hand (no Claim) is checked here
+// as Load would, and a session the journal does not hold is recorded,
+// unless another process just did.
+func (r *Recorder) claim(ctx context.Context, id string, info agent.SessionInfo) error {
+	from, endedAt, ok := parseClaim(info.Resume.Claim)
+	if !ok {
+		s, err := r.lookup(ctx, id, true)
+		switch {
+		case errors.Is(err, agent.ErrUnknownSession):
+			took, err := r.store.insertOnce(ctx, Session{ID: id, HostID: r.host.ID, Surface: info.Surface, Cwd: info.Dir, Model: info.Model, Started: time.Now()})
+			if err != nil {
+				return fmt.Errorf("cannot record session %s to resume it (%w); try again", id, err)
+			}
+			if !took {
+				return r.taken(ctx, id, "")
+			}
+			return nil
+		case err != nil:
+			return err
+		}
+		from, endedAt = s.HostID, nanos(s.Ended)
+	}
+	took, err := r.store.take(ctx, id, r.host.ID, from, endedAt)
+	if err != nil {
+		return fmt.Errorf("cannot take session %s over to resume it (%w); try again", id, err)
+	}
+	if !took {
+		return r.taken(ctx, id, from)
+	}
+	return nil
+}
+
+// taken says why a session could not be taken over from the host from:
+// who took it, if another process did.
+func (r *Recorder) taken(ctx context.Context, id, from string) error {
+	s, err := r.store.sessionByID(ctx, id)
+	if err == nil && s.HostID != from && s.HostID != r.host.ID {
+		who := "another offstage"
+		if h, err := r.store.host(ctx, s.HostID); err == nil {
+			who += fmt.Sprintf(" (pid %d", h.PID)
+			if name, _ := os.Hostname(); h.Hostname != name {
+				who += " on " + h.Hostname
+			}
+			who += ")"
+		}
+		return fmt.Errorf("session %s was resumed by %s just now; end it first", id, who)
+	}
+	return fmt.Errorf("session %s changed while this offstage was resuming it (it ended, or the tasks its dead process left were just marked orphaned); resume it again", id)
+}
+
+// claimOf is agent.Resume.Claim for s as read: its host, and when it
+// ended (0: it is open).
+func claimOf(s Session) string {
+	return s.HostID + " " + strconv.FormatInt(nanos(s.Ended), 10)
+}
+
+// parseClaim reads a claim that claimOf wrote.
+func parseClaim(c string) (host string, endedAt int64, ok bool) {
+	i := strings.LastIndexByte(c, ' ')
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(c[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return c[:i], n, true
+}
+
+// nanos is t in Unix nanoseconds as the journal keeps it, 0 for none.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // Latest returns the id of the newest session recorded by surface that
@@ -269,24 +410,25 @@ func (e unknownSession) Is(target error) bool { return target == agent.ErrUnknow
 // Load implements agent.Journal: it reads a recorded session back, its
 // conversation, the results of its own tasks that never reached it, and
 // the tasks a restart orphaned (told with their last output lines). A
-// session still open in a live process, or whose host cannot be checked,
-// is refused.
+// session still open in a live process (this one too), or whose host
+// cannot be checked, is refused. Load takes nothing over: Record does,
+// from the holder Load saw (agent.Resume.Claim).
 func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
-	s, err := r.store.Session(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, unknownSession(fmt.Sprintf("no session %q in %s", id, r.store.Path()))
+	if r.isOpen(id) { // its record may not be written yet
+		return nil, openHere(id)
 	}
+	s, err := r.lookup(ctx, id, false)
 	if err != nil {
-		return nil, r.store.Explain(err)
-	}
-	if err := r.checkNotRunning(ctx, s); err != nil {
 		return nil, err
+	}
+	if r.isOpen(s.ID) {
+		return nil, openHere(s.ID)
 	}
 	msgs, err := r.store.History(ctx, s.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
 	}
-	out := &agent.Resume{ID: s.ID}
+	out := &agent.Resume{ID: s.ID, Claim: claimOf(s)}
 	for _, m := range msgs {
 		var pm provider.Message
 		if err := json.Unmarshal(m.Body, &pm); err != nil {
@@ -324,6 +466,49 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 			Text: "offstage restarted, and these tasks of yours were still running when it stopped; they were stopped and their results are lost. Start again what is still needed.\n" + strings.Join(orphaned, "\n")})
 	}
 	return out, nil
+}
+
+// lookup reads the session id (unless exact, or the only one whose id
+// starts with it) to resume, and refuses it if another live process has
+// it open.
+func (r *Recorder) lookup(ctx context.Context, id string, exact bool) (Session, error) {
+	read := r.store.Session
+	if exact {
+		read = r.store.sessionByID
+	}
+	s, err := read(ctx, id)
+	if errors.Is(err, ErrNotFound) && r.flush(ctx) == nil {
+		s, err = read(ctx, id) // this process may have recorded it, and not written it yet
+	}
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, unknownSession(fmt.Sprintf("no session %q in %s", id, r.store.Path()))
+	}
+	if err != nil {
+		return Session{}, r.store.Explain(err)
+	}
+	if s.HostID == r.host.ID {
+		// This process had it open (and ended it, or Load refuses it): what
+		// it queued of it (its last messages, its end) is written before it
+		// is read back, and before it is taken over (an end written after
+		// that would end the resumed session on record).
+		if err := r.flush(ctx); err != nil {
+			return Session{}, fmt.Errorf("session %s: this offstage's last records of it are not written yet (%v); try again", s.ID, err)
+		}
+		if s, err = r.store.sessionByID(ctx, s.ID); err != nil {
+			return Session{}, r.store.Explain(err)
+		}
+	}
+	if err := r.checkNotRunning(ctx, s); err != nil {
+		return Session{}, err
+	}
+	return s, nil
+}
+
+// flush writes what this process queued, waiting at most 5 seconds.
+func (r *Recorder) flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return r.j.Flush(ctx)
 }
 
 // checkNotRunning refuses to resume a session that another live process

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
+
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
@@ -302,4 +304,208 @@ func TestAnOpenSessionsLogsAreKept(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "logs", "20261121-000000-bbbbbb")); !os.IsNotExist(err) {
 		t.Errorf("the ended session's logs were kept: %v", err)
 	}
+}
+
+// TestTwoResumesOfOneSessionAtOnce (F6): two processes resume one
+// session at the same moment. Both pass Load's check (nobody holds it
+// yet); exactly one may go on, and the other is refused before it writes
+// anything under the session, saying who has it. A resume after the
+// winner ended, and one after the holder died, still work.
+func TestTwoResumesOfOneSessionAtOnce(t *testing.T) { suite(t, testTwoResumes) }
+
+func testTwoResumes(t *testing.T, connect func(*testing.T) *journal.DB) {
+	dir := t.TempDir()
+	// A session its process left open when it died.
+	const id = "20261125-090000-f6f6f6"
+	store := connect(t)
+	j := journal.New(store, journal.Options{})
+	dead := journal.Host{ID: "dead", Hostname: hostname(t), PID: 1 << 22, Start: 1, Started: time.Now()}
+	j.Add(&dead)
+	log := j.StartSession(journal.Session{ID: id, HostID: dead.ID, Surface: "run", Started: time.Now()}, 0)
+	log.Message([]byte(`{"role":"user","content":[{"type":"text","text":"first"}]}`))
+	log.Message([]byte(`{"role":"assistant","content":[{"type":"text","text":"ok"}]}`))
+	if err := j.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	// Two processes start together; the barrier holds both between Load
+	// and Record, so both have passed the check when they take it.
+	recs := []*journal.Recorder{recorderOn(t, connect(t), dir), recorderOn(t, connect(t), dir)}
+	var (
+		barrier sync.WaitGroup
+		wg      sync.WaitGroup
+		errs    = make([]error, 2)
+		records = make([]agent.Record, 2)
+		cfgs    = make([]agent.Config, 2)
+	)
+	barrier.Add(2)
+	for i, rec := range recs {
+		wg.Go(func() {
+			res, err := rec.Load(t.Context(), id)
+			barrier.Done()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			barrier.Wait()
+			records[i], errs[i] = rec.Record(t.Context(), agent.SessionInfo{ID: id, Surface: "run", Resume: res}, &cfgs[i])
+		})
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("two resumes at once: %v and %v, want exactly one refused", errs[0], errs[1])
+	}
+	won, lost := 0, 1
+	if errs[0] != nil {
+		won, lost = 1, 0
+	}
+	want := fmt.Sprintf("session %s was resumed by another offstage (pid %d) just now; end it first", id, os.Getpid())
+	if errs[lost].Error() != want {
+		t.Errorf("the loser's error = %q, want %q", errs[lost], want)
+	}
+	if cfgs[lost].OnMessage != nil || cfgs[lost].Tasks.Recorder != nil {
+		t.Error("the refused resume hooked its session up to the journal")
+	}
+	sess, err := recs[won].Store().Session(t.Context(), id)
+	if err != nil || sess.HostID != recs[won].Host().ID || !sess.Ended.IsZero() {
+		t.Errorf("the session after the race = %+v, %v; want it open and held by the winner %s", sess, err, recs[won].Host().ID)
+	}
+
+	// The winner goes on: its messages number on after the old ones.
+	cfgs[won].OnMessage(provider.Message{Role: provider.User, Content: []provider.Block{{Type: provider.Text, Text: "second"}}})
+	// Neither process may resume it again while the winner has it open.
+	for _, rec := range recs {
+		if _, err := rec.Load(t.Context(), id); err == nil || !strings.Contains(err.Error(), "end it first") {
+			t.Errorf("resuming an open session = %v, want it refused", err)
+		}
+	}
+	records[won].End()
+	if err := recs[won].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := recs[lost].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// After the winner ended, a process resumes it as usual: the
+	// conversation is whole and in order.
+	rec := recorderOn(t, connect(t), dir)
+	defer rec.Close(context.Background())
+	res, err := rec.Load(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.History) != 3 || res.Seq != 3 || res.History[2].TextOf() != "second" {
+		t.Fatalf("resumed after the winner ended: %d messages (seq %d): %+v", len(res.History), res.Seq, res.History)
+	}
+	var cfg agent.Config
+	r, err := rec.Record(t.Context(), agent.SessionInfo{ID: id, Surface: "run", Resume: res}, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.End()
+
+	// A Resume made by hand (no Claim from Load), of a session the
+	// journal does not hold yet, from two processes at once: one records
+	// it, the other is refused.
+	other := recorderOn(t, connect(t), dir)
+	defer other.Close(context.Background())
+	const fresh = "20261125-091500-0f0f0f"
+	start := make(chan struct{})
+	for i, rec := range []*journal.Recorder{rec, other} {
+		wg.Go(func() {
+			<-start
+			var cfg agent.Config
+			records[i], errs[i] = rec.Record(t.Context(), agent.SessionInfo{ID: fresh, Surface: "embed", Resume: &agent.Resume{}}, &cfg)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("two hand-made resumes of a new session at once: %v and %v, want exactly one refused", errs[0], errs[1])
+	}
+	for i, r := range records {
+		if errs[i] == nil {
+			r.End()
+		} else if !strings.Contains(errs[i].Error(), "was resumed by another offstage (pid") && !strings.Contains(errs[i].Error(), "is still running in another offstage") {
+			t.Errorf("the refused hand-made resume: %v", errs[i])
+		}
+	}
+}
+
+// TestOneProcessResumesASessionOnceAtATime: within one process the same
+// holds: of two resumes of one session at once, one goes on; once it
+// ends, the process may resume the session again.
+func TestOneProcessResumesASessionOnceAtATime(t *testing.T) {
+	dir := t.TempDir()
+	rec := newRecorder(t, dir, journal.RecorderOptions{})
+	defer rec.Close(context.Background())
+	var cfg agent.Config
+	first, err := rec.Record(t.Context(), agent.SessionInfo{Surface: "embed"}, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnMessage(provider.Message{Role: provider.User, Content: []provider.Block{{Type: provider.Text, Text: "hello"}}})
+	id := first.ID()
+	if _, err := rec.Load(t.Context(), id); err == nil || !strings.Contains(err.Error(), "open in this offstage already") {
+		t.Errorf("resuming a session this process has open = %v, want it refused", err)
+	}
+	first.End() // queued: Load writes it before it reads
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	records := make([]agent.Record, 2)
+	loaded := make([]*agent.Resume, 2)
+	for i := range loaded {
+		if loaded[i], err = rec.Load(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if len(loaded[i].History) != 1 {
+			t.Fatalf("loaded %d messages, want the one recorded", len(loaded[i].History))
+		}
+	}
+	for i := range loaded {
+		wg.Go(func() {
+			var cfg agent.Config
+			records[i], errs[i] = rec.Record(t.Context(), agent.SessionInfo{ID: id, Resume: loaded[i]}, &cfg)
+		})
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("two resumes at once in one process: %v and %v, want exactly one refused", errs[0], errs[1])
+	}
+	for i, r := range records {
+		if r != nil {
+			r.End()
+		} else if !strings.Contains(errs[i].Error(), "open in this offstage already") && !strings.Contains(errs[i].Error(), "changed while this offstage was resuming it") {
+			t.Errorf("the refused resume: %v", errs[i])
+		}
+	}
+	res, err := rec.Load(t.Context(), id)
+	if err != nil {
+		t.Fatalf("resuming again after the resume ended: %v", err)
+	}
+	var cfg2 agent.Config
+	r, err := rec.Record(t.Context(), agent.SessionInfo{ID: id, Resume: res}, &cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.End()
+	if err := rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := rec.Store().Session(t.Context(), id); err != nil || s.Ended.IsZero() {
+		t.Errorf("the session after its last end = %+v, %v; want it ended", s, err)
+	}
+}
+
+// recorderOn opens a Recorder on store as a process would at its start.
+func recorderOn(t *testing.T, store *journal.DB, dir string) *journal.Recorder {
+	t.Helper()
+	rec, err := journal.NewRecorder(t.Context(), store, journal.RecorderOptions{LogDir: filepath.Join(dir, "logs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }

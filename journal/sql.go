@@ -612,6 +612,61 @@ func (w *writer) change(c *TaskChange) error {
 	return w.exec(insertEvent, c.Session, c.ID, c.Time.UnixNano(), c.Type.String(), state)
 }
 
+// takeSession is the one step that takes a session over to resume it:
+// only if it is still held by the host, and ended at the time (0: open),
+// that the resuming process checked. Every take sets both, so of two
+// processes that checked the same thing, one changes the row and the
+// other finds it changed. In PostgreSQL the second waits for the first's
+// row lock and then sees its update.
+const takeSession = `UPDATE sessions SET host_id = ?, ended_at = NULL WHERE id = ? AND host_id = ? AND COALESCE(ended_at, 0) = ?`
+
+// insertSessionOnce records a session that the journal did not hold, if
+// nobody recorded it meanwhile.
+const insertSessionOnce = `INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+
+// take takes session id over for host, from the host from that held it
+// with its end at endedAt (Unix nanoseconds, 0 if it was open), directly
+// and synchronously (not through a Journal's queue). It reports whether
+// it did; false means another process took it, or it changed, since.
+func (s *DB) take(ctx context.Context, id, host, from string, endedAt int64) (bool, error) {
+	return s.execOne(ctx, takeSession, host, id, from, endedAt)
+}
+
+// insertOnce records a session new to the journal, directly; false means
+// another process recorded one with that id first.
+func (s *DB) insertOnce(ctx context.Context, x Session) (bool, error) {
+	return s.execOne(ctx, insertSessionOnce, x.ID, x.HostID, x.Surface, x.Cwd, x.Model, x.Started.UnixNano())
+}
+
+// execOne runs one statement at once and reports whether it changed a
+// row. A SQLite file removed or replaced since it was opened is ErrGone.
+func (s *DB) execOne(ctx context.Context, query string, args ...any) (bool, error) {
+	if err := s.moved(); err != nil {
+		return false, err
+	}
+	res, err := s.db.ExecContext(ctx, s.d.rebind(query), args...)
+	if err != nil {
+		return false, s.diagnose(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, s.diagnose(err)
+	}
+	return n == 1, nil
+}
+
+// host returns the host recorded with id.
+func (s *DB) host(ctx context.Context, id string) (Host, error) {
+	hosts, err := s.queryHosts(ctx, s.db, `WHERE id = ?`, id)
+	if err != nil {
+		return Host{}, err
+	}
+	if len(hosts) == 0 {
+		return Host{}, fmt.Errorf("%w: host %s", ErrNotFound, id)
+	}
+	return hosts[0], nil
+}
+
 // Hosts returns the hosts, other than except and not yet orphaned, that
 // have open sessions or unfinished tasks.
 func (s *DB) Hosts(ctx context.Context, except string) ([]Host, error) {
@@ -839,6 +894,18 @@ func (s *DB) Session(ctx context.Context, id string) (Session, error) {
 		return ss[0], nil
 	}
 	return Session{}, fmt.Errorf("journal: more than one session starts with %q; give more of its id", id)
+}
+
+// sessionByID returns the session with id, and no other.
+func (s *DB) sessionByID(ctx context.Context, id string) (Session, error) {
+	ss, err := s.querySessions(ctx, "WHERE s.id = ?", id)
+	if err != nil {
+		return Session{}, err
+	}
+	if len(ss) == 0 {
+		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	return ss[0], nil
 }
 
 func likePrefix(s string) string {

@@ -99,7 +99,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		*session = s.ID
 	}
 	if len(rest) > 0 {
-		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout))
+		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout, stderr))
 	}
 	// All that match, to say how many --limit leaves out.
 	f := journal.TaskFilter{Session: *session, State: want, Hostname: *instance}
@@ -369,8 +369,10 @@ func taskJSON(t journal.Task) taskLine {
 	return l
 }
 
-// showTask prints one task with its result and the end of its log.
-func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w io.Writer) error {
+// showTask prints one task with its result and the end of its log; an
+// unfinished task whose offstage is gone shows orphaned, as in the list
+// (markHostGone, which says so on stderr).
+func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w, stderr io.Writer) error {
 	if s, rest, ok := strings.Cut(id, "/"); ok {
 		full, err := store.Session(ctx, s)
 		if err != nil {
@@ -403,6 +405,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	if err != nil {
 		return err
 	}
+	one := []journal.Task{t}
+	markHostGone(ctx, store, one, stderr)
+	t = one[0]
 	tail, tailErr := "", error(nil)
 	if t.LogPath != "" {
 		tail, tailErr = journal.LogTail(t.LogPath, 20, 4<<10)

@@ -149,7 +149,7 @@ func TestTasksShow(t *testing.T) {
 	}
 	defer store.Close()
 	var out bytes.Buffer
-	if err := showTask(t.Context(), store, "", "20261122-09/shell:1", false, &out); err != nil {
+	if err := showTask(t.Context(), store, "", "20261122-09/shell:1", false, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "tasks-show.txt", out.String())
@@ -220,6 +220,23 @@ func TestTasksShowADeadHostsTasksOrphaned(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "1 task shown orphaned") || !strings.Contains(errOut.String(), "may be incomplete") {
 		t.Errorf("stderr %q does not say it", errOut.String())
+	}
+	// show agrees with the list (an attacker's trial, F2: the list said
+	// orphaned and show said running, for the same task).
+	for session, want := range want {
+		out.Reset()
+		errOut.Reset()
+		if err := tasksCommand(t.Context(), []string{"--state-dir", dir, "--json", "show", session + "/shell:1"}, &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+		var l struct{ State string }
+		json.Unmarshal(out.Bytes(), &l)
+		if l.State != want {
+			t.Errorf("show %s/shell:1: state %q, want %q as the list says", session, l.State, want)
+		}
+		if said := strings.Contains(errOut.String(), "1 task shown orphaned"); said != (want == "orphaned") {
+			t.Errorf("show %s/shell:1: stderr %q", session, errOut.String())
+		}
 	}
 }
 

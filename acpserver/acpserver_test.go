@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testShellEnv) != "" {
 		testShell()
 	}
+	if os.Getenv(testMCPServerEnv) != "" {
+		testMCPServer()
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -38,13 +38,17 @@
 // Permission), and results are capped to the tool result budget, saying
 // so. A server's error result, a JSON-RPC error or a server that died is
 // the call's error result, which the model reads. A stdio server runs in
-// the session's directory, in a process group of its own, with the
-// host's environment less what Config.Tools.Process.EnvPolicy withholds,
-// plus the variables the editor gave; closing the session closes its
-// input, then sends SIGTERM, then SIGKILL (2s apart), reaps
-// it and kills whatever is left in its group; one that has not answered
-// when Config.MCPTimeout is up has its group killed at once. A server that
-// fails to
+// the session's directory, with the host's environment less what
+// Config.Tools.Process.EnvPolicy withholds, plus the variables the editor
+// gave, as a proc.Process (MCP over its stdin and stdout, Config.Stdout
+// feeding the SDK): contained as the model's shells are, by a cgroup or
+// marks, not by its process group alone, so what it starts in a session
+// of its own (setsid, a daemon) is its too, and the keeper ends all of it
+// if offstage dies, SIGKILL included. Closing the session closes its
+// input, gives it 2s to exit, then sends SIGTERM to all it started, and
+// SIGKILL 2s later, and returns once it is reaped and nothing of it is
+// left; one that has not answered when Config.MCPTimeout is up is killed
+// at once, with all it started. A server that fails to
 // start (or a tool of it that cannot be offered) is told to the user as
 // an agent message after the session's commands, with the end of what it
 // wrote to stderr, and logged; the session goes on without it.

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -41,7 +41,8 @@ const (
 	// list its tools (Config.MCPTimeout).
 	defaultMCPTimeout = 30 * time.Second
 	// mcpStopGrace is how long a stdio server has to exit once its input
-	// closes, and again after SIGTERM, before SIGKILL (its process group).
+	// closes, and again after SIGTERM, before SIGKILL (of every process
+	// it started: it runs as a contained proc.Process).
 	mcpStopGrace = 2 * time.Second
 	// maxMCPTools bounds the tools a session takes from its MCP servers:
 	// every tool costs the model context on every request.
@@ -53,17 +54,22 @@ const (
 	// (OpenAI's; the strictest of the providers offstage speaks).
 	maxToolName = 64
 	// stderrTail is how much of a stdio server's stderr is kept, to say
-	// why it did not start.
+	// why it did not start. It also caps the rest of what its process
+	// keeps in memory (proc.Config's HeadBytes, TailBytes, StreamBytes):
+	// its stdout is the protocol, read as it comes, not kept.
 	stderrTail = 2 << 10
 )
 
 // mcpServer is one connected MCP server of a session.
 type mcpServer struct {
-	name   string
-	cs     *mcp.ClientSession
-	cmd    *exec.Cmd       // a stdio server's process; nil over HTTP
-	http   *http.Transport // an HTTP server's connections; nil on stdio
-	stderr *tail
+	name string
+	cs   *mcp.ClientSession
+	http *http.Transport // an HTTP server's connections; nil on stdio
+
+	// A stdio server's; nil over HTTP.
+	p          *proc.Process
+	stdout     *io.PipeReader     // what the SDK reads: the process's stdout, as it comes
+	stopWrites context.CancelFunc // makes a write to its input that blocks give up
 }
 
 // mcpStarted is what connecting a session's servers gave.
@@ -153,15 +159,16 @@ func (srv *server) connectOne(ctx context.Context, spec acp.McpServer, cwd strin
 		if spec.Stdio.Command == "" {
 			return nil, nil, errors.New("its command is empty")
 		}
-		s.cmd, s.stderr = srv.mcpCommand(spec.Stdio, cwd)
-		st := &startedTransport{CommandTransport: mcp.CommandTransport{Command: s.cmd, TerminateDuration: mcpStopGrace}, started: make(chan struct{})}
+		var err error
+		if transport, err = srv.startStdio(ctx, s, spec.Stdio, cwd); err != nil {
+			return nil, nil, err
+		}
 		// A server that has not answered when the time is up never became
-		// one: its group is killed at once, rather than asked to stop and
-		// waited for (the go-sdk's Close, up to twice mcpStopGrace) while
-		// the editor waits for session/new.
-		stop := context.AfterFunc(ctx, st.kill)
+		// one: it is killed at once, with all it started, rather than asked
+		// to stop and waited for while the editor waits for session/new.
+		// Its stdout then ends, and so does Connect.
+		stop := context.AfterFunc(ctx, func() { s.p.Stop(0) })
 		defer stop()
-		transport = st
 	case spec.Http != nil:
 		s.http = http.DefaultTransport.(*http.Transport).Clone()
 		transport = &mcp.StreamableClientTransport{Endpoint: spec.Http.Url, HTTPClient: headerClient(s.http, spec.Http.Url, spec.Http.Headers)}
@@ -195,65 +202,76 @@ func (srv *server) connectOne(ctx context.Context, spec acp.McpServer, cwd strin
 	return s, list, nil
 }
 
-// startedTransport is a CommandTransport that says when its process
-// has started, so a connection that takes too long can kill it.
-type startedTransport struct {
-	mcp.CommandTransport
-	started chan struct{} // closed once the process has started
-}
-
-func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.CommandTransport.Connect(ctx)
-	if err == nil {
-		close(t.started)
-	}
-	return c, err
-}
-
-// kill kills the process group, if the process started.
-func (t *startedTransport) kill() {
-	select {
-	case <-t.started: // Process is set before started is closed
-		syscall.Kill(-t.Command.Process.Pid, syscall.SIGKILL)
-	default:
-	}
-}
-
 // startError says why a server did not start, with the end of what it
 // wrote to stderr.
 func (s *mcpServer) startError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		err = fmt.Errorf("it did not answer within the time allowed (%w)", err)
 	}
-	if s.stderr != nil {
-		if text := strings.TrimSpace(s.stderr.String()); text != "" {
+	if s.p != nil {
+		if text := strings.TrimSpace(strings.ToValidUTF8(string(s.p.TailLines(proc.Stderr, stderrTail, stderrTail).Data), "")); text != "" {
 			return fmt.Errorf("%w; it wrote: %s", err, text)
 		}
 	}
 	return err
 }
 
-// mcpCommand makes a stdio server's process: in the session's directory,
-// in a process group of its own (so closing it ends whatever it started),
-// with the host's environment less what the session's environment policy
-// withholds (its tools run at the model's request, as shells do), plus the
-// variables the editor gave for it, which it always gets.
-func (srv *server) mcpCommand(spec *acp.McpServerStdio, cwd string) (*exec.Cmd, *tail) {
-	cmd := exec.Command(spec.Command, spec.Args...)
-	cmd.Dir = cwd
+// startStdio starts a stdio server as a proc.Process, contained as the
+// model's shells are (its cgroup or marks, and the keeper when offstage
+// dies, so nothing it starts outlives it, setsid'd daemons included), and
+// returns the transport that speaks MCP over its stdin and stdout. It
+// runs in the session's directory, with the host's environment less what
+// the session's environment policy withholds (its tools run at the
+// model's request, as shells do), plus the variables the editor gave for
+// it, which it always gets.
+func (srv *server) startStdio(ctx context.Context, s *mcpServer, spec *acp.McpServerStdio, cwd string) (mcp.Transport, error) {
 	env, _ := srv.cfg.Tools.Process.EnvPolicy.Apply(os.Environ())
 	for _, v := range spec.Env {
 		env = append(env, v.Name+"="+v.Value)
 	}
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	errs := &tail{max: stderrTail}
-	cmd.Stderr = errs
-	// Its stderr is copied by a goroutine that ends when every process
-	// holding the pipe has closed it: a grandchild that keeps it must not
-	// hold up Wait.
-	cmd.WaitDelay = mcpStopGrace
-	return cmd, errs
+	r, w := io.Pipe()
+	p, err := proc.Start(context.WithoutCancel(ctx), proc.Config{
+		Args:      append([]string{spec.Command}, spec.Args...),
+		Dir:       cwd,
+		Env:       env,
+		EnvPolicy: proc.EnvPolicy{KeepAll: true}, // withheld above, before the editor's
+		Stdin:     true,
+		Stdout:    w,
+		// An idle server waits on its input by design: no prompt watch.
+		PromptAfter: -1,
+		HeadBytes:   stderrTail,
+		TailBytes:   stderrTail,
+		StreamBytes: stderrTail,
+		// Its stderr is captured until every process holding the pipe has
+		// closed it: one that escaped must not hold up the reaping.
+		WaitDelay: mcpStopGrace,
+	})
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "proc: "))
+	}
+	writes, stopWrites := context.WithCancel(context.Background())
+	s.p, s.stdout, s.stopWrites = p, r, stopWrites
+	go func() {
+		<-p.Done()
+		w.Close() // the SDK reads the end of the stream once all is copied
+	}()
+	return &mcp.IOTransport{Reader: r, Writer: procInput{p, writes}}, nil
+}
+
+// procInput is a stdio server's input, as the SDK writes it.
+type procInput struct {
+	p   *proc.Process
+	ctx context.Context // ends when the server is closed
+}
+
+func (in procInput) Write(b []byte) (int, error) { return in.p.Input(in.ctx, b) }
+
+// Close closes the input, unless a write holds it for longer than
+// mcpStopGrace; close stops the server either way.
+func (in procInput) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), mcpStopGrace)
+	defer cancel()
+	return in.p.CloseInput(ctx)
 }
 
 // headerClient is an HTTP client that sends the editor's headers with
@@ -290,20 +308,29 @@ func (w withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	return w.base.RoundTrip(r)
 }
 
-// close ends the connection: a stdio server's input closes, it gets
-// mcpStopGrace to exit, then SIGTERM, then SIGKILL (the go-sdk's
-// CommandTransport), and it is reaped; then whatever is left of its
-// process group is killed. It blocks until then, at most about three
-// times mcpStopGrace.
+// close ends the connection: the SDK's session closes (with it the
+// server's input), a stdio server gets mcpStopGrace to exit, then SIGTERM,
+// then SIGKILL mcpStopGrace later (proc's Stop, which reaches every
+// process it started), and it is reaped, and whatever it left is ended
+// with it. It blocks until then, at most about three times mcpStopGrace.
 func (s *mcpServer) close() {
+	if s.stopWrites != nil {
+		s.stopWrites() // a write that blocks would hold up closing the input
+	}
 	if s.cs != nil {
 		s.cs.Close()
 	}
-	// A failed Connect has closed and reaped what it started. Either way
-	// the leader is reaped now; the group outlives it only while processes
-	// it started are left, and its id is not reused while they are.
-	if s.cmd != nil && s.cmd.Process != nil {
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) // ESRCH: nothing was left
+	if s.p != nil {
+		// After a failed Connect, or in case the SDK did not: nothing more
+		// is read (a copy that blocks on it returns), and the input ends.
+		s.stdout.Close()
+		procInput{p: s.p}.Close()
+		select {
+		case <-s.p.Done():
+		case <-time.After(mcpStopGrace):
+			s.p.Stop(mcpStopGrace)
+		}
+		<-s.p.Done()
 	}
 	if s.http != nil {
 		s.http.CloseIdleConnections()
@@ -442,28 +469,4 @@ func contentText(content []mcp.Content) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	max int
-
-	mu  sync.Mutex
-	buf []byte // guarded by mu
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.ToValidUTF8(string(t.buf), "")
 }

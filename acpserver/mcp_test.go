@@ -2,12 +2,14 @@ package acpserver_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,5 +213,67 @@ func TestLoadedSessionConnectsTheEditorsMCPServers(t *testing.T) {
 	}
 	if got := h.prompt(t, "old", "greet"); got != acp.StopReasonEndTurn {
 		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines("old"), "\n"))
+	}
+}
+
+// testMCPServerEnv makes the test binary a stdio MCP server (see
+// TestMain) with one read-only tool, ping, that first starts a daemon: a
+// sleep in a session of its own, out of the server's process group,
+// as a language server or npx's node may be.
+const testMCPServerEnv = "ACPSERVER_TEST_MCP_SERVER"
+
+func testMCPServer() {
+	daemon := exec.Command("sleep", "3600")
+	daemon.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := daemon.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "no daemon:", err)
+		os.Exit(1)
+	}
+	daemon.Process.Release()
+	server := mcp.NewServer(&mcp.Implementation{Name: "daemonizing", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "ping", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+		})
+	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(0)
+}
+
+// TestMCPServersDaemonEndsWithTheSession: a stdio server is contained as
+// shells are (a cgroup or marks, not its process group alone), so what it
+// started in a session of its own (setsid) ends when the session closes,
+// not only the server (finding F3).
+func TestMCPServersDaemonEndsWithTheSession(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := "OFFSTAGE_ACP_MCP_TEST=" + t.Name()
+	name, value, _ := strings.Cut(marker, "=")
+	h := start(t, `{"turns": [
+		{"tool_calls": [{"name": "mcp__daemonizing__ping", "input": {}}]},
+		{"expect": "pong", "text": "pinged"}
+	]}`, acpserver.Config{})
+	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{{Stdio: &acp.McpServerStdio{
+		Name: "daemonizing", Command: exe, Args: []string{},
+		Env: []acp.EnvVariable{{Name: testMCPServerEnv, Value: "1"}, {Name: name, Value: value}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProcs(t, marker, func(n int) bool { return n >= 2 }) // the server and its daemon
+	if got := h.prompt(t, r.SessionId, "ping"); got != acp.StopReasonEndTurn {
+		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines(r.SessionId), "\n"))
+	}
+	if _, err := h.conn.CloseSession(t.Context(), acp.CloseSessionRequest{SessionId: r.SessionId}); err != nil {
+		t.Fatal(err)
+	}
+	if pids := proctest.Marked(marker); len(pids) != 0 {
+		t.Errorf("processes %v of the MCP server alive after session/close returned (its setsid'd daemon must end too)", pids)
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

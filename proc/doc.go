@@ -65,8 +65,9 @@
 // everything the command started and SIGKILL after the grace
 // (Config.Grace); Stop returns at once, Wait waits.
 //
-// Start runs Config.Command through Config.Shell (/bin/sh -c) in a new
-// process group whose id is the shell's pid. The child's environment is
+// Start runs Config.Command through Config.Shell (/bin/sh -c), or the
+// program and arguments of Config.Args, in a new process group whose id
+// is the shell's pid. The child's environment is
 // the host's (or Config.Env) without what looks like a secret (see
 // Environment and secrets).
 //
@@ -360,6 +361,10 @@
 // closing line says where and why (on a full disk, output is given back to
 // make room for it), Config.OnLogError is told once as it happens, and
 // Process.Log and Exit.LogErr (a *LogError) say where logging stopped.
+//
+// With Config.Stdout, stdout is also copied to a writer as it is captured
+// (acpserver speaks MCP to an editor's server that way, over its stdin and
+// stdout): a writer that blocks holds the child back, as a pipe would.
 //
 // Reads never block. Read returns the output since a cursor (a byte offset
 // from the first byte) and the cursor to continue from; bytes the ring no

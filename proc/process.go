@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -13,12 +14,17 @@ import (
 )
 
 // Config describes a command to run. The zero value of every field but
-// Command gives the documented default.
+// Command (or Args) gives the documented default.
 type Config struct {
 	// Command is the shell command line, run as Shell + [Command].
 	Command string
 	// Shell runs Command. Default: /bin/sh -c.
 	Shell []string
+	// Args, if set, is a program and its arguments, run as they are (the
+	// program looked up in PATH as exec.Command does) in place of Shell
+	// and Command: for a program named by its argv rather than a command
+	// line (an editor's MCP server). Containment is the same.
+	Args []string
 	// Dir is the working directory. Default: the host's.
 	Dir string
 	// Env is the child's environment. Default: the host's (os.Environ()).
@@ -44,6 +50,14 @@ type Config struct {
 	TTY bool
 	// TTYCols and TTYRows size the terminal. Default 120 by 40.
 	TTYCols, TTYRows uint16
+	// Stdout, if set, also receives what the process writes to its
+	// stdout (with TTY, everything the terminal shows), as it arrives:
+	// written from the goroutine that captures it, once captured, as
+	// exec.Cmd's Stdout is. A Write that blocks holds the child back, as
+	// a full pipe would, and holds up Done and Wait too (WaitDelay does
+	// not bound it): the writer must keep taking output or fail. A Write
+	// that fails stops the copying to Stdout, not the capture.
+	Stdout io.Writer
 
 	// PromptAfter is how long output must stop on an unfinished line that
 	// looks like a question (see LooksLikePrompt) before the process counts
@@ -230,7 +244,7 @@ type Process struct {
 // started (no shell, a working directory that is not one) or its output
 // pipes cannot be made.
 func Start(ctx context.Context, cfg Config) (*Process, error) {
-	if cfg.Command == "" {
+	if cfg.Command == "" && len(cfg.Args) == 0 {
 		return nil, errors.New("proc: empty command")
 	}
 	cfg = cfg.withDefaults()
@@ -275,7 +289,12 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			return fail0(err)
 		}
 	}
-	cmd := exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
+	var cmd *exec.Cmd
+	if len(cfg.Args) > 0 {
+		cmd = exec.Command(cfg.Args[0], cfg.Args[1:]...)
+	} else {
+		cmd = exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
+	}
 	cmd.Dir = cfg.Dir
 	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
 	cmd.ExtraFiles = lifelineFiles(st.lifeR)
@@ -432,9 +451,14 @@ func (p *Process) forceStop() {
 	}
 }
 
-// capture copies one pipe into the buffers (and the log) until EOF.
+// capture copies one pipe into the buffers (and the log) until EOF, and
+// stdout to Config.Stdout until a write to it fails.
 func (p *Process) capture(r *os.File, s Stream, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
+	var copyTo io.Writer
+	if s == Stdout {
+		copyTo = p.cfg.Stdout
+	}
 	// Start small and double while reads fill the buffer: a chatty child
 	// gets large reads, a quiet one costs little.
 	buf := make([]byte, minGrow)
@@ -442,6 +466,11 @@ func (p *Process) capture(r *os.File, s Stream, done chan<- struct{}) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			p.record(buf[:n], s)
+			if copyTo != nil {
+				if _, werr := copyTo.Write(buf[:n]); werr != nil {
+					copyTo = nil
+				}
+			}
 			if n == len(buf) && len(buf) < readBufferBytes {
 				buf = make([]byte, 2*len(buf))
 			}

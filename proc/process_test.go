@@ -3,6 +3,7 @@ package proc_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -513,5 +514,52 @@ func TestDocumentedDefaults(t *testing.T) {
 		got.LogMaxBytes != want.LogMaxBytes || got.PromptAfter != want.PromptAfter || got.Grace != want.Grace ||
 		got.WaitDelay != want.WaitDelay || got.TTYCols != want.TTYCols || got.TTYRows != want.TTYRows {
 		t.Errorf("defaults = %+v, want %+v", got, want)
+	}
+}
+
+// TestStdoutIsCopiedToAWriter: Config.Stdout gets stdout, not stderr, as
+// it arrives (a line is there before the process writes the next), while
+// the capture keeps it too; a program given by Args runs without a shell;
+// a writer that fails stops the copying but not the capture.
+func TestStdoutIsCopiedToAWriter(t *testing.T) {
+	r, w := io.Pipe()
+	p := mustStart(t, proc.Config{
+		Args:   []string{"/bin/sh", "-c", "echo one; echo err >&2; read x; echo two $x"},
+		Stdin:  true,
+		Stdout: w,
+	})
+	go func() { p.Wait(context.Background()); w.Close() }()
+	got := lines(r)
+	if l := <-got; l != "one" {
+		t.Fatalf("first line = %q, want one", l)
+	}
+	// "two" is written only after this input: the copy is live.
+	if _, err := p.Input(t.Context(), []byte("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	if l := <-got; l != "two x" {
+		t.Errorf("second line = %q, want %q", l, "two x")
+	}
+	if l, ok := <-got; ok {
+		t.Errorf("more after stdout: %q (stderr must not be copied)", l)
+	}
+	if e := mustWait(t, p); e.Code != 0 {
+		t.Errorf("Exit = %+v, want 0", e)
+	}
+	if s := string(p.Read(proc.Stdout, 0, 0).Data); s != "one\ntwo x\n" {
+		t.Errorf("captured stdout = %q", s)
+	}
+
+	// A reader that goes away: the write fails, the process is not held
+	// back, and the capture has everything.
+	r, w = io.Pipe()
+	r.Close()
+	p = mustStart(t, proc.Config{Args: []string{"/bin/sh", "-c", "for i in $(seq 1000); do echo line $i; done"}, Stdout: w})
+	want := 0
+	for i := 1; i <= 1000; i++ {
+		want += len("line \n") + len(strconv.Itoa(i))
+	}
+	if e := mustWait(t, p); e.Code != 0 || e.Stdout != int64(want) {
+		t.Errorf("Exit = %+v after the writer failed, want 0 and all of stdout", e)
 	}
 }

@@ -23,6 +23,9 @@ func startError(cfg Config, err error) error {
 			return fmt.Errorf("proc: working directory %s: %w", cfg.Dir, syscall.ENOTDIR)
 		}
 	}
+	if len(cfg.Args) > 0 {
+		return fmt.Errorf("proc: start %q: %w", cfg.Args[0], err)
+	}
 	return fmt.Errorf("proc: start %q: %w", cfg.Command, err)
 }
 

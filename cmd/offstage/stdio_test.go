@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
@@ -109,4 +112,42 @@ func TestMCPSurvivesTheLinesOfIssue19(t *testing.T) {
 		t.Errorf("offstage mcp: %v\n%s", err, stderr.String())
 	}
 	noSurvivors(t, mark)
+}
+
+// Finding F3: an editor's stdio MCP server, and a daemon it started in a
+// session of its own, end when `offstage acp` is SIGKILLed: the server
+// is contained as shells are, so the keeper ends it. (Before, both
+// survived, re-parented to init.) The server is this offstage's own
+// `offstage mcp`, started through a shell that first starts the daemon.
+func TestACPsMCPServerEndsWhenTheAgentIsKilled(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": []}`), 0o644)
+	cmd, mark := offstage(t, nil, "acp", "--no-journal", "--script", script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := rpclinetest.Start(in, out)
+	p.Call(t, "initialize", `{"protocolVersion":1}`)
+	server, _ := json.Marshal(map[string]any{"name": "inner", "command": "/bin/sh", "env": []any{},
+		"args": []string{"-c", `(setsid sleep 3600 &); exec "$0" mcp --no-journal`, os.Args[0]}})
+	if reply, _ := p.Call(t, "session/new", `{"cwd":`+strconv.Quote(t.TempDir())+`,"mcpServers":[`+string(server)+`]}`); !bytes.Contains(reply, []byte(`"sessionId"`)) {
+		t.Fatalf("session/new = %s\n%s", reply, stderr.String())
+	}
+	waitSurvivors(t, mark, 3) // offstage acp, offstage mcp, the daemon (and the keeper)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	noSurvivors(t, mark)
+	if strings.Contains(stderr.String(), "not started") {
+		t.Errorf("the MCP server did not start:\n%s", stderr.String())
+	}
 }

@@ -58,7 +58,7 @@ func nodeMCPServer(t *testing.T) (node, script string) {
 // it started.
 func TestEditorsMCPServer(t *testing.T) {
 	node, script := nodeMCPServer(t)
-	marker := "OFFSTAGE_ACP_MCP_TEST=" + t.Name()
+	marker := fmt.Sprintf("OFFSTAGE_ACP_MCP_TEST=%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano()) // unique: another run of the tests has its own
 	model := `{"turns": [
 		{"tool_calls": [{"name": "mcp__notes__echo", "input": {"text": "hi"}}]},
 		{"expect": "from the editor: hi", "tool_calls": [{"name": "mcp__notes__write_note", "input": {"note": "n1"}}]},
@@ -110,7 +110,7 @@ func TestEditorsMCPServer(t *testing.T) {
 // it.
 func TestMCPServerThatFailsIsReported(t *testing.T) {
 	h := start(t, `{"turns": [{"text": "still here"}]}`, acpserver.Config{MCPTimeout: 300 * time.Millisecond})
-	marker := "OFFSTAGE_ACP_MCP_TEST=" + t.Name()
+	marker := fmt.Sprintf("OFFSTAGE_ACP_MCP_TEST=%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano()) // unique: another run of the tests has its own
 	name, value, _ := strings.Cut(marker, "=")
 	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{
 		{Stdio: &acp.McpServerStdio{Name: "missing", Command: "/no/such/mcp-server", Args: []string{}, Env: []acp.EnvVariable{}}},
@@ -250,7 +250,7 @@ func TestMCPServersDaemonEndsWithTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marker := "OFFSTAGE_ACP_MCP_TEST=" + t.Name()
+	marker := fmt.Sprintf("OFFSTAGE_ACP_MCP_TEST=%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano()) // unique: another run of the tests has its own
 	name, value, _ := strings.Cut(marker, "=")
 	h := start(t, `{"turns": [
 		{"tool_calls": [{"name": "mcp__daemonizing__ping", "input": {}}]},

@@ -283,8 +283,12 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 				out.Note = logLostNote(id, log)
 			}
 		}
-		if e, _ := p.Exit(); e.Leftovers > 0 {
+		e, _ := p.Exit()
+		if e.Leftovers > 0 {
 			out.Note = joinNotes(out.Note, leftoversNote(e.Leftovers))
+		}
+		if failedByItself(e) {
+			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
 		}
 	}
 	return out

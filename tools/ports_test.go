@@ -2,11 +2,13 @@ package tools_test
 
 import (
 	"encoding/json"
+	"net"
 	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +103,44 @@ func TestUntilPortArguments(t *testing.T) {
 	}
 	if msg := e.refused(t, e.top, "bash", `{"command": "true", "until_port": "any"}`); msg == "" {
 		t.Error("until_port without run_in_background accepted")
+	}
+}
+
+// TestAddressInUseNamesTheHolder (issue 22): a command that fails with
+// "address already in use" is told which of the caller's shells holds
+// the port; a port held outside offstage is said to be, without more.
+func TestAddressInUseNamesTheHolder(t *testing.T) {
+	needServer(t)
+	e := newEnv(t, tools.Config{})
+	var out tools.BashOutput
+	args, _ := json.Marshal(map[string]any{"command": serverCommand, "run_in_background": true, "until_port": "any", "wait_seconds": 20})
+	ok(t, e, e.top, "bash", string(args), &out)
+	if out.Listening == nil {
+		t.Fatalf("the server did not listen: %+v", out)
+	}
+	server, port := out.TaskID, strconv.Itoa(out.Listening.Port)
+	// Python's message names no port: the command line does.
+	ok(t, e, e.top, "bash", `{"command": "python3 -m http.server `+port+` --bind 127.0.0.1"}`, &out)
+	if out.Status != "failed" || !strings.Contains(out.Note, "Port "+port+" is already in use by your "+server) {
+		t.Errorf("foreground, Python: %+v", out)
+	}
+	// A message that names the port, in the background: the result says.
+	id := e.background(t, e.top, "echo 'listen tcp 127.0.0.1:"+port+": bind: address already in use' >&2; exit 1")
+	waitDone(t, e.top, id)
+	var w tools.WaitOutput
+	ok(t, e, e.top, "task_wait", `{"task_ids": ["`+id+`"]}`, &w)
+	if len(w.Done) != 1 || !strings.Contains(w.Done[0].Result, "Port "+port+" is already in use by your "+server) {
+		t.Errorf("background result: %+v", w.Done)
+	}
+	// A port held outside offstage.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	outside := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	ok(t, e, e.top, "bash", `{"command": "python3 -m http.server `+outside+` --bind 127.0.0.1"}`, &out)
+	if out.Status != "failed" || !strings.Contains(out.Note, "not by one of your tasks") || strings.Contains(out.Note, server) {
+		t.Errorf("foreground, held outside: %+v", out)
 	}
 }

@@ -268,8 +268,21 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		// function returns, so the cancel goes first.
 		v.Cancel(h.ID())
 	}
-	return shellResult(p, e, opts.ResultLines, opts.ResultBytes), e.Err()
+	result := shellResult(p, e, opts.ResultLines, opts.ResultBytes)
+	if failedByItself(e) {
+		// While the caller's other shells still run: who holds a port it
+		// could not take.
+		tail := proc.Clean(p.TailLines(proc.Combined, opts.ResultLines, opts.ResultBytes).Data)
+		if note := inUseNote(v, h.ID(), cfg.Command, tail); note != "" {
+			result += "\n" + note
+		}
+	}
+	return result, e.Err()
 }
+
+// failedByItself says whether a process ended with a failure of its own:
+// a non-zero status or a signal we did not send.
+func failedByItself(e proc.Exit) bool { return !e.Stopped && (e.Code != 0 || e.Signal != 0) }
 
 // shellResult is the text a shell task reports: how it ended and the last
 // lines of its output, cleaned, at most maxLines lines and about maxBytes.

@@ -82,6 +82,10 @@ var sqliteMigrations = []string{
 	CREATE UNIQUE INDEX task_events_once ON task_events (session_id, id, event, at);`,
 	// 4: how many records of a session the journal could not write.
 	`ALTER TABLE sessions ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;`,
+	// 5: what a shell used: its CPU time (nanoseconds) and peak memory
+	// (bytes) at its end; NULL where it was not measured.
+	`ALTER TABLE tasks ADD COLUMN cpu_ns INTEGER;
+	ALTER TABLE tasks ADD COLUMN memory_peak INTEGER;`,
 }
 
 // lostVersion is the SQLite schema version that added sessions.lost.
@@ -145,6 +149,8 @@ var postgresMigrations = []string{
 		PRIMARY KEY (session_id, id, event, at)
 	);`,
 	`ALTER TABLE sessions ADD COLUMN lost bigint NOT NULL DEFAULT 0;`,
+	`ALTER TABLE tasks ADD COLUMN cpu_ns bigint;
+	ALTER TABLE tasks ADD COLUMN memory_peak bigint;`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -551,6 +557,7 @@ const (
 	insertMessage  = `INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?) ON CONFLICT (session_id, seq) DO UPDATE SET body = excluded.body`
 	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
 	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
+	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
 	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
@@ -574,6 +581,8 @@ func (w *writer) record(r Record) error {
 		return w.exec(insertMessage, r.Session, r.Seq, r.Body)
 	case TaskProcess:
 		return w.exec(updateProcess, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
+	case TaskUsage:
+		return w.exec(updateUsage, nullIfZero(int64(r.CPU)), nullIfZero(r.MemoryPeak), r.Session, r.ID)
 	case Delivered:
 		for _, id := range r.IDs {
 			if err := w.exec(updateDelivery, r.Session, id); err != nil {
@@ -725,7 +734,8 @@ type querier interface {
 }
 
 const taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
-	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, '')
+	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''),
+	COALESCE(t.cpu_ns, 0), COALESCE(t.memory_peak, 0)
 	FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id LEFT JOIN hosts h ON h.id = s.host_id `
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
@@ -737,12 +747,13 @@ func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...an
 	var out []Task
 	for rows.Next() {
 		var t Task
-		var created int64
+		var created, cpu int64
 		var started, finished, code sql.NullInt64
 		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
-			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname); err != nil {
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak); err != nil {
 			return nil, err
 		}
+		t.CPU = time.Duration(cpu)
 		t.Created, t.Started, t.Finished = time.Unix(0, created), fromNanos(started), fromNanos(finished)
 		if code.Valid {
 			c := int(code.Int64)
@@ -913,4 +924,12 @@ func (s *DB) TaskEvents(ctx context.Context, session, id string) ([]TaskEvent, e
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// nullIfZero is n, or NULL for 0: not measured.
+func nullIfZero(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
 }

@@ -113,7 +113,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		cfg.Dir = dir
 	}
 	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
-		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell})
+		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit})
 	switch {
 	case errors.Is(err, task.ErrFull):
 		return BashOutput{}, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")

@@ -72,6 +72,10 @@ type ShellOptions struct {
 	// the process has started (a journal records its pid and log), before
 	// SpawnShell returns it.
 	OnStart func(id string, p *proc.Process)
+	// OnExit, if set, is called with the task's id and its process once
+	// the process has ended (its Exit is ready), before the task
+	// finishes (a journal records what it used).
+	OnExit func(id string, p *proc.Process)
 }
 
 // Kinds of the notices a shell posts.
@@ -257,6 +261,9 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		}
 	}
 	e, _ := p.Exit()
+	if opts.OnExit != nil {
+		opts.OnExit(h.ID(), p)
+	}
 	if e.Code >= 0 && e.Signal == 0 {
 		h.SetExitCode(e.Code)
 	}

@@ -88,8 +88,12 @@ var sqliteMigrations = []string{
 	ALTER TABLE tasks ADD COLUMN memory_peak INTEGER;`,
 }
 
-// lostVersion is the SQLite schema version that added sessions.lost.
-const lostVersion = 4
+// lostVersion is the SQLite schema version that added sessions.lost, and
+// usageVersion the one that added tasks.cpu_ns and memory_peak.
+const (
+	lostVersion  = 4
+	usageVersion = 5
+)
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
 // is the one row of offstage_schema.
@@ -218,7 +222,10 @@ type DB struct {
 	file fileID
 	// lost is the expression of sessions.lost: the column, or 0 in a file
 	// opened to read whose schema predates it.
-	lost    string
+	lost string
+	// usage is the expression of tasks.cpu_ns and memory_peak: the
+	// columns, or 0, 0 in a file opened to read whose schema predates them.
+	usage   string
 	reading bool // opened by OpenSQLiteReadOnly
 }
 
@@ -343,6 +350,9 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if v < lostVersion {
 		s.lost = "0"
 	}
+	if v < usageVersion {
+		s.usage = noUsage
+	}
 	s.reading = true
 	return s, nil
 }
@@ -388,7 +398,7 @@ func (s *DB) moved() error {
 }
 
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d, lost: "s.lost"}
+	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -733,13 +743,19 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-const taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
-	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''),
-	COALESCE(t.cpu_ns, 0), COALESCE(t.memory_peak, 0)
+// A task's columns are taskColumns, then usage (usageColumns, or
+// noUsage in an older journal read as it is), then taskFrom.
+const (
+	taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
+	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''), `
+	usageColumns = `COALESCE(t.cpu_ns, 0), COALESCE(t.memory_peak, 0)`
+	noUsage      = `0, 0`
+	taskFrom     = `
 	FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id LEFT JOIN hosts h ON h.id = s.host_id `
+)
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+where), args...)
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+taskFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}

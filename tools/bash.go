@@ -82,7 +82,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	case in.UntilPort != "" && !in.RunInBackground:
 		return BashOutput{}, fail("until_port waits for a command running in the background to listen; add run_in_background: true, or drop until_port.")
 	case in.WaitSeconds != 0 && in.Until == "" && in.UntilPort == "":
-		return BashOutput{}, fail("wait_seconds is how long until or until_port waits; pass one of them too, or drop wait_seconds.")
+		return BashOutput{}, fail("wait_seconds is how long until or until_port waits; pass until (or until_port) too, or drop wait_seconds.")
 	case in.WaitSeconds < 0:
 		return BashOutput{}, fail("wait_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -142,5 +143,26 @@ func TestAddressInUseNamesTheHolder(t *testing.T) {
 	ok(t, e, e.top, "bash", `{"command": "python3 -m http.server `+outside+` --bind 127.0.0.1"}`, &out)
 	if out.Status != "failed" || !strings.Contains(out.Note, "not by one of your tasks") || strings.Contains(out.Note, server) {
 		t.Errorf("foreground, held outside: %+v", out)
+	}
+}
+
+// TestListAndInspectShowUsage (issue 22): a running shell's processes,
+// CPU time and memory are in task_list and task_inspect, in either
+// containment (OFFSTAGE_CONTAINMENT=marks runs the fallback).
+func TestListAndInspectShowUsage(t *testing.T) {
+	needServer(t)
+	e := newEnv(t, tools.Config{})
+	// 48 MiB held after a busy loop of some 100 ms, in a child of the shell.
+	id := e.background(t, e.top, `python3 -c 'import time; b = bytearray(48 << 20); t = time.process_time(); exec("while time.process_time() - t < 0.1: pass"); print("holding", flush=True); time.sleep(100)'; true`)
+	waitOutput(t, e.top, id, "holding")
+	var list tools.ListOutput
+	ok(t, e, e.top, "task_list", `{}`, &list)
+	var in tools.InspectOutput
+	ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &in)
+	t.Logf("%s: task_list %+v", proc.Containment().Mode, list.Tasks[0].ShellUsage)
+	for name, u := range map[string]tools.ShellUsage{"task_list": list.Tasks[0].ShellUsage, "task_inspect": in.ShellUsage} {
+		if u.Processes != 2 || u.CPUSeconds < 0.05 || u.MemoryMiB < 48 || u.MemoryPeakMiB < u.MemoryMiB {
+			t.Errorf("%s: %+v; want 2 processes, at least 0.05 s and 48 MiB", name, u)
+		}
 	}
 }

@@ -256,10 +256,6 @@ func waitNote(a waitArgs, w waitEnd, push bool) string {
 	}
 	switch {
 	case w.m != nil:
-		still := "its result still comes to you when it finishes"
-		if !push {
-			still = "a later task_wait still returns its result when it finishes"
-		}
 		return joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: %s. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", w.m.TaskID, still, w.m.TaskID, w.m.Cursor), note)
 	case len(w.waiting) > 0:
 		return joinNotes(strings.Join(w.waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)

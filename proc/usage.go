@@ -34,20 +34,23 @@ type Usage struct {
 // Usage reports what the command uses while it runs; the zero Usage once
 // it is done. In ModeCgroup it reads the task's cgroup (a few small
 // files, and each process's statm when the memory controller is off);
-// in ModeMarks it costs what Processes costs, and a read of each of its
-// processes' stat.
+// in ModeMarks it costs a scan of /proc for its processes (as Processes
+// does), and a read of each one's stat.
 func (p *Process) Usage() Usage {
 	select {
 	case <-p.done:
 		return Usage{}
 	default:
 	}
-	u := Usage{Processes: p.Processes()}
+	var u Usage
 	if p.cg != nil {
+		u.Processes = p.Processes()
 		u.CPU, u.Memory, u.MemoryPeak = p.cg.usage()
 		u.Measured = true
 	} else {
-		u.CPU, u.Memory, u.Measured = procUsage(p.taskPids())
+		pids := p.taskPids() // one scan of /proc for the count and the sums
+		u.Processes = len(pids)
+		u.CPU, u.Memory, u.Measured = procUsage(pids)
 	}
 	seen := p.notePeak(u.Memory, u.CPU)
 	u.MemoryPeak = max(u.MemoryPeak, seen)

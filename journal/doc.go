@@ -110,7 +110,8 @@
 //	sessions(id, host_id, surface, cwd, model, started_at, ended_at)
 //	messages(session_id, seq, body)                     -- the conversation
 //	tasks(session_id, id, kind, label, owner, state, created_at, started_at,
-//	      finished_at, exit_code, result, error, delivered, log_path, pid, pid_start)
+//	      finished_at, exit_code, result, error, delivered, log_path, pid, pid_start,
+//	      cpu_ns, memory_peak)                          -- a shell's use, at its end
 //	task_events(session_id, id, at, event, state)       -- every state change
 //
 // Times are Unix nanoseconds. A task is keyed by its session and its id

@@ -67,6 +67,11 @@ type Task struct {
 	PID      int
 	PIDStart int64
 	Hostname string // of the session's host
+	// CPU and MemoryPeak are what a shell used, at its end (see
+	// proc.Exit): its CPU time and its highest memory in bytes; 0 where
+	// it was not measured.
+	CPU        time.Duration
+	MemoryPeak int64
 }
 
 // Message is one message of a session's conversation, as the runtime
@@ -78,7 +83,7 @@ type Message struct {
 }
 
 // A Record is one change the journal writes: *Host, *Session (started),
-// SessionEnd, *Message, *TaskChange, TaskProcess, Delivered.
+// SessionEnd, *Message, *TaskChange, TaskProcess, TaskUsage, Delivered.
 type Record interface{ record() }
 
 // SessionEnd records that a session ended, and how many of its records
@@ -104,6 +109,14 @@ type TaskProcess struct {
 	LogPath  string
 }
 
+// TaskUsage records what a shell task used, at its end.
+type TaskUsage struct {
+	Session    string
+	ID         string
+	CPU        time.Duration
+	MemoryPeak int64
+}
+
 // Delivered records that results of a session reached its conversation
 // outside the table (resumed after a restart).
 type Delivered struct {
@@ -117,6 +130,7 @@ func (SessionEnd) record()  {}
 func (*Message) record()    {}
 func (*TaskChange) record() {}
 func (TaskProcess) record() {}
+func (TaskUsage) record()   {}
 func (Delivered) record()   {}
 
 // TaskFilter selects tasks in Store.Tasks. Zero fields select everything.
@@ -321,6 +335,8 @@ func (e *entry) session() string {
 	case *Message:
 		return r.Session
 	case TaskProcess:
+		return r.Session
+	case TaskUsage:
 		return r.Session
 	case Delivered:
 		return r.Session
@@ -792,6 +808,11 @@ func (l *SessionLog) Message(body []byte) {
 // Process records a shell task's process and log.
 func (l *SessionLog) Process(id string, pid int, pidStart int64, logPath string) {
 	l.j.Add(TaskProcess{Session: l.id, ID: id, PID: pid, PIDStart: pidStart, LogPath: logPath})
+}
+
+// Usage records what a shell task used, at its end.
+func (l *SessionLog) Usage(id string, cpu time.Duration, memoryPeak int64) {
+	l.j.Add(TaskUsage{Session: l.id, ID: id, CPU: cpu, MemoryPeak: memoryPeak})
 }
 
 // Delivered records results delivered outside the table.

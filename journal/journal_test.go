@@ -144,6 +144,7 @@ func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 	}
 	top.Wait(t.Context(), []string{ok}, task.All) // delivers ok; bad stays undelivered
 	log.Process(bad, 4242, 99, "/logs/shell-2.log")
+	log.Usage(bad, 1500*time.Millisecond, 64<<20)
 	log.Message([]byte(`{"role":"user"}`))
 	log.Message([]byte(`{"role":"assistant"}`))
 	log.End()
@@ -163,6 +164,12 @@ func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 	b := tasks[0]
 	if b.State != "failed" || b.Result != "3 failed" || b.Error != "exit status 2" || b.ExitCode == nil || *b.ExitCode != 2 || b.Delivered || b.LogPath != "/logs/shell-2.log" || b.PID != 4242 || b.Started.IsZero() || b.Finished.IsZero() {
 		t.Errorf("failed task = %+v", b)
+	}
+	if b.CPU != 1500*time.Millisecond || b.MemoryPeak != 64<<20 {
+		t.Errorf("failed task's usage: CPU %v, MemoryPeak %d; want 1.5s, 64 MiB", b.CPU, b.MemoryPeak)
+	}
+	if o := tasks[1]; o.CPU != 0 || o.MemoryPeak != 0 {
+		t.Errorf("a task without usage recorded shows CPU %v, MemoryPeak %d", o.CPU, o.MemoryPeak)
 	}
 	if o := tasks[1]; o.State != "completed" || !o.Delivered || o.Label != "make" {
 		t.Errorf("completed task = %+v", o)

@@ -254,6 +254,17 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 			onShell(task, p)
 		}
 	}
+	onExit := cfg.Tools.OnShellExit
+	cfg.Tools.OnShellExit = func(task string, p *proc.Process) {
+		// Before the task's end is recorded: the CPU time and peak memory
+		// "offstage tasks show" gives.
+		if e, ok := p.Exit(); ok && (e.CPU > 0 || e.MemoryPeak > 0) {
+			log.Usage(task, e.CPU, e.MemoryPeak)
+		}
+		if onExit != nil {
+			onExit(task, p)
+		}
+	}
 	return &openSession{SessionLog: log, r: r}, nil
 }
 

@@ -13,6 +13,9 @@ import (
 
 	"fmt"
 
+	"os/exec"
+	"runtime"
+
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
@@ -508,4 +511,48 @@ func recorderOn(t *testing.T, store *journal.DB, dir string) *journal.Recorder {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// TestTheJournalKeepsWhatAShellUsed (issue 22): a shell's CPU time and
+// peak memory at its end reach the journal, as offstage tasks show gives
+// them.
+func TestTheJournalKeepsWhatAShellUsed(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("usage is measured from /proc")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	// 64 MiB held, and a busy loop of some 200 ms.
+	const burn = `python3 -c 'import time; b = bytearray(64 << 20); t = time.process_time(); exec("while time.process_time() - t < 0.2: pass")'`
+	model := scriptedModel(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "`+strings.ReplaceAll(burn, `"`, `\"`)+`"}}]},
+		{"text": "Done."}
+	]}`)
+	cfg := agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: work}}}
+	rec := newRecorder(t, dir, journal.RecorderOptions{})
+	defer rec.Close(context.Background())
+	s, err := agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Turn(t.Context(), "burn", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := rec.Store().Tasks(t.Context(), journal.TaskFilter{Session: s.ID()})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("tasks = %+v, %v", tasks, err)
+	}
+	got := tasks[0]
+	t.Logf("%s: CPU %v, peak %d MiB (%s)", got.State, got.CPU, got.MemoryPeak>>20, proc.Containment().Mode)
+	if got.State != "completed" || got.CPU < 150*time.Millisecond || got.MemoryPeak < 64<<20 || got.MemoryPeak > 1<<30 {
+		t.Errorf("shell:1 kept CPU %v, peak memory %d; want at least 150ms and 64 MiB", got.CPU, got.MemoryPeak)
+	}
 }

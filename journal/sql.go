@@ -82,10 +82,18 @@ var sqliteMigrations = []string{
 	CREATE UNIQUE INDEX task_events_once ON task_events (session_id, id, event, at);`,
 	// 4: how many records of a session the journal could not write.
 	`ALTER TABLE sessions ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;`,
+	// 5: what a shell used: its CPU time (nanoseconds) and peak memory
+	// (bytes) at its end; NULL where it was not measured.
+	`ALTER TABLE tasks ADD COLUMN cpu_ns INTEGER;
+	ALTER TABLE tasks ADD COLUMN memory_peak INTEGER;`,
 }
 
-// lostVersion is the SQLite schema version that added sessions.lost.
-const lostVersion = 4
+// lostVersion is the SQLite schema version that added sessions.lost, and
+// usageVersion the one that added tasks.cpu_ns and memory_peak.
+const (
+	lostVersion  = 4
+	usageVersion = 5
+)
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
 // is the one row of offstage_schema.
@@ -145,6 +153,8 @@ var postgresMigrations = []string{
 		PRIMARY KEY (session_id, id, event, at)
 	);`,
 	`ALTER TABLE sessions ADD COLUMN lost bigint NOT NULL DEFAULT 0;`,
+	`ALTER TABLE tasks ADD COLUMN cpu_ns bigint;
+	ALTER TABLE tasks ADD COLUMN memory_peak bigint;`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -212,7 +222,10 @@ type DB struct {
 	file fileID
 	// lost is the expression of sessions.lost: the column, or 0 in a file
 	// opened to read whose schema predates it.
-	lost    string
+	lost string
+	// usage is the expression of tasks.cpu_ns and memory_peak: the
+	// columns, or 0, 0 in a file opened to read whose schema predates them.
+	usage   string
 	reading bool // opened by OpenSQLiteReadOnly
 }
 
@@ -337,6 +350,9 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if v < lostVersion {
 		s.lost = "0"
 	}
+	if v < usageVersion {
+		s.usage = noUsage
+	}
 	s.reading = true
 	return s, nil
 }
@@ -382,7 +398,7 @@ func (s *DB) moved() error {
 }
 
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d, lost: "s.lost"}
+	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -551,6 +567,7 @@ const (
 	insertMessage  = `INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?) ON CONFLICT (session_id, seq) DO UPDATE SET body = excluded.body`
 	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
 	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
+	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
 	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
@@ -574,6 +591,8 @@ func (w *writer) record(r Record) error {
 		return w.exec(insertMessage, r.Session, r.Seq, r.Body)
 	case TaskProcess:
 		return w.exec(updateProcess, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
+	case TaskUsage:
+		return w.exec(updateUsage, nullIfZero(int64(r.CPU)), nullIfZero(r.MemoryPeak), r.Session, r.ID)
 	case Delivered:
 		for _, id := range r.IDs {
 			if err := w.exec(updateDelivery, r.Session, id); err != nil {
@@ -779,12 +798,19 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-const taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
-	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, '')
+// A task's columns are taskColumns, then usage (usageColumns, or
+// noUsage in an older journal read as it is), then taskFrom.
+const (
+	taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
+	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''), `
+	usageColumns = `COALESCE(t.cpu_ns, 0), COALESCE(t.memory_peak, 0)`
+	noUsage      = `0, 0`
+	taskFrom     = `
 	FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id LEFT JOIN hosts h ON h.id = s.host_id `
+)
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+where), args...)
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+taskFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -792,12 +818,13 @@ func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...an
 	var out []Task
 	for rows.Next() {
 		var t Task
-		var created int64
+		var created, cpu int64
 		var started, finished, code sql.NullInt64
 		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
-			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname); err != nil {
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak); err != nil {
 			return nil, err
 		}
+		t.CPU = time.Duration(cpu)
 		t.Created, t.Started, t.Finished = time.Unix(0, created), fromNanos(started), fromNanos(finished)
 		if code.Valid {
 			c := int(code.Int64)
@@ -980,4 +1007,12 @@ func (s *DB) TaskEvents(ctx context.Context, session, id string) ([]TaskEvent, e
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// nullIfZero is n, or NULL for 0: not measured.
+func nullIfZero(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
 }

@@ -182,8 +182,11 @@
 // memory.peak where the memory controller is on, else the sum of its
 // processes' resident sets); Ports the TCP ports its processes listen on
 // (/proc/net/tcp and tcp6, matched to their socket descriptors). In
-// ModeMarks, Usage has the count alone, and Ports looks at the marked
-// processes.
+// ModeMarks, Usage sums the marked processes' /proc/PID/stat (their CPU
+// time and that of the children they reaped, their resident sets), and
+// Ports looks at the marked processes. Where there is no memory.peak,
+// the peak is the highest Usage saw; an Exit's CPU and MemoryPeak add
+// the leader's resource usage as it was reaped.
 //
 // cgroupfs is used with plain file I/O (mkdir, rmdir, a line written to
 // cgroup.kill, cgroup.procs and cgroup.events read): a handful of one-line

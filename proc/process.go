@@ -185,6 +185,15 @@ type Exit struct {
 	// user). Zero unless something is badly wrong; SurvivorsErr says what.
 	Survivors    int
 	SurvivorsErr error
+	// CPU is the user and system time the task used, and MemoryPeak its
+	// highest memory in bytes, as far as the containment can tell (see
+	// Usage): the cgroup's cpu.stat and memory.peak in ModeCgroup, else
+	// the leader's resource usage (its own and that of the descendants
+	// reaped within it: MemoryPeak is then the largest single resident
+	// set) or the highest Usage saw while it ran, whichever is more.
+	// 0 where nothing was measured.
+	CPU        time.Duration
+	MemoryPeak int64
 }
 
 // Err returns nil for a process that exited with status 0 by itself, and
@@ -236,6 +245,10 @@ type Process struct {
 	lastOutput  time.Time     // when output last arrived, or the start
 	prompt      string        // the prompt the process seems to wait on; "" when not
 	exit        Exit          // set before done is closed
+
+	usageMu  sync.Mutex    // guards the highest usage seen, below
+	peakSeen int64         // the highest memory Usage saw
+	cpuSeen  time.Duration // the highest CPU time Usage saw
 }
 
 // Start runs cfg.Command in a new process group and returns at once. When
@@ -522,6 +535,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if !beforeReap {
 		p.leaderIsGone()
 	}
+	cpu, peak := p.finalUsage(p.cmd.ProcessState) // before the cgroup goes
 	if p.cg != nil && p.cg.remove() != nil && p.cg.populated() {
 		// Processes are left that the leader's exit did not end (it could
 		// not be waited for without reaping it): end them now.
@@ -565,6 +579,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
 	e.LogCut, e.LogErr = logCut, logErr
 	e.Leftovers, e.Survivors, e.SurvivorsErr = leftovers, survivors, survivorsErr
+	e.CPU, e.MemoryPeak = cpu, peak
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()

@@ -342,7 +342,9 @@ func TestPrintingAGigabyteStaysBounded(t *testing.T) {
 	}
 }
 
-// TestUsage: a running command's CPU time and memory, from its cgroup.
+// TestUsage: a running command's CPU time and memory, from its cgroup or,
+// in ModeMarks, summed from /proc over its processes; and the CPU time
+// and peak memory its Exit keeps.
 func TestUsage(t *testing.T) {
 	cfg := helperConfig("hold", strconv.Itoa(32<<20))
 	// Burn some CPU in the shell first, then hold 32 MiB.
@@ -354,11 +356,14 @@ func TestUsage(t *testing.T) {
 	if u.Processes != 1 {
 		t.Errorf("Usage().Processes = %d, want 1", u.Processes)
 	}
-	if proc.Containment().Mode != proc.ModeCgroup {
-		if u.CPU != 0 || u.Memory != 0 {
-			t.Errorf("Usage() = %+v outside a cgroup, want the count alone", u)
+	if runtime.GOOS != "linux" {
+		if u.Measured || u.CPU != 0 || u.Memory != 0 {
+			t.Errorf("Usage() = %+v without /proc, want the count alone", u)
 		}
 		return
+	}
+	if !u.Measured {
+		t.Errorf("Usage().Measured = false on Linux")
 	}
 	if u.CPU < 10*time.Millisecond {
 		t.Errorf("Usage().CPU = %v after a busy loop, want at least 10ms", u.CPU)
@@ -366,10 +371,16 @@ func TestUsage(t *testing.T) {
 	if u.Memory < 32<<20 || u.Memory > 1<<30 {
 		t.Errorf("Usage().Memory = %d, want at least the 32 MiB held", u.Memory)
 	}
+	if u.MemoryPeak < u.Memory {
+		t.Errorf("Usage().MemoryPeak = %d, below Memory %d", u.MemoryPeak, u.Memory)
+	}
 	p.Stop(0)
-	mustWait(t, p)
+	e := mustWait(t, p)
 	if u := p.Usage(); u != (proc.Usage{}) {
 		t.Errorf("Usage() once done = %+v, want zero", u)
+	}
+	if e.CPU < u.CPU || e.MemoryPeak < 32<<20 {
+		t.Errorf("Exit CPU %v, MemoryPeak %d; want at least %v and the 32 MiB held", e.CPU, e.MemoryPeak, u.CPU)
 	}
 }
 

@@ -28,7 +28,8 @@ type bashInput struct {
 	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
 	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it becomes a notice while the command runs"`
 	Until             string  `json:"until,omitempty" jsonschema:"background only: a regular expression; wait until a line of output matches it, the command ends, or wait_seconds pass"`
-	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until: how long to wait; default 30, at most 300"`
+	UntilPort         string  `json:"until_port,omitempty" jsonschema:"background only: a TCP port number such as \"8080\", or \"any\"; wait until the command listens on it, ends, or wait_seconds pass"`
+	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until or until_port: how long to wait; default 30, at most 300"`
 }
 
 // BashOutput is the bash tool's result.
@@ -42,7 +43,10 @@ type BashOutput struct {
 	Error           string   `json:"error,omitempty"`
 	// Matched is the line until waited for, if it appeared.
 	Matched *Match `json:"matched,omitempty"`
-	Note    string `json:"note,omitempty"`
+	// Listening is the port until_port waited for, if the command
+	// listens on it.
+	Listening *Listening `json:"listening,omitempty"`
+	Note      string     `json:"note,omitempty"`
 }
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
@@ -75,13 +79,20 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	switch {
 	case in.Until != "" && !in.RunInBackground:
 		return BashOutput{}, fail("until waits for a line of a command running in the background; add run_in_background: true, or drop until.")
-	case in.WaitSeconds != 0 && in.Until == "":
-		return BashOutput{}, fail("wait_seconds is how long until waits; pass until too, or drop wait_seconds.")
+	case in.UntilPort != "" && !in.RunInBackground:
+		return BashOutput{}, fail("until_port waits for a command running in the background to listen; add run_in_background: true, or drop until_port.")
+	case in.WaitSeconds != 0 && in.Until == "" && in.UntilPort == "":
+		return BashOutput{}, fail("wait_seconds is how long until or until_port waits; pass until (or until_port) too, or drop wait_seconds.")
 	case in.WaitSeconds < 0:
 		return BashOutput{}, fail("wait_seconds must not be negative (default %d, at most %d).", defaultWaitSeconds, maxWaitSeconds)
 	}
 	if in.Until != "" {
 		if _, err := untilPattern(in.Until); err != nil {
+			return BashOutput{}, err
+		}
+	}
+	if in.UntilPort != "" {
+		if _, err := parsePort(in.UntilPort); err != nil {
 			return BashOutput{}, err
 		}
 	}
@@ -102,14 +113,14 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		cfg.Dir = dir
 	}
 	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
-		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell})
+		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit})
 	switch {
 	case errors.Is(err, task.ErrFull):
 		return BashOutput{}, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")
 	case err != nil:
 		return BashOutput{}, err
 	}
-	if in.Until != "" {
+	if in.Until != "" || in.UntilPort != "" {
 		return s.startAndWait(ctx, v, id, in), nil
 	}
 	if in.RunInBackground {
@@ -175,24 +186,43 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 // with the command still running.
 func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bashInput) BashOutput {
 	out := BashOutput{TaskID: id}
-	w, err := s.taskWait(ctx, v, waitInput{TaskIDs: []string{id}, TimeoutSeconds: in.WaitSeconds, Until: in.Until})
+	what := "until" // what the wait was for, in the notes
+	switch {
+	case in.Until != "" && in.UntilPort != "":
+		what = "until or until_port"
+	case in.UntilPort != "":
+		what = "until_port"
+	}
+	w, err := s.taskWait(ctx, v, waitInput{TaskIDs: []string{id}, TimeoutSeconds: in.WaitSeconds, Until: in.Until, UntilPort: in.UntilPort})
 	switch {
 	case err != nil:
-		out.Note = fmt.Sprintf("Started in the background as %s, but could not wait for until: %s It keeps running; wait for it with task_wait.", id, err)
+		out.Note = fmt.Sprintf("Started in the background as %s, but could not wait for %s: %s It keeps running; wait for it with task_wait.", id, what, err)
 	case len(w.Done) == 1:
 		d := w.Done[0]
 		out.ExitCode, out.Error = d.ExitCode, d.Error
 		out.Note = "It ended before printing a line matching until."
-		if w.Matched != nil {
+		switch {
+		case w.Matched != nil:
 			out.Note = "It printed the line, then ended."
+		case w.Listening != nil:
+			out.Note = fmt.Sprintf("It listened on port %d, then ended.", w.Listening.Port)
+		case in.Until == "":
+			out.Note = "It ended before it listened on until_port."
 		}
 	case w.Matched != nil:
 		out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: its result will come back to you when it finishes.", id)
 		if !s.pushes(v.Owner()) {
 			out.Note = fmt.Sprintf("The line appeared; it keeps running in the background as %s. Keep working: nothing comes back by itself, so get its result with task_wait when you need it.", id)
 		}
+	case w.Listening != nil:
+		out.Note = fmt.Sprintf("It listens on port %d; it keeps running in the background as %s. Keep working: its result will come back to you when it finishes.", w.Listening.Port, id)
+		if !s.pushes(v.Owner()) {
+			out.Note = fmt.Sprintf("It listens on port %d; it keeps running in the background as %s. Keep working: nothing comes back by itself, so get its result with task_wait when you need it.", w.Listening.Port, id)
+		}
+	case w.TimedOut && in.Until == "":
+		out.Note = fmt.Sprintf("It did not listen on until_port in time; it keeps running in the background as %s. Do not start it again: wait more with task_wait (with until_port), or read it with task_output.", id)
 	case w.TimedOut:
-		out.Note = fmt.Sprintf("No line matched until in time; it keeps running in the background as %s. Do not start it again: wait more with task_wait (with until), or read it with task_output.", id)
+		out.Note = fmt.Sprintf("No line matched %s in time; it keeps running in the background as %s. Do not start it again: wait more with task_wait (with %s), or read it with task_output.", what, id, what)
 	default: // it waits for input, or sent a notice: task_wait's note says which
 		var notes []string
 		for _, n := range w.Notices {
@@ -206,7 +236,7 @@ func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bash
 	if in.WaitSeconds > maxWaitSeconds {
 		out.Note = joinNotes(out.Note, fmt.Sprintf("wait_seconds was capped at %d.", maxWaitSeconds))
 	}
-	out.Matched = w.Matched
+	out.Matched, out.Listening = w.Matched, w.Listening
 	out.Status = status(v, id)
 	if len(w.Done) == 1 {
 		out.Status = w.Done[0].Status
@@ -253,8 +283,12 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 				out.Note = logLostNote(id, log)
 			}
 		}
-		if e, _ := p.Exit(); e.Leftovers > 0 {
+		e, _ := p.Exit()
+		if e.Leftovers > 0 {
 			out.Note = joinNotes(out.Note, leftoversNote(e.Leftovers))
+		}
+		if failedByItself(e) {
+			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
 		}
 	}
 	return out

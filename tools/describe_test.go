@@ -76,7 +76,7 @@ func promises(noPush bool) map[string][]string {
 			fmt.Sprintf("stops for %d seconds", int(procPromptAfter.Seconds())),
 			"`waiting_for_input`",
 		},
-		"task_list": {fmt.Sprintf("at most %d tasks", tools.MaxListed), "task_wait once", "`waiting_for_input`"},
+		"task_list": {fmt.Sprintf("at most %d tasks", tools.MaxListed), "task_wait once", "`waiting_for_input`", "`listening`", "`memory_mib`", "`memory_peak_mib`", "`cpu_seconds`", "`processes`"},
 		"task_inspect": {
 			fmt.Sprintf("(default %d, at most %d)", tools.DefaultRecent, tools.MaxRecent),
 			sent,
@@ -94,6 +94,7 @@ func promises(noPush bool) map[string][]string {
 			sent, "not an error",
 			"instead of polling", "sleep",
 			"seems to wait for input", "`notices`",
+			fmt.Sprintf("looks every %d ms", tools.PortPoll.Milliseconds()), "`listening`",
 		},
 		"task_cancel": {fmt.Sprintf("SIGKILL %d seconds later", int(procGrace.Seconds())), "already finished"},
 		"task_input":  {"`interactive: true`"},

@@ -14,6 +14,7 @@ const (
 	DefaultWatchLines   = defaultWatchLines
 	DefaultWatchEvery   = defaultWatchEvery
 	DefaultWatchNotices = defaultWatchNotices
+	PortPoll            = portPoll
 )
 
 // FitBudget exposes the last guard on a result's size.

@@ -33,6 +33,10 @@ type Config struct {
 	LogDir string
 	// OnShell, if set, is told of each shell's process once it starts.
 	OnShell func(id string, p *proc.Process)
+	// OnShellExit, if set, is told of each shell's process once it has
+	// ended (its Exit is ready), before its task finishes: a journal
+	// records what it used.
+	OnShellExit func(id string, p *proc.Process)
 	// NoPush says that results and notices do not come back to the
 	// top-level caller (owner "") by themselves, as over MCP, where
 	// nothing reaches the model unless it calls for it. The descriptions

@@ -72,6 +72,10 @@ type ShellOptions struct {
 	// the process has started (a journal records its pid and log), before
 	// SpawnShell returns it.
 	OnStart func(id string, p *proc.Process)
+	// OnExit, if set, is called with the task's id and its process once
+	// the process has ended (its Exit is ready), before the task
+	// finishes (a journal records what it used).
+	OnExit func(id string, p *proc.Process)
 }
 
 // Kinds of the notices a shell posts.
@@ -257,6 +261,9 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		}
 	}
 	e, _ := p.Exit()
+	if opts.OnExit != nil {
+		opts.OnExit(h.ID(), p)
+	}
 	if e.Code >= 0 && e.Signal == 0 {
 		h.SetExitCode(e.Code)
 	}
@@ -268,8 +275,21 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		// function returns, so the cancel goes first.
 		v.Cancel(h.ID())
 	}
-	return shellResult(p, e, opts.ResultLines, opts.ResultBytes), e.Err()
+	result := shellResult(p, e, opts.ResultLines, opts.ResultBytes)
+	if failedByItself(e) {
+		// While the caller's other shells still run: who holds a port it
+		// could not take.
+		tail := proc.Clean(p.TailLines(proc.Combined, opts.ResultLines, opts.ResultBytes).Data)
+		if note := inUseNote(v, h.ID(), cfg.Command, tail); note != "" {
+			result += "\n" + note
+		}
+	}
+	return result, e.Err()
 }
+
+// failedByItself says whether a process ended with a failure of its own:
+// a non-zero status or a signal we did not send.
+func failedByItself(e proc.Exit) bool { return !e.Stopped && (e.Code != 0 || e.Signal != 0) }
 
 // shellResult is the text a shell task reports: how it ended and the last
 // lines of its output, cleaned, at most maxLines lines and about maxBytes.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
 
@@ -32,18 +33,8 @@ type InspectOutput struct {
 	TotalSteps int    `json:"total_steps,omitempty"`
 	Recent     []Step `json:"recent,omitempty"`
 	OutputTail string `json:"output_tail,omitempty"`
-	// Processes counts a running shell's live processes: the shell and
-	// every descendant, whatever session or group it moved to.
-	Processes int `json:"processes,omitempty"`
-	// CPUSeconds, MemoryMiB and MemoryPeakMiB are a running shell's CPU
-	// time and memory, where its containment can tell (a cgroup per
-	// task; see proc.Usage).
-	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
-	MemoryMiB     float64 `json:"memory_mib,omitempty"`
-	MemoryPeakMiB float64 `json:"memory_peak_mib,omitempty"`
-	// Listening is the TCP ports a running shell's processes listen on.
-	Listening []int  `json:"listening,omitempty"`
-	Note      string `json:"note,omitempty"`
+	ShellUsage
+	Note string `json:"note,omitempty"`
 }
 
 func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (InspectOutput, error) {
@@ -76,11 +67,11 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 	}
 	if p.Kind == "shell" && !p.State.Finished() {
 		if sh, err := processOf(v, id); err == nil && sh != nil {
-			u := sh.Usage()
-			out.Processes = u.Processes
-			out.CPUSeconds = round2(u.CPU.Seconds())
-			out.MemoryMiB, out.MemoryPeakMiB = round2(float64(u.Memory)/(1<<20)), round2(float64(u.MemoryPeak)/(1<<20))
-			out.Listening = sh.Ports()
+			var unmeasured bool
+			out.ShellUsage, unmeasured = usageOf(sh)
+			if unmeasured {
+				out.Note = joinNotes(out.Note, unmeasuredNote)
+			}
 		}
 	}
 	if p.State.Finished() {
@@ -101,3 +92,34 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 
 // round2 rounds to two decimals: enough for a model, short in JSON.
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// ShellUsage is what a running shell uses, and the ports it listens on,
+// as task_inspect and task_list show them.
+type ShellUsage struct {
+	// Processes counts a running shell's live processes: the shell and
+	// every descendant, whatever session or group it moved to.
+	Processes int `json:"processes,omitempty"`
+	// CPUSeconds, MemoryMiB and MemoryPeakMiB are a running shell's CPU
+	// time and memory, where the host can tell (see proc.Usage).
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	MemoryMiB     float64 `json:"memory_mib,omitempty"`
+	MemoryPeakMiB float64 `json:"memory_peak_mib,omitempty"`
+	// Listening is the TCP ports a running shell's processes listen on.
+	Listening []int `json:"listening,omitempty"`
+}
+
+// usageOf measures a running shell; unmeasured says the host cannot tell
+// its CPU time and memory (no /proc), which are then left out.
+func usageOf(p *proc.Process) (_ ShellUsage, unmeasured bool) {
+	u := p.Usage()
+	return ShellUsage{
+		Processes:     u.Processes,
+		CPUSeconds:    round2(u.CPU.Seconds()),
+		MemoryMiB:     round2(float64(u.Memory) / (1 << 20)),
+		MemoryPeakMiB: round2(float64(u.MemoryPeak) / (1 << 20)),
+		Listening:     p.Ports(),
+	}, u.Processes > 0 && !u.Measured
+}
+
+// unmeasuredNote says why a running shell shows no CPU time or memory.
+const unmeasuredNote = "This system does not tell a shell's CPU time and memory (no /proc), so they are left out."

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ type waitInput struct {
 	Mode           string   `json:"mode,omitempty" jsonschema:"any (default) or all"`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"default 30, at most 300"`
 	Until          string   `json:"until,omitempty" jsonschema:"a regular expression: return as soon as a new line of output of one of the shells matches it"`
+	UntilPort      string   `json:"until_port,omitempty" jsonschema:"a TCP port number such as \"8080\", or \"any\": return as soon as one of the shells listens on it"`
 }
 
 // maxUntilChars bounds an until pattern.
@@ -34,6 +36,18 @@ type Match struct {
 	Line   string `json:"line"`
 	Cursor int64  `json:"cursor"` // just after the line: task_output since it reads what came next
 }
+
+// Listening is the port a task_wait with until_port found a shell
+// listening on.
+type Listening struct {
+	TaskID string `json:"task_id"`
+	Port   int    `json:"port"`
+}
+
+// portPoll is how often a wait with until_port looks at the shells'
+// ports: the kernel sends no notice of a listen, so it reads
+// /proc/net/tcp{,6} and the processes' descriptors this often.
+const portPoll = 150 * time.Millisecond
 
 // NoticeInfo is a notice a task posted while running (a shell waiting for
 // input, lines its watch looked for), delivered by task_wait.
@@ -56,6 +70,7 @@ type RunningTask struct {
 type WaitOutput struct {
 	Done            []TaskResult  `json:"done"`
 	Matched         *Match        `json:"matched,omitempty"`
+	Listening       *Listening    `json:"listening,omitempty"`
 	Notices         []NoticeInfo  `json:"notices,omitempty"`
 	Running         []RunningTask `json:"running,omitempty"`
 	DeliveredBefore []TaskInfo    `json:"delivered_before,omitempty"`
@@ -73,7 +88,7 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (WaitOut
 		return WaitOutput{}, err
 	}
 	out := s.waitOutput(v, w.r, w.stopped && len(w.waiting) == 0, waitNote(a, w, s.pushes(v.Owner())))
-	out.Matched = w.m
+	out.Matched, out.Listening = w.m, w.port
 	if w.m != nil {
 		w.m.Line = shorten(w.m.Line, fieldBytes)
 	}
@@ -87,13 +102,14 @@ type waitArgs struct {
 	mode    task.WaitMode
 	timeout time.Duration  // the default, or capped
 	until   *regexp.Regexp // nil: only the tasks' condition ends the wait
+	port    int            // until_port: the port, 0 for any, -1 for none
 	note    string         // about the arguments: a timeout that was capped
 }
 
 // parseWait checks in and resolves its ids. Its error is a message for
 // the model.
 func parseWait(v *task.View, in waitInput) (waitArgs, error) {
-	a := waitArgs{mode: task.Any}
+	a := waitArgs{mode: task.Any, port: -1}
 	switch in.Mode {
 	case "", "any":
 	case "all":
@@ -133,16 +149,38 @@ func parseWait(v *task.View, in waitInput) (waitArgs, error) {
 		}
 		a.until = re
 	}
+	if in.UntilPort != "" {
+		port, err := parsePort(in.UntilPort)
+		if err != nil {
+			return a, err
+		}
+		a.port = port
+	}
 	return a, nil
+}
+
+// parsePort reads until_port: a TCP port number, or "any" (0). Its error
+// is a message for the model.
+func parsePort(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "any") {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(s, ":"))
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fail("until_port must be a TCP port number (1 to 65535) such as \"8080\", or \"any\", not %q.", shorten(s, 40))
+	}
+	return n, nil
 }
 
 // waitEnd is how a wait ended.
 type waitEnd struct {
 	r       task.WaitResult
-	m       *Match   // the line until matched, if one did
-	waiting []string // shells found waiting for input, which ended the wait at once
-	stopped bool     // it timed out or stopped for input, not on its condition
-	blind   []string // with until: output that went by unseen, per shell
+	m       *Match     // the line until matched, if one did
+	port    *Listening // the port until_port found, if it did
+	waiting []string   // shells found waiting for input, which ended the wait at once
+	stopped bool       // it timed out or stopped for input, not on its condition
+	blind   []string   // with until: output that went by unseen, per shell
 }
 
 // waitFor waits as a says. A wait that timed out is a normal end; its
@@ -163,16 +201,19 @@ func (s *Set) waitFor(ctx context.Context, v *task.View, a waitArgs) (waitEnd, e
 		wctx = ended(wctx, errWaitingForInput)
 	}
 	var err error
-	if a.until != nil {
-		w.r, w.m, w.blind, err = s.waitUntil(wctx, v, a.ids, a.mode, a.until)
-		if errors.Is(err, errNoShell) {
+	if a.until != nil || a.port >= 0 {
+		w.r, w.m, w.port, w.blind, err = s.waitUntil(wctx, v, a.ids, a.mode, a.until, a.port)
+		if errors.Is(err, errNoShell) && a.until != nil {
 			return w, fail("until waits for a line of a shell's output, and none of %s is a running shell; wait without until.", strings.Join(a.ids, ", "))
+		}
+		if errors.Is(err, errNoShell) {
+			return w, fail("until_port waits for a shell to listen on a port, and none of %s is a running shell; wait without until_port.", strings.Join(a.ids, ", "))
 		}
 	} else {
 		w.r, err = v.Wait(wctx, a.ids, a.mode)
 	}
 	switch {
-	case w.m != nil, err == nil:
+	case w.m != nil, w.port != nil, err == nil:
 	case ctx.Err() != nil:
 		return w, fail("The wait was interrupted (the turn was cancelled); nothing was consumed.")
 	case errors.Is(err, errWaitTimedOut), errors.Is(err, errWaitingForInput):
@@ -206,12 +247,15 @@ func waitNote(a waitArgs, w waitEnd, push bool) string {
 	if len(w.blind) > 0 {
 		note = joinNotes(note, fmt.Sprintf("until could not look at part of the output (%s): it came faster than the wait reads and was no longer kept, so a line there may have matched unseen; read the output with task_output to be sure.", strings.Join(w.blind, "; ")))
 	}
+	still := "its result still comes to you when it finishes"
+	if !push {
+		still = "a later task_wait still returns its result when it finishes"
+	}
+	if w.port != nil && w.m == nil {
+		return joinNotes(fmt.Sprintf("%s listens on port %d. Nothing was consumed: %s.", w.port.TaskID, w.port.Port, still), note)
+	}
 	switch {
 	case w.m != nil:
-		still := "its result still comes to you when it finishes"
-		if !push {
-			still = "a later task_wait still returns its result when it finishes"
-		}
 		return joinNotes(fmt.Sprintf("%s printed a line matching until. Nothing was consumed by the match: %s. Read what follows with task_output {\"task_id\": %q, \"since\": %d}; a next wait with until starts after this line.", w.m.TaskID, still, w.m.TaskID, w.m.Cursor), note)
 	case len(w.waiting) > 0:
 		return joinNotes(strings.Join(w.waiting, "; ")+". It cannot go on by itself, so the wait ended at once: answer with task_input, or cancel it with task_cancel.", note)
@@ -228,6 +272,7 @@ var (
 	errWaitTimedOut    = errors.New("the wait timed out")
 	errWaitingForInput = errors.New("a task waits for input")
 	errMatched         = errors.New("a line matched")
+	errListening       = errors.New("a shell listens on the port")
 	errNoShell         = errors.New("no shell to wait for a line of")
 )
 
@@ -287,13 +332,6 @@ func compilePattern(field, pattern string, maxChars int) (*regexp.Regexp, error)
 	return re, nil
 }
 
-// waitUntil waits for a new line matching re in the output of the shells
-// among ids, as v.Wait waits for the tasks, and ends with whichever comes
-// first: a line, the mode's condition, a notice, or ctx. Lines count from
-// where the caller last read or matched each shell. A match consumes no
-// result; the tasks' condition or a notice consume as v.Wait does, and a
-// line printed before that still counts. blind says, per shell, how many
-// bytes of its output went by unseen ("shell:3: 1234 bytes").
 // queuedShell reports whether id is a shell waiting in the run queue.
 func queuedShell(v *task.View, id string) bool {
 	info, err := v.Info(id)
@@ -322,12 +360,24 @@ func waitStarted(ctx context.Context, v *task.View, id string) *proc.Process {
 	}
 }
 
-func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, re *regexp.Regexp) (_ task.WaitResult, _ *Match, blind []string, _ error) {
+// waitUntil waits for a new line matching re in the output of the shells
+// among ids, as v.Wait waits for the tasks, and ends with whichever comes
+// first: a line, the mode's condition, a notice, or ctx. Lines count from
+// where the caller last read or matched each shell. A match consumes no
+// result; the tasks' condition or a notice consume as v.Wait does, and a
+// line printed before that still counts. blind says, per shell, how many
+// bytes of its output went by unseen ("shell:3: 1234 bytes").
+//
+// With port (-1 for none) it also ends as soon as one of the shells
+// listens on that TCP port (0: on any), looked for every portPoll; re may
+// then be nil.
+func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode task.WaitMode, re *regexp.Regexp, port int) (_ task.WaitResult, _ *Match, _ *Listening, blind []string, _ error) {
 	lines, stopLines := context.WithCancel(ctx)
 	wctx, stopWait := context.WithCancelCause(ctx)
 	defer stopWait(nil)
 	var wg sync.WaitGroup
 	matches := make(chan Match, len(ids))
+	ports := make(chan Listening, len(ids))
 	var blindMu sync.Mutex
 	shells := 0
 	for _, id := range ids {
@@ -345,6 +395,19 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 					return
 				}
 			}
+			var listen sync.WaitGroup
+			defer listen.Wait()
+			if port >= 0 {
+				listen.Go(func() {
+					if n, ok := waitPort(lines, p, port); ok {
+						ports <- Listening{TaskID: id, Port: n}
+						stopWait(errListening)
+					}
+				})
+			}
+			if re == nil {
+				return
+			}
 			from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
 			m, err := p.WaitLine(lines, from, re)
 			if m.Skipped > 0 {
@@ -360,7 +423,7 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 	}
 	if shells == 0 {
 		stopLines()
-		return task.WaitResult{}, nil, nil, errNoShell
+		return task.WaitResult{}, nil, nil, nil, errNoShell
 	}
 	r, err := v.Wait(wctx, ids, mode)
 	// A shell that finished has had all its output looked at by now, or
@@ -368,11 +431,43 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 	stopLines()
 	wg.Wait()
 	slices.Sort(blind)
+	var match *Match
+	var listening *Listening
 	select {
 	case m := <-matches:
 		s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
-		return r, &m, blind, nil
+		match = &m
 	default:
 	}
-	return r, nil, blind, err
+	select {
+	case l := <-ports:
+		listening = &l
+	default:
+	}
+	if match != nil || listening != nil {
+		err = nil
+	}
+	return r, match, listening, blind, err
+}
+
+// waitPort waits until p listens on the TCP port want (0: on any), and
+// returns that port; false if ctx ends or p ends first. The kernel sends
+// no notice of a listen: it looks every portPoll.
+func waitPort(ctx context.Context, p *proc.Process, want int) (int, bool) {
+	tick := time.NewTicker(portPoll)
+	defer tick.Stop()
+	for {
+		for _, n := range p.Ports() {
+			if want == 0 || n == want {
+				return n, true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-p.Done():
+			return 0, false
+		case <-tick.C:
+		}
+	}
 }

@@ -230,8 +230,10 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 // normalizeIDs turns task ids sent as JSON numbers (7) into strings ("7"),
 // which the id resolution then accepts as bare numbers.
 func normalizeIDs(obj map[string]any) {
-	if n, ok := obj["task_id"].(float64); ok {
-		obj["task_id"] = fmt.Sprint(n)
+	for _, k := range []string{"task_id", "until_port"} { // a port is a string too ("any")
+		if n, ok := obj[k].(float64); ok {
+			obj[k] = fmt.Sprint(n)
+		}
 	}
 	if ids, ok := obj["task_ids"].([]any); ok {
 		for i, id := range ids {

@@ -11,6 +11,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 // printer shows a session's events to a person (or, with json, to a
@@ -264,7 +265,7 @@ func (p *printer) drawStatusLocked() {
 	if p.json || p.inTurn || p.column > 0 || p.table == nil {
 		return
 	}
-	var parts []string
+	var parts, withMemory []string
 	now := time.Now()
 	for _, i := range p.table.List() {
 		if i.State.Finished() {
@@ -278,6 +279,7 @@ func (p *printer) drawStatusLocked() {
 			part += fmt.Sprintf(" (heard %s ago)", now.Sub(i.LastActivity).Round(time.Second))
 		}
 		parts = append(parts, part)
+		withMemory = append(withMemory, part+shellMemory(p.table, i))
 	}
 	p.clearStatusLocked()
 	if len(parts) == 0 {
@@ -291,8 +293,29 @@ func (p *printer) drawStatusLocked() {
 	}
 	// The last column stays empty: a character there leaves some
 	// terminals about to wrap, and the next redraw would land a line down.
-	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitColumns("⋯ "+strings.Join(parts, " · "), cols-1))
+	// Memory is shown when the whole line fits with it.
+	line := "⋯ " + strings.Join(withMemory, " · ")
+	if columns(line) > cols-1 {
+		line = "⋯ " + strings.Join(parts, " · ")
+	}
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitColumns(line, cols-1))
 	p.status = true
+}
+
+// shellMemory is a running shell's memory for the status line (" 212
+// MiB"), or "" when it is not a running shell or nothing was measured.
+func shellMemory(tb *task.Table, i task.Info) string {
+	if i.Kind != "shell" || i.State != task.Running {
+		return ""
+	}
+	sh, ok := tools.Shell(tb, i.ID)
+	if !ok {
+		return ""
+	}
+	if u := sh.Usage(); u.Memory > 0 {
+		return " " + text.Bytes(u.Memory)
+	}
+	return ""
 }
 
 // defaultColumns is the width assumed when the terminal does not say.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 func TestFitColumns(t *testing.T) {
@@ -315,5 +318,32 @@ func TestModelTextReachesNoTerminalAsEscapes(t *testing.T) {
 	p.Event(agent.Event{Type: agent.TextDelta, Text: "says \x1b]52;c;SGVsbG8=\x07 and \x1b[2J\u009b31m end\n\tok"})
 	if strings.ContainsAny(b.String(), "\x1b\x07\u009b") || !strings.Contains(b.String(), "end\n\tok") {
 		t.Errorf("printed %q", b.String())
+	}
+}
+
+// TestStatusLineShowsMemoryWhenItFits (issue 22): a running shell's
+// memory is on the status line when the line fits with it, and left out
+// when it does not.
+func TestStatusLineShowsMemoryWhenItFits(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("memory is measured from /proc")
+	}
+	tb := task.New(t.Context(), task.Options{})
+	defer tb.Close(t.Context())
+	id, sh, err := tools.SpawnShell(tb.View(""), proc.Config{Command: "sleep 60"}, tools.ShellOptions{})
+	if err != nil || sh == nil {
+		t.Fatalf("SpawnShell: %v", err)
+	}
+	for _, tc := range []struct {
+		width  int
+		memory bool
+	}{{120, true}, {40, false}} {
+		var out strings.Builder
+		p := &printer{w: &out, table: tb, width: func() int { return tc.width }, live: true}
+		p.drawStatus()
+		line := out.String()
+		if !strings.Contains(line, id) || strings.Contains(line, "iB") != tc.memory {
+			t.Errorf("width %d: status line %q; memory shown: want %v", tc.width, line, tc.memory)
+		}
 	}
 }

@@ -353,11 +353,15 @@ type taskLine struct {
 	LogPath   string        `json:"log_path,omitempty"`
 	Result    string        `json:"result,omitempty"`
 	Error     string        `json:"error,omitempty"`
+	// What a shell used, at its end, where it was measured.
+	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	MemoryPeakBytes int64   `json:"memory_peak_bytes,omitempty"`
 }
 
 func taskJSON(t journal.Task) taskLine {
 	l := taskLine{Session: t.Session, TaskID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State,
-		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath}
+		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath,
+		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak}
 	if !t.Started.IsZero() {
 		s := t.Started.UTC()
 		l.Started = &s
@@ -367,6 +371,19 @@ func taskJSON(t journal.Task) taskLine {
 		l.Finished = &f
 	}
 	return l
+}
+
+// usedLine says what a shell used, at its end: "CPU 1m23.4s, peak
+// memory 1.4 GiB"; "" where nothing was measured.
+func usedLine(t journal.Task) string {
+	var parts []string
+	if t.CPU > 0 {
+		parts = append(parts, "CPU "+t.CPU.Round(100*time.Millisecond).String())
+	}
+	if t.MemoryPeak > 0 {
+		parts = append(parts, "peak memory "+text.Bytes(t.MemoryPeak))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // showTask prints one task with its result and the end of its log; an
@@ -449,6 +466,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintf(w, ", exit %d", *t.ExitCode)
 	}
 	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), took(t, now))
+	if used := usedLine(t); used != "" {
+		fmt.Fprintf(w, "  used:    %s\n", used)
+	}
 	if t.Owner != "" {
 		fmt.Fprintf(w, "  started by %s\n", t.Owner)
 	}

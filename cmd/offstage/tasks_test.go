@@ -46,6 +46,7 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 	j.StartSession(journal.Session{ID: "20261122-090000-aaaaaa", HostID: "h1", Surface: "run", Cwd: "/src", Model: "openai gpt-4.1", Started: at(0)}, 0).End()
 	change("20261122-090000-aaaaaa", task.EventSpawned, "shell:1", "make", task.Running, 0, nil)
 	change("20261122-090000-aaaaaa", task.EventStarted, "shell:1", "make", task.Running, 0, nil)
+	j.Add(journal.TaskUsage{Session: "20261122-090000-aaaaaa", ID: "shell:1", CPU: 83400 * time.Millisecond, MemoryPeak: 1536 << 20})
 	change("20261122-090000-aaaaaa", task.EventFinished, "shell:1", "make", task.Completed, 95*time.Second, exit(0, "exit status 0 after 1m35s", ""))
 	change("20261122-090000-aaaaaa", task.EventDelivered, "shell:1", "make", task.Completed, 96*time.Second, nil)
 	change("20261122-090000-aaaaaa", task.EventSpawned, "agent:2", "reviewer: look at the diff", task.Running, time.Minute, nil)

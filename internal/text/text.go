@@ -6,6 +6,7 @@
 package text
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -51,4 +52,21 @@ func Plural(n int, what string) string {
 		return "1 " + what
 	}
 	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// Bytes says a size as a person reads it: "512 B", "3.2 MiB", "1.4 GiB".
+func Bytes(n int64) string {
+	const unit = 1 << 10
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n)/unit, 0
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	if f >= 100 {
+		return fmt.Sprintf("%.0f %ciB", f, "KMGTP"[i])
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
 }

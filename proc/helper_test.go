@@ -46,6 +46,17 @@ func checkCgroups(code int) {
 			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 			code = max(code, 1)
 		}
+		// The v1 cgroups of limits (hybrid hosts): the host's directory
+		// may stay until its keeper goes, its tasks' may not.
+		for _, dir := range proc.V1Dirs() {
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if e.IsDir() {
+					fmt.Fprintf(os.Stderr, "FAIL: cgroup v1 %s/%s left behind\n", dir, e.Name())
+					code = max(code, 1)
+				}
+			}
+		}
 	}
 	if want := os.Getenv("OFFSTAGE_CONTAINMENT"); want != "" && info.Mode != want {
 		fmt.Fprintf(os.Stderr, "FAIL: OFFSTAGE_CONTAINMENT=%s, but the containment is %s\n", want, info.Mode)

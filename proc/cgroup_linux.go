@@ -642,8 +642,9 @@ func sweepStale(base, self string) {
 
 // usage reads the cgroup's CPU time (cpu.stat, kept by the kernel
 // without any controller) and memory: memory.current and memory.peak
-// with the memory controller, else the sum of its processes' resident
-// sets.
+// with the memory controller, the v1 memory cgroup's usage and maximum
+// when its memory limit is there, else the sum of its processes'
+// resident sets.
 func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
 	if us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec"); ok {
 		cpu = time.Duration(us) * time.Microsecond
@@ -651,6 +652,11 @@ func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
 	if b := readSmall(c.dir + "/memory.current"); b != nil {
 		mem, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.dir+"/memory.peak"))), 10, 64)
+		return cpu, mem, peak
+	}
+	if c.memV1 != "" { // a memory limit on a hybrid host: its v1 cgroup counts
+		mem, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.memV1+"/memory.usage_in_bytes"))), 10, 64)
+		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.memV1+"/memory.max_usage_in_bytes"))), 10, 64)
 		return cpu, mem, peak
 	}
 	page := int64(os.Getpagesize())

@@ -9,7 +9,7 @@ import (
 )
 
 // Limits caps what a command and everything it starts may use, enforced
-// by the kernel in the command's cgroup (see "Limits" in the package doc).
+// by the kernel in the command's cgroup (see "Resource limits" in the package doc).
 // The zero value sets none; each zero field sets none of its kind.
 type Limits struct {
 	// Memory is the most memory, in bytes, the command's processes may

@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// Limits on Linux (see "Limits" in the package doc): each controller
+// Limits on Linux (see "Resource limits" in the package doc): each controller
 // (memory, pids, cpu) is taken from the cgroup v2 hierarchy where it has
 // it, enabled in the host's directory's cgroup.subtree_control, and
 // otherwise from its cgroup v1 hierarchy (hybrid hosts), where each

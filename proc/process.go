@@ -89,7 +89,7 @@ type Config struct {
 	WaitDelay time.Duration
 
 	// Limits caps the memory, processes and CPU of the command and all it
-	// starts, enforced by the kernel in its cgroup (see "Limits" in the
+	// starts, enforced by the kernel in its cgroup (see "Resource limits" in the
 	// package doc). Default: none. Where they cannot be enforced (no
 	// cgroup, or no controller for one of them) Start fails, as
 	// CheckLimits says beforehand.

@@ -12,11 +12,13 @@ type Usage struct {
 	// 0 elsewhere.
 	CPU time.Duration
 	// Memory is its memory now: the cgroup's memory.current where the
-	// memory controller is enabled for it, else the sum of its processes'
-	// resident sets (ModeCgroup); 0 elsewhere.
+	// memory controller is enabled for it (or memory.usage_in_bytes of its
+	// v1 memory cgroup, with a memory limit on a hybrid host), else the
+	// sum of its processes' resident sets (ModeCgroup); 0 elsewhere.
 	Memory int64
 	// MemoryPeak is the cgroup's memory.peak, where the memory controller
-	// is enabled for it; 0 elsewhere.
+	// is enabled for it (or its v1 memory cgroup's max_usage_in_bytes);
+	// 0 elsewhere.
 	MemoryPeak int64
 }
 

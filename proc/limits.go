@@ -50,6 +50,24 @@ const (
 	minCPUs        = 0.01
 )
 
+// Narrow returns the tighter of l and m, limit by limit (a limit either
+// sets beats none): what a narrower policy, such as a sub-agent's, makes
+// of a wider one. It never lifts a limit of l.
+func (l Limits) Narrow(m Limits) Limits {
+	tighter := func(a, b int64) int64 {
+		if a == 0 || b != 0 && b < a {
+			return b
+		}
+		return a
+	}
+	l.Memory = tighter(l.Memory, m.Memory)
+	l.Pids = int(tighter(int64(l.Pids), int64(m.Pids)))
+	if l.CPUs == 0 || m.CPUs != 0 && m.CPUs < l.CPUs {
+		l.CPUs = m.CPUs
+	}
+	return l
+}
+
 // String lists the limits set: "memory 2 GiB, 64 processes, 1.5 CPUs";
 // "none" when none is.
 func (l Limits) String() string {

@@ -32,3 +32,18 @@ func TestFormatSize(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsNarrow: a narrower policy (a sub-agent's) tightens each limit
+// and never lifts one.
+func TestLimitsNarrow(t *testing.T) {
+	for _, tc := range []struct{ l, m, want proc.Limits }{
+		{proc.Limits{}, proc.Limits{Memory: 1 << 30}, proc.Limits{Memory: 1 << 30}},
+		{proc.Limits{Memory: 1 << 30, Pids: 64}, proc.Limits{}, proc.Limits{Memory: 1 << 30, Pids: 64}},
+		{proc.Limits{Memory: 1 << 30, Pids: 64, CPUs: 2}, proc.Limits{Memory: 2 << 30, Pids: 32, CPUs: 0.5}, proc.Limits{Memory: 1 << 30, Pids: 32, CPUs: 0.5}},
+		{proc.Limits{CPUs: 1}, proc.Limits{CPUs: 4, Pids: 10}, proc.Limits{CPUs: 1, Pids: 10}},
+	} {
+		if got := tc.l.Narrow(tc.m); got != tc.want {
+			t.Errorf("%+v.Narrow(%+v) = %+v, want %+v", tc.l, tc.m, got, tc.want)
+		}
+	}
+}

@@ -4,9 +4,13 @@ package proc_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,6 +124,44 @@ func TestLimitsInvalid(t *testing.T) {
 		}
 		if _, err := proc.Start(context.Background(), proc.Config{Command: "true", Limits: l}); err == nil {
 			t.Errorf("Start with %+v = nil error, want one", l)
+		}
+	}
+}
+
+// TestLimitCgroupsGoWithTheHost: the cgroups of a limited task, v1 ones
+// included, are removed by the keeper when its host is killed, and by the
+// next host's sweep when the keeper was killed too.
+func TestLimitCgroupsGoWithTheHost(t *testing.T) {
+	l := proc.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
+	if !limited(t, l) {
+		return
+	}
+	hostDirs := func(dir string) []string {
+		dirs := []string{dir}
+		for _, v1 := range proc.V1Dirs() {
+			dirs = append(dirs, filepath.Join(filepath.Dir(v1), filepath.Base(dir)))
+		}
+		return dirs
+	}
+	for _, keeperToo := range []bool{false, true} {
+		host, _, dir, keeper := startHost(t, os.Environ(), "limited:sleep 1000")
+		dirs := hostDirs(dir)
+		for _, d := range dirs {
+			if entries, err := os.ReadDir(d); err != nil || !slices.ContainsFunc(entries, os.DirEntry.IsDir) {
+				t.Fatalf("the limited task's cgroup in %s: %v, %d entries", d, err, len(entries))
+			}
+		}
+		if keeperToo {
+			syscall.Kill(keeper, syscall.SIGKILL)
+		}
+		host.Process.Kill()
+		host.Wait()
+		if keeperToo {
+			_, stdin, _, _ := startHost(t, os.Environ())
+			stdin.Close()
+		}
+		for _, d := range dirs {
+			awaitGone(t, d, 10*time.Second)
 		}
 	}
 }

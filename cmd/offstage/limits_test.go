@@ -65,3 +65,17 @@ func TestShellLimitsBadValues(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileLimitsThatCannotHold: where limits cannot be enforced, a
+// profile that sets one is skipped with a note, and offstage runs on.
+func TestProfileLimitsThatCannotHold(t *testing.T) {
+	agents := t.TempDir()
+	os.WriteFile(filepath.Join(agents, "small.md"), []byte("---\nname: small\ndescription: runs small\ntask_pids: 64\n---\nBe small.\n"), 0o644)
+	cmd, _ := offstage(t, []string{"XDG_CONFIG_HOME=" + t.TempDir(), "OFFSTAGE_CONTAINMENT=marks"},
+		"run", "--no-journal", "--script", scriptRunning(t, "true"), "--agents", agents, "go")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if code := exitOf(t, cmd.Run()); code != 0 || !strings.Contains(errOut.String(), "profile small") || !strings.Contains(errOut.String(), "skipped: its shell limits cannot be enforced") {
+		t.Errorf("exit %d, stderr %q; want 0 and a note that profile small is skipped", code, errOut.String())
+	}
+}

@@ -165,3 +165,27 @@ func TestLimitCgroupsGoWithTheHost(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitCPUs: a busy loop capped at a tenth of a CPU gets no more than
+// that (and a period's worth of slack), however long it runs.
+func TestLimitCPUs(t *testing.T) {
+	l := proc.Limits{CPUs: 0.1}
+	if !limited(t, l) {
+		return
+	}
+	start := time.Now()
+	p, err := proc.Start(context.Background(), proc.Config{Command: "while :; do :; done", Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait(context.Background())
+	defer p.Stop(0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	p.Wait(ctx) // runs until the timeout: the loop never ends
+	u, elapsed := p.Usage(), time.Since(start)
+	t.Logf("%v of CPU in %v", u.CPU, elapsed)
+	if limit := time.Duration(0.1*float64(elapsed)) + 100*time.Millisecond; u.CPU > limit || u.CPU == 0 {
+		t.Errorf("a busy loop capped at 0.1 CPUs used %v of CPU in %v, want some and at most %v", u.CPU, elapsed, limit)
+	}
+}

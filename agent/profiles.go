@@ -29,6 +29,9 @@ import (
 //	project_instructions: false   # offstage's own: leave AGENTS.md out
 //	env_keep: GITHUB_TOKEN        # offstage's own: variables its shells see
 //	env_drop: [CORP_*]            # although withheld, or withheld besides
+//	task_memory: 1G               # offstage's own: caps on its shells, within
+//	task_pids: 256                # the session's (--task-memory…); a profile
+//	task_cpus: 1                  # can only tighten them
 //	---
 //	You review code. …             (the body is the system prompt)
 //
@@ -149,6 +152,9 @@ type frontMatter struct {
 	ProjectInstructions *bool     `yaml:"project_instructions"`
 	EnvKeep             yaml.Node `yaml:"env_keep"`
 	EnvDrop             yaml.Node `yaml:"env_drop"`
+	TaskMemory          string    `yaml:"task_memory"`
+	TaskPids            int       `yaml:"task_pids"`
+	TaskCPUs            float64   `yaml:"task_cpus"`
 }
 
 var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -219,11 +225,21 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if env.Drop, err = profileNames(path, "env_drop", fm.EnvDrop); err != nil {
 		return Profile{}, notes, err
 	}
+	limits := proc.Limits{Pids: fm.TaskPids, CPUs: fm.TaskCPUs}
+	if fm.TaskMemory != "" {
+		if limits.Memory, err = proc.ParseSize(fm.TaskMemory); err != nil {
+			return Profile{}, notes, skip(2, "task_memory: %v", err)
+		}
+	}
+	if err := limits.Validate(); err != nil {
+		return Profile{}, notes, skip(2, "task_*: %s", strings.TrimPrefix(err.Error(), "proc: "))
+	}
 	p := Profile{
 		Name: fm.Name, Description: strings.TrimSpace(fm.Description), System: strings.TrimSpace(string(body)),
 		Tools: tools, MaxIterations: fm.MaxIterations, ModelName: strings.TrimSpace(fm.Model),
 		NoProjectInstructions: fm.ProjectInstructions != nil && !*fm.ProjectInstructions,
 		Env:                   env,
+		Limits:                limits,
 	}
 	return p, notes, nil
 }
@@ -294,7 +310,7 @@ func fileLines(msg string) string {
 }
 
 // profileKeys are the keys of a profile's front matter (frontMatter's).
-var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "project_instructions", "env_keep", "env_drop"}
+var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "project_instructions", "env_keep", "env_drop", "task_memory", "task_pids", "task_cpus"}
 
 // claudeKeys are Claude Code's front matter keys that offstage has no
 // use for: a file written for Claude Code loads without a note.

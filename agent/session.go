@@ -40,6 +40,10 @@ type Profile struct {
 	// shells of this sub-agent: it can keep a variable the session
 	// withholds, or withhold more.
 	Env proc.EnvPolicy
+	// Limits caps each shell of this sub-agent, within the session's
+	// (Config.Tools.Process.Limits, with proc.Limits.Narrow): a profile
+	// can only tighten them.
+	Limits proc.Limits
 }
 
 // DefaultProfiles returns the profiles used when Config.Profiles is nil:
@@ -257,10 +261,11 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s.table = task.New(ctx, cfg.Tasks)
 	for _, p := range cfg.Profiles {
-		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll {
+		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll || !p.Limits.IsZero() {
 			tc := cfg.Tools
 			tc.NoPush = false // a sub-agent's results come back to it
 			tc.Process.EnvPolicy = tc.Process.EnvPolicy.Then(p.Env)
+			tc.Process.Limits = tc.Process.Limits.Narrow(p.Limits)
 			s.profileSets[p.Name] = tools.New(tc)
 		}
 	}

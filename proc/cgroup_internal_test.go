@@ -92,7 +92,7 @@ func BenchmarkCgroupOverhead(b *testing.B) {
 		b.Skip(info)
 	}
 	for b.Loop() {
-		cg, err := h.newCgroup()
+		cg, err := h.newCgroup(Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}

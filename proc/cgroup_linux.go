@@ -32,6 +32,9 @@ type cgroupHost struct {
 	base    string // the cgroup this host runs in
 	dir     string // base/offstage-NS-PID-START: one cgroup per command under it
 	hasKill bool   // cgroup.kill exists (Linux 5.14 and later)
+
+	limitOnce sync.Once
+	ctl       [3]limitCtl // where each controller's limits go; set by limitOnce
 }
 
 // contained is the containment this host uses, decided once, at the first
@@ -117,6 +120,9 @@ func newCgroupHost() (*cgroupHost, error) {
 		return nil, fmt.Errorf("cannot start a process into a cgroup under %s: %w", base, err)
 	}
 	sweepStale(base, name)
+	for _, dir := range v1Bases() {
+		sweepStale(dir, name)
+	}
 	return h, nil
 }
 
@@ -248,7 +254,7 @@ const probeArg = "probe"
 // it: the kernel may lack clone3's CLONE_INTO_CGROUP (before 5.7), or a
 // policy may forbid it, which no file's mode tells.
 func (h *cgroupHost) probe() error {
-	cg, err := h.newCgroup()
+	cg, err := h.newCgroup(Limits{})
 	if err != nil {
 		return err
 	}
@@ -282,31 +288,47 @@ type cgroup struct {
 	dir     string
 	fd      int // the open directory, for clone3, until the command started; -1 then
 	hasKill bool
+	// v1 are the command's cgroups in v1 hierarchies, for the limits the
+	// v2 hierarchy cannot take (see limits_linux.go).
+	v1       []string
+	memLimit int64  // its memory limit, 0 if none
+	memV1    string // its v1 memory cgroup, when the memory limit is there
 }
 
-func (h *cgroupHost) newCgroup() (*cgroup, error) {
-	dir := h.dir + "/" + strconv.FormatUint(cgroupSeq.Add(1), 10)
+func (h *cgroupHost) newCgroup(l Limits) (*cgroup, error) {
+	seq := strconv.FormatUint(cgroupSeq.Add(1), 10)
+	dir := h.dir + "/" + seq
 	if err := syscall.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("proc: make cgroup: %w", err)
 	}
+	c := &cgroup{dir: dir, fd: -1, hasKill: h.hasKill}
+	if err := c.limit(h, l, seq); err != nil {
+		c.remove()
+		return nil, err
+	}
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		syscall.Rmdir(dir)
+		c.remove()
 		return nil, fmt.Errorf("proc: open cgroup: %w", err)
 	}
-	return &cgroup{dir: dir, fd: fd, hasKill: h.hasKill}, nil
+	c.fd = fd
+	return c, nil
 }
 
-// newTaskCgroup returns a cgroup for a command, or nil in marks mode.
-func newTaskCgroup() (*cgroup, error) {
+// newTaskCgroup returns a cgroup for a command, limited by l, or nil in
+// marks mode (where limits are an error).
+func newTaskCgroup(l Limits) (*cgroup, error) {
 	info, h := containment()
 	if info.Err != nil {
 		return nil, info.Err
 	}
 	if h == nil {
+		if !l.IsZero() {
+			return nil, CheckLimits(l)
+		}
 		return nil, nil
 	}
-	return h.newCgroup()
+	return h.newCgroup(l)
 }
 
 // attach makes cmd's process start in the cgroup (CLONE_INTO_CGROUP): no
@@ -472,10 +494,16 @@ func eventValue(b []byte, key string) (int64, bool) {
 	return 0, false
 }
 
-// remove removes the cgroup, and any a nested host left in it; it fails
-// (EBUSY) while a process is still inside. The keeper and the next host's
-// sweep remove what is left.
-func (c *cgroup) remove() error { return removeTree(c.dir) }
+// remove removes the cgroup, and any a nested host left in it, and its v1
+// cgroups; it fails (EBUSY) while a process is still inside. The keeper
+// and the next host's sweep remove what is left.
+func (c *cgroup) remove() error {
+	err := removeTree(c.dir)
+	if err1 := c.removeV1(); err == nil {
+		err = err1
+	}
+	return err
+}
 
 func removeTree(dir string) error {
 	err := rmdirSettled(dir)
@@ -516,12 +544,24 @@ func rmdirSettled(dir string) error {
 		if !errors.Is(err, syscall.EBUSY) || wait > 160*time.Millisecond {
 			return err
 		}
-		if v, ok := eventValue(readSmall(dir+"/cgroup.events"), "populated"); !ok || v != 0 {
+		if !settling(dir) {
 			return err // a process is inside (or a child cgroup): no waiting helps
 		}
 		time.Sleep(wait)
 		wait *= 2
 	}
+}
+
+// settling says whether an empty cgroup that refused rmdir may be taken
+// down yet: v2 says so in cgroup.events; a v1 cgroup, which has no such
+// file, when its cgroup.procs lists nobody.
+func settling(dir string) bool {
+	if b := readSmall(dir + "/cgroup.events"); b != nil {
+		v, ok := eventValue(b, "populated")
+		return ok && v == 0
+	}
+	procs := readSmall(dir + "/cgroup.procs")
+	return procs != nil && len(bytes.TrimSpace(procs)) == 0
 }
 
 // endCgroups ends every process in the cgroups under dir (a host's
@@ -602,8 +642,9 @@ func sweepStale(base, self string) {
 
 // usage reads the cgroup's CPU time (cpu.stat, kept by the kernel
 // without any controller) and memory: memory.current and memory.peak
-// with the memory controller, else the sum of its processes' resident
-// sets.
+// with the memory controller, the v1 memory cgroup's usage and maximum
+// when its memory limit is there, else the sum of its processes'
+// resident sets.
 func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
 	if us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec"); ok {
 		cpu = time.Duration(us) * time.Microsecond
@@ -611,6 +652,11 @@ func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
 	if b := readSmall(c.dir + "/memory.current"); b != nil {
 		mem, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.dir+"/memory.peak"))), 10, 64)
+		return cpu, mem, peak
+	}
+	if c.memV1 != "" { // a memory limit on a hybrid host: its v1 cgroup counts
+		mem, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.memV1+"/memory.usage_in_bytes"))), 10, 64)
+		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.memV1+"/memory.max_usage_in_bytes"))), 10, 64)
 		return cpu, mem, peak
 	}
 	page := int64(os.Getpagesize())

@@ -4,6 +4,7 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"time"
 )
@@ -29,16 +30,37 @@ func containment() (ContainmentInfo, *cgroupHost) {
 type cgroupHost struct{}
 type cgroup struct{}
 
-func newTaskCgroup() (*cgroup, error)                  { return nil, nil }
-func (c *cgroup) attach(sys *syscall.SysProcAttr)      {}
-func (c *cgroup) closeDir()                            {}
-func (c *cgroup) count(skip int) int                   { return 0 }
-func (c *cgroup) populated() bool                      { return false }
-func (c *cgroup) usage() (time.Duration, int64, int64) { return 0, 0, 0 }
-func (c *cgroup) signal(sig syscall.Signal) int        { return 0 }
-func (c *cgroup) kill()                                {}
-func (c *cgroup) waitEmpty(deadline time.Time) bool    { return true }
-func (c *cgroup) remove() error                        { return nil }
+func newTaskCgroup(l Limits) (*cgroup, error) {
+	if !l.IsZero() {
+		return nil, CheckLimits(l)
+	}
+	return nil, nil
+}
+
+// CheckLimits says whether this host can enforce l: never, here, but for
+// the zero Limits (limits need Linux's cgroups).
+func CheckLimits(l Limits) error {
+	if l.IsZero() {
+		return nil
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return fmt.Errorf("proc: limits (%s) need Linux's cgroups; this system contains commands by their process group", l)
+}
+
+func (c *cgroup) traceStart(sys *syscall.SysProcAttr) bool { return false }
+func (c *cgroup) joinStarted(pid int) error                { return nil }
+func (c *cgroup) memoryKills() int                         { return 0 }
+func (c *cgroup) attach(sys *syscall.SysProcAttr)          {}
+func (c *cgroup) closeDir()                                {}
+func (c *cgroup) count(skip int) int                       { return 0 }
+func (c *cgroup) populated() bool                          { return false }
+func (c *cgroup) usage() (time.Duration, int64, int64)     { return 0, 0, 0 }
+func (c *cgroup) signal(sig syscall.Signal) int            { return 0 }
+func (c *cgroup) kill()                                    {}
+func (c *cgroup) waitEmpty(deadline time.Time) bool        { return true }
+func (c *cgroup) remove() error                            { return nil }
 
 // keeperInfo describes this host's keeper: a diagnostic for tests, not
 // API (the keeper is an implementation of containment).
@@ -52,3 +74,6 @@ type keeperInfo struct {
 func keeperStatus() keeperInfo {
 	return keeperInfo{Err: errors.New("proc: no keeper on this system; only the process group and the lifeline contain a task")}
 }
+
+// v1Bases: no cgroup v1 here.
+func v1Bases() []string { return nil }

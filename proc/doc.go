@@ -126,7 +126,9 @@
 // at its first Start (Containment says which, and why; offstage logs it at
 // start-up and shows it in "offstage version -v"):
 //
-//   - ModeCgroup, wherever a cgroup v2 is writable: a cgroup per command.
+//   - ModeCgroup, wherever a cgroup v2 is writable: a cgroup per command,
+//     which can also cap its memory, processes and CPU (see Resource
+//     limits).
 //   - ModeMarks, the fallback: a mark per command, on every process.
 //
 // OFFSTAGE_CONTAINMENT=marks forces the fallback (CI runs the tests in
@@ -190,8 +192,11 @@
 //
 // cgroupfs is used with plain file I/O (mkdir, rmdir, a line written to
 // cgroup.kill, cgroup.procs and cgroup.events read): a handful of one-line
-// files, which a library (containerd/cgroups) would wrap in a dependency
-// and an abstraction over v1 that this containment does not use.
+// files, which a library (containerd/cgroups) would wrap in a dependency.
+// The limits (below) add one file per controller and version, and two
+// counters read; that library's v1 and v2 managers would also bring their
+// own idea of where cgroups live (a systemd or a fixed path), where this
+// package finds the host's own cgroup in each hierarchy.
 //
 // # Containment by marks
 //
@@ -249,6 +254,55 @@
 // environment. A host that itself runs as a task of another offstage
 // marks its commands with its own marks, and its keeper (which sheds the
 // outer mark) ends them when the outer offstage kills that host.
+//
+// # Resource limits
+//
+// Config.Limits caps the memory (Limits.Memory), the number of processes
+// (Limits.Pids, threads included) and the CPU time (Limits.CPUs, over
+// 100 ms periods) of a command with everything it starts, enforced by the
+// kernel in its cgroup: a fork past the process limit fails (EAGAIN), a
+// task past its memory is reclaimed from, then the kernel kills one of its
+// processes (the largest). Defaults: none. Limits need ModeCgroup; in
+// ModeMarks and ModeGroup, or where a controller is missing, asking for
+// one fails Start, and CheckLimits says so beforehand (offstage calls it
+// at start-up): a limit is never silently not applied.
+//
+// Where each limit is written, decided per controller at the first limit
+// asked for, detected, never assumed:
+//
+//   - cgroup v2, when the host's cgroup has the controller (pure v2
+//     hosts where it is delegated: a user's systemd scope gets memory and
+//     pids, a container's root gets what its runtime gives): the host
+//     enables it in its own directory's cgroup.subtree_control, and writes
+//     memory.max, pids.max or cpu.max in the command's cgroup. A
+//     controller the host's cgroup does not have cannot be had there:
+//     only its parent's cgroup.subtree_control gives it, which is not
+//     ours to write.
+//   - cgroup v1, on hybrid hosts (ours), whose v2 hierarchy has none of
+//     the three: the command also gets a cgroup of its own, named as its
+//     v2 one, under the host's cgroup in each v1 hierarchy it needs
+//     (memory.limit_in_bytes; pids.max; cpu.cfs_period_us and
+//     cpu.cfs_quota_us). clone3 starts a process into a v2 cgroup only, so
+//     such a command is started traced, as in ModeMarks: the kernel stops
+//     the shell at its exec, before its first instruction; the host writes
+//     its pid into its v1 cgroups' cgroup.procs and lets it go. Everything
+//     it forks is inside. What is not: the exec's own first pages (its
+//     image and stack, charged before the move to the host's memory
+//     cgroup, as v1 moves no charges). Where ptrace is refused, a v1 limit
+//     cannot be enforced, and says so.
+//
+// A task the kernel killed for its memory limit reports it:
+// Exit.MemoryKills, from oom_kill in memory.events (v2) or
+// memory.oom_control (v1), read before the cgroup is removed; Exit.Err
+// then says "killed: it reached its memory limit of 2 GiB" for a leader
+// killed so, and adds the count to any other failure. A shell that goes
+// on and exits 0 after losing a process that way succeeds, with
+// MemoryKills set. Swap is not limited: on a host with swap, a task may
+// use swap past its memory limit before it is killed.
+//
+// The v1 cgroups go with the command's v2 one (when its leader is reaped),
+// with the host's directories when its keeper ends them, and with the
+// sweep of a later host, as the v2 ones do (see below).
 //
 // # When the host dies
 //

@@ -33,6 +33,8 @@ type ExitError struct {
 func (e *ExitError) Error() string {
 	var what string
 	switch {
+	case e.Signal == syscall.SIGKILL && e.MemoryKills > 0 && !e.Stopped:
+		return "killed: it reached its memory limit of " + FormatSize(e.MemoryLimit)
 	case e.Signal != 0:
 		what = "killed by " + signalName(e.Signal)
 	default:
@@ -40,6 +42,9 @@ func (e *ExitError) Error() string {
 	}
 	if e.Stopped {
 		what = "stopped (" + what + ")"
+	}
+	if e.MemoryKills > 0 {
+		what += fmt.Sprintf("; the kernel killed %d of its processes: they reached the memory limit of %s", e.MemoryKills, FormatSize(e.MemoryLimit))
 	}
 	return what
 }

@@ -1,5 +1,7 @@
 package proc
 
+import "strings"
+
 // Test hooks: the capture buffer, without a process around it; the
 // keeper's diagnostics; the defaults, which the documentation states.
 
@@ -18,3 +20,17 @@ func NewCapture(head, tail int) *Capture             { return newCapture(head, t
 func (c *capture) Write(p []byte)                    { c.write(p) }
 func (c *capture) ReadAt(since int64, max int) Chunk { return c.read(since, max) }
 func (c *capture) Tail(n, max int) Chunk             { return c.tail(n, max) }
+
+// V1Dirs returns where this host's v1 cgroups (for limits) are made,
+// whether or not they exist.
+func V1Dirs() []string {
+	info := Containment()
+	if info.Dir == "" {
+		return nil
+	}
+	var dirs []string
+	for _, base := range v1Bases() {
+		dirs = append(dirs, base+info.Dir[strings.LastIndexByte(info.Dir, '/'):])
+	}
+	return dirs
+}

@@ -46,6 +46,17 @@ func checkCgroups(code int) {
 			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 			code = max(code, 1)
 		}
+		// The v1 cgroups of limits (hybrid hosts): the host's directory
+		// may stay until its keeper goes, its tasks' may not.
+		for _, dir := range proc.V1Dirs() {
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if e.IsDir() {
+					fmt.Fprintf(os.Stderr, "FAIL: cgroup v1 %s/%s left behind\n", dir, e.Name())
+					code = max(code, 1)
+				}
+			}
+		}
 	}
 	if want := os.Getenv("OFFSTAGE_CONTAINMENT"); want != "" && info.Mode != want {
 		fmt.Fprintf(os.Stderr, "FAIL: OFFSTAGE_CONTAINMENT=%s, but the containment is %s\n", want, info.Mode)
@@ -99,7 +110,7 @@ func helper(args []string) int {
 		time.Sleep(time.Hour)
 		fmt.Println(b[n/2])
 		return 0
-	case "contain-host": // start each command given, say ready, exit 0 when stdin closes
+	case "contain-host": // start each command given ("limited:" first: with limits), say ready, exit 0 when stdin closes
 		return containHost(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed
 		n, _ := strconv.Atoi(args[1])
@@ -217,7 +228,13 @@ func containHost(cmds []string) int {
 	fmt.Println("dir", proc.Containment().Dir)
 	fmt.Println("keeper", proc.Keeper().PID)
 	for _, cmd := range cmds {
-		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd}); err != nil {
+		// "limited:" runs the command with limits, which on a hybrid host
+		// makes its cgroups under the v1 controllers too.
+		var l proc.Limits
+		if rest, ok := strings.CutPrefix(cmd, "limited:"); ok {
+			cmd, l = rest, proc.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
+		}
+		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd, Limits: l}); err != nil {
 			fmt.Println("error", err)
 			return 1
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	ossignal "os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,6 +196,13 @@ func keeperMain(arg string) int {
 	}
 	if dir != "" {
 		err = endCgroups(dir, keeperGrace, keeperDeadline)
+		// The v1 cgroups of its limits, named as its v2 directory, under
+		// the keeper's own (the host's) v1 cgroups.
+		for _, base := range v1Bases() {
+			if verr := endCgroups(base+"/"+filepath.Base(dir), 0, keeperDeadline); err == nil {
+				err = verr
+			}
+		}
 	} else {
 		err = sweep(uint64(markMagic)<<markHostBits|host, keeperGrace, keeperDeadline)
 	}

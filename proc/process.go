@@ -101,6 +101,13 @@ type Config struct {
 	// killed, Wait still waits for output from processes that left the
 	// group but hold its pipes. Default 2s.
 	WaitDelay time.Duration
+
+	// Limits caps the memory, processes and CPU of the command and all it
+	// starts, enforced by the kernel in its cgroup (see "Resource limits" in the
+	// package doc). Default: none. Where they cannot be enforced (no
+	// cgroup, or no controller for one of them) Start fails, as
+	// CheckLimits says beforehand.
+	Limits Limits
 }
 
 // Defaults of Config, each documented at its field. They are not
@@ -194,6 +201,11 @@ type Exit struct {
 	// 0 where nothing was measured.
 	CPU        time.Duration
 	MemoryPeak int64
+	// MemoryKills counts the processes of the task the kernel killed
+	// because the task reached its memory limit (Config.Limits.Memory),
+	// which MemoryLimit repeats; Err then says so.
+	MemoryKills int
+	MemoryLimit int64
 }
 
 // Err returns nil for a process that exited with status 0 by itself, and
@@ -260,6 +272,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if cfg.Command == "" && len(cfg.Args) == 0 {
 		return nil, errors.New("proc: empty command")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	p := &Process{
 		cfg:     cfg,
@@ -289,7 +304,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 
 	ensureKeeper()
 	p.mark = newMark()
-	if p.cg, err = newTaskCgroup(); err != nil {
+	if p.cg, err = newTaskCgroup(cfg.Limits); err != nil {
 		return fail(err)
 	}
 	if p.cg != nil {
@@ -329,6 +344,8 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	traced := false
 	if p.cg != nil {
 		p.cg.attach(cmd.SysProcAttr)
+		// Limits on cgroup v1: stopped at the exec, to join those cgroups.
+		traced = p.cg.traceStart(cmd.SysProcAttr)
 	} else {
 		traced = traceStart(cmd.SysProcAttr)
 	}
@@ -342,6 +359,13 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	p.lastOutput = p.started
 	if p.cg != nil {
 		p.cg.closeDir()
+		if traced {
+			if err := p.cg.joinStarted(p.pid); err != nil {
+				killGroup(p.pid, syscall.SIGKILL)
+				cmd.Wait()
+				return fail(err)
+			}
+		}
 	} else {
 		// Traced, the shell is stopped at its exec: everything it forks
 		// inherits the mark. Untraced, it has seldom had the time to fork;
@@ -536,6 +560,10 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 		p.leaderIsGone()
 	}
 	cpu, peak := p.finalUsage(p.cmd.ProcessState) // before the cgroup goes
+	var memoryKills int
+	if p.cg != nil {
+		memoryKills = p.cg.memoryKills() // before the cgroup goes
+	}
 	if p.cg != nil && p.cg.remove() != nil && p.cg.populated() {
 		// Processes are left that the leader's exit did not end (it could
 		// not be waited for without reaping it): end them now.
@@ -580,6 +608,9 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	e.LogCut, e.LogErr = logCut, logErr
 	e.Leftovers, e.Survivors, e.SurvivorsErr = leftovers, survivors, survivorsErr
 	e.CPU, e.MemoryPeak = cpu, peak
+	if memoryKills > 0 {
+		e.MemoryKills, e.MemoryLimit = memoryKills, p.cfg.Limits.Memory
+	}
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()

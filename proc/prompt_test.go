@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -260,8 +261,11 @@ func TestBlockedOnInputIsNoticed(t *testing.T) {
 			if strings.Contains(first, "sleep") || c.want != "" && first != c.want {
 				t.Fatalf("first mark %q, want %q (output %q)", first, c.want, p.Tail(5))
 			}
-			if got, ok := p.WaitingForInput(); !ok || got != first {
-				t.Errorf("WaitingForInput() = %q, %v, want %q", got, ok, first)
+			// A program may draw once more after it was marked (less redraws
+			// its status line): the mark comes back once it is quiet again.
+			waitUntil(t, "WaitingForInput says so", func() bool { _, ok := p.WaitingForInput(); return ok })
+			if got, _ := p.WaitingForInput(); !slices.Contains(rec.get(), got) {
+				t.Errorf("WaitingForInput() = %q, want one of the marks %q", got, rec.get())
 			}
 			if c.answer == "" { // cat: an answer is echoed, then it reads again
 				if _, err := p.Input(t.Context(), []byte("hello\n")); err != nil {

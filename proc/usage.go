@@ -21,13 +21,14 @@ type Usage struct {
 	// (a daemon's, reparented to init) no longer counts.
 	CPU time.Duration
 	// Memory is its memory now: the cgroup's memory.current where the
-	// memory controller is enabled for it, else the sum of its live
-	// processes' resident sets.
+	// memory controller is enabled for it (or memory.usage_in_bytes of its
+	// v1 memory cgroup, with a memory limit on a hybrid host), else the
+	// sum of its live processes' resident sets.
 	Memory int64
 	// MemoryPeak is the cgroup's memory.peak where the memory controller
-	// is enabled for it; elsewhere the highest Memory seen so far (by
-	// Usage, which looks only when called: a spike between looks is
-	// missed).
+	// is enabled for it (or its v1 memory cgroup's max_usage_in_bytes);
+	// elsewhere the highest Memory seen so far (by Usage, which looks only
+	// when called: a spike between looks is missed).
 	MemoryPeak int64
 }
 

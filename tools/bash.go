@@ -290,6 +290,9 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		if failedByItself(e) {
 			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
 		}
+		if e.MemoryKills > 0 && e.Err() == nil {
+			out.Note = joinNotes(out.Note, memoryNote(e))
+		}
 	}
 	return out
 }
@@ -308,6 +311,13 @@ func logLostNote(id string, log proc.LogState) string {
 
 // leftoversNote tells the model that what its command left running was
 // killed, and how to keep a server instead.
+// memoryNote tells the model that a command that exited 0 lost processes
+// to its memory limit (a failed one's error says so already).
+func memoryNote(e proc.Exit) string {
+	return fmt.Sprintf("The kernel killed %d of its processes: they reached the memory limit of %s set for each shell. The command went on and exited 0, but its work may be incomplete.",
+		e.MemoryKills, proc.FormatSize(e.MemoryLimit))
+}
+
 func leftoversNote(n int) string {
 	what := "1 process"
 	if n != 1 {

@@ -303,6 +303,9 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 	if e.Survivors > 0 {
 		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
 	}
+	if e.MemoryKills > 0 && e.Err() == nil {
+		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.MemoryKills, proc.FormatSize(e.MemoryLimit))
+	}
 	var le *proc.LogError
 	if errors.As(e.LogErr, &le) {
 		fmt.Fprintf(&b, "; its output log stopped at byte %d (%s), so %d bytes of it were not logged", le.At, le.Reason(), e.LogCut)

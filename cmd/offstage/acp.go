@@ -69,7 +69,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// Profiles come from where offstage acp was started (and --agents);
 	// each session's AGENTS.md from the session's own directory.
 	return acpserver.Serve(srv.ctx, acpserver.Config{
-		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env}},
+		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env, Limits: srv.limits}},
 		Model: model, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
 		AllowAll: *yolo, Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
 		Tasks: *sf.tasks,

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
 )
 
 // agentFlags are how run, mcp, acp and agents find sub-agent profiles and
@@ -94,13 +95,27 @@ func (f agentFlags) profiles(work string, mf modelFlags, stderr io.Writer) []age
 		fmt.Fprintln(stderr, "offstage: profile", p.String())
 	}
 	untrustedKeeps(found.List, found.From, projectProfileDirs(work), f.trustedProfileDirs(work), stderr)
-	list := agent.WithDefaultProfiles(found.List)
+	list := agent.WithDefaultProfiles(unlimitable(found.List, found.From, stderr))
 	for i := range list {
 		if note := resolveModel(&list[i], mf); note != "" {
 			fmt.Fprintf(stderr, "offstage: profile %s: %s\n", list[i].Name, note)
 		}
 	}
 	return list
+}
+
+// unlimitable leaves out, with a note, the profiles whose shell limits
+// (task_memory…) this host cannot enforce: such a sub-agent's every shell
+// would fail to start, and it must not run with them silently lifted. The
+// session goes on without it, as with any profile that cannot load.
+func unlimitable(list []agent.Profile, from map[string]string, stderr io.Writer) []agent.Profile {
+	return slices.DeleteFunc(list, func(p agent.Profile) bool {
+		err := proc.CheckLimits(p.Limits)
+		if err != nil {
+			fmt.Fprintf(stderr, "offstage: profile %s (%s): skipped: its shell limits cannot be enforced here: %s\n", p.Name, from[p.Name], trimProc(err))
+		}
+		return err != nil
+	})
 }
 
 // resolveModel gives a profile whose file named a model that model, with

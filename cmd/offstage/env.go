@@ -77,11 +77,36 @@ func userConfigPath() string {
 //	env:
 //	  keep: [GITHUB_TOKEN]   # commands see these although they look like secrets
 //	  drop: [CORP_*]         # and not these, besides the default rule
+//	limits:                  # each shell's, as --task-memory, --task-pids, --task-cpus
+//	  memory: 2G
+//	  pids: 512
+//	  cpus: 1.5
 type userConfig struct {
 	Env struct {
 		Keep []string `yaml:"keep"`
 		Drop []string `yaml:"drop"`
 	} `yaml:"env"`
+	Limits struct {
+		Memory string  `yaml:"memory"`
+		Pids   int     `yaml:"pids"`
+		CPUs   float64 `yaml:"cpus"`
+	} `yaml:"limits"`
+}
+
+// limits returns the shells' limits the file sets.
+func (c userConfig) limits() (proc.Limits, error) {
+	l := proc.Limits{Pids: c.Limits.Pids, CPUs: c.Limits.CPUs}
+	if c.Limits.Memory != "" {
+		n, err := proc.ParseSize(c.Limits.Memory)
+		if err != nil {
+			return l, fmt.Errorf("memory: %w", err)
+		}
+		l.Memory = n
+	}
+	if err := l.Validate(); err != nil {
+		return l, fmt.Errorf("%s", trimProc(err))
+	}
+	return l, nil
 }
 
 func (c userConfig) policy() proc.EnvPolicy {
@@ -117,10 +142,13 @@ func loadUserConfig(path string) (userConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]})", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]} and limits: {memory: SIZE, pids: N, cpus: N})", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if err := c.policy().Validate(); err != nil {
 		return c, usagef("the config file %s: env: %v", path, err)
+	}
+	if _, err := c.limits(); err != nil {
+		return c, usagef("the config file %s: limits: %v", path, err)
 	}
 	return c, nil
 }

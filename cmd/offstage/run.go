@@ -104,6 +104,10 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	limits, err := sf.limits.limits()
+	if err != nil {
+		return err
+	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}
@@ -124,7 +128,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Model:    model,
 		System:   systemPrompt,
 		Profiles: af.profiles(*dir, mf, stderr),
-		Tools:    tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy}},
+		Tools:    tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits}},
 		Tasks:    *sf.tasks,
 	}, surface)
 	if err != nil {

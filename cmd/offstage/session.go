@@ -12,11 +12,12 @@ import (
 
 // sessionFlags are the flags of every command that opens sessions (run,
 // mcp, acp): the model, the sub-agent profiles and project instructions,
-// the commands' environment, the journal and the task table.
+// the commands' environment and limits, the journal and the task table.
 type sessionFlags struct {
 	model   modelFlags
 	agents  agentFlags
 	env     envFlags
+	limits  limitFlags
 	journal journalFlags
 	tasks   *task.Options
 }
@@ -27,6 +28,7 @@ func (f *sessionFlags) register(fs *flag.FlagSet, modelNote string) {
 	f.model.register(fs, modelNote)
 	f.agents.register(fs, true)
 	f.env.register(fs)
+	f.limits.register(fs)
 	f.journal.register(fs)
 	f.tasks = taskFlags(fs)
 }
@@ -55,14 +57,16 @@ type server struct {
 	// place as logger, at info.
 	status   *slog.Logger
 	env      proc.EnvPolicy
-	rec      *recorder // nil with --no-journal
+	limits   proc.Limits // each shell's
+	rec      *recorder   // nil with --no-journal
 	stop     func()
 	closeLog func()
 }
 
 // open checks a server command's arguments (it takes none) and opens what
 // it runs with, in order: the commands' environment policy, the log, the
-// containment it says it uses, the interrupt handling and the journal.
+// containment it says it uses and the shells' limits, the interrupt
+// handling and the journal.
 // close undoes it; a journal's loss becomes *errp.
 func (f *serverFlags) open(ctx context.Context, name string, rest []string, stderr io.Writer) (*server, error) {
 	if len(rest) > 0 {
@@ -80,6 +84,14 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 		closeLog()
 		return nil, err
 	}
+	limits, err := f.limits.limits()
+	if err != nil {
+		closeLog()
+		return nil, err
+	}
+	if !limits.IsZero() {
+		status.Info("shell limits", "limits", limits.String())
+	}
 	ctx, stop := cancelOnInterrupt(ctx)
 	rec, err := openRecorder(ctx, f.journal, stderr)
 	if err != nil {
@@ -87,7 +99,7 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 		closeLog()
 		return nil, err
 	}
-	return &server{ctx: ctx, logger: logger, status: status, env: env, rec: rec, stop: stop, closeLog: closeLog}, nil
+	return &server{ctx: ctx, logger: logger, status: status, env: env, limits: limits, rec: rec, stop: stop, closeLog: closeLog}, nil
 }
 
 // close closes the journal (its loss, if any, becomes *errp), stops

@@ -140,6 +140,7 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 		Lease:       f.lease,
 		Report:      func(msg string) { fmt.Fprintf(stderr, "offstage: %s\n", msg) },
 		Orphaned:    r.orphaned,
+		BellDir:     filepath.Join(dir, "run"),
 	})
 	if err != nil {
 		return nil, usagef("%v", err)

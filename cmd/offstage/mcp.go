@@ -12,10 +12,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/fleet"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -125,10 +127,10 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		return nil
 	}
-	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, stderr, logger, status)
+	return serveHTTP(ctx, svc, srv.rec, *httpAddr, *allowRemote, *origins, stderr, logger, status)
 }
 
-func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, stderr io.Writer, logger, status *slog.Logger) error {
+func serveHTTP(ctx context.Context, svc *mcpserver.Service, rec *recorder, addr string, allowRemote bool, origins string, stderr io.Writer, logger, status *slog.Logger) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usagef("--http %q is not host:port (%v)", addr, err)
@@ -157,6 +159,13 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", svc.HTTPHandler(token, allowed))
+	if rec != nil {
+		// The fleet's peers follow this instance's tasks here, with the
+		// secret the journal records (package fleet); the address goes on
+		// record with the lease.
+		mux.Handle(fleet.OutputPath, fleet.Handler(rec.Recorder))
+		rec.SetPeerAddr(peerURL(ln.Addr().(*net.TCPAddr)))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\n", ln.Addr())
 	if generated {
@@ -249,6 +258,16 @@ func (l leveled) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (l leveled) WithGroup(name string) slog.Handler {
 	return leveled{l.Handler.WithGroup(name), l.level}
+}
+
+// peerURL is the address the fleet reaches this instance at: the one it
+// listens on, or this machine's name where that is every address.
+func peerURL(a *net.TCPAddr) string {
+	host := a.IP.String()
+	if a.IP.IsUnspecified() {
+		host, _ = os.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(a.Port))
 }
 
 func isLoopback(host string) bool {

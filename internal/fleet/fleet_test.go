@@ -1,17 +1,41 @@
 package fleet
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// helperEnv makes the test binary a child that says when SIGTERM
+// reaches it.
+const helperEnv = "OFFSTAGE_FLEET_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		fmt.Println("ready")
+		<-term
+		fmt.Println("term")
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestLastLines(t *testing.T) {
 	for _, c := range []struct {
@@ -34,9 +58,9 @@ func TestLastLines(t *testing.T) {
 
 type owner struct{ secret string }
 
-func (o owner) PeerSecret() string                        { return o.secret }
+func (o owner) PeerSecret() string                       { return o.secret }
 func (owner) Shell(string, string) (*proc.Process, bool) { return nil, false }
-func (owner) Store() *journal.DB                          { return nil }
+func (owner) Store() *journal.DB                         { return nil }
 
 // TestPeersShowTheSecret: the owner serves output only to a request that
 // shows its secret.
@@ -53,4 +77,66 @@ func TestPeersShowTheSecret(t *testing.T) {
 			t.Errorf("Authorization %q: %d, want 401", auth, w.Code)
 		}
 	}
+}
+
+// TestAMissedDoorbellIsCaughtUp: a request whose owner heard nothing of
+// it (no doorbell: it was not listening) is acted on all the same, from
+// the record, at the owner's next catch-up; the task's owner is told an
+// operator stopped it; a request for a session its host no longer has
+// open says so.
+func TestAMissedDoorbellIsCaughtUp(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	store, err := journal.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{}) // no BellDir
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	s, err := agent.Open(ctx, agent.Config{}, agent.Surface{Name: "test", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Table().View("").Spawn(task.Spec{Kind: "shell"}, func(ctx context.Context, _ *task.Handle) (string, error) {
+		<-ctx.Done()
+		return "", context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Flush(ctx)
+	other, err := journal.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	got, err := Cancel(ctx, other, s.ID(), id, "ops@elsewhere", "caught up")
+	if err != nil || got.State != journal.Canceled {
+		t.Fatalf("Cancel = %+v, %v", got, err)
+	}
+	r, ok, _ := s.Table().Result(id)
+	var op *journal.OperatorCancel
+	if !ok || !errors.As(r.Err, &op) || op.By != "ops@elsewhere" || op.Reason != "caught up" || !errors.Is(r.Err, task.ErrCanceled) {
+		t.Errorf("the task's owner is told %v", r.Err)
+	}
+	if got.Error != r.Err.Error() {
+		t.Errorf("the record says %q, want %q", got.Error, r.Err)
+	}
+	// A session the journal has open on this host, which this process
+	// does not have open (its record was left by a crash, say): the owner
+	// says it cannot stop it.
+	now := time.Now()
+	if err := other.Write(ctx, []journal.Record{
+		&journal.Session{ID: "ghost", HostID: rec.Host().ID, Surface: "test", Started: now},
+		&journal.TaskChange{Session: "ghost", Change: task.Change{Event: task.Event{Time: now, Type: task.EventSpawned, ID: "shell:9", Kind: "shell", State: task.Running}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Cancel(ctx, other, "ghost", "shell:9", "ops", ""); !errors.Is(err, ErrNotHere) {
+		t.Errorf("Cancel of a task of a session not open in its host = %v, want ErrNotHere", err)
+	}
+	s.Close(ctx)
 }

@@ -111,6 +111,9 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 // hostGone says whether a host is known to have died: its lease ran out,
 // or its process is gone from this machine.
 func hostGone(h journal.Host) bool {
+	if h.PID == 0 { // known by name only (an older journal): cannot tell
+		return false
+	}
 	if !h.Lease.IsZero() {
 		return h.Lease.Before(time.Now())
 	}

@@ -35,6 +35,8 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 	switch {
 	case errors.Is(err, fleet.ErrFinished):
 		return fmt.Errorf("%s had already ended (%s): nothing to stop", name, got.State)
+	case errors.Is(err, fleet.ErrOwnerGone):
+		return fmt.Errorf("%s: %v; the task is orphaned (the next offstage to start on %s marks it so and stops what is left of it)", name, err, got.Hostname)
 	case errors.Is(err, fleet.ErrNotHere):
 		return fmt.Errorf("%s: its session is no longer open in the offstage that ran it (pid on %s), so nobody can stop it; if that offstage is gone, the task is orphaned (offstage tasks show %s)", name, got.Hostname, name)
 	case errors.Is(err, fleet.ErrPending):

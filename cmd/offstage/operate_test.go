@@ -149,6 +149,9 @@ func testCancelAndFollow(t *testing.T, o *operated, ownerGone func()) {
 		}
 	}
 	<-f.done
+	if strings.Contains(f.stderr.String(), "cannot be reached") {
+		t.Errorf("the follower did not reach the owner: %s", f.stderr.String())
+	}
 	if !strings.Contains(f.stderr.String(), "canceled: stopped by an operator") {
 		t.Errorf("the follower's end: %q", f.stderr.String())
 	}
@@ -160,6 +163,11 @@ func testCancelAndFollow(t *testing.T, o *operated, ownerGone func()) {
 	text := res.Content[0].(*mcp.TextContent).Text
 	if !strings.Contains(text, `"status":"canceled"`) || !strings.Contains(text, "stopped by an operator") || !strings.Contains(text, "runaway test loop") {
 		t.Errorf("the owner's client sees: %s", text)
+	}
+	// The record says who stopped it, and why.
+	show, _ := offstage(t, o.elsewhere, "tasks", "show", name, "--json")
+	if out, err := show.Output(); err != nil || !strings.Contains(string(out), `"cancel_request":{"by":"`) || !strings.Contains(string(out), `"reason":"runaway test loop"`) || !strings.Contains(string(out), `"outcome":"canceled"`) {
+		t.Errorf("offstage tasks show: %v\n%s", err, out)
 	}
 	// Cancelling it again says it ended.
 	again, _ := offstage(t, o.elsewhere, "tasks", "cancel", name)
@@ -224,8 +232,20 @@ func TestCancelAndFollowOnOneMachine(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	o := &operated{owner: a, cs: cs, store: store, elsewhere: env}
+	var left journal.Task
 	testCancelAndFollow(t, o, func() {
+		_, left = o.runningShell(t)
 		a.cmd.Process.Signal(syscall.SIGKILL)
 		a.cmd.Wait()
 	})
+	t.Cleanup(func() {
+		if journal.Same(left.PID, left.PIDStart) {
+			syscall.Kill(-left.PID, syscall.SIGKILL)
+		}
+	})
+	// A task whose offstage is gone cannot be stopped by it, and says so.
+	cancel, _ := offstage(t, env, "tasks", "cancel", left.Session+"/"+left.ID)
+	if out, err := cancel.CombinedOutput(); err == nil || !strings.Contains(string(out), "the offstage that ran the task is gone") {
+		t.Errorf("cancelling a task of a dead offstage: %v\n%s", err, out)
+	}
 }

@@ -433,6 +433,15 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		tail, tailErr = journal.LogTail(t.LogPath, 20, 4<<10)
 	}
 	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
+	req, reqErr := store.CancelRequest(ctx, t.Session, t.ID)
+	var cancel *cancelLine
+	if reqErr == nil {
+		cancel = &cancelLine{By: req.By, Reason: req.Reason, Requested: req.Requested.UTC(), Outcome: req.Outcome}
+		if !req.Handled.IsZero() {
+			h := req.Handled.UTC()
+			cancel.Handled = &h
+		}
+	}
 	var lost int
 	if s, err := store.Session(ctx, t.Session); err == nil {
 		lost = s.Lost
@@ -446,11 +455,12 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 		out := struct {
 			taskLine
-			Events      []event `json:"events,omitempty"`
-			OutputTail  string  `json:"output_tail,omitempty"`
-			LogError    string  `json:"log_error,omitempty"`
-			SessionLost int     `json:"session_lost,omitempty"` // records of its session the journal lost
-		}{taskLine: l, OutputTail: tail, SessionLost: lost}
+			Events      []event     `json:"events,omitempty"`
+			OutputTail  string      `json:"output_tail,omitempty"`
+			LogError    string      `json:"log_error,omitempty"`
+			SessionLost int         `json:"session_lost,omitempty"` // records of its session the journal lost
+			Cancel      *cancelLine `json:"cancel_request,omitempty"`
+		}{taskLine: l, OutputTail: tail, SessionLost: lost, Cancel: cancel}
 		for _, e := range events {
 			out.Events = append(out.Events, event{At: e.At.UTC(), Event: e.Event})
 		}
@@ -497,6 +507,18 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 		fmt.Fprintf(w, "  history: %s (from its start)\n", strings.Join(steps, ", "))
 	}
+	if cancel != nil {
+		fmt.Fprintf(w, "  cancel:  requested by %s %s", cancel.By, ago(cancel.Requested, now))
+		if cancel.Reason != "" {
+			fmt.Fprintf(w, " (%s)", cancel.Reason)
+		}
+		if cancel.Outcome != "" {
+			fmt.Fprintf(w, "; its offstage: %s", cancel.Outcome)
+		} else {
+			fmt.Fprint(w, "; its offstage has not acted on it yet")
+		}
+		fmt.Fprintln(w)
+	}
 	if t.Result != "" {
 		fmt.Fprintf(w, "\nresult:\n%s\n", indent(t.Result))
 	}
@@ -507,6 +529,15 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintf(w, "\nend of its output (%s):\n%s\n", t.LogPath, indent(tail))
 	}
 	return nil
+}
+
+// cancelLine is an operator's cancel request of a task, as JSON.
+type cancelLine struct {
+	By        string     `json:"by"`
+	Reason    string     `json:"reason,omitempty"`
+	Requested time.Time  `json:"requested"`
+	Handled   *time.Time `json:"handled,omitempty"`
+	Outcome   string     `json:"outcome,omitempty"`
 }
 
 func indent(s string) string {

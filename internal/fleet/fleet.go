@@ -72,6 +72,12 @@ var (
 	// ErrNotHere: the owner does not have the task's session open (it
 	// ended, or it was resumed elsewhere).
 	ErrNotHere = errors.New("the task's session is not open in the offstage that ran it")
+	// ErrOwnerGone: the offstage that ran the task is gone (its process
+	// on this machine, or its lease in a shared journal): nobody can
+	// stop the task, which is orphaned (its shells were or will be
+	// killed by the next offstage to start on its machine). Nothing is
+	// recorded.
+	ErrOwnerGone = errors.New("the offstage that ran the task is gone")
 )
 
 // Store is what Cancel and Follow need of a journal: *journal.DB.
@@ -94,7 +100,8 @@ const cancelWait = 15 * time.Second
 // waits until the owner has acted and the task has ended, ctx ends, or
 // 15 s pass. It returns the task as the journal then has it, and nil, or
 // ErrFinished (it had ended; nothing was changed), ErrNotHere, ErrPending
-// (recorded, not acted on yet), or another error. A second request for
+// (recorded, not acted on yet), ErrOwnerGone (nothing recorded), or
+// another error. A second request for
 // the same task finds the first. It is safe for concurrent use.
 func Cancel(ctx context.Context, store journal.Store, session, id, by, reason string) (journal.Task, error) {
 	db, ok := store.(Store)
@@ -108,10 +115,17 @@ func Cancel(ctx context.Context, store journal.Store, session, id, by, reason st
 	if t.State.Finished() {
 		return t, fmt.Errorf("%s %w: %s", id, ErrFinished, t.State)
 	}
+	p, err := db.PeerOf(ctx, session)
+	if err != nil {
+		return t, err
+	}
+	if hostGone(p.Host) {
+		return t, fmt.Errorf("%s: %w (pid %d on %s)", id, ErrOwnerGone, p.PID, p.Hostname)
+	}
 	if _, _, err := db.RequestCancel(ctx, session, id, by, reason, time.Now()); err != nil {
 		return t, err
 	}
-	if p, err := db.PeerOf(ctx, session); err == nil && p.Bell != "" {
+	if p.Bell != "" {
 		journal.Ring(ctx, p.Bell) // nobody listening: the owner catches up
 	}
 	ctx, stop := context.WithTimeout(ctx, cancelWait)

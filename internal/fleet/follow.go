@@ -66,6 +66,9 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 	if err != nil {
 		return err
 	}
+	if t.State == journal.Queued {
+		return fmt.Errorf("%s is queued: it has no output yet; follow it once it runs", id)
+	}
 	if t.Kind != "shell" && t.LogPath == "" {
 		return fmt.Errorf("%s is a %s task: only shells have output to follow (offstage tasks show gives its result)", id, t.Kind)
 	}

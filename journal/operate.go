@@ -40,6 +40,10 @@ func (r *Recorder) Shell(session, id string) (*proc.Process, bool) {
 	return p, ok
 }
 
+// LogDir is where this process keeps its shells' output logs
+// (RecorderOptions.LogDir).
+func (r *Recorder) LogDir() string { return r.opts.LogDir }
+
 // PeerSecret is the secret this process's peers show it to read its
 // tasks' output (see package fleet): random, made at start, recorded
 // with the host, so whoever can read the journal can read the output.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +62,8 @@ type owner struct{ secret string }
 func (o owner) PeerSecret() string                       { return o.secret }
 func (owner) Shell(string, string) (*proc.Process, bool) { return nil, false }
 func (owner) Store() *journal.DB                         { return nil }
+func (owner) Host() journal.Host                         { return journal.Host{} }
+func (owner) LogDir() string                             { return "" }
 
 // TestPeersShowTheSecret: the owner serves output only to a request that
 // shows its secret.
@@ -139,4 +142,63 @@ func TestAMissedDoorbellIsCaughtUp(t *testing.T) {
 		t.Errorf("Cancel of a task of a session not open in its host = %v, want ErrNotHere", err)
 	}
 	s.Close(ctx)
+}
+
+// TestTheOwnerServesOnlyItsOwnLogs: an ended shell's log is served from
+// the owner's log directory; a log path written into the journal by hand
+// (whoever can write the journal can) never makes the owner serve another
+// file, nor a task of another host's session.
+func TestTheOwnerServesOnlyItsOwnLogs(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{LogDir: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	own := filepath.Join(logs, "mine", "shell-1.log")
+	secret := filepath.Join(dir, "secret.txt")
+	os.MkdirAll(filepath.Dir(own), 0o700)
+	os.WriteFile(own, []byte("one\ntwo\n"), 0o600)
+	os.WriteFile(secret, []byte("not for peers\n"), 0o600)
+	now := time.Now()
+	var records []journal.Record
+	for _, x := range []struct{ session, host, id, log string }{
+		{"mine", rec.Host().ID, "shell:1", own},
+		{"mine", rec.Host().ID, "shell:2", secret},
+		{"theirs", "another-host", "shell:1", own},
+	} {
+		if x.id == "shell:1" {
+			records = append(records, &journal.Session{ID: x.session, HostID: x.host, Surface: "test", Started: now})
+		}
+		records = append(records,
+			&journal.TaskChange{Session: x.session, Change: task.Change{Event: task.Event{Time: now, Type: task.EventSpawned, ID: x.id, Kind: "shell", State: task.Completed}}},
+			journal.TaskProcess{Session: x.session, ID: x.id, LogPath: x.log})
+	}
+	if err := store.Write(ctx, records); err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(rec)
+	for _, c := range []struct {
+		session, id string
+		code        int
+		body        string
+	}{
+		{"mine", "shell:1", 200, "one\ntwo\n"},
+		{"mine", "shell:2", 404, ""},
+		{"theirs", "shell:1", 404, ""},
+	} {
+		r := httptest.NewRequest(http.MethodGet, OutputPath+"?since=0&session="+c.session+"&id="+c.id, nil)
+		r.Header.Set("Authorization", "Bearer "+rec.PeerSecret())
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code || (c.code == 200 && w.Body.String() != c.body) || strings.Contains(w.Body.String(), "not for peers") {
+			t.Errorf("%s/%s: %d %q, want %d %q", c.session, c.id, w.Code, w.Body.String(), c.code, c.body)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -239,17 +240,26 @@ type Owner interface {
 	PeerSecret() string
 	Shell(session, id string) (*proc.Process, bool)
 	Store() *journal.DB
+	Host() journal.Host
+	LogDir() string
 }
 
 var _ Owner = (*journal.Recorder)(nil)
+
+// maxFollowers bounds the peers an owner serves at once; more get 503.
+const maxFollowers = 64
 
 // Handler serves an owner's tasks' output to its peers at OutputPath
 // (GET, query session, id, and since or lines), to a request that shows
 // the owner's secret as a bearer token (compared in constant time;
 // others get 401): a live shell's output from the cursor, then as it
 // comes until the shell ends (woken by the output, never polling); a
-// shell that has ended, what its log holds.
+// shell of its own sessions that has ended, what its log holds, if the
+// log is in the owner's log directory: a path written into the journal
+// by hand never makes it serve another file. At most 64 peers are
+// served at once.
 func Handler(o Owner) http.Handler {
+	slots := make(chan struct{}, maxFollowers)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, auth, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || o.PeerSecret() == "" || subtle.ConstantTimeCompare([]byte(auth), []byte(o.PeerSecret())) != 1 {
@@ -274,19 +284,48 @@ func Handler(o Owner) http.Handler {
 		if l, err := strconv.Atoi(q.Get("lines")); err == nil && l > 0 {
 			opts.Lines = min(l, 10000)
 		}
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			http.Error(w, fmt.Sprintf("503 Service Unavailable: %d peers follow this instance's tasks already", maxFollowers), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if p, ok := o.Shell(session, id); ok {
 			serveLive(r.Context(), p, opts, w)
 			return
 		}
-		t, err := o.Store().Task(r.Context(), session, id)
-		if err != nil || t.LogPath == "" {
+		path, ok := ownLog(r.Context(), o, session, id)
+		if !ok {
 			http.Error(w, fmt.Sprintf("404 Not Found: no output of %s/%s here", session, id), http.StatusNotFound)
 			return
 		}
-		fromFile(r.Context(), t.LogPath, opts, flusher(w), func() bool { return true })
+		fromFile(r.Context(), path, opts, flusher(w), func() bool { return true })
 	})
+}
+
+// ownLog returns the log of a task of one of the owner's sessions, if
+// it lies in the owner's log directory.
+func ownLog(ctx context.Context, o Owner, session, id string) (string, bool) {
+	t, err := o.Store().Task(ctx, session, id)
+	if err != nil || t.LogPath == "" || o.LogDir() == "" {
+		return "", false
+	}
+	if p, err := o.Store().PeerOf(ctx, session); err != nil || p.ID != o.Host().ID {
+		return "", false
+	}
+	dir, err1 := filepath.EvalSymlinks(o.LogDir())
+	path, err2 := filepath.EvalSymlinks(t.LogPath)
+	if err1 != nil || err2 != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return path, true
 }
 
 // serveLive writes a live shell's output from the cursor the options

@@ -167,15 +167,28 @@ func Ring(ctx context.Context, path string) error {
 // listen LISTENs for cancel requests on a connection of its own, and
 // rings the watcher for each addressed to this host; a connection lost is
 // made again with backoff, and the watcher reads the record after each
-// (re)connection, so a notification missed meanwhile is caught up.
+// (re)connection, so a notification missed meanwhile is caught up. The
+// trouble is reported once per episode, and its end.
 func (r *Recorder) listen(ctx context.Context) {
 	backoff := retryFirst
+	failing := false
+	connected := func() {
+		backoff = retryFirst
+		if failing {
+			failing = false
+			r.opts.Report("journal: listening for cancel requests again")
+		}
+		r.ring() // what came while not listening
+	}
 	for ctx.Err() == nil {
-		err := r.listenOnce(ctx)
+		err := r.listenOnce(ctx, connected)
 		if ctx.Err() != nil {
 			return
 		}
-		r.opts.Report(fmt.Sprintf("journal: listening for cancel requests failed (%v); retrying, and reading them every %s meanwhile", err, catchUp))
+		if !failing {
+			failing = true
+			r.opts.Report(fmt.Sprintf("journal: cannot listen for cancel requests (%v); retrying, and reading them every %s meanwhile", err, catchUp))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -185,7 +198,7 @@ func (r *Recorder) listen(ctx context.Context) {
 	}
 }
 
-func (r *Recorder) listenOnce(ctx context.Context) error {
+func (r *Recorder) listenOnce(ctx context.Context, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, r.store.listen)
 	if err != nil {
 		return err
@@ -194,7 +207,7 @@ func (r *Recorder) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
-	r.ring() // what came before LISTEN took hold
+	connected()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

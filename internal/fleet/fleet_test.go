@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/pgtest"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
@@ -201,4 +203,90 @@ func TestTheOwnerServesOnlyItsOwnLogs(t *testing.T) {
 			t.Errorf("%s/%s: %d %q, want %d %q", c.session, c.id, w.Code, w.Body.String(), c.code, c.body)
 		}
 	}
+}
+
+// TestAMissedNotificationIsCaughtUp: in PostgreSQL, a request written
+// without NOTIFY (an older offstage, a notification lost with a
+// connection) is acted on from the record at the owner's catch-up; once
+// the server went away and came back, the owner listens again.
+func TestAMissedNotificationIsCaughtUp(t *testing.T) {
+	ctx := t.Context()
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t)
+	store, err := journal.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := make(chan struct{}, 1)
+	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{Report: func(msg string) {
+		if strings.Contains(msg, "listening for cancel requests again") {
+			select {
+			case again <- struct{}{}:
+			default:
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	s, err := agent.Open(ctx, agent.Config{}, agent.Surface{Name: "test", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	id, err := s.Table().View("").Spawn(task.Spec{Kind: "shell"}, func(ctx context.Context, _ *task.Handle) (string, error) {
+		<-ctx.Done()
+		return "", context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `INSERT INTO cancels (session_id, id, requested_at, requested_by, reason) VALUES ($1, $2, $3, 'ops', 'unannounced')`, s.ID(), id, time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := s.Table().Done(id)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task still runs 20 s after a request its owner was not told of")
+	}
+	r, _, _ := s.Table().Result(id)
+	if !strings.Contains(fmt.Sprint(r.Err), "unannounced") {
+		t.Errorf("the task ended with %v", r.Err)
+	}
+	conn.Close(ctx)
+
+	srv.Stop()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-again:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the owner does not listen again 30 s after the server came back")
+	}
+	id2, err := s.Table().View("").Spawn(task.Spec{Kind: "shell"}, func(ctx context.Context, _ *task.Handle) (string, error) {
+		<-ctx.Done()
+		return "", context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Flush(ctx)
+	other, err := journal.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := Cancel(ctx, other, s.ID(), id2, "ops", "after the restart"); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := other.CancelRequest(ctx, s.ID(), id2)
+	t.Logf("after the server came back, a request was acted on in %s", q.Handled.Sub(q.Requested))
 }

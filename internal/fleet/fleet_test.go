@@ -290,3 +290,80 @@ func TestAMissedNotificationIsCaughtUp(t *testing.T) {
 	q, _ := other.CancelRequest(ctx, s.ID(), id2)
 	t.Logf("after the server came back, a request was acted on in %s", q.Handled.Sub(q.Requested))
 }
+
+// lineWriter hands over what Follow writes, line by line.
+type lineWriter struct{ lines chan string }
+
+func (w lineWriter) Write(b []byte) (int, error) {
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if l != "" {
+			w.lines <- l
+		}
+	}
+	return len(b), nil
+}
+
+// TestFollowReadsALocalLogUntilTheTaskEnds: the owner is alive on this
+// machine and serves no peers (offstage run): Follow prints the log's
+// last lines, then what is appended, and ends once the journal records
+// the task's end and its last lines are printed.
+func TestFollowReadsALocalLogUntilTheTaskEnds(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	log := filepath.Join(dir, "shell-1.log")
+	os.WriteFile(log, []byte("a\nb\nc\n"), 0o600)
+	now := time.Now()
+	if err := store.Write(ctx, []journal.Record{
+		&journal.Session{ID: "s", HostID: rec.Host().ID, Surface: "run", Started: now},
+		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Time: now, Type: task.EventSpawned, ID: "shell:1", Kind: "shell", State: task.Running}}},
+		journal.TaskProcess{Session: "s", ID: "shell:1", LogPath: log},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w := lineWriter{make(chan string, 100)}
+	done := make(chan error, 1)
+	go func() { done <- Follow(ctx, store, "s", "shell:1", FollowOptions{Since: -1, Lines: 2}, w) }()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-w.lines:
+			if got != want {
+				t.Fatalf("followed %q, want %q", got, want)
+			}
+		case err := <-done:
+			t.Fatalf("Follow ended early: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %q in 10 s", want)
+		}
+	}
+	next("b\n")
+	next("c\n")
+	f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("d\n")
+	next("d\n")
+	f.WriteString("e\n")
+	f.Close()
+	if err := store.Write(ctx, []journal.Record{
+		&journal.TaskChange{Session: "s", Change: task.Change{Event: task.Event{Time: time.Now(), Type: task.EventFinished, ID: "shell:1", Kind: "shell", State: task.Completed}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next("e\n")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow goes on 10 s after the task ended")
+	}
+}

@@ -110,8 +110,11 @@ func (r *Recorder) startCancels() (stop func()) {
 		for _, ch := range done {
 			<-ch
 		}
-		if r.bell != "" {
-			os.Remove(r.bell)
+		r.mu.Lock()
+		bell := r.bell
+		r.mu.Unlock()
+		if bell != "" {
+			os.Remove(bell)
 		}
 	}
 }

@@ -367,3 +367,14 @@ func TestFollowReadsALocalLogUntilTheTaskEnds(t *testing.T) {
 		t.Fatal("Follow goes on 10 s after the task ended")
 	}
 }
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"http://127.0.0.1:7777": true, "http://[::1]:1": true, "http://localhost:80": true,
+		"http://web-2:7777": false, "http://10.0.0.2:7777": false, "": false,
+	} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -78,6 +79,13 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 		return err
 	}
 	gone := hostGone(peer.Host)
+	here, _ := os.Hostname()
+	if peer.Addr != "" && peer.Hostname != here && loopback(peer.Addr) {
+		// Its loopback is not ours: asking ours would hand its secret to
+		// whatever listens here.
+		opts.Note(fmt.Sprintf("its offstage serves only its own machine (%s on %s): start it with --http on an address the fleet reaches and --allow-remote", peer.Addr, peer.Hostname))
+		peer.Addr = ""
+	}
 	if !gone && peer.Addr != "" {
 		err := fromPeer(ctx, peer, session, id, opts, w)
 		if err == nil || ctx.Err() != nil {
@@ -85,7 +93,6 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 		}
 		opts.Note(fmt.Sprintf("its offstage (pid %d on %s) cannot be reached at %s (%v)", peer.PID, peer.Hostname, peer.Addr, err))
 	}
-	here, _ := os.Hostname()
 	where := fmt.Sprintf("%s on %s", t.LogPath, peer.Hostname)
 	if t.LogPath == "" {
 		return fmt.Errorf("%s has no output log (its offstage kept output in memory only)", id)
@@ -110,6 +117,19 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 		return err != nil || x.State.Finished()
 	}
 	return fromFile(ctx, t.LogPath, opts, w, finished)
+}
+
+// loopback says whether a peer address names a loopback host.
+func loopback(addr string) bool {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
 }
 
 // hostGone says whether a host is known to have died: its lease ran out,

@@ -33,8 +33,9 @@ unique within a session, so SESSION/shell:3 names a task across the
 fleet. On a terminal the list has aligned columns and colour (none with
 $NO_COLOR set or --no-color); piped, or with --json, it is JSON lines.
 It shows the newest 50 (--limit) and says on stderr how many it left
-out. It only reads the journal (a read-only file system or directory is
-fine), and says on stderr which sessions' records the journal lost.`
+out. Listing, show and follow only read the journal (a read-only file
+system or directory is fine), and say on stderr which sessions' records
+the journal lost.`
 
 const tasksExamples = `  offstage tasks
   offstage tasks --state failed --since 24h

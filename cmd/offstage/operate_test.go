@@ -233,11 +233,28 @@ func TestCancelAndFollowOnOneMachine(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	o := &operated{owner: a, cs: cs, store: store, elsewhere: env}
 	var left journal.Task
+	var cut *follower
 	testCancelAndFollow(t, o, func() {
-		_, left = o.runningShell(t)
+		var name string
+		name, left = o.runningShell(t)
+		cut = follow(t, env, name, "--since", "0")
+		cut.next(t) // following through the owner
 		a.cmd.Process.Signal(syscall.SIGKILL)
 		a.cmd.Wait()
 	})
+	// The follower cut off from the owner goes on from the log, where it
+	// stopped, and ends: the owner is gone.
+	n := 1
+	for l := range cut.lines {
+		n++
+		if l != fmt.Sprintf("line %d", n) {
+			t.Fatalf("line %d followed = %q\n%s", n, l, cut.stderr.String())
+		}
+	}
+	<-cut.done
+	if !strings.Contains(cut.stderr.String(), "is gone") {
+		t.Errorf("the follower of a task whose owner died: %s", cut.stderr.String())
+	}
 	t.Cleanup(func() {
 		if journal.Same(left.PID, left.PIDStart) {
 			syscall.Kill(-left.PID, syscall.SIGKILL)

@@ -87,11 +87,14 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 		peer.Addr = ""
 	}
 	if !gone && peer.Addr != "" {
-		err := fromPeer(ctx, peer, session, id, opts, w)
+		next, err := fromPeer(ctx, peer, session, id, opts, w)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
 		opts.Note(fmt.Sprintf("its offstage (pid %d on %s) cannot be reached at %s (%v)", peer.PID, peer.Hostname, peer.Addr, err))
+		if next >= 0 {
+			opts.Since = next // go on where the owner stopped, nothing twice
+		}
 	}
 	where := fmt.Sprintf("%s on %s", t.LogPath, peer.Hostname)
 	if t.LogPath == "" {
@@ -110,11 +113,19 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 	if peer.Addr != "" {
 		opts.Note("reading what it logged from " + t.LogPath + " on this machine instead")
 	}
-	// Alive on this machine and serving no peers (offstage run, or mcp on
-	// stdio): follow the log, and the journal for the task's end.
+	// Alive on this machine, serving no peers (offstage run, or mcp on
+	// stdio) or no longer reached: follow the log, and the journal for
+	// the task's end or its owner's.
 	finished := func() bool {
 		x, err := db.Task(ctx, session, id)
-		return err != nil || x.State.Finished()
+		if err != nil || x.State.Finished() {
+			return true
+		}
+		if p, err := db.PeerOf(ctx, session); err == nil && hostGone(p.Host) {
+			opts.Note(fmt.Sprintf("its offstage (pid %d on %s) is gone; the rest is what it logged, read from %s", p.PID, p.Hostname, t.LogPath))
+			return true
+		}
+		return false
 	}
 	return fromFile(ctx, t.LogPath, opts, w, finished)
 }
@@ -144,30 +155,40 @@ func hostGone(h journal.Host) bool {
 	return !journal.Alive(h)
 }
 
-// fromPeer asks the owner for the output, and copies it to w as it comes.
-func fromPeer(ctx context.Context, p journal.Peer, session, id string, opts FollowOptions, w io.Writer) error {
+// startHeader says at which byte of the output the owner's answer
+// starts: a follower cut off can go on from the log where it stopped.
+const startHeader = "Offstage-Output-Start"
+
+// fromPeer asks the owner for the output, and copies it to w as it
+// comes. On failure, next is the byte of the output to go on from, or
+// -1 if nothing was received.
+func fromPeer(ctx context.Context, p journal.Peer, session, id string, opts FollowOptions, w io.Writer) (next int64, err error) {
 	q := url.Values{"session": {session}, "id": {id}, "lines": {strconv.Itoa(opts.Lines)}}
 	if opts.Since >= 0 {
 		q.Set("since", strconv.FormatInt(opts.Since, 10))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Addr+OutputPath+"?"+q.Encode(), nil)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	req.Header.Set("Authorization", "Bearer "+p.Secret)
 	resp, err := opts.Client.Do(req)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return -1, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
+	start, herr := strconv.ParseInt(resp.Header.Get(startHeader), 10, 64)
 	// io.Copy writes what each Read returns: what the owner flushed, as
 	// it comes.
-	_, err = io.Copy(w, resp.Body)
-	return err
+	n, err := io.Copy(w, resp.Body)
+	if herr != nil {
+		return -1, err
+	}
+	return start + n, err
 }
 
 // followPoll is how often a log file is looked at for more, and the
@@ -179,6 +200,11 @@ const followPoll = 100 * time.Millisecond
 // then what is appended to it until finished says the task ended (and
 // what it wrote before is read) or ctx ends.
 func fromFile(ctx context.Context, path string, opts FollowOptions, w io.Writer, finished func() bool) error {
+	return fromFileAt(ctx, path, opts, w, finished, func(int64) {})
+}
+
+// fromFileAt is fromFile, telling start where it starts before it writes.
+func fromFileAt(ctx context.Context, path string, opts FollowOptions, w io.Writer, finished func() bool, start func(int64)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -190,6 +216,7 @@ func fromFile(ctx context.Context, path string, opts FollowOptions, w io.Writer,
 			return err
 		}
 	}
+	start(next)
 	buf := make([]byte, 32<<10)
 	for {
 		ended := finished() // before reading: what it wrote before ending is read after
@@ -322,7 +349,9 @@ func Handler(o Owner) http.Handler {
 			http.Error(w, fmt.Sprintf("404 Not Found: no output of %s/%s here", session, id), http.StatusNotFound)
 			return
 		}
-		fromFile(r.Context(), path, opts, flusher(w), func() bool { return true })
+		fromFileAt(r.Context(), path, opts, flusher(w), func() bool { return true }, func(at int64) {
+			w.Header().Set(startHeader, strconv.FormatInt(at, 10))
+		})
 	})
 }
 
@@ -356,6 +385,7 @@ func serveLive(ctx context.Context, p *proc.Process, opts FollowOptions, rw http
 	if next < 0 {
 		next = p.TailLines(proc.Combined, opts.Lines, tailBytes).Start
 	}
+	rw.Header().Set(startHeader, strconv.FormatInt(next, 10))
 	for {
 		total, err := p.WaitOutput(ctx, next)
 		if err != nil {
@@ -363,6 +393,8 @@ func serveLive(ctx context.Context, p *proc.Process, opts FollowOptions, rw http
 		}
 		ch := p.Read(proc.Combined, next, tailBytes)
 		if ch.Skipped > 0 {
+			// Said in the stream, so a follower that loses the owner and
+			// goes on from the log resumes a little past where it was.
 			fmt.Fprintf(w, "\n[offstage: %d bytes of output are no longer held and were skipped]\n", ch.Skipped)
 		}
 		if _, err := w.Write(ch.Data); err != nil {

@@ -49,6 +49,12 @@
 // why a peer's secret is kept in the journal: it grants reading output,
 // which the journal's users may do, and nothing more. The MCP token,
 // which runs commands, is never recorded. A secret dies with its process.
+// Peers speak plain HTTP, as offstage mcp --http does: on a network that
+// is not trusted, put TLS in front of the instances (a proxy) as for the
+// MCP endpoint itself. An instance listening on loopback records a
+// loopback address, which a follower on another machine never dials (its
+// own loopback would receive the secret): such an instance serves only
+// its own machine.
 package fleet
 
 import (

@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -56,5 +57,36 @@ func TestAnOlderJournalTakesCancelRequests(t *testing.T) {
 	}
 	if q, _ := s.CancelRequest(t.Context(), "s1", "shell:1"); q.Outcome != journal.OutcomeFinished || q.Handled.IsZero() {
 		t.Errorf("the handled request = %+v", q)
+	}
+}
+
+// TestTheDoorbellIsPrivate: a SQLite host's doorbell is a socket only its
+// user may reach (0600 in a 0700 directory), recorded with the host with
+// its peer secret, and removed when the recorder closes.
+func TestTheDoorbellIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "journal.db"))
+	bells := filepath.Join(dir, "run")
+	rec, err := journal.NewRecorder(t.Context(), s, journal.RecorderOptions{BellDir: bells})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Store().Write(t.Context(), []journal.Record{&journal.Session{ID: "s", HostID: rec.Host().ID, Surface: "test", Started: time.Now()}})
+	rec.Flush(t.Context())
+	p, err := rec.Store().PeerOf(t.Context(), "s")
+	if err != nil || p.Bell == "" || p.Secret != rec.PeerSecret() || len(p.Secret) < 32 {
+		t.Fatalf("PeerOf = %+v, %v", p, err)
+	}
+	for path, want := range map[string]os.FileMode{bells: 0o700, p.Bell: 0o600} {
+		if info, err := os.Stat(path); err != nil || info.Mode().Perm() != want {
+			t.Errorf("%s: %v, %v; want mode %v", path, info.Mode(), err, want)
+		}
+	}
+	if err := journal.Ring(t.Context(), p.Bell); err != nil {
+		t.Errorf("Ring = %v", err)
+	}
+	rec.Close(t.Context())
+	if _, err := os.Stat(p.Bell); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the doorbell after Close: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -375,6 +376,34 @@ func TestLoopback(t *testing.T) {
 	} {
 		if got := loopback(addr); got != want {
 			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestFollowSaysWhereALogOfAnotherMachineIs: a task of another machine
+// whose offstage cannot serve it (gone, or serving no peers) is not read
+// here: the error names the machine and the file.
+func TestFollowSaysWhereALogOfAnotherMachineIs(t *testing.T) {
+	ctx := t.Context()
+	store, err := journal.OpenSQLite(filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Now()
+	for i, lease := range []time.Time{{}, now.Add(-time.Minute)} { // serving no peers; gone
+		host, session := fmt.Sprint("h", i), fmt.Sprint("s", i)
+		if err := store.Write(ctx, []journal.Record{
+			&journal.Host{ID: host, Hostname: "elsewhere.example", PID: 4242, Start: 1, Started: now, Lease: lease},
+			&journal.Session{ID: session, HostID: host, Surface: "mcp", Started: now},
+			&journal.TaskChange{Session: session, Change: task.Change{Event: task.Event{Time: now, Type: task.EventSpawned, ID: "shell:1", Kind: "shell", State: task.Running}}},
+			journal.TaskProcess{Session: session, ID: "shell:1", PID: 4243, LogPath: "/var/lib/offstage/logs/" + session + "/shell-1.log"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		err := Follow(ctx, store, session, "shell:1", FollowOptions{Since: -1}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "/var/lib/offstage/logs/"+session+"/shell-1.log on elsewhere.example") {
+			t.Errorf("Follow of another machine's task = %v, want the machine and the file named", err)
 		}
 	}
 }

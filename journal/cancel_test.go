@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/offstage/offstage/internal/pgtest"
 	"github.com/offstage/offstage/journal"
 )
 
@@ -88,5 +91,54 @@ func TestTheDoorbellIsPrivate(t *testing.T) {
 	rec.Close(t.Context())
 	if _, err := os.Stat(p.Bell); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the doorbell after Close: %v", err)
+	}
+}
+
+// TestAnOlderPostgresJournalTakesCancelRequests: a PostgreSQL journal of
+// the schema before cancel requests (version 3) is migrated by the first
+// instance that opens it, keeping its hosts and sessions, and then
+// records requests and peers.
+func TestAnOlderPostgresJournalTakesCancelRequests(t *testing.T) {
+	pgOnce.Do(func() { pg, pgErr = pgtest.Run() })
+	if errors.Is(pgErr, pgtest.ErrNoPostgres) && os.Getenv(pgtest.RequireEnv) == "" {
+		t.Skipf("skipping: %v; apt-get install postgresql runs these tests", pgErr)
+	}
+	if pgErr != nil {
+		t.Fatal(pgErr)
+	}
+	url := pg.NewDatabase(t)
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	stmts := append([]string{"CREATE TABLE offstage_schema (version integer NOT NULL)", "INSERT INTO offstage_schema VALUES (3)"}, journal.PostgresMigrations[:3]...)
+	stmts = append(stmts,
+		"INSERT INTO hosts (id, hostname, pid, start, started_at, version, lease_until) VALUES ('h1', 'web-1', 42, 1, 1, 'v0.3', 1)",
+		"INSERT INTO sessions (id, host_id, surface, cwd, model, started_at) VALUES ('s1', 'h1', 'mcp', '/', '', 1)",
+		"INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES ('s1', 'shell:1', 'shell', 'make', '', 'running', 1)")
+	for _, q := range stmts {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s, err := journal.OpenPostgres(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if p, err := s.PeerOf(t.Context(), "s1"); err != nil || p.Hostname != "web-1" || p.Addr != "" {
+		t.Errorf("PeerOf after migration = %+v, %v", p, err)
+	}
+	if _, created, err := s.RequestCancel(t.Context(), "s1", "shell:1", "ops", "", time.Now()); err != nil || !created {
+		t.Fatalf("RequestCancel after migration = %v, %v", created, err)
+	}
+	if pending, err := s.PendingCancels(t.Context(), "h1"); err != nil || len(pending) != 1 {
+		t.Errorf("PendingCancels(h1) = %+v, %v", pending, err)
+	}
+	var v int
+	conn.QueryRow(t.Context(), "SELECT version FROM offstage_schema").Scan(&v)
+	if v != len(journal.PostgresMigrations) {
+		t.Errorf("schema version %d, want %d", v, len(journal.PostgresMigrations))
 	}
 }

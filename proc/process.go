@@ -549,7 +549,11 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	beforeReap := waitExited(p.pid) == nil
 	var leftovers, survivors int
 	var survivorsErr error
+	// alone: nothing of it outlived the leader, so its cgroup may serve
+	// the next command (see spare_linux.go).
+	alone := beforeReap
 	if beforeReap && p.mayHaveLeftovers() {
+		alone = false
 		leftovers, survivors, survivorsErr = p.endLeftovers()
 	}
 	if beforeReap {
@@ -564,7 +568,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if p.cg != nil {
 		memoryKills = p.cg.memoryKills() // before the cgroup goes
 	}
-	if p.cg != nil && p.cg.remove() != nil && p.cg.populated() {
+	if p.cg != nil && p.cg.release(alone) != nil && p.cg.populated() {
 		// Processes are left that the leader's exit did not end (it could
 		// not be waited for without reaping it): end them now.
 		p.cg.kill()

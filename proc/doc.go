@@ -423,6 +423,10 @@
 // closing line says where and why (on a full disk, output is given back to
 // make room for it), Config.OnLogError is told once as it happens, and
 // Process.Log and Exit.LogErr (a *LogError) say where logging stopped.
+// A log also stops, the same way, before it would leave its file system
+// less free space than Config.LogReserveBytes (1% of it, between 1 MiB
+// and 256 MiB): what shares the disk (offstage's journal) keeps room to
+// record, where a chatty command used to fill the disk for both.
 //
 // With Config.Stdout, stdout is also copied to a writer as it is captured
 // (acpserver speaks MCP to an editor's server that way, over its stdin and

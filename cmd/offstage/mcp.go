@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/metrics"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -96,7 +97,18 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if model != nil {
 		profiles = sf.agents.profiles(*dir, mf, stderr)
 	}
-	svc, err := mcpserver.New(ctx, mcpserver.Config{
+	var svc *mcpserver.Service
+	journal := srv.rec.journal()
+	var m *metrics.Metrics
+	if *httpAddr != "" {
+		src := metrics.Sources{Sessions: func() int { return svc.Sessions() }}
+		if srv.rec != nil {
+			src.Journal = srv.rec.Stats
+		}
+		m = metrics.New(src)
+		journal = m.Wrap(journal)
+	}
+	svc, err = mcpserver.New(ctx, mcpserver.Config{
 		Tools:                 tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env, Limits: srv.limits}},
 		Model:                 model,
 		Profiles:              profiles,
@@ -104,7 +116,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		KeepOnDisconnect:      *keep,
 		IdleTimeout:           *idle,
 		Tasks:                 *sf.tasks,
-		Journal:               srv.rec.journal(),
+		Journal:               journal,
 		ModelName:             mf.describe(os.Getenv),
 		Logger:                logger,
 		Version:               version(),
@@ -125,10 +137,16 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		return nil
 	}
-	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, stderr, logger, status)
+	mount := func(mux *http.ServeMux, token string, allowed []string) {
+		// Metrics: a scraper sends the same bearer token as an MCP client.
+		mux.Handle("/metrics", mcpserver.Authorized(token, allowed, m.Handler()))
+	}
+	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, mount, stderr, logger, status)
 }
 
-func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, stderr io.Writer, logger, status *slog.Logger) error {
+// serveHTTP serves svc's sessions at /mcp, and what mount adds (guarded
+// by the same token and origins), until ctx ends.
+func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, mount func(mux *http.ServeMux, token string, allowed []string), stderr io.Writer, logger, status *slog.Logger) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usagef("--http %q is not host:port (%v)", addr, err)
@@ -157,6 +175,9 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", svc.HTTPHandler(token, allowed))
+	if mount != nil {
+		mount(mux, token, allowed)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\n", ln.Addr())
 	if generated {

@@ -34,7 +34,10 @@ task_inspect, task_output, task_wait, task_cancel, task_input, and
 spawn_agent when a model is configured (same flags and environment as
 "offstage run"). On stdio by default; with --http, over the streamable HTTP
 transport, which needs a bearer token (OFFSTAGE_MCP_TOKEN, or one generated
-and printed to stderr) and listens on loopback unless --allow-remote.
+and printed to stderr) and listens on loopback unless --allow-remote. With
+--http it also serves, behind the same token, a live dashboard of the
+journal's tasks at /ui (a login form sets a cookie for browsers; see
+"offstage dashboard") and Prometheus metrics at /metrics.
 
 Each MCP session sees only its own tasks; when it ends, they are cancelled
 and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
@@ -137,10 +140,23 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		return nil
 	}
+	var dash interface{ Close() }
 	mount := func(mux *http.ServeMux, token string, allowed []string) {
 		// Metrics: a scraper sends the same bearer token as an MCP client.
 		mux.Handle("/metrics", mcpserver.Authorized(token, allowed, m.Handler()))
+		if srv.rec == nil {
+			mux.Handle("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "the dashboard shows the journal, and this offstage mcp runs with --no-journal", http.StatusNotFound)
+			}))
+			return
+		}
+		dash = mountDashboard(ctx, mux, srv.rec.Store(), token, allowed)
 	}
+	defer func() {
+		if dash != nil {
+			dash.Close()
+		}
+	}()
 	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, mount, stderr, logger, status)
 }
 

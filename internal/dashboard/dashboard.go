@@ -442,8 +442,11 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 					if s.send("task", toJSON(t.Task, false)) != nil {
 						return
 					}
-				} else if s.send("gone", map[string]string{"session": t.Session, "id": t.ID}) != nil {
-					return // a task that left the filter (its state changed) leaves the list
+				} else if t.prev != nil && f.matches(*t.prev, now) {
+					// It left the filter (its state changed): it leaves the list.
+					if s.send("gone", map[string]string{"session": t.Session, "id": t.ID}) != nil {
+						return
+					}
 				}
 			}
 		}

@@ -26,6 +26,7 @@ type hub struct {
 // from being read.
 type change struct {
 	journal.Task
+	prev    *journal.Task // as it was last read, if it was
 	note    bool // a note about the journal, not a task: trouble, or "" when it passed
 	trouble string
 }
@@ -161,8 +162,10 @@ func (h *hub) poll(ctx context.Context, known map[key]journal.Task) ([]change, m
 			continue
 		}
 		next[k] = t
-		if old, ok := known[k]; !ok || differ(old, t) {
+		if old, ok := known[k]; !ok {
 			changed = append(changed, change{Task: t})
+		} else if differ(old, t) {
+			changed = append(changed, change{Task: t, prev: &old})
 		}
 	}
 	// Those that left both sets finished (or were orphaned): read them.
@@ -175,7 +178,7 @@ func (h *hub) poll(ctx context.Context, known map[key]journal.Task) ([]change, m
 			continue // gone from the journal: nothing to show
 		}
 		if differ(old, t) {
-			changed = append(changed, change{Task: t})
+			changed = append(changed, change{Task: t, prev: &old})
 		}
 	}
 	return changed, next, nil

@@ -27,7 +27,7 @@ type hub struct {
 type change struct {
 	journal.Task
 	prev    *journal.Task // as it was last read, if it was
-	note    bool // a note about the journal, not a task: trouble, or "" when it passed
+	note    bool          // a note about the journal, not a task: trouble, or "" when it passed
 	trouble string
 }
 

@@ -139,7 +139,7 @@ func (h *Handler) Close() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
-	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Referrer-Policy", "same-origin") // "no-referrer" would send forms with Origin: null
 	// The page's own origin is allowed too: every request needs the token
 	// or the cookie anyway, and a rebinding page (another origin on this
 	// address) has neither.

@@ -42,6 +42,12 @@ type fleet struct {
 // newFleet opens it; withCancel gives the dashboard a Cancel that really
 // cancels the task in its table.
 func newFleet(t testing.TB, withCancel bool) *fleet {
+	return newFleetEvery(t, withCancel, 100*time.Millisecond)
+}
+
+// newFleetEvery is newFleet with the dashboard reading the journal every
+// interval (0: its default).
+func newFleetEvery(t testing.TB, withCancel bool, interval time.Duration) *fleet {
 	f := &fleet{dir: t.TempDir(), session: "20261125-test"}
 	store, err := journal.OpenSQLite(filepath.Join(f.dir, "journal.db"))
 	if err != nil {
@@ -54,7 +60,7 @@ func newFleet(t testing.TB, withCancel bool) *fleet {
 	f.log = f.j.StartSession(journal.Session{ID: f.session, HostID: "host-1", Surface: "mcp", Started: now}, 0)
 	f.table = task.New(context.Background(), task.Options{Recorder: f.log})
 	f.view = f.table.View("")
-	opts := dashboard.Options{Store: store, Token: token, Interval: 100 * time.Millisecond}
+	opts := dashboard.Options{Store: store, Token: token, Interval: interval}
 	if withCancel {
 		opts.Cancel = func(ctx context.Context, session, id, by, reason string) (journal.Task, error) {
 			if session != f.session {

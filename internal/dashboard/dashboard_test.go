@@ -8,9 +8,14 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
 )
 
 // event is one server-sent event.
@@ -226,4 +231,51 @@ func status(t *testing.T, c *http.Client, req *http.Request) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestOutputWaitsForTheLogAndSaysWhereItIs: a task's page opened before
+// its shell's log is recorded still follows it; a log that is not on
+// this machine is named, with the instance that has it.
+func TestOutputWaitsForTheLogAndSaysWhereItIs(t *testing.T) {
+	f := newFleet(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	c := f.srv.Client()
+	late := make(chan struct{})
+	id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: "late log"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		<-late
+		path := filepath.Join(f.dir, "late.log")
+		os.WriteFile(path, []byte("at last\n"), 0o600)
+		f.log.Process(h.ID(), 0, 0, path)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.j.Flush(ctx)
+	out := get(t, c, ctx, f.srv.URL+"/ui/output?session="+f.session+"&id="+id, true)
+	defer out.Body.Close()
+	detail := events(t, out.Body)
+	next(t, detail, "task")
+	close(late)
+	if e := next(t, detail, "output"); !strings.Contains(e.data, "at last") {
+		t.Errorf("output %s, want the log's line", e.data)
+	}
+
+	f.j.Add(&journal.Host{ID: "host-2", Hostname: "web-2", Started: time.Now()})
+	elsewhere := f.j.StartSession(journal.Session{ID: "other-session", HostID: "host-2", Surface: "mcp", Started: time.Now()}, 0)
+	tb := task.New(context.Background(), task.Options{Recorder: elsewhere})
+	defer tb.Close(context.Background())
+	far, _ := tb.View("").Spawn(task.Spec{Kind: "shell", Label: "far away"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	elsewhere.Process(far, 0, 0, "/nonexistent/offstage/logs/other-session/shell-1.log")
+	f.j.Flush(ctx)
+	out2 := get(t, c, ctx, f.srv.URL+"/ui/output?session=other-session&id="+far, true)
+	defer out2.Body.Close()
+	if e := next(t, events(t, out2.Body), "trouble"); !strings.Contains(e.data, "/nonexistent/offstage/logs/other-session/shell-1.log on web-2") {
+		t.Errorf("trouble %s, want the log's path and instance", e.data)
+	}
 }

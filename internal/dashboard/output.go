@@ -77,7 +77,7 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 			}
 			s.send("end", map[string]string{})
 		case <-sub.wake:
-			if !h.forward(s, sub, t) {
+			if !h.forward(ctx, s, sub, t) {
 				return
 			}
 		}
@@ -86,17 +86,17 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 
 // forward sends the changes of task t the hub saw; false if the page is
 // gone.
-func (h *Handler) forward(s *stream, sub *sub, t journal.Task) bool {
+func (h *Handler) forward(ctx context.Context, s *stream, sub *sub, t journal.Task) bool {
 	cs, dropped := sub.take()
 	if dropped { // read it again
-		if now, err := h.opts.Store.Task(context.Background(), t.Session, t.ID); err == nil {
+		if now, err := h.opts.Store.Task(ctx, t.Session, t.ID); err == nil {
 			return s.send("task", toJSON(now, true)) == nil
 		}
 		return true
 	}
 	for _, c := range cs {
 		if !c.note && c.Session == t.Session && c.ID == t.ID {
-			if now, err := h.opts.Store.Task(context.Background(), t.Session, t.ID); err == nil {
+			if now, err := h.opts.Store.Task(ctx, t.Session, t.ID); err == nil {
 				c.Task = now // with its result, which the list does not carry
 			}
 			if s.send("task", toJSON(c.Task, true)) != nil {
@@ -124,6 +124,7 @@ const (
 	tailBytes   = 64 << 10
 	chunkBytes  = 32 << 10
 	followEvery = 200 * time.Millisecond
+	logWait     = 3 * time.Second // for a starting shell's log to be recorded
 )
 
 // localFollow follows a task's output log on this machine: the FollowFunc
@@ -133,6 +134,17 @@ func localFollow(store journal.Store) FollowFunc {
 		t, err := store.Task(ctx, session, id)
 		if err != nil {
 			return err
+		}
+		// A shell's log is recorded just after its start: give it a moment.
+		for wait := time.Now().Add(logWait); t.LogPath == "" && !t.State.Finished() && time.Now().Before(wait); {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(followEvery):
+			}
+			if t, err = store.Task(ctx, session, id); err != nil {
+				return err
+			}
 		}
 		if t.LogPath == "" {
 			if t.State.Finished() {

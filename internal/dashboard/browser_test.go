@@ -120,6 +120,14 @@ func TestBrowserListDetailStop(t *testing.T) {
 	if reloads != 1 {
 		t.Errorf("%d page loads, want 1 (no reload)", reloads)
 	}
+	// Every control is named for a screen reader: inputs by a label,
+	// buttons and links by their text.
+	unnamed := value(t, ctx, "checking labels", chromedp.Evaluate[[]string](`[...document.querySelectorAll("input, select, textarea, button, a[href]")]
+		.filter(el => el.type !== "hidden" && !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.textContent.trim())
+		.map(el => el.outerHTML)`))
+	if len(unnamed) > 0 {
+		t.Errorf("controls without a label or text: %q", unnamed)
+	}
 	for _, w := range []int64{1280, 390} {
 		screenshot(t, ctx, "list", w)
 	}

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -198,5 +199,33 @@ func TestASpawnWaitingForTheWriterDoesNotStallTheTable(t *testing.T) {
 		if err := j.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// Stats says how many records wait and how many writes failed, for
+// /metrics: a failing store shows its retries and its backlog.
+func TestStatsCountQueueAndWriteErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowStore{failing: true}
+		j := journal.New(st, journal.Options{QueueRecords: 64, BatchRecords: 16})
+		for i := range 5 {
+			j.Add(journal.SessionEnd{Session: fmt.Sprint(i)})
+		}
+		synctest.Wait() // the first write failed; the writer waits 100ms to retry
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait() // and the retry failed too
+		if s := j.Stats(); s.Queued != 5 || s.WriteErrors != 2 {
+			t.Errorf("Stats() = %+v, want 5 queued and 2 write errors", s)
+		}
+		st.mu.Lock()
+		st.failing = false
+		st.mu.Unlock()
+		if err := j.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s := j.Stats(); s.Queued != 0 || s.WriteErrors != 2 || s.Written != 5 {
+			t.Errorf("Stats() = %+v after the store came back, want 0 queued, 5 written, still 2 errors", s)
+		}
+		j.Close(context.Background())
 	})
 }

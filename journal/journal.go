@@ -265,6 +265,7 @@ type Journal struct {
 	room    chan struct{} // closed and cleared when the writer frees room or stops being healthy; nil until a spawn waits
 	stalled bool          // a spawn waited Backpressure in vain: drop until the writer writes again
 	lost    uint64        // records not written, in all
+	errs    uint64        // failed writes of a batch, in all (each retry counts)
 	lostBy  map[string]int
 	why     error // why records were last lost
 }
@@ -278,6 +279,11 @@ type Stats struct {
 	Lost uint64
 	// Err says why records were last lost (nil if none were).
 	Err error
+	// Queued is how many records wait to be written now (held by the
+	// writer or in its queue), and WriteErrors how many writes of a batch
+	// failed so far, each retry counted: what a metrics system watches.
+	Queued      int
+	WriteErrors uint64
 }
 
 // New starts a journal writing into store.
@@ -476,7 +482,7 @@ func (j *Journal) freeRoomLocked() {
 func (j *Journal) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return Stats{Written: j.written, Lost: j.lost, Err: j.why}
+	return Stats{Written: j.written, Lost: j.lost, Err: j.why, Queued: len(j.queue) + j.held, WriteErrors: j.errs}
 }
 
 // Written returns how many records were written so far.
@@ -602,9 +608,11 @@ func (j *Journal) run() {
 			batch = batch[:0]
 			j.gather()
 		case permanent(err):
+			j.countError()
 			j.broke(err, batch, markers)
 			batch = batch[:0]
 		default:
+			j.countError()
 			var retry bool
 			if backoff, retry = j.waitRetry(err, backoff); !retry {
 				j.giveUp(batch, len(records), markers)
@@ -612,6 +620,13 @@ func (j *Journal) run() {
 			}
 		}
 	}
+}
+
+// countError counts a failed write of a batch.
+func (j *Journal) countError() {
+	j.mu.Lock()
+	j.errs++
+	j.mu.Unlock()
 }
 
 // takeBatch returns the batch to write: batch itself while it holds

@@ -58,6 +58,17 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 		}
 		return srv
 	}, &mcp.StreamableHTTPOptions{Logger: sdkLogger(s.cfg.Logger)})
+	return Authorized(token, allowedOrigins, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		idle.serve(w, r, mcpHandler)
+	}))
+}
+
+// Authorized passes to next only the requests HTTPHandler's rules let
+// through: "Authorization: Bearer TOKEN" (constant time; an empty token
+// refuses everything) and, with an Origin header, a loopback origin or
+// one of allowedOrigins. offstage mcp --http guards /metrics with it, so
+// every endpoint of the server has one rule.
+func Authorized(token string, allowedOrigins []string, next http.Handler) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || subtle.ConstantTimeCompare(bearer(r.Header.Get("Authorization")), want) != 1 {
@@ -65,11 +76,11 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 			http.Error(w, "401 Unauthorized: send Authorization: Bearer <token> (see the token offstage mcp printed, or OFFSTAGE_MCP_TOKEN)", http.StatusUnauthorized)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !originAllowed(origin, allowedOrigins) {
+		if origin := r.Header.Get("Origin"); origin != "" && !OriginAllowed(origin, allowedOrigins) {
 			http.Error(w, "403 Forbidden: origin "+origin+" is not allowed", http.StatusForbidden)
 			return
 		}
-		idle.serve(w, r, mcpHandler)
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -83,7 +94,9 @@ func bearer(header string) []byte {
 	return []byte(strings.TrimLeft(cred, " "))
 }
 
-func originAllowed(origin string, allowed []string) bool {
+// OriginAllowed says whether a request's Origin header is a loopback
+// origin or one of allowed: the DNS-rebinding defence.
+func OriginAllowed(origin string, allowed []string) bool {
 	if slices.Contains(allowed, strings.TrimSuffix(origin, "/")) {
 		return true
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/proc"
 )
@@ -41,6 +42,38 @@ func BenchmarkSpawn(b *testing.B) {
 			b.Fatalf("exit %+v", e)
 		}
 	}
+}
+
+// BenchmarkSpawnPaired runs BenchmarkSpawnRaw's and BenchmarkSpawn's
+// commands in turn, and reports each one's wall time and their ratio
+// (x-raw): on a busy machine the load drifts between two benchmarks run
+// one after the other, not between two commands run one after the other.
+func BenchmarkSpawnPaired(b *testing.B) {
+	ctx := context.Background()
+	var raw, ours time.Duration
+	var rawCPU, oursCPU int64
+	for b.Loop() {
+		t0, c0 := time.Now(), cpuTime()
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1, c1 := time.Now(), cpuTime()
+		p, err := proc.Start(ctx, proc.Config{Command: "true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+		t2, c2 := time.Now(), cpuTime()
+		raw, ours = raw+t1.Sub(t0), ours+t2.Sub(t1)
+		rawCPU, oursCPU = rawCPU+c1-c0, oursCPU+c2-c1
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(raw.Nanoseconds())/n, "raw-ns/op")
+	b.ReportMetric(float64(ours.Nanoseconds())/n, "ours-ns/op")
+	b.ReportMetric(float64(ours)/float64(raw), "x-raw")
+	b.ReportMetric(float64(oursCPU)/float64(rawCPU), "x-raw-cpu")
 }
 
 const captureBytes = 256 << 20

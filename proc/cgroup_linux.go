@@ -35,6 +35,8 @@ type cgroupHost struct {
 
 	limitOnce sync.Once
 	ctl       [3]limitCtl // where each controller's limits go; set by limitOnce
+
+	spares spares // empty cgroups kept for the next commands (spare_linux.go)
 }
 
 // contained is the containment this host uses, decided once, at the first
@@ -288,20 +290,53 @@ type cgroup struct {
 	dir     string
 	fd      int // the open directory, for clone3, until the command started; -1 then
 	hasKill bool
+	host    *cgroupHost // whose spare it may become; nil for another host's
 	// v1 are the command's cgroups in v1 hierarchies, for the limits the
 	// v2 hierarchy cannot take (see limits_linux.go).
 	v1       []string
 	memLimit int64  // its memory limit, 0 if none
 	memV1    string // its v1 memory cgroup, when the memory limit is there
+	limited  bool   // a limit was written to it
+	memAcct  bool   // it has the memory controller's files
+	// cpuBase is the CPU time of the commands it held before (a spare).
+	cpuBase time.Duration
+
+	// released is set when the cgroup went to the spares: from then on it
+	// is the next command's, and this one's methods see it empty. Its
+	// methods that read or signal hold mu for reading, so none is halfway
+	// through when the next command gets it.
+	mu       sync.RWMutex
+	released bool
+	// killed is set once cgroup.kill was written: such a cgroup is never
+	// a spare (the kernel went on killing what was cloned into one).
+	killed atomic.Bool
 }
 
+// hold makes sure the cgroup is still the command's until unhold; false
+// if it is not (it went to the spares), and then there is nothing to undo.
+func (c *cgroup) hold() bool {
+	c.mu.RLock()
+	if c.released {
+		c.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (c *cgroup) unhold() { c.mu.RUnlock() }
+
 func (h *cgroupHost) newCgroup(l Limits) (*cgroup, error) {
+	if l.IsZero() {
+		if c := h.takeSpare(); c != nil {
+			return c, nil
+		}
+	}
 	seq := strconv.FormatUint(cgroupSeq.Add(1), 10)
 	dir := h.dir + "/" + seq
 	if err := syscall.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("proc: make cgroup: %w", err)
 	}
-	c := &cgroup{dir: dir, fd: -1, hasKill: h.hasKill}
+	c := &cgroup{dir: dir, fd: -1, hasKill: h.hasKill, host: h}
 	if err := c.limit(h, l, seq); err != nil {
 		c.remove()
 		return nil, err
@@ -348,7 +383,13 @@ func (c *cgroup) closeDir() {
 // host that runs as a task nests its own there), from their cgroup.procs:
 // the kernel's own lists, whose cost grows with the task, not the
 // machine.
-func (c *cgroup) pids() []int { return appendPids(nil, c.dir) }
+func (c *cgroup) pids() []int {
+	if !c.hold() {
+		return nil
+	}
+	defer c.unhold()
+	return appendPids(nil, c.dir)
+}
 
 func appendPids(pids []int, dir string) []int {
 	for line := range bytes.SplitSeq(readSmall(dir+"/cgroup.procs"), []byte{'\n'}) {
@@ -370,6 +411,10 @@ func appendPids(pids []int, dir string) []int {
 // populated says whether any live process is in the cgroup or below it
 // (an exited leader not yet reaped is not), from cgroup.events: one read.
 func (c *cgroup) populated() bool {
+	if !c.hold() {
+		return false
+	}
+	defer c.unhold()
 	v, ok := eventValue(readSmall(c.dir+"/cgroup.events"), "populated")
 	return !ok || v != 0
 }
@@ -416,7 +461,11 @@ func (c *cgroup) count(skip int) int {
 // still listed after its pidfd was opened names a member, so a pid reused
 // by a process outside is never signalled.
 func (c *cgroup) signal(sig syscall.Signal) int {
-	pids := c.pids()
+	if !c.hold() {
+		return 0
+	}
+	defer c.unhold()
+	pids := appendPids(nil, c.dir)
 	if len(pids) == 0 {
 		return 0
 	}
@@ -427,7 +476,7 @@ func (c *cgroup) signal(sig syscall.Signal) int {
 		}
 	}
 	n := 0
-	for _, pid := range c.pids() {
+	for _, pid := range appendPids(nil, c.dir) {
 		if fd, ok := fds[pid]; ok && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
 			n++
 		}
@@ -441,18 +490,30 @@ func (c *cgroup) signal(sig syscall.Signal) int {
 // kill sends SIGKILL to every process of the cgroup and its descendants
 // at once (cgroup.kill), or, before Linux 5.14, to each process listed.
 func (c *cgroup) kill() {
-	if c.hasKill {
-		if err := os.WriteFile(c.dir+"/cgroup.kill", []byte("1"), 0); err == nil {
-			return
-		}
+	if !c.hasKill || !c.writeKill() {
+		c.signal(syscall.SIGKILL)
 	}
-	c.signal(syscall.SIGKILL)
+}
+
+// writeKill writes cgroup.kill; true if done, or if there is nothing to
+// kill (the cgroup went to the spares).
+func (c *cgroup) writeKill() bool {
+	if !c.hold() {
+		return true
+	}
+	defer c.unhold()
+	c.killed.Store(true)
+	return os.WriteFile(c.dir+"/cgroup.kill", []byte("1"), 0) == nil
 }
 
 // waitEmpty waits until no live process is left in the cgroup (or its
 // descendants), woken by the kernel's notification of a change to
 // cgroup.events, never by a timer; false if deadline came first.
 func (c *cgroup) waitEmpty(deadline time.Time) bool {
+	if !c.hold() {
+		return true
+	}
+	c.unhold() // the spares get it only from the goroutine that waits here
 	fd, err := syscall.Open(c.dir+"/cgroup.events", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return c.count(0) == 0
@@ -646,8 +707,12 @@ func sweepStale(base, self string) {
 // when its memory limit is there, else the sum of its processes'
 // resident sets.
 func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
+	if !c.hold() {
+		return 0, 0, 0
+	}
+	defer c.unhold()
 	if us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec"); ok {
-		cpu = time.Duration(us) * time.Microsecond
+		cpu = time.Duration(us)*time.Microsecond - c.cpuBase
 	}
 	if b := readSmall(c.dir + "/memory.current"); b != nil {
 		mem, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
@@ -660,7 +725,7 @@ func (c *cgroup) usage() (cpu time.Duration, mem, peak int64) {
 		return cpu, mem, peak
 	}
 	page := int64(os.Getpagesize())
-	for _, pid := range c.pids() {
+	for _, pid := range appendPids(nil, c.dir) {
 		// statm: size resident shared …, in pages.
 		f := bytes.Fields(readSmall("/proc/" + strconv.Itoa(pid) + "/statm"))
 		if len(f) > 1 {

@@ -61,6 +61,10 @@ func (c *cgroup) signal(sig syscall.Signal) int            { return 0 }
 func (c *cgroup) kill()                                    {}
 func (c *cgroup) waitEmpty(deadline time.Time) bool        { return true }
 func (c *cgroup) remove() error                            { return nil }
+func (c *cgroup) release(alone bool) error                 { return nil }
+func (c *cgroup) finalUsage() (time.Duration, int64)       { return 0, 0 }
+
+func drainSpares() int { return 0 }
 
 // keeperInfo describes this host's keeper: a diagnostic for tests, not
 // API (the keeper is an implementation of containment).
@@ -77,3 +81,12 @@ func keeperStatus() keeperInfo {
 
 // v1Bases: no cgroup v1 here.
 func v1Bases() []string { return nil }
+
+// LimitControllers says that no limit can be enforced here.
+func LimitControllers() []LimitController {
+	var out []LimitController
+	for _, name := range []string{"memory", "pids", "cpu"} {
+		out = append(out, LimitController{Name: name, Err: errors.New("limits need Linux's cgroups")})
+	}
+	return out
+}

@@ -162,7 +162,12 @@
 // nothing polls on a timer), then cgroup.kill kills every member at once.
 // The leader's exit reads the list: empty, nothing to do; otherwise
 // cgroup.kill and the same wait. The cgroup is removed once the leader is
-// reaped. When the host dies, its keeper (below) ends what is left in its
+// reaped, or kept for the next command when nothing in it can tell one
+// command from the next (no limit, no memory accounting, no nested
+// cgroup, no process outlived the leader, never a cgroup.kill): at most
+// four are kept, for five seconds without a command, and a kept cgroup's
+// CPU time so far is subtracted for the next. Making and removing one was
+// a fifth of what a short command cost beyond os/exec. When the host dies, its keeper (below) ends what is left in its
 // cgroups (SIGTERM, up to 300 ms, cgroup.kill) and removes them and the
 // host's directory; a host killed with its keeper leaves them to the next
 // host started in the same cgroup (and pid namespace), which ends and
@@ -418,6 +423,10 @@
 // closing line says where and why (on a full disk, output is given back to
 // make room for it), Config.OnLogError is told once as it happens, and
 // Process.Log and Exit.LogErr (a *LogError) say where logging stopped.
+// A log also stops, the same way, before it would leave its file system
+// less free space than Config.LogReserveBytes (1% of it, between 1 MiB
+// and 256 MiB): what shares the disk (offstage's journal) keeps room to
+// record, where a chatty command used to fill the disk for both.
 //
 // With Config.Stdout, stdout is also copied to a writer as it is captured
 // (acpserver speaks MCP to an editor's server that way, over its stdin and

@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // EnvPolicy decides which of the host's environment variables a command
@@ -116,7 +117,55 @@ func (p EnvPolicy) Withholds(name, value string) bool {
 	case p.KeepAll || matchesAny(p.Keep, name):
 		return false
 	}
+	return defaultWithholds(name, value)
+}
+
+// defaultWithholds is the default rule.
+func defaultWithholds(name, value string) bool {
 	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value) || hasPasswordSetting(value) || tokenValue(value)
+}
+
+// verdicts remembers the default rule's verdict on each variable it
+// judged: a command's environment is mostly the one the command before it
+// had, and judging it afresh was a tenth of what a spawn costs us beyond
+// os/exec. Bounded: variables longer than maxVerdictLen are not kept, and
+// the whole is forgotten when it holds maxVerdictBytes.
+var verdicts struct {
+	mu    sync.Mutex
+	m     map[string]bool
+	bytes int
+}
+
+const (
+	maxVerdictLen   = 4 << 10
+	maxVerdictBytes = 1 << 20
+)
+
+// withholds is Withholds for the variable kv ("name=value").
+func (p EnvPolicy) withholds(kv, name, value string) bool {
+	switch {
+	case matchesAny(p.Drop, name):
+		return true
+	case p.KeepAll || matchesAny(p.Keep, name):
+		return false
+	case len(kv) > maxVerdictLen:
+		return defaultWithholds(name, value)
+	}
+	verdicts.mu.Lock()
+	v, ok := verdicts.m[kv]
+	verdicts.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = defaultWithholds(name, value)
+	verdicts.mu.Lock()
+	if verdicts.m == nil || verdicts.bytes+len(kv) > maxVerdictBytes {
+		verdicts.m, verdicts.bytes = make(map[string]bool), 0
+	}
+	verdicts.m[kv] = v
+	verdicts.bytes += len(kv)
+	verdicts.mu.Unlock()
+	return v
 }
 
 // Apply returns env (os.Environ() when nil) without the variables the
@@ -129,7 +178,7 @@ func (p EnvPolicy) Apply(env []string) (kept, withheld []string) {
 	kept = make([]string, 0, len(env))
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		if p.Withholds(name, value) {
+		if p.withholds(kv, name, value) {
 			withheld = append(withheld, name)
 			continue
 		}

@@ -34,3 +34,7 @@ func V1Dirs() []string {
 	}
 	return dirs
 }
+
+// DrainSpareCgroups removes the empty cgroups kept for the next commands,
+// as spareIdle without a command would; it returns how many there were.
+func DrainSpareCgroups() int { return drainSpares() }

@@ -35,6 +35,7 @@ func checkCgroups(code int) {
 	info := proc.Containment()
 	fmt.Fprintln(os.Stderr, info)
 	if info.Mode == proc.ModeCgroup {
+		proc.DrainSpareCgroups() // kept on purpose; the rest is a leak
 		entries, err := os.ReadDir(info.Dir)
 		for _, e := range entries {
 			if e.IsDir() {

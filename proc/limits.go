@@ -121,3 +121,20 @@ func FormatSize(n int64) string {
 	}
 	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) + " " + units[i]
 }
+
+// LimitController says where one kind of limit is enforced on this host.
+type LimitController struct {
+	Name string // "memory", "pids" or "cpu": the Limits field it takes
+	// Where is "cgroup v2", or "cgroup v1 at DIR" on hybrid hosts; empty
+	// when Err says why the limit cannot be enforced here.
+	Where string
+	Err   error
+}
+
+// String is the line a program shows, e.g. "memory limit: cgroup v2".
+func (c LimitController) String() string {
+	if c.Err != nil {
+		return c.Name + " limit: cannot be enforced: " + c.Err.Error()
+	}
+	return c.Name + " limit: " + c.Where
+}

@@ -169,6 +169,7 @@ func (c *cgroup) limit(h *cgroupHost, l Limits, seq string) error {
 	if err := h.check(l); err != nil {
 		return err
 	}
+	c.limited = true
 	ctl := h.controllers()
 	period := strconv.Itoa(cpuPeriod)
 	quota := strconv.FormatInt(max(1000, int64(math.Round(l.CPUs*cpuPeriod))), 10)
@@ -293,4 +294,33 @@ func v1Bases() []string {
 		}
 	}
 	return dirs
+}
+
+// LimitControllers says, for each kind of limit, where this host enforces
+// it or why it cannot. Like CheckLimits it decides the containment, and
+// readies the controllers (as the first command with a limit would).
+func LimitControllers() []LimitController {
+	ensureKeeper()
+	info, h := containment()
+	out := make([]LimitController, len(limitNames))
+	for i, name := range limitNames {
+		out[i].Name = name
+		switch {
+		case info.Err != nil:
+			out[i].Err = info.Err
+		case h == nil:
+			out[i].Err = fmt.Errorf("limits need a cgroup per command, and this host contains its commands by %s (%s)", info.Mode, info.Reason)
+		default:
+			ctl := h.controllers()[i]
+			switch {
+			case ctl.err != nil:
+				out[i].Err = ctl.err
+			case ctl.v2:
+				out[i].Where = "cgroup v2"
+			default:
+				out[i].Where = "cgroup v1 at " + ctl.v1
+			}
+		}
+	}
+	return out
 }

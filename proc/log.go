@@ -45,6 +45,12 @@ type logFile struct {
 	onDisk  atomic.Int64             // bytes of output in the file: always its first onDisk bytes
 	failure atomic.Pointer[LogError] // set when a write failed
 
+	// reserve is the free space the log leaves (Config.LogReserveBytes):
+	// 0 for the default, negative for none. free reports the space left
+	// on f's file system, and its size; ok false if it cannot tell.
+	reserve int64
+	free    func(f *os.File) (avail, size int64, ok bool)
+
 	// owned by the writer goroutine until done is closed
 	written int64
 	cut     int64 // bytes not written
@@ -80,13 +86,13 @@ func (e *LogError) Reason() string {
 	return e.Err.Error()
 }
 
-func openLog(path string, max int64, onError func(error)) (*logFile, error) {
+func openLog(path string, max, reserve int64, onError func(error)) (*logFile, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, &LogError{Path: path, Err: err}
 	}
 	l := &logFile{
-		f: f, max: max, path: path, onError: onError,
+		f: f, max: max, path: path, onError: onError, reserve: reserve, free: fileFree,
 		kick:  make(chan struct{}, 1),
 		taken: make(chan struct{}, 1),
 		done:  make(chan struct{}),
@@ -150,7 +156,16 @@ func (l *logFile) writeNow(b []byte) {
 		return
 	}
 	keep := b[:min(int64(len(b)), l.max-l.written)]
-	n, err := l.f.Write(keep)
+	var err error
+	if reserve, left, low := l.low(int64(len(keep))); low {
+		// Write what leaves the reserve, not a byte more.
+		keep = keep[:max(0, min(int64(len(keep)), left-reserve))]
+		err = &ReserveError{Reserve: reserve, Free: left}
+	}
+	n, werr := l.f.Write(keep)
+	if werr != nil {
+		err = werr
+	}
 	l.written += int64(n)
 	l.onDisk.Store(l.written)
 	l.cut += int64(len(b) - n)
@@ -163,6 +178,46 @@ func (l *logFile) writeNow(b []byte) {
 		}
 	}
 }
+
+// low says whether writing n more bytes would leave less free space than
+// the reserve, with the reserve and the free space.
+func (l *logFile) low(n int64) (reserve, free int64, low bool) {
+	if l.reserve < 0 || l.free == nil {
+		return 0, 0, false
+	}
+	free, size, ok := l.free(l.f)
+	if !ok {
+		return 0, 0, false
+	}
+	reserve = l.reserve
+	if reserve == 0 {
+		reserve = min(max(size/100, minLogReserve), maxLogReserve)
+	}
+	return reserve, free, free-n < reserve
+}
+
+// The bounds of the default reserve.
+const (
+	minLogReserve = 1 << 20
+	maxLogReserve = 256 << 20
+)
+
+// ErrLogReserve is what a ReserveError is: logging stopped to leave the
+// file system its reserve of free space (Config.LogReserveBytes).
+var ErrLogReserve = errors.New("the disk is nearly full")
+
+// ReserveError stops a log that would leave its file system less free
+// space than its reserve.
+type ReserveError struct {
+	Reserve int64 // the free space the log leaves
+	Free    int64 // the free space there was
+}
+
+func (e *ReserveError) Error() string {
+	return fmt.Sprintf("the disk is nearly full: %s free, which is kept for the journal and others", FormatSize(e.Free))
+}
+
+func (e *ReserveError) Is(target error) bool { return target == ErrLogReserve }
 
 // close waits for everything written so far, notes any cut, and closes the
 // file. It returns how many bytes were not logged.
@@ -186,7 +241,10 @@ func (l *logFile) close() int64 {
 // by a block more.
 func (l *logFile) markCut() {
 	why := fmt.Sprintf("the log reached its cap of %d bytes", l.max)
-	if l.err != nil {
+	switch {
+	case errors.Is(l.err, ErrLogReserve):
+		why = "stopped: " + l.err.Error()
+	case l.err != nil:
 		why = "writing failed: " + l.err.Error()
 	}
 	at := l.written

@@ -86,6 +86,13 @@ type Config struct {
 	// LogMaxBytes caps the log file; past it the file stops growing and
 	// ends with a line saying how much was not logged. Default 64 MiB.
 	LogMaxBytes int64
+	// LogReserveBytes is the free space a log leaves on its file system
+	// for others (offstage's journal lives beside its logs): a write that
+	// would leave less is not made, and logging stops there as on a full
+	// disk (OnLogError, Exit.LogErr and the file's last line say so, with
+	// ErrLogReserve). Default: 1% of the file system, at least 1 MiB and
+	// at most 256 MiB. Negative: none, the log may fill the disk.
+	LogReserveBytes int64
 	// OnLogError, if set, is told once, with a *LogError, when writing the
 	// log fails (a full disk): logging stops there, and the file ends with
 	// a line saying where and why (Process.Log and Exit.LogErr say it
@@ -284,7 +291,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		streams: [2]*capture{newCapture(0, cfg.StreamBytes), newCapture(0, cfg.StreamBytes)},
 	}
 	if cfg.LogPath != "" {
-		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes, cfg.OnLogError)
+		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes, cfg.LogReserveBytes, cfg.OnLogError)
 		if err != nil {
 			return nil, fmt.Errorf("proc: %w", err)
 		}
@@ -549,7 +556,11 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	beforeReap := waitExited(p.pid) == nil
 	var leftovers, survivors int
 	var survivorsErr error
+	// alone: nothing of it outlived the leader, so its cgroup may serve
+	// the next command (see spare_linux.go).
+	alone := beforeReap
 	if beforeReap && p.mayHaveLeftovers() {
+		alone = false
 		leftovers, survivors, survivorsErr = p.endLeftovers()
 	}
 	if beforeReap {
@@ -564,7 +575,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if p.cg != nil {
 		memoryKills = p.cg.memoryKills() // before the cgroup goes
 	}
-	if p.cg != nil && p.cg.remove() != nil && p.cg.populated() {
+	if p.cg != nil && p.cg.release(alone) != nil && p.cg.populated() {
 		// Processes are left that the leader's exit did not end (it could
 		// not be waited for without reaping it): end them now.
 		p.cg.kill()

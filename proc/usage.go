@@ -74,9 +74,7 @@ func (p *Process) notePeak(mem int64, cpu time.Duration) int64 {
 // within the task), whichever is higher than what Usage saw while it ran.
 func (p *Process) finalUsage(ps *os.ProcessState) (cpu time.Duration, peak int64) {
 	if p.cg != nil {
-		var cgPeak int64
-		cpu, _, cgPeak = p.cg.usage()
-		peak = cgPeak
+		cpu, peak = p.cg.finalUsage()
 	}
 	if ps != nil {
 		cpu = max(cpu, ps.UserTime()+ps.SystemTime())

@@ -301,12 +301,12 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 // kept, because its output log could not be written: reading from 0
 // would find the gap, not the rest.
 func logLostNote(id string, log proc.LogState) string {
-	why := log.Err.Error()
+	why := "writing it failed (" + log.Err.Error() + ")"
 	var le *proc.LogError
 	if errors.As(log.Err, &le) {
-		why = le.Reason()
+		why = logStopped(le)
 	}
-	return fmt.Sprintf("Only the end of the output is shown, and not all of the rest was kept: the output log stopped at byte %d because writing it failed (%s), and memory keeps only the first 64 KiB and the last 1 MiB. task_output {\"task_id\": %q, \"since\": 0} reads what was kept and says where the gap is.", log.Held, why, id)
+	return fmt.Sprintf("Only the end of the output is shown, and not all of the rest was kept: the output log stopped at byte %d because %s, and memory keeps only the first 64 KiB and the last 1 MiB. task_output {\"task_id\": %q, \"since\": 0} reads what was kept and says where the gap is.", log.Held, why, id)
 }
 
 // leftoversNote tells the model that what its command left running was

@@ -93,6 +93,15 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (TaskO
 	return out, nil
 }
 
+// logStopped says why a log stopped: "writing it failed (no space left on
+// device)", or "the disk is nearly full: …" when it left the reserve.
+func logStopped(le *proc.LogError) string {
+	if errors.Is(le, proc.ErrLogReserve) {
+		return le.Reason()
+	}
+	return "writing it failed (" + le.Reason() + ")"
+}
+
 // skippedNote says why bytes before a read are gone: memory keeps only the
 // head and the tail, and the output log, when there is one, stopped short
 // of them: at its cap, or where writing it failed.
@@ -101,7 +110,7 @@ func skippedNote(skipped int64, log proc.LogState) string {
 	var le *proc.LogError
 	switch {
 	case errors.As(log.Err, &le):
-		return fmt.Sprintf("%d bytes before this output are lost: the output log stopped at byte %d because writing it failed (%s), and %s.", skipped, log.Held, le.Reason(), memory)
+		return fmt.Sprintf("%d bytes before this output are lost: the output log stopped at byte %d because %s, and %s.", skipped, log.Held, logStopped(le), memory)
 	case log.Path != "" && log.Held >= log.Max:
 		return fmt.Sprintf("%d bytes before this output are no longer kept: the output log keeps only the first %d bytes (its cap), and %s.", skipped, log.Max, memory)
 	}

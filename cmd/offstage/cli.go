@@ -55,7 +55,8 @@ Usage:
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
   offstage tasks              what ran, from the journal (offstage tasks show ID for one)
-  offstage version            print the version (-v: and how shells are contained)
+  offstage dashboard          a live web page of the journal's tasks (offstage mcp --http serves it at /ui)
+  offstage version            print the version (-v: how shells are contained, which limits hold)
 
 Run "offstage COMMAND --help" for a command's flags and examples.
 `
@@ -79,10 +80,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return agentsCommand(ctx, args[1:], stdout, stderr)
 	case "tasks":
 		return tasksCommand(ctx, args[1:], stdout, stderr)
+	case "dashboard":
+		return dashboardCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "offstage", version())
 		if len(args) > 1 && (args[1] == "-v" || args[1] == "--verbose") {
 			fmt.Fprintln(stdout, proc.Containment())
+			for _, c := range proc.LimitControllers() {
+				fmt.Fprintln(stdout, c)
+			}
 		}
 		return nil
 	case "help", "-h", "-help", "--help":

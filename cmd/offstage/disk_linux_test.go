@@ -32,7 +32,9 @@ func smallDisk(t *testing.T, size string) string {
 // prints 10 MB. Before, the log ended at 1.96 MB with no closing line,
 // nothing was said, and task_output blamed memory for the lost bytes. Now
 // stderr says it once, the log ends with where and why it stopped, and
-// task_output's note gives that reason and offset.
+// task_output's note gives that reason and offset. And the log stops
+// short of filling the disk (its reserve, 1 MiB here), so the journal
+// beside it records the next task: before, the disk was full for it too.
 func TestMCPOnAFullDiskSaysTheLogStopped(t *testing.T) {
 	state := smallDisk(t, "2m")
 	cmd, mark := offstage(t, nil, "mcp", "--state-dir", state)
@@ -59,11 +61,14 @@ func TestMCPOnAFullDiskSaysTheLogStopped(t *testing.T) {
 	}
 	var read tools.TaskOutputResult
 	call("task_output", map[string]any{"task_id": ran.TaskID, "since": 3_000_000}, &read)
-	note := regexp.MustCompile(`^\d+ bytes before this output are lost: the output log stopped at byte (\d+) because writing it failed \(no space left on device\)`)
+	note := regexp.MustCompile(`^\d+ bytes before this output are lost: the output log stopped at byte (\d+) because the disk is nearly full: `)
 	m := note.FindStringSubmatch(read.Note)
 	if read.SkippedBytes == 0 || m == nil {
 		t.Errorf("task_output skipped %d bytes, note %q; want the full disk as the reason", read.SkippedBytes, read.Note)
 	}
+	// The log left its reserve: the journal beside it goes on recording.
+	var after tools.BashOutput
+	call("bash", map[string]any{"command": "echo after the flood"}, &after)
 	if err := cs.Close(); err != nil {
 		t.Logf("Close() = %v", err)
 	}
@@ -77,14 +82,23 @@ func TestMCPOnAFullDiskSaysTheLogStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := regexp.MustCompile(`\n\[offstage: log cut at byte (\d+): \d+ more bytes of output were not logged; writing failed: write \S+: no space left on device\]\n$`)
+	cut := regexp.MustCompile(`\n\[offstage: log cut at byte (\d+): \d+ more bytes of output were not logged; stopped: the disk is nearly full: [\d.]+ [KM]iB free, which is kept for the journal and others\]\n$`)
 	c := cut.FindSubmatch(b)
 	if c == nil {
 		t.Errorf("the log (%d bytes) does not end with the cut line: %q", len(b), b[max(0, len(b)-160):])
 	} else if m != nil && string(c[1]) != m[1] {
 		t.Errorf("the log says it stopped at byte %s, task_output at %s", c[1], m[1])
 	}
-	if n := strings.Count(stderr.String(), "offstage: output log "); n != 1 || !strings.Contains(stderr.String(), "no space left on device; the rest of that task's output is kept only in memory") {
-		t.Errorf("stderr says it %d times, want once:\n%s", n, stderr.String())
+	// Once per log: the next task's log has no room either, and says so.
+	if n := strings.Count(stderr.String(), "shell-1.log stopped at byte"); n != 1 || !strings.Contains(stderr.String(), "which is kept for the journal and others; the rest of that task's output is kept only in memory") {
+		t.Errorf("stderr says it %d times, want once:\n%q", n, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "journal") && strings.Contains(stderr.String(), "no space left") {
+		t.Errorf("the journal ran out of space:\n%s", stderr.String())
+	}
+	tasks, _ := offstage(t, nil, "tasks", "--state-dir", state, "--json")
+	got, err := tasks.Output()
+	if err != nil || strings.Count(string(got), `"state":"completed"`) != 2 || !strings.Contains(string(got), "after the flood") {
+		t.Errorf("the journal after the flood: %s (%v); want both tasks completed, the second's output in it", got, err)
 	}
 }

@@ -217,3 +217,9 @@ func (r *recorder) resumeID(ctx context.Context, f resumeFlag) (string, error) {
 	}
 	return id, nil
 }
+
+// writable is the recorder's store, for a cancel request (see
+// mountDashboard); it stays open.
+func (r *recorder) writable(context.Context) (journal.Store, func(), error) {
+	return r.Store(), func() {}, nil
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/fleet"
+	"github.com/offstage/offstage/internal/metrics"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -35,7 +36,10 @@ task_inspect, task_output, task_wait, task_cancel, task_input, and
 spawn_agent when a model is configured (same flags and environment as
 "offstage run"). On stdio by default; with --http, over the streamable HTTP
 transport, which needs a bearer token (OFFSTAGE_MCP_TOKEN, or one generated
-and printed to stderr) and listens on loopback unless --allow-remote.
+and printed to stderr) and listens on loopback unless --allow-remote. With
+--http it also serves, behind the same token, a live dashboard of the
+journal's tasks at /ui (a login form sets a cookie for browsers; see
+"offstage dashboard") and Prometheus metrics at /metrics.
 
 Each MCP session sees only its own tasks; when it ends, they are cancelled
 and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
@@ -98,7 +102,18 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if model != nil {
 		profiles = sf.agents.profiles(*dir, mf, stderr)
 	}
-	svc, err := mcpserver.New(ctx, mcpserver.Config{
+	var svc *mcpserver.Service
+	journal := srv.rec.journal()
+	var m *metrics.Metrics
+	if *httpAddr != "" {
+		src := metrics.Sources{Sessions: func() int { return svc.Sessions() }}
+		if srv.rec != nil {
+			src.Journal = srv.rec.Stats
+		}
+		m = metrics.New(src)
+		journal = m.Wrap(journal)
+	}
+	svc, err = mcpserver.New(ctx, mcpserver.Config{
 		Tools:                 tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env, Limits: srv.limits}},
 		Model:                 model,
 		Profiles:              profiles,
@@ -106,7 +121,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		KeepOnDisconnect:      *keep,
 		IdleTimeout:           *idle,
 		Tasks:                 *sf.tasks,
-		Journal:               srv.rec.journal(),
+		Journal:               journal,
 		ModelName:             mf.describe(os.Getenv),
 		Logger:                logger,
 		Version:               version(),
@@ -127,10 +142,35 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		return nil
 	}
-	return serveHTTP(ctx, svc, srv.rec, *httpAddr, *allowRemote, *origins, stderr, logger, status)
+	var dash interface{ Close() }
+	mount := func(mux *http.ServeMux, token string, allowed []string, addr *net.TCPAddr) {
+		// Metrics: a scraper sends the same bearer token as an MCP client.
+		mux.Handle("/metrics", mcpserver.Authorized(token, allowed, m.Handler()))
+		if srv.rec == nil {
+			mux.Handle("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "the dashboard shows the journal, and this offstage mcp runs with --no-journal", http.StatusNotFound)
+			}))
+			return
+		}
+		// The fleet's peers follow this instance's tasks here, with the
+		// secret the journal records (package fleet); the address goes on
+		// record with the lease.
+		mux.Handle(fleet.OutputPath, fleet.Handler(srv.rec.Recorder))
+		srv.rec.SetPeerAddr(peerURL(addr))
+		dash = mountDashboard(ctx, mux, srv.rec.Store(), srv.rec.writable, token, allowed)
+	}
+	defer func() {
+		if dash != nil {
+			dash.Close()
+		}
+	}()
+	return serveHTTP(ctx, svc, *httpAddr, *allowRemote, *origins, mount, stderr, logger, status)
 }
 
-func serveHTTP(ctx context.Context, svc *mcpserver.Service, rec *recorder, addr string, allowRemote bool, origins string, stderr io.Writer, logger, status *slog.Logger) error {
+// serveHTTP serves svc's sessions at /mcp, and what mount adds (guarded
+// by the same token and origins; told the address it listens on), until
+// ctx ends.
+func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, mount func(mux *http.ServeMux, token string, allowed []string, addr *net.TCPAddr), stderr io.Writer, logger, status *slog.Logger) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usagef("--http %q is not host:port (%v)", addr, err)
@@ -159,12 +199,8 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, rec *recorder, addr 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", svc.HTTPHandler(token, allowed))
-	if rec != nil {
-		// The fleet's peers follow this instance's tasks here, with the
-		// secret the journal records (package fleet); the address goes on
-		// record with the lease.
-		mux.Handle(fleet.OutputPath, fleet.Handler(rec.Recorder))
-		rec.SetPeerAddr(peerURL(ln.Addr().(*net.TCPAddr)))
+	if mount != nil {
+		mount(mux, token, allowed, ln.Addr().(*net.TCPAddr))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\n", ln.Addr())

@@ -169,8 +169,9 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
-// TestVersionSaysContainment: version -v names the containment in force,
-// and OFFSTAGE_CONTAINMENT=marks forces the fallback.
+// TestVersionSaysContainment: version -v names the containment in force
+// and where each limit holds, and OFFSTAGE_CONTAINMENT=marks forces the
+// fallback, where none does.
 func TestVersionSaysContainment(t *testing.T) {
 	for _, force := range []string{"", "marks"} {
 		cmd, _ := offstage(t, nil, "version", "-v")
@@ -183,6 +184,16 @@ func TestVersionSaysContainment(t *testing.T) {
 		_, line, _ := strings.Cut(out.String(), "\n")
 		if !strings.HasPrefix(line, "containment: ") || force != "" && !strings.HasPrefix(line, "containment: marks (OFFSTAGE_CONTAINMENT=marks") {
 			t.Errorf("OFFSTAGE_CONTAINMENT=%q: version -v said %q, want the containment line", force, out.String())
+		}
+		// Then where each limit holds, or why it cannot.
+		for _, name := range []string{"memory", "pids", "cpu"} {
+			want := "\n" + name + " limit: "
+			if force == "marks" {
+				want += "cannot be enforced: "
+			}
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("OFFSTAGE_CONTAINMENT=%q: version -v said %q, want a line %q", force, out.String(), want[1:])
+			}
 		}
 	}
 }

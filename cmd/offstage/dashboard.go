@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/offstage/offstage/internal/dashboard"
+	"github.com/offstage/offstage/internal/fleet"
+	"github.com/offstage/offstage/journal"
+)
+
+const dashboardUsage = `Usage: offstage dashboard [flags]
+
+Serves the live dashboard of a journal's tasks (the page offstage mcp --http
+serves at /ui) without running a server of sessions: for a shared journal's
+fleet (--journal or $OFFSTAGE_JOURNAL_URL), or this machine's. The list
+follows the journal live, filtered by state, instance, session and age; a
+task's page follows its output through the instance that runs it (as
+offstage tasks follow does), and its stop button does what offstage tasks
+cancel does. It only reads the journal, but to record a stop request. Open the address it prints and log in with the token
+(OFFSTAGE_MCP_TOKEN, or one generated and printed); it listens on loopback
+unless --allow-remote.`
+
+const dashboardExamples = `  offstage dashboard                        # http://127.0.0.1:7778/ui/
+  OFFSTAGE_JOURNAL_URL=postgres://offstage@db/offstage offstage dashboard --http 127.0.0.1:8080
+`
+
+func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("dashboard", flag.ContinueOnError)
+	var jf journalFlags
+	fs.StringVar(&jf.state, "state-dir", "", "directory of the journal (default $XDG_STATE_HOME/offstage, or ~/.local/state/offstage)")
+	jf.registerShared(fs)
+	addr := fs.String("http", "127.0.0.1:7778", "serve on this address (loopback unless --allow-remote)")
+	allowRemote := fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
+	origins := fs.String("allow-origin", "", "comma-separated extra allowed Origin values, besides loopback and the page's own")
+	rest, err := parse(fs, args, dashboardUsage, dashboardExamples, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("dashboard takes no arguments (got %q)", rest[0])
+	}
+	dir, err := jf.dir(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if jf.sharedURL(os.Getenv) == "" {
+		if path := filepath.Join(dir, "journal.db"); missing(path) {
+			return usagef("no journal at %s yet: it is made by the first offstage run, mcp or acp (or pass --state-dir, or --journal for a shared one)", path)
+		}
+	}
+	host, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return usagef("--http %q is not host:port (%v)", *addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if !*allowRemote && !isLoopback(host) {
+		return usagef("--http %s would accept connections from other machines: pass --allow-remote if you mean it", *addr)
+	}
+	store, err := jf.openReading(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	token, generated := dashboardToken()
+	ctx, stop := cancelOnInterrupt(ctx)
+	defer stop()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return usagef("cannot listen on %s: %v", *addr, err)
+	}
+	mux := http.NewServeMux()
+	writable := func(ctx context.Context) (journal.Store, func(), error) {
+		w, err := jf.open(ctx, dir) // a cancel request is written
+		if err != nil {
+			return nil, nil, err
+		}
+		return w, func() { w.Close() }, nil
+	}
+	dash := mountDashboard(ctx, mux, store, writable, token, splitOrigins(*origins))
+	defer dash.Close()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "offstage dashboard: serving %s on http://%s/ui/\n", describeJournal(store), ln.Addr())
+	if generated {
+		fmt.Fprintf(stderr, "offstage dashboard: log in with the token %s\n", token)
+	} else {
+		fmt.Fprintln(stderr, "offstage dashboard: log in with $OFFSTAGE_MCP_TOKEN (the token it was given)")
+	}
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	stop()
+	dash.Close() // ends the event streams, which Shutdown would wait for
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// dashboardToken is OFFSTAGE_MCP_TOKEN, or a new random one (generated).
+func dashboardToken() (token string, generated bool) {
+	if t := os.Getenv("OFFSTAGE_MCP_TOKEN"); t != "" {
+		return t, false
+	}
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b), true
+}
+
+func describeJournal(store *journal.DB) string {
+	if store.Dialect() == "postgres" {
+		return "the shared journal"
+	}
+	return store.Path()
+}
+
+// splitOrigins reads --allow-origin.
+func splitOrigins(s string) []string {
+	var out []string
+	for _, o := range strings.Split(s, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, strings.TrimSuffix(o, "/"))
+		}
+	}
+	return out
+}
+
+// mountDashboard serves the dashboard of store at /ui/ on mux, behind
+// token. Its stop button does what offstage tasks cancel does, through
+// the journal writable opens (store itself for offstage mcp; opened for
+// each request by offstage dashboard, which otherwise only reads), and a
+// task's page follows its output as offstage tasks follow does, through
+// the instance that runs it (package fleet).
+func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store, writable func(context.Context) (journal.Store, func(), error), token string, allowed []string) *dashboard.Handler {
+	dash := dashboard.New(ctx, dashboard.Options{Store: store, Token: token, AllowedOrigins: allowed,
+		Cancel: func(ctx context.Context, session, id, by, reason string) (journal.Task, error) {
+			w, done, err := writable(ctx)
+			if err != nil {
+				return journal.Task{}, err
+			}
+			defer done()
+			return fleet.Cancel(ctx, w, session, id, by, reason)
+		},
+		Follow: func(ctx context.Context, session, id string, w io.Writer) error {
+			return fleet.Follow(ctx, store, session, id, fleet.FollowOptions{Since: -1, Lines: 200}, w)
+		},
+	})
+	mux.Handle("/ui/", http.StripPrefix("/ui", dash))
+	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusSeeOther))
+	return dash
+}

@@ -1,0 +1,177 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The browser tests drive Debian's chromium (apt-get install chromium)
+// with chromedp. Where it is missing they skip, saying so, unless
+// OFFSTAGE_REQUIRE_CHROMIUM is set (CI), where they fail.
+//
+// Screenshots go to the test's artifact directory: run
+//
+//	go test -run Browser -artifacts -outputdir /tmp/shots ./internal/dashboard
+//
+// to keep them (under /tmp/shots/_artifacts/…); without -artifacts they
+// are written to a temporary directory and removed.
+
+// browser starts a headless chromium and returns its context.
+func browser(t testing.TB) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("OFFSTAGE_REQUIRE_CHROMIUM") != "" {
+			t.Fatal("chromium is not installed, and OFFSTAGE_REQUIRE_CHROMIUM is set: apt-get install chromium")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium): the dashboard's browser tests need it")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // as root, as in CI containers
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil { // starts it, outliving any action's deadline
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// run runs actions, with a deadline.
+func run(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// value runs an action that returns a value, with a deadline.
+func value[T any](t testing.TB, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// until waits until a JavaScript expression of the page is true.
+func until(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr)
+}
+
+// login opens the dashboard and logs in through its form.
+func login(t testing.TB, ctx context.Context, base string) {
+	t.Helper()
+	run(t, ctx, "opening the login form", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	run(t, ctx, "logging in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Submit(chromedp.CSS("#token")))
+	run(t, ctx, "waiting for the list", chromedp.WaitVisible(chromedp.CSS("#tasks")))
+	run(t, ctx, "waiting for the list's first events", until(`window.offstage && window.offstage.snapshots > 0`))
+}
+
+// screenshot saves the page at width into the artifact directory.
+func screenshot(t *testing.T, ctx context.Context, name string, width int64) {
+	t.Helper()
+	run(t, ctx, "resizing to "+fmt.Sprint(width),
+		chromedp.EmulateViewport(width, 844),
+		chromedp.Sleep(100*time.Millisecond), // a relayout
+	)
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	path := filepath.Join(t.ArtifactDir(), fmt.Sprintf("%s-%d.png", name, width))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestBrowserListDetailStop (issue 26): in Chromium, the list shows a
+// running task as it starts, without a reload; its page shows output
+// arriving; the stop button stops it. Screenshots at 1280 and 390 pixels.
+func TestBrowserListDetailStop(t *testing.T) {
+	ctx := browser(t)
+	f := newFleet(t, true)
+	login(t, ctx, f.srv.URL)
+	f.ticker(t, "make test", time.Hour) // a second row, for the screenshots
+	id := f.ticker(t, "while true; do date; sleep 0.1; done", 100*time.Millisecond)
+	started := time.Now()
+	row := fmt.Sprintf(`tr[data-key="%s/%s"][data-state="running"]`, f.session, id)
+	run(t, ctx, "waiting for the running task in the list", chromedp.WaitVisible(chromedp.CSS(row)))
+	t.Logf("the running task showed in the list %v after it started (no reload)", time.Since(started).Round(time.Millisecond))
+	reloads := value(t, ctx, "counting page loads", chromedp.Evaluate[int](`performance.getEntriesByType("navigation").length`))
+	if reloads != 1 {
+		t.Errorf("%d page loads, want 1 (no reload)", reloads)
+	}
+	// Every control is named for a screen reader: inputs by a label,
+	// buttons and links by their text.
+	unnamed := value(t, ctx, "checking labels", chromedp.Evaluate[[]string](`[...document.querySelectorAll("input, select, textarea, button, a[href]")]
+		.filter(el => el.type !== "hidden" && !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.textContent.trim())
+		.map(el => el.outerHTML)`))
+	if len(unnamed) > 0 {
+		t.Errorf("controls without a label or text: %q", unnamed)
+	}
+	for _, w := range []int64{1280, 390} {
+		screenshot(t, ctx, "list", w)
+	}
+	run(t, ctx, "back to a desktop's width", chromedp.EmulateViewport(1280, 900))
+
+	// Its page, by keyboard: focus the link and press Enter.
+	run(t, ctx, "opening the task",
+		chromedp.Focus(chromedp.CSS(row+` a`)),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.CSS(`#task-view`)),
+		until(`document.getElementById("output").textContent.includes("line 2\n")`),
+	)
+	first := value(t, ctx, "reading the output", chromedp.TextContent(chromedp.CSS("#output")))
+	run(t, ctx, "waiting for more output",
+		until(fmt.Sprintf(`document.getElementById("output").textContent.length > %d`, len(first)+20)))
+	later := value(t, ctx, "reading the output", chromedp.TextContent(chromedp.CSS("#output")))
+	if !strings.HasPrefix(later, "line 1\nline 2\n") || len(later) <= len(first) {
+		t.Errorf("output went from %q to %q, want more lines arriving in order", first, later)
+	}
+	for _, w := range []int64{1280, 390} {
+		screenshot(t, ctx, "task", w)
+	}
+	run(t, ctx, "back to a desktop's width", chromedp.EmulateViewport(1280, 900))
+
+	run(t, ctx, "stopping it",
+		chromedp.SendKeys(chromedp.CSS("#reason"), "runaway loop"),
+		chromedp.Click(chromedp.CSS("#stop")),
+		chromedp.WaitVisible(chromedp.CSS(`#facts[data-state="canceled"]`)),
+		until(`document.getElementById("output-state").textContent.includes("ended")`),
+	)
+	got, err := f.store.Task(t.Context(), f.session, id)
+	if err != nil || got.State != "canceled" {
+		t.Errorf("after the stop button, the journal has %+v, %v; want it canceled", got, err)
+	}
+	f.mu.Lock()
+	if len(f.canceled) != 1 || !strings.Contains(f.canceled[0], "runaway loop") {
+		t.Errorf("Cancel calls: %q, want one with the reason", f.canceled)
+	}
+	f.mu.Unlock()
+	disabled := value(t, ctx, "reading the button", chromedp.Evaluate[bool](`document.getElementById("stop").disabled`))
+	if !disabled {
+		t.Error("the stop button is still enabled on a task that ended")
+	}
+	run(t, ctx, "back to the list",
+		chromedp.Click(chromedp.CSS("#back")),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-key="%s/%s"][data-state="canceled"]`, f.session, id))))
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/offstage/offstage/task"
 )
 
 // Surface says who opens a session and how it is kept: the one
@@ -69,6 +71,15 @@ type Record interface {
 	Delivered(ids ...string)
 	// End records the session's end.
 	End()
+}
+
+// TableBinder is a Record that is given the session's task table once
+// Open has made it: a journal that carries out requests made outside the
+// session (an operator stopping one of its tasks from another machine,
+// see package journal) needs it. BindTable is called once, before Open
+// returns, and must not block.
+type TableBinder interface {
+	BindTable(*task.Table)
 }
 
 // SessionInfo is what a Journal records of a session as it opens.
@@ -164,6 +175,9 @@ func Open(ctx context.Context, cfg Config, sf Surface) (*Session, error) {
 		return nil, err
 	}
 	s.id, s.record = id, rec
+	if b, ok := rec.(TableBinder); ok {
+		b.BindTable(s.table)
+	}
 	if r := cfg.Resume; r != nil && rec != nil && len(r.Delivered) > 0 {
 		// Told at the first model request: recorded as delivered now, so a
 		// second resume never tells them again (a crash before that request

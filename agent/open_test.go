@@ -124,3 +124,41 @@ func TestAToolWhoseSchemaCannotBeSentIsRefused(t *testing.T) {
 		t.Errorf("New with an unmarshallable schema = %v", err)
 	}
 }
+
+// binding is a Journal whose Record asks for the session's table.
+type binding struct{ table *task.Table }
+
+func (b *binding) Record(_ context.Context, info agent.SessionInfo, _ *agent.Config) (agent.Record, error) {
+	return &bindingRecord{b: b, id: info.ID}, nil
+}
+func (*binding) Load(context.Context, string) (*agent.Resume, error) {
+	return nil, agent.ErrUnknownSession
+}
+func (*binding) List(context.Context, string, int) ([]agent.SessionSummary, error) {
+	return nil, nil
+}
+
+type bindingRecord struct {
+	b  *binding
+	id string
+}
+
+func (r *bindingRecord) ID() string              { return r.id }
+func (*bindingRecord) Delivered(...string)       {}
+func (*bindingRecord) End()                      {}
+func (r *bindingRecord) BindTable(t *task.Table) { r.b.table = t }
+
+// TestOpenBindsTheTableToARecordThatAsks: a journal that carries out
+// requests made outside the session (an operator's cancel) is given the
+// session's table by Open (agent.TableBinder).
+func TestOpenBindsTheTableToARecordThatAsks(t *testing.T) {
+	j := &binding{}
+	s, err := agent.Open(t.Context(), agent.Config{Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}, agent.Surface{Name: "test", ID: "s1", Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if j.table == nil || j.table != s.Table() {
+		t.Errorf("the record was given table %p, want the session's %p", j.table, s.Table())
+	}
+}

@@ -113,6 +113,12 @@
 //	      finished_at, exit_code, result, error, delivered, log_path, pid, pid_start,
 //	      cpu_ns, memory_peak)                          -- a shell's use, at its end
 //	task_events(session_id, id, at, event, state)       -- every state change
+//	cancels(session_id, id, requested_at, requested_by, reason,
+//	        handled_at, outcome)                        -- operators' cancel requests
+//
+// and hosts also keep addr, secret and bell (see HostPeer): where a live
+// host serves its tasks' output to its peers, the secret they show it,
+// and its doorbell socket.
 //
 // Times are Unix nanoseconds. A task is keyed by its session and its id
 // (shell:3); a resumed session keeps its id and its table continues the
@@ -139,4 +145,27 @@
 // gone too; it goes on serving, is told so once, and its later records
 // set its tasks' states right. When the database is away, the writer
 // keeps retrying (see above), so records arrive late, in order, and once.
+//
+// # Operating a fleet
+//
+// Any task can be stopped by whoever can open the journal
+// (DB.RequestCancel; package internal/fleet's Cancel is the whole
+// step). The request is a row of cancels, and that row is the truth: a
+// Recorder acts on the pending requests of the sessions its host holds
+// (DB.PendingCancels) when it hears of one and every 5 seconds anyway,
+// cancels the task in its session's table (agent.Open hands a Record
+// the table: agent.TableBinder) with an *OperatorCancel as the cause,
+// so the model is told who stopped it and why, and records what it did
+// (DB.HandleCancel). It hears of a request through PostgreSQL's NOTIFY,
+// sent in the request's transaction, on a connection of its own that
+// LISTENs (made again with backoff when lost, reading the record after
+// each connection); in SQLite through its doorbell, a Unix socket in
+// RecorderOptions.BellDir (0600 in a 0700 directory) whose path it
+// records (HostPeer.Bell). Connecting to the doorbell only makes the
+// host read the journal, so it needs no authority of its own. A
+// Recorder also keeps its live shells (Shell) and a secret
+// (PeerSecret) that it records with its address (SetPeerAddr), so that
+// its peers can follow its tasks' output (internal/fleet). Whoever can
+// open the journal can read that secret: the journal's credentials are
+// the trust boundary for stopping tasks and reading their output.
 package journal

@@ -7,3 +7,7 @@ func (s *DB) CountEvents(ctx context.Context, session, id string) int {
 	evs, _ := s.TaskEvents(ctx, session, id)
 	return len(evs)
 }
+
+// PostgresMigrations are the PostgreSQL schema's migrations, to build a
+// journal of an older version.
+var PostgresMigrations = postgresMigrations

@@ -117,6 +117,17 @@ type TaskUsage struct {
 	MemoryPeak int64
 }
 
+// HostPeer records where a live host is reached: the address it serves
+// its tasks' output to peers on (http://HOST:PORT; "" for none), the
+// secret peers show it (see package fleet), and the doorbell socket a
+// SQLite host hears of cancel requests through ("" for none).
+type HostPeer struct {
+	ID     string
+	Addr   string
+	Secret string
+	Bell   string
+}
+
 // Delivered records that results of a session reached its conversation
 // outside the table (resumed after a restart).
 type Delivered struct {
@@ -131,6 +142,7 @@ func (*Message) record()    {}
 func (*TaskChange) record() {}
 func (TaskProcess) record() {}
 func (TaskUsage) record()   {}
+func (HostPeer) record()    {}
 func (Delivered) record()   {}
 
 // TaskFilter selects tasks in Store.Tasks. Zero fields select everything.

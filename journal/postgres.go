@@ -30,6 +30,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("journal %s cannot be reached (%s): check the address and that the server runs, or pass --no-journal", where, scrub(err.Error(), dsn))
 	}
 	s := newDB(db, where, postgresDialect)
+	s.listen = cfg
 	if err := s.migrate(); err != nil {
 		db.Close()
 		return nil, err

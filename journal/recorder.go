@@ -45,6 +45,13 @@ type RecorderOptions struct {
 	// Orphaned, if set, hears of tasks of dead hosts marked orphaned (at
 	// start-up, and while the lease is kept), instead of Report.
 	Orphaned func(Recovered)
+	// BellDir, in a SQLite journal, holds this process's doorbell: a Unix
+	// socket (0600, in a 0700 directory) that offstage tasks cancel
+	// connects to so that a cancel request is acted on at once rather
+	// than at the next catch-up (every 5 s). Empty: no doorbell. The CLI
+	// uses run/ beside journal.db. A PostgreSQL journal needs none: the
+	// owner LISTENs.
+	BellDir string
 }
 
 // Recorder is the journal as an agent runtime uses it
@@ -65,9 +72,18 @@ type Recorder struct {
 	host      Host
 	opts      RecorderOptions
 	stopLease func() // nil without leases
+	// Cancel requests: the watcher (startCancels) is woken through wake
+	// (one token) and stopped by stopCancels.
+	wake        chan struct{}
+	stopCancels func()
+	secret      string // PeerSecret
 
-	mu   sync.Mutex
-	open map[string]bool // guarded by mu: the sessions this process has open (recorded, not yet ended)
+	mu     sync.Mutex
+	open   map[string]bool           // guarded by mu: the sessions this process has open (recorded, not yet ended)
+	tables map[string]*task.Table    // guarded by mu: their task tables (BindTable), where a cancel request is carried out
+	shells map[taskKey]*proc.Process // guarded by mu: the shells running, for peers following their output
+	addr   string                    // guarded by mu: where peers read output (SetPeerAddr)
+	bell   string                    // guarded by mu: the doorbell socket, once listening
 }
 
 var _ agent.Journal = (*Recorder)(nil)
@@ -89,7 +105,8 @@ func NewRecorder(ctx context.Context, store *DB, opts RecorderOptions) (*Recorde
 	if opts.Report == nil {
 		opts.Report = func(string) {}
 	}
-	r := &Recorder{store: store, host: ThisHost(opts.Version), opts: opts, open: make(map[string]bool)}
+	r := &Recorder{store: store, host: ThisHost(opts.Version), opts: opts, open: make(map[string]bool),
+		tables: make(map[string]*task.Table), shells: make(map[taskKey]*proc.Process), wake: make(chan struct{}, 1), secret: newSecret()}
 	troubles := func(msg string) { opts.Report("journal: " + msg) }
 	shared := store.Dialect() == "postgres"
 	if shared {
@@ -130,6 +147,8 @@ func NewRecorder(ctx context.Context, store *DB, opts RecorderOptions) (*Recorde
 		}()
 		r.stopLease = func() { stop(); <-done }
 	}
+	r.j.Add(r.peerRecord())
+	r.stopCancels = r.startCancels()
 	return r, nil
 }
 
@@ -174,6 +193,7 @@ func (r *Recorder) Stats() Stats { return r.j.Stats() }
 // how many records were lost, if the journal lost any: what it shows of
 // this run is then incomplete. Close the sessions first.
 func (r *Recorder) Close(ctx context.Context) error {
+	r.stopCancels()
 	if r.stopLease != nil {
 		r.stopLease()
 	}
@@ -250,6 +270,9 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		// recovery then never kills by this pid (the safe direction).
 		start, _ := ProcessStart(p.PID())
 		log.Process(task, p.PID(), start, p.LogPath())
+		r.mu.Lock()
+		r.shells[taskKey{id, task}] = p
+		r.mu.Unlock()
 		if onShell != nil {
 			onShell(task, p)
 		}
@@ -261,6 +284,9 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		if e, ok := p.Exit(); ok && (e.CPU > 0 || e.MemoryPeak > 0) {
 			log.Usage(task, e.CPU, e.MemoryPeak)
 		}
+		r.mu.Lock()
+		delete(r.shells, taskKey{id, task})
+		r.mu.Unlock()
 		if onExit != nil {
 			onExit(task, p)
 		}
@@ -279,6 +305,12 @@ func (o *openSession) End() {
 	o.SessionLog.End()
 	o.r.mu.Lock()
 	delete(o.r.open, o.ID())
+	delete(o.r.tables, o.ID())
+	for k := range o.r.shells {
+		if k.session == o.ID() {
+			delete(o.r.shells, k)
+		}
+	}
 	o.r.mu.Unlock()
 }
 

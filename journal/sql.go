@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
 
 	"github.com/offstage/offstage/task"
@@ -86,6 +87,23 @@ var sqliteMigrations = []string{
 	// (bytes) at its end; NULL where it was not measured.
 	`ALTER TABLE tasks ADD COLUMN cpu_ns INTEGER;
 	ALTER TABLE tasks ADD COLUMN memory_peak INTEGER;`,
+	// 6: operating a fleet: cancel requests (the record its owner acts
+	// on), and where a live host is reached (its peer address, the
+	// secret peers show it, the doorbell socket of a SQLite host).
+	`CREATE TABLE cancels (
+		session_id TEXT NOT NULL,
+		id TEXT NOT NULL,
+		requested_at INTEGER NOT NULL,
+		requested_by TEXT NOT NULL,
+		reason TEXT NOT NULL DEFAULT '',
+		handled_at INTEGER,
+		outcome TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (session_id, id)
+	);
+	CREATE INDEX cancels_pending ON cancels (session_id) WHERE handled_at IS NULL;
+	ALTER TABLE hosts ADD COLUMN addr TEXT NOT NULL DEFAULT '';
+	ALTER TABLE hosts ADD COLUMN secret TEXT NOT NULL DEFAULT '';
+	ALTER TABLE hosts ADD COLUMN bell TEXT NOT NULL DEFAULT '';`,
 }
 
 // lostVersion is the SQLite schema version that added sessions.lost, and
@@ -93,6 +111,7 @@ var sqliteMigrations = []string{
 const (
 	lostVersion  = 4
 	usageVersion = 5
+	fleetVersion = 6 // cancels, hosts.addr, secret, bell
 )
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
@@ -155,6 +174,20 @@ var postgresMigrations = []string{
 	`ALTER TABLE sessions ADD COLUMN lost bigint NOT NULL DEFAULT 0;`,
 	`ALTER TABLE tasks ADD COLUMN cpu_ns bigint;
 	ALTER TABLE tasks ADD COLUMN memory_peak bigint;`,
+	`CREATE TABLE cancels (
+		session_id text NOT NULL,
+		id text NOT NULL,
+		requested_at bigint NOT NULL,
+		requested_by text NOT NULL,
+		reason text NOT NULL DEFAULT '',
+		handled_at bigint,
+		outcome text NOT NULL DEFAULT '',
+		PRIMARY KEY (session_id, id)
+	);
+	CREATE INDEX cancels_pending ON cancels (session_id) WHERE handled_at IS NULL;
+	ALTER TABLE hosts ADD COLUMN addr text NOT NULL DEFAULT '';
+	ALTER TABLE hosts ADD COLUMN secret text NOT NULL DEFAULT '';
+	ALTER TABLE hosts ADD COLUMN bell text NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -227,6 +260,12 @@ type DB struct {
 	// columns, or 0, 0 in a file opened to read whose schema predates them.
 	usage   string
 	reading bool // opened by OpenSQLiteReadOnly
+	// noFleet: a file opened to read whose schema predates cancel
+	// requests and peer addresses; it has none.
+	noFleet bool
+	// listen is the PostgreSQL connection's configuration, for the
+	// connection that LISTENs for cancel requests; nil for SQLite.
+	listen *pgx.ConnConfig
 }
 
 // fileID names a file on its machine.
@@ -353,6 +392,7 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if v < usageVersion {
 		s.usage = noUsage
 	}
+	s.noFleet = v < fleetVersion
 	s.reading = true
 	return s, nil
 }
@@ -568,6 +608,7 @@ const (
 	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
 	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
 	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
+	updatePeer     = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
 	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
@@ -591,6 +632,8 @@ func (w *writer) record(r Record) error {
 		return w.exec(insertMessage, r.Session, r.Seq, r.Body)
 	case TaskProcess:
 		return w.exec(updateProcess, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
+	case HostPeer:
+		return w.exec(updatePeer, r.Addr, r.Secret, r.Bell, r.ID)
 	case TaskUsage:
 		return w.exec(updateUsage, nullIfZero(int64(r.CPU)), nullIfZero(r.MemoryPeak), r.Session, r.ID)
 	case Delivered:

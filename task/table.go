@@ -172,7 +172,21 @@ func (tb *Table) PeekText(id string, n, textLimit int) (Peek, error) {
 // Cancel cancels one task, whoever owns it, and returns at once; see
 // View.Cancel.
 func (tb *Table) Cancel(id string) (alreadyFinished bool, err error) {
-	return tb.cancelID("", false, id)
+	return tb.cancelID("", false, id, ErrCanceled)
+}
+
+// CancelCause is Cancel with cause recorded instead of ErrCanceled: the
+// task's Result.Err (and so what its owner is told) is cause. It is for
+// a canceller the owner should hear of by name, such as an operator
+// stopping the task from outside the session; cause should wrap
+// ErrCanceled (errors.Is) so code that branches on it still sees a
+// cancellation. A nil cause is ErrCanceled. Like Cancel it returns at
+// once, and does nothing to a finished task.
+func (tb *Table) CancelCause(id string, cause error) (alreadyFinished bool, err error) {
+	if cause == nil {
+		cause = ErrCanceled
+	}
+	return tb.cancelID("", false, id, cause)
 }
 
 // Done returns a channel closed once the task has finished, whoever owns
@@ -696,7 +710,7 @@ func (tb *Table) outputOf(owner string, scoped bool, id string) (Output, error) 
 	return t.output, nil
 }
 
-func (tb *Table) cancelID(owner string, scoped bool, id string) (bool, error) {
+func (tb *Table) cancelID(owner string, scoped bool, id string, cause error) (bool, error) {
 	tb.mu.Lock()
 	t, err := tb.lookupLocked(owner, scoped, id)
 	if err != nil {
@@ -705,7 +719,7 @@ func (tb *Table) cancelID(owner string, scoped bool, id string) (bool, error) {
 	}
 	finished := t.state.Finished()
 	if !finished {
-		tb.cancelLocked(t, time.Now())
+		tb.cancelLocked(t, time.Now(), cause)
 	}
 	tb.mu.Unlock()
 	return finished, nil
@@ -716,7 +730,7 @@ func (tb *Table) cancelAll(owner string, scoped bool) int {
 	now, n := time.Now(), 0
 	for _, t := range tb.all {
 		if !t.evicted && !t.state.Finished() && (!scoped || t.owner.id == owner) {
-			tb.cancelLocked(t, now)
+			tb.cancelLocked(t, now, ErrCanceled)
 			n++
 		}
 	}
@@ -728,8 +742,8 @@ func (tb *Table) cancelAll(owner string, scoped bool) int {
 // running one ends when its function returns. Cancelling the context under
 // the lock makes the order of Cancel and finishRun well defined, and runs
 // none of our code synchronously.
-func (tb *Table) cancelLocked(t *task, now time.Time) {
-	t.cancel(ErrCanceled)
+func (tb *Table) cancelLocked(t *task, now time.Time, cause error) {
+	t.cancel(cause)
 	if t.state == Queued {
 		tb.runq.remove(t)
 		tb.finishLocked(t, Canceled, "", context.Cause(t.ctx), now)

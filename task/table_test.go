@@ -503,3 +503,35 @@ func TestResultDoesNotDeliver(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelCauseIsWhatTheOwnerIsTold: a task stopped with CancelCause
+// (an operator, from outside the session) ends canceled with that cause
+// as its error, queued or running, and a finished task is left alone.
+func TestCancelCauseIsWhatTheOwnerIsTold(t *testing.T) {
+	run(t, task.Options{MaxRunning: 1}, func(t *testing.T, tb *task.Table) {
+		top := tb.View("")
+		cause := fmt.Errorf("stopped by an operator: %w", task.ErrCanceled)
+		block := func(ctx context.Context, _ *task.Handle) (string, error) {
+			<-ctx.Done()
+			return "", context.Cause(ctx)
+		}
+		running := mustSpawn(t, top, "shell", block)
+		queued := mustSpawn(t, top, "shell", block)
+		synctest.Wait()
+		for _, id := range []string{queued, running} {
+			if done, err := tb.CancelCause(id, cause); done || err != nil {
+				t.Fatalf("CancelCause(%s) = %v, %v", id, done, err)
+			}
+		}
+		synctest.Wait()
+		for _, id := range []string{running, queued} {
+			r, ok, err := tb.Result(id)
+			if !ok || err != nil || r.State != task.Canceled || r.Err != cause || !errors.Is(r.Err, task.ErrCanceled) {
+				t.Errorf("Result(%s) = %v %v (ok %v, %v), want canceled with the operator's cause", id, r.State, r.Err, ok, err)
+			}
+		}
+		if done, err := tb.CancelCause(running, cause); !done || err != nil {
+			t.Errorf("CancelCause of a finished task = %v, %v; want true, nil", done, err)
+		}
+	})
+}

@@ -55,7 +55,7 @@ func (v *View) Output(id string) (Output, error) { return v.tb.outputOf(v.owner,
 // function returns. It is idempotent. alreadyFinished reports whether the
 // task had finished before this call (then nothing changes).
 func (v *View) Cancel(id string) (alreadyFinished bool, err error) {
-	return v.tb.cancelID(v.owner, true, id)
+	return v.tb.cancelID(v.owner, true, id, ErrCanceled)
 }
 
 // CancelAll cancels every unfinished task of the owner, returns how many,

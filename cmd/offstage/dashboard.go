@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/internal/dashboard"
+	"github.com/offstage/offstage/internal/fleet"
 	"github.com/offstage/offstage/journal"
 )
 
@@ -25,8 +26,9 @@ Serves the live dashboard of a journal's tasks (the page offstage mcp --http
 serves at /ui) without running a server of sessions: for a shared journal's
 fleet (--journal or $OFFSTAGE_JOURNAL_URL), or this machine's. The list
 follows the journal live, filtered by state, instance, session and age; a
-task's page follows its output, when its log is on this machine. It only
-reads the journal. Open the address it prints and log in with the token
+task's page follows its output through the instance that runs it (as
+offstage tasks follow does), and its stop button does what offstage tasks
+cancel does. It only reads the journal, but to record a stop request. Open the address it prints and log in with the token
 (OFFSTAGE_MCP_TOKEN, or one generated and printed); it listens on loopback
 unless --allow-remote.`
 
@@ -81,7 +83,14 @@ func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usagef("cannot listen on %s: %v", *addr, err)
 	}
 	mux := http.NewServeMux()
-	dash := mountDashboard(ctx, mux, store, token, splitOrigins(*origins))
+	writable := func(ctx context.Context) (journal.Store, func(), error) {
+		w, err := jf.open(ctx, dir) // a cancel request is written
+		if err != nil {
+			return nil, nil, err
+		}
+		return w, func() { w.Close() }, nil
+	}
+	dash := mountDashboard(ctx, mux, store, writable, token, splitOrigins(*origins))
 	defer dash.Close()
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "offstage dashboard: serving %s on http://%s/ui/\n", describeJournal(store), ln.Addr())
@@ -136,11 +145,25 @@ func splitOrigins(s string) []string {
 }
 
 // mountDashboard serves the dashboard of store at /ui/ on mux, behind
-// token. The lead's fleet cancel and follow plug in through
-// dashboard.Options.Cancel and Follow; without them the page follows
-// logs on this machine and cannot stop tasks (it says so).
-func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store, token string, allowed []string) *dashboard.Handler {
-	dash := dashboard.New(ctx, dashboard.Options{Store: store, Token: token, AllowedOrigins: allowed})
+// token. Its stop button does what offstage tasks cancel does, through
+// the journal writable opens (store itself for offstage mcp; opened for
+// each request by offstage dashboard, which otherwise only reads), and a
+// task's page follows its output as offstage tasks follow does, through
+// the instance that runs it (package fleet).
+func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store, writable func(context.Context) (journal.Store, func(), error), token string, allowed []string) *dashboard.Handler {
+	dash := dashboard.New(ctx, dashboard.Options{Store: store, Token: token, AllowedOrigins: allowed,
+		Cancel: func(ctx context.Context, session, id, by, reason string) (journal.Task, error) {
+			w, done, err := writable(ctx)
+			if err != nil {
+				return journal.Task{}, err
+			}
+			defer done()
+			return fleet.Cancel(ctx, w, session, id, by, reason)
+		},
+		Follow: func(ctx context.Context, session, id string, w io.Writer) error {
+			return fleet.Follow(ctx, store, session, id, fleet.FollowOptions{Since: -1, Lines: 200}, w)
+		},
+	})
 	mux.Handle("/ui/", http.StripPrefix("/ui", dash))
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusSeeOther))
 	return dash

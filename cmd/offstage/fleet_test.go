@@ -39,7 +39,13 @@ const fleetToken = "fleet-test-token"
 // startInstance runs offstage mcp --http on a free port with the journal.
 func startInstance(t *testing.T, dbURL string, args ...string) *instance {
 	t.Helper()
-	cmd, _ := offstage(t, []string{"OFFSTAGE_MCP_TOKEN=" + fleetToken, "OFFSTAGE_JOURNAL_URL=" + dbURL},
+	return startInstanceEnv(t, []string{"OFFSTAGE_JOURNAL_URL=" + dbURL}, args...)
+}
+
+// startInstanceEnv runs offstage mcp --http on a free port with env.
+func startInstanceEnv(t *testing.T, env []string, args ...string) *instance {
+	t.Helper()
+	cmd, _ := offstage(t, append([]string{"OFFSTAGE_MCP_TOKEN=" + fleetToken}, env...),
 		append([]string{"mcp", "--http", "127.0.0.1:0"}, args...)...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {

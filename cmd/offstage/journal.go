@@ -140,6 +140,7 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 		Lease:       f.lease,
 		Report:      func(msg string) { fmt.Fprintf(stderr, "offstage: %s\n", msg) },
 		Orphaned:    r.orphaned,
+		BellDir:     filepath.Join(dir, "run"),
 	})
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -215,4 +216,10 @@ func (r *recorder) resumeID(ctx context.Context, f resumeFlag) (string, error) {
 		return "", usagef("%v", err)
 	}
 	return id, nil
+}
+
+// writable is the recorder's store, for a cancel request (see
+// mountDashboard); it stays open.
+func (r *recorder) writable(context.Context) (journal.Store, func(), error) {
+	return r.Store(), func() {}, nil
 }

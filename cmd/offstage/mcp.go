@@ -12,10 +12,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/fleet"
 	"github.com/offstage/offstage/internal/metrics"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
@@ -141,7 +143,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return nil
 	}
 	var dash interface{ Close() }
-	mount := func(mux *http.ServeMux, token string, allowed []string) {
+	mount := func(mux *http.ServeMux, token string, allowed []string, addr *net.TCPAddr) {
 		// Metrics: a scraper sends the same bearer token as an MCP client.
 		mux.Handle("/metrics", mcpserver.Authorized(token, allowed, m.Handler()))
 		if srv.rec == nil {
@@ -150,7 +152,12 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			}))
 			return
 		}
-		dash = mountDashboard(ctx, mux, srv.rec.Store(), token, allowed)
+		// The fleet's peers follow this instance's tasks here, with the
+		// secret the journal records (package fleet); the address goes on
+		// record with the lease.
+		mux.Handle(fleet.OutputPath, fleet.Handler(srv.rec.Recorder))
+		srv.rec.SetPeerAddr(peerURL(addr))
+		dash = mountDashboard(ctx, mux, srv.rec.Store(), srv.rec.writable, token, allowed)
 	}
 	defer func() {
 		if dash != nil {
@@ -161,8 +168,9 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 }
 
 // serveHTTP serves svc's sessions at /mcp, and what mount adds (guarded
-// by the same token and origins), until ctx ends.
-func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, mount func(mux *http.ServeMux, token string, allowed []string), stderr io.Writer, logger, status *slog.Logger) error {
+// by the same token and origins; told the address it listens on), until
+// ctx ends.
+func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRemote bool, origins string, mount func(mux *http.ServeMux, token string, allowed []string, addr *net.TCPAddr), stderr io.Writer, logger, status *slog.Logger) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usagef("--http %q is not host:port (%v)", addr, err)
@@ -192,7 +200,7 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", svc.HTTPHandler(token, allowed))
 	if mount != nil {
-		mount(mux, token, allowed)
+		mount(mux, token, allowed, ln.Addr().(*net.TCPAddr))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\n", ln.Addr())
@@ -286,6 +294,16 @@ func (l leveled) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (l leveled) WithGroup(name string) slog.Handler {
 	return leveled{l.Handler.WithGroup(name), l.level}
+}
+
+// peerURL is the address the fleet reaches this instance at: the one it
+// listens on, or this machine's name where that is every address.
+func peerURL(a *net.TCPAddr) string {
+	host := a.IP.String()
+	if a.IP.IsUnspecified() {
+		host, _ = os.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(a.Port))
 }
 
 func isLoopback(host string) bool {

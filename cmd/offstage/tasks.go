@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,8 @@ import (
 
 const tasksUsage = `Usage: offstage tasks [flags]
        offstage tasks show [flags] ID
+       offstage tasks cancel [--reason TEXT] ID
+       offstage tasks follow [--since BYTE | --lines N] ID
 
 Shows what ran, from the journal: every task of every session, newest
 first, or one task with its result and the end of its output log. ID is
@@ -29,14 +33,17 @@ unique within a session, so SESSION/shell:3 names a task across the
 fleet. On a terminal the list has aligned columns and colour (none with
 $NO_COLOR set or --no-color); piped, or with --json, it is JSON lines.
 It shows the newest 50 (--limit) and says on stderr how many it left
-out. It only reads the journal (a read-only file system or directory is
-fine), and says on stderr which sessions' records the journal lost.`
+out. Listing, show and follow only read the journal (a read-only file
+system or directory is fine), and say on stderr which sessions' records
+the journal lost.`
 
 const tasksExamples = `  offstage tasks
   offstage tasks --state failed --since 24h
   OFFSTAGE_JOURNAL_URL=postgres://offstage@db/offstage offstage tasks --instance web-2
   offstage tasks --session 20261122-2217 --json | jq -r .label
   offstage tasks show shell:3
+  offstage tasks cancel 20261122-2217-ab12cd/shell:4 --reason "runaway build"
+  offstage tasks follow shell:4 --lines 50
 `
 
 // timeNow is the clock of relative times; tests fix it.
@@ -51,7 +58,9 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	instance := fs.String("instance", "", "only tasks of the instances on this host name (a shared journal's fleet)")
 	session := fs.String("session", "", "only this session's tasks (an id, or its start)")
 	state := fs.String("state", "", "only tasks in this state: "+stateList(", "))
-	since := fs.String("since", "", "only tasks started since: a duration (2h, 30m) or a date (2026-11-22)")
+	since := fs.String("since", "", "only tasks started since: a duration (2h, 30m) or a date (2026-11-22); with follow, the byte of the output to start from (0: its start)")
+	reason := fs.String("reason", "", "with cancel: why, told to the task's session and recorded")
+	lines := fs.Int("lines", 10, "with follow: start with the last this many lines of the output")
 	limit := fs.Int("limit", 50, "at most this many tasks, the newest (0: all); stderr says how many more match")
 	asJSON := fs.Bool("json", false, "JSON lines, one task per line (the default when not on a terminal)")
 	noColor := fs.Bool("no-color", false, "no colour in the table (nor when $NO_COLOR is set)")
@@ -59,11 +68,25 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	verb := ""
+	if len(rest) > 0 {
+		verb = rest[0]
+	}
 	switch {
-	case len(rest) > 0 && (rest[0] != "show" || len(rest) > 2):
-		return usagef("unexpected %q: offstage tasks takes flags, or \"show ID\"", strings.Join(rest, " "))
+	case len(rest) > 0 && (!slices.Contains([]string{"show", "cancel", "follow"}, verb) || len(rest) > 2):
+		return usagef("unexpected %q: offstage tasks takes flags, or \"show ID\", \"cancel ID\" or \"follow ID\"", strings.Join(rest, " "))
 	case len(rest) == 1:
-		return usagef("offstage tasks show needs a task's id, such as shell:3 or SESSION/shell:3; offstage tasks lists them")
+		return usagef("offstage tasks %s needs a task's id, such as shell:3 or SESSION/shell:3; offstage tasks lists them", verb)
+	case *reason != "" && verb != "cancel":
+		return usagef("--reason goes with offstage tasks cancel")
+	}
+	followFrom := int64(-1) // the last --lines lines
+	if verb == "follow" && *since != "" {
+		n, err := strconv.ParseInt(*since, 10, 64)
+		if err != nil || n < 0 {
+			return usagef("--since %q: with follow, --since is a byte of the output (0: its start); --lines N starts with its last N lines", *since)
+		}
+		followFrom, *since = n, ""
 	}
 	var want journal.State
 	if *state != "" {
@@ -84,7 +107,11 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return usagef("no journal at %s yet: it is made by the first offstage run, mcp or acp (or pass --state-dir, or --journal for a shared one)", path)
 		}
 	}
-	store, err := jf.openReading(ctx, dir)
+	open := jf.openReading
+	if verb == "cancel" {
+		open = jf.open // a request is written
+	}
+	store, err := open(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -98,8 +125,13 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		*session = s.ID
 	}
-	if len(rest) > 0 {
+	switch verb {
+	case "show":
 		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout, stderr))
+	case "cancel":
+		return readErr(store, cancelTask(ctx, store, *session, rest[1], *reason, stdout))
+	case "follow":
+		return readErr(store, followTask(ctx, store, *session, rest[1], followFrom, *lines, stdout, stderr))
 	}
 	// All that match, to say how many --limit leaves out.
 	f := journal.TaskFilter{Session: *session, State: want, Hostname: *instance}
@@ -390,35 +422,7 @@ func usedLine(t journal.Task) string {
 // unfinished task whose offstage is gone shows orphaned, as in the list
 // (markHostGone, which says so on stderr).
 func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w, stderr io.Writer) error {
-	if s, rest, ok := strings.Cut(id, "/"); ok {
-		full, err := store.Session(ctx, s)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		session, id = full.ID, rest
-	}
-	var t journal.Task
-	var err error
-	if session != "" {
-		t, err = store.Task(ctx, session, id)
-	} else {
-		var ts []journal.Task
-		if ts, err = store.Tasks(ctx, journal.TaskFilter{}); err != nil {
-			return err
-		}
-		err = errors.Join(err, func() error {
-			for _, x := range ts {
-				if x.ID == id {
-					t = x
-					return nil
-				}
-			}
-			return fmt.Errorf("%w: task %s", journal.ErrNotFound, id)
-		}())
-	}
-	if errors.Is(err, journal.ErrNotFound) {
-		return usagef("no task %s in the journal; offstage tasks lists them", id)
-	}
+	t, err := findTask(ctx, store, session, id)
 	if err != nil {
 		return err
 	}
@@ -430,6 +434,15 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		tail, tailErr = journal.LogTail(t.LogPath, 20, 4<<10)
 	}
 	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
+	req, reqErr := store.CancelRequest(ctx, t.Session, t.ID)
+	var cancel *cancelLine
+	if reqErr == nil {
+		cancel = &cancelLine{By: req.By, Reason: req.Reason, Requested: req.Requested.UTC(), Outcome: req.Outcome}
+		if !req.Handled.IsZero() {
+			h := req.Handled.UTC()
+			cancel.Handled = &h
+		}
+	}
 	var lost int
 	if s, err := store.Session(ctx, t.Session); err == nil {
 		lost = s.Lost
@@ -443,11 +456,12 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 		out := struct {
 			taskLine
-			Events      []event `json:"events,omitempty"`
-			OutputTail  string  `json:"output_tail,omitempty"`
-			LogError    string  `json:"log_error,omitempty"`
-			SessionLost int     `json:"session_lost,omitempty"` // records of its session the journal lost
-		}{taskLine: l, OutputTail: tail, SessionLost: lost}
+			Events      []event     `json:"events,omitempty"`
+			OutputTail  string      `json:"output_tail,omitempty"`
+			LogError    string      `json:"log_error,omitempty"`
+			SessionLost int         `json:"session_lost,omitempty"` // records of its session the journal lost
+			Cancel      *cancelLine `json:"cancel_request,omitempty"`
+		}{taskLine: l, OutputTail: tail, SessionLost: lost, Cancel: cancel}
 		for _, e := range events {
 			out.Events = append(out.Events, event{At: e.At.UTC(), Event: e.Event})
 		}
@@ -494,6 +508,18 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 		fmt.Fprintf(w, "  history: %s (from its start)\n", strings.Join(steps, ", "))
 	}
+	if cancel != nil {
+		fmt.Fprintf(w, "  cancel:  requested by %s %s", cancel.By, ago(cancel.Requested, now))
+		if cancel.Reason != "" {
+			fmt.Fprintf(w, " (%s)", cancel.Reason)
+		}
+		if cancel.Outcome != "" {
+			fmt.Fprintf(w, "; its offstage: %s", cancel.Outcome)
+		} else {
+			fmt.Fprint(w, "; its offstage has not acted on it yet")
+		}
+		fmt.Fprintln(w)
+	}
 	if t.Result != "" {
 		fmt.Fprintf(w, "\nresult:\n%s\n", indent(t.Result))
 	}
@@ -506,6 +532,53 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	return nil
 }
 
+// cancelLine is an operator's cancel request of a task, as JSON.
+type cancelLine struct {
+	By        string     `json:"by"`
+	Reason    string     `json:"reason,omitempty"`
+	Requested time.Time  `json:"requested"`
+	Handled   *time.Time `json:"handled,omitempty"`
+	Outcome   string     `json:"outcome,omitempty"`
+}
+
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// findTask finds the task id names: SESSION/shell:3, shell:3 of session,
+// or the newest shell:3.
+func findTask(ctx context.Context, store *journal.DB, session, id string) (journal.Task, error) {
+	if s, rest, ok := strings.Cut(id, "/"); ok {
+		full, err := store.Session(ctx, s)
+		if err != nil {
+			return journal.Task{}, usagef("%v", err)
+		}
+		session, id = full.ID, rest
+	}
+	var t journal.Task
+	var err error
+	if session != "" {
+		t, err = store.Task(ctx, session, id)
+	} else {
+		var ts []journal.Task
+		if ts, err = store.Tasks(ctx, journal.TaskFilter{}); err != nil {
+			return journal.Task{}, err
+		}
+		err = errors.Join(err, func() error {
+			for _, x := range ts {
+				if x.ID == id {
+					t = x
+					return nil
+				}
+			}
+			return fmt.Errorf("%w: task %s", journal.ErrNotFound, id)
+		}())
+	}
+	if errors.Is(err, journal.ErrNotFound) {
+		return journal.Task{}, usagef("no task %s in the journal; offstage tasks lists them", id)
+	}
+	if err != nil {
+		return journal.Task{}, err
+	}
+	return t, nil
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/offstage/offstage/internal/fleet"
+	"github.com/offstage/offstage/journal"
+)
+
+// operator names who runs offstage tasks cancel, as the record keeps it.
+func operator() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host + " with offstage tasks cancel"
+}
+
+// cancelTask stops the task id names wherever it runs, and says how it
+// ended.
+func cancelTask(ctx context.Context, store *journal.DB, session, id, reason string, w io.Writer) error {
+	t, err := findTask(ctx, store, session, id)
+	if err != nil {
+		return err
+	}
+	name := t.Session + "/" + t.ID
+	got, err := fleet.Cancel(ctx, store, t.Session, t.ID, operator(), reason)
+	switch {
+	case errors.Is(err, fleet.ErrFinished):
+		return fmt.Errorf("%s had already ended (%s): nothing to stop", name, got.State)
+	case errors.Is(err, fleet.ErrOwnerGone):
+		return fmt.Errorf("%s: %v; the task is orphaned (the next offstage to start on %s marks it so and stops what is left of it)", name, err, got.Hostname)
+	case errors.Is(err, fleet.ErrNotHere):
+		return fmt.Errorf("%s: its session is no longer open in the offstage that ran it (pid on %s), so nobody can stop it; if that offstage is gone, the task is orphaned (offstage tasks show %s)", name, got.Hostname, name)
+	case errors.Is(err, fleet.ErrPending):
+		return fmt.Errorf("%s: the request is recorded, but the offstage that runs it (on %s) has not acted on it yet: it acts on it when it next reads the journal; offstage tasks show %s says when it ends", name, got.Hostname, name)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(w, "%s %s", name, got.State)
+	if got.Hostname != "" {
+		fmt.Fprintf(w, " on %s", got.Hostname)
+	}
+	if got.Error != "" {
+		fmt.Fprintf(w, ": %s", got.Error)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// followTask prints the task's output as it comes until it ends, then
+// how it ended, on stderr.
+func followTask(ctx context.Context, store *journal.DB, session, id string, since int64, lines int, stdout, stderr io.Writer) error {
+	opts := fleet.FollowOptions{Since: since, Lines: lines}
+	t, err := findTask(ctx, store, session, id)
+	if err != nil {
+		return err
+	}
+	opts.Note = func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) }
+	if err := fleet.Follow(ctx, store, t.Session, t.ID, opts, stdout); err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C: the user stopped following
+		}
+		return err
+	}
+	// The end is recorded within a batch of the owner's journal (20 ms).
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if t, err = store.Task(ctx, t.Session, t.ID); err != nil || t.State.Finished() {
+			break
+		}
+	}
+	if t.State.Finished() {
+		msg := fmt.Sprintf("offstage: %s/%s %s", t.Session, t.ID, t.State)
+		if t.ExitCode != nil {
+			msg += fmt.Sprintf(", exit %d", *t.ExitCode)
+		}
+		if t.Error != "" {
+			msg += ": " + t.Error
+		}
+		fmt.Fprintln(stderr, msg+".")
+	}
+	return nil
+}

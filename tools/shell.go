@@ -54,6 +54,11 @@ type ShellOptions struct {
 	// byte, about 15 MB/s on a loaded 2-core machine
 	// (BenchmarkCaptureNotifyOnLog), so a command printing faster than
 	// that, beyond the 1 MiB ring, starts to pass a watch without a log by.
+	// CanEscalate says that the model may ask to run a command outside
+	// the sandbox (bash with sandbox: false): the note on a sandbox's
+	// refusal says so, or that it may not.
+	CanEscalate bool
+
 	NotifyOn     *regexp.Regexp
 	WatchBatch   time.Duration // default 1s
 	WatchEvery   time.Duration // default 10s
@@ -281,6 +286,9 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		// could not take.
 		tail := proc.Clean(p.TailLines(proc.Combined, opts.ResultLines, opts.ResultBytes).Data)
 		if note := inUseNote(v, h.ID(), cfg.Command, tail); note != "" {
+			result += "\n" + note
+		}
+		if note := sandboxNote(p.Sandbox(), tail, opts.CanEscalate); note != "" {
 			result += "\n" + note
 		}
 	}

@@ -125,9 +125,6 @@ func (s *Set) fenceNow() string {
 	if !sb.On() {
 		return ""
 	}
-	if sb.Workspace == "" && s.cfg.Process.Dir != "" {
-		sb.Workspace = s.cfg.Process.Dir
-	}
 	st, err := proc.CheckSandbox(sb)
 	if err != nil {
 		return fmt.Sprintf("Commands are to run in a sandbox (%s), but it cannot hold on this host, so every command fails: %v", sb.Mode, err)

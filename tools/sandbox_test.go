@@ -120,3 +120,16 @@ func TestSandboxEscalation(t *testing.T) {
 		t.Errorf("sandboxed: %v, note %q", err, out.Note)
 	}
 }
+
+// A call's cwd does not move the fence: the workspace is the session's
+// directory.
+func TestSandboxCwdDoesNotMoveTheFence(t *testing.T) {
+	e := sandboxed(t, nil)
+	elsewhere := t.TempDir()
+	var out tools.BashOutput
+	args, _ := json.Marshal(map[string]any{"command": "touch here", "cwd": elsewhere})
+	ok(t, e, e.top, "bash", string(args), &out)
+	if _, err := os.Stat(filepath.Join(elsewhere, "here")); err == nil {
+		t.Errorf("a cwd outside the workspace was writable: %+v", out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,7 +103,16 @@ func New(cfg Config) *Set {
 		cfg.ResultBudget = defaultBudget
 	}
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
+	if sb := &cfg.Process.Sandbox; sb.On() && sb.Workspace == "" {
+		// The session's directory, fixed here: a call's cwd must not move
+		// the fence.
+		sb.Workspace = cfg.Process.Dir
+		if sb.Workspace == "" {
+			sb.Workspace, _ = os.Getwd()
+		}
+	}
 	b, push := cfg.ResultBudget, !cfg.NoPush
+	s.cfg = cfg
 	s.fence = s.fenceNow()
 	bashText := Describe(bashMD, push)
 	if s.fence != "" {

@@ -3,6 +3,7 @@ package acpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,6 +136,9 @@ type subCall struct {
 // wait in order.
 func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
 	if s.outsideSandbox(c) {
+		if s.srv.cfg.NoEscalation {
+			return errors.New("running a command outside the sandbox is not allowed here (--sandbox-escalation deny); work within the sandbox, or tell the user what the command needs")
+		}
 		// Never granted for good, nor by AllowAll: each such command is
 		// the user's to allow (see Config.Tools.Escalate).
 		if err := s.dialogs.acquire(ctx, func() {}); err != nil {

@@ -108,6 +108,10 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	sandbox, err := sf.sandbox.sandbox()
+	if err != nil {
+		return err
+	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}
@@ -128,8 +132,9 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Model:    model,
 		System:   systemPrompt,
 		Profiles: af.profiles(*dir, mf, stderr),
-		Tools:    tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits}},
-		Tasks:    *sf.tasks,
+		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits, Sandbox: sandbox},
+			Escalate: sf.sandbox.escalate(hasTTY())},
+		Tasks: *sf.tasks,
 	}, surface)
 	if err != nil {
 		return openError(err)

@@ -250,6 +250,9 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		// recovery then never kills by this pid (the safe direction).
 		start, _ := ProcessStart(p.PID())
 		log.Process(task, p.PID(), start, p.LogPath())
+		if st := p.Sandbox(); st.Mode != proc.SandboxOff {
+			log.Sandbox(task, st.String())
+		}
 		if onShell != nil {
 			onShell(task, p)
 		}

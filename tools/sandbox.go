@@ -48,6 +48,9 @@ func fenceText(s proc.Sandbox, st proc.SandboxStatus) string {
 var (
 	deniedLine  = regexp.MustCompile(`(?i)permission denied|operation not permitted|read-only file system`)
 	pathIn      = regexp.MustCompile(`(?:^|[\s'"‘“(=:])(/[^\s'"’”):]+)`)
+	// progPrefix is the program that says it ("/bin/sh: 1: ", "touch: "),
+	// not a path it was refused.
+	progPrefix  = regexp.MustCompile(`^[^\s:]+: (?:line )?(?:\d+: )?`)
 	networkLine = regexp.MustCompile(`(?i)network is unreachable|temporary failure in name resolution|could not resolve|name or service not known|no address associated with hostname|name resolution|getaddrinfo|dial tcp.*(permission denied|network is unreachable)|connect: permission denied|unable to access '\S+':`)
 )
 
@@ -69,6 +72,7 @@ func sandboxNote(st proc.SandboxStatus, output string, escalate bool) string {
 		if !deniedLine.MatchString(line) {
 			continue
 		}
+		line = progPrefix.ReplaceAllString(line, "")
 		for _, m := range pathIn.FindAllStringSubmatch(line, -1) {
 			if p := filepath.Clean(m[1]); !writable(st, p) && hostMayWrite(p) && len(outside) < 3 {
 				outside = append(outside, p)

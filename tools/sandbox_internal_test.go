@@ -11,7 +11,9 @@ func TestSandboxNoteReadsRefusals(t *testing.T) {
 	st := proc.SandboxStatus{Mode: proc.SandboxWorkspaceWrite, Writable: []string{"/tmp/offstage-sandbox-1", "/src"}}
 	cases := []struct{ output, want string }{
 		{"touch: cannot touch '/etc/x': Permission denied", "/etc/x is outside"},
-		{"sh: 1: cannot create /usr/local/bin/tool: Permission denied", "/usr/local/bin/tool is outside"},
+		{"sh: 1: cannot create /usr/local/bin/tool: Permission denied", "The sandbox (workspace-write) refused this: /usr/local/bin/tool is outside"},
+		{"/bin/sh: 1: cannot create /opt/x: Permission denied", "this: /opt/x is outside"},
+		{"/usr/bin/touch: cannot touch '/etc/y': Permission denied", "this: /etc/y is outside"},
 		{"mkdir: cannot create directory ‘/opt/y’: Permission denied", "/opt/y is outside"},
 		{"curl: (6) Could not resolve host: example.com", "network off"},
 		{"fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com", "network off"},

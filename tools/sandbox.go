@@ -46,8 +46,8 @@ func fenceText(s proc.Sandbox, st proc.SandboxStatus) string {
 // refusal matches what a refused write or a cut network prints: EACCES
 // and EPERM on a path, and the network errors of a namespace without one.
 var (
-	deniedLine  = regexp.MustCompile(`(?i)permission denied|operation not permitted|read-only file system`)
-	pathIn      = regexp.MustCompile(`(?:^|[\s'"‘“(=:])(/[^\s'"’”):]+)`)
+	deniedLine = regexp.MustCompile(`(?i)permission denied|operation not permitted|read-only file system`)
+	pathIn     = regexp.MustCompile(`(?:^|[\s'"‘“(=:])(/[^\s'"’”):]+)`)
 	// progPrefix is the program that says it ("/bin/sh: 1: ", "touch: "),
 	// not a path it was refused.
 	progPrefix  = regexp.MustCompile(`^[^\s:]+: (?:line )?(?:\d+: )?`)

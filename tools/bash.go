@@ -294,6 +294,7 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 			}
 		}
 		e, _ := p.Exit()
+		out.Note = joinNotes(out.Note, bestEffortNote(p.Sandbox()))
 		if e.Leftovers > 0 {
 			out.Note = joinNotes(out.Note, leftoversNote(e.Leftovers))
 		}

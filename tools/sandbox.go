@@ -144,3 +144,20 @@ func escalationText(allowed bool) string {
 	}
 	return "Running a command outside the sandbox (`sandbox: false`) is not allowed here."
 }
+
+// bestEffortNote says what a best-effort sandbox did not enforce for a
+// command; "" when it enforced all its mode needs.
+func bestEffortNote(st proc.SandboxStatus) string {
+	if len(st.NotEnforced) == 0 {
+		return ""
+	}
+	return "its sandbox (" + string(st.Mode) + ", best effort) did not enforce " + strings.Join(st.NotEnforced, "; ")
+}
+
+// sandboxOf is p's sandbox; off for no process.
+func sandboxOf(p *proc.Process) proc.SandboxStatus {
+	if p == nil {
+		return proc.SandboxStatus{Mode: proc.SandboxOff}
+	}
+	return p.Sandbox()
+}

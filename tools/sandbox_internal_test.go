@@ -36,3 +36,13 @@ func TestSandboxNoteReadsRefusals(t *testing.T) {
 		t.Errorf("without a sandbox: %q", got)
 	}
 }
+
+func TestBestEffortNoteSaysWhatDidNotHold(t *testing.T) {
+	st := proc.SandboxStatus{Mode: proc.SandboxWorkspaceWrite, NotEnforced: []string{"cutting UDP and DNS (no network namespace)"}}
+	if got := bestEffortNote(st); got != "its sandbox (workspace-write, best effort) did not enforce cutting UDP and DNS (no network namespace)" {
+		t.Errorf("bestEffortNote = %q", got)
+	}
+	if got := bestEffortNote(proc.SandboxStatus{Mode: proc.SandboxReadOnly}); got != "" {
+		t.Errorf("a sandbox that holds: %q", got)
+	}
+}

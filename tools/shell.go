@@ -311,6 +311,9 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 	if e.Survivors > 0 {
 		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
 	}
+	if note := bestEffortNote(sandboxOf(p)); note != "" {
+		b.WriteString("; " + note)
+	}
 	if e.MemoryKills > 0 && e.Err() == nil {
 		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.MemoryKills, proc.FormatSize(e.MemoryLimit))
 	}

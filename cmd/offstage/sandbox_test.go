@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/offstage/offstage/proc"
 )
 
@@ -86,5 +88,40 @@ func TestSandboxBadValues(t *testing.T) {
 		if code := exitOf(t, cmd.Run()); code != 2 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%v with config %q: exit %d, stderr %q; want 2 and %q", tc.args, tc.config, code, errOut.String(), tc.want)
 		}
+	}
+}
+
+// TestMCPEscalation: over MCP nobody can be asked, so bash with sandbox:
+// false is refused unless the server was started with
+// --sandbox-escalation allow; then it runs outside the sandbox.
+func TestMCPEscalation(t *testing.T) {
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	outside := t.TempDir()
+	for _, allow := range []bool{false, true} {
+		args := []string{"mcp", "--no-journal", "--sandbox", "workspace-write", "--dir", t.TempDir()}
+		if allow {
+			args = append(args, "--sandbox-escalation", "allow")
+		}
+		cmd, _ := offstage(t, []string{"XDG_CONFIG_HOME=" + t.TempDir()}, args...)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(outside, "allowed-"+strconv.FormatBool(allow))
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch " + target, "sandbox": false}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		_, statErr := os.Stat(target)
+		switch {
+		case !allow && (!res.IsError || !strings.Contains(text, "--sandbox-escalation allow") || statErr == nil):
+			t.Errorf("without allow: %s (written: %v)", text, statErr == nil)
+		case allow && (res.IsError || statErr != nil):
+			t.Errorf("with allow: %s, %v", text, statErr)
+		}
+		cs.Close()
 	}
 }

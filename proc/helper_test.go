@@ -112,6 +112,16 @@ func helper(args []string) int {
 		}
 		fmt.Println("sent")
 		return 0
+	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
+		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		if err != nil {
+			fmt.Println("start:", err)
+			return 1
+		}
+		p.Wait(context.Background())
+		fmt.Print(string(p.Read(proc.Combined, 0, 0).Data))
+		fmt.Println("sandbox:", p.Sandbox())
+		return 0
 	case "ptrace": // PID: attach to it with ptrace, say "attached" or why not
 		pid, _ := strconv.Atoi(args[1])
 		runtime.LockOSThread()

@@ -5,9 +5,11 @@ package proc_test
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,6 +190,53 @@ func TestSandboxBadDirectories(t *testing.T) {
 	} {
 		if _, err := proc.Start(t.Context(), proc.Config{Command: "true", Sandbox: s}); err == nil {
 			t.Errorf("Start with %+v did not fail", s)
+		}
+	}
+}
+
+// TestSandboxAsAnotherUser: a host that is not root gets its network
+// namespace inside a user namespace of its own, where it keeps its uid
+// and loses the capability it brought lo up with. Run as root, this
+// re-executes a copy of the test binary as nobody.
+func TestSandboxAsAnotherUser(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to become another user")
+	}
+	const nobody = 65534
+	bin := filepath.Join(t.TempDir(), "proc.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755) // t.TempDir's parent
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	os.Chown(ws, nobody, nobody)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	script := `id -u; touch /etc/offstage-nobody 2>/dev/null && echo "etc: written" || echo "etc: refused"
+echo hi > f && echo "ws: written"
+grep -E '^Cap(Prm|Eff|Amb)' /proc/self/status
+` + bin + ` dial ` + l.Addr().String()
+	cmd := exec.Command(bin, "sandboxed", script)
+	cmd.Dir = ws
+	cmd.Env = []string{helperEnv + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + ws, "OFFSTAGE_CONTAINMENT=marks"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"65534\n", "etc: refused\n", "ws: written\n", "CapPrm:\t0000000000000000\n", "CapEff:\t0000000000000000\n", "CapAmb:\t0000000000000000\n", "dial: ", "own network namespace"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -512,8 +512,8 @@
 // (ABI 4; UDP from ABI 10) stand in. As root the namespace is made
 // directly; otherwise inside a user namespace of the command's own, where
 // it keeps its uid and gid (files of other users show as nobody) and the
-// capability it needs for loopback is dropped before the exec (this path
-// is not exercised by the tests, which run as root).
+// capability it needs for loopback is dropped before the exec (the tests,
+// run as root, exercise it as nobody).
 //
 // What this host gives is found at the first sandboxed Start, and cached:
 // the Landlock ABI (the version query of landlock_create_ruleset) and

@@ -10,118 +10,17 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"unsafe"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/offstage/offstage/internal/sandboxstep"
 )
 
-// sandboxEnv, in a process's environment, makes it the sandbox step: it
-// fences itself and execs the command (its arguments). Only Start sets
-// it, in the step's environment, and the step removes it before the exec.
-const sandboxEnv = "OFFSTAGE_PROC_SANDBOX"
+// sandboxEnv makes the binary re-executed the sandbox step (package
+// sandboxstep, whose init function takes over).
+const sandboxEnv = sandboxstep.Env
 
-// The step is this binary re-executed, as the keeper is: the hook runs
-// before main, and never returns.
-func init() {
-	if v, ok := os.LookupEnv(sandboxEnv); ok {
-		os.Exit(sandboxMain(v))
-	}
-}
-
-// stepSpec is what the step enforces, decided by Start (planSandbox).
-type stepSpec struct {
-	Write    []string `json:"w"`             // writable directories
-	Loopback bool     `json:"lo,omitempty"`  // in a network namespace of its own: bring lo up
-	NetTCP   bool     `json:"tcp,omitempty"` // network off by Landlock's TCP (and, ABI 10+, UDP) rules
-	Abstract bool     `json:"ab,omitempty"`  // scope abstract unix sockets
-}
-
-// sandboxMain is the step: fence this process, then become the command.
-// It returns only on failure, with 126 (or 127: the command is missing)
-// after saying why on stderr.
-func sandboxMain(v string) int {
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(os.Stderr, "offstage sandbox: "+format+"\n", a...)
-		return code
-	}
-	if v == probeArg {
-		if err := loopbackUp(); err != nil {
-			return fail(1, "%v", err)
-		}
-		return 0
-	}
-	var sp stepSpec
-	if err := json.Unmarshal([]byte(v), &sp); err != nil || len(os.Args) < 3 {
-		return fail(126, "bad invocation (%s is for offstage alone)", sandboxEnv)
-	}
-	if sp.Loopback {
-		if err := loopbackUp(); err != nil {
-			return fail(126, "%v", err)
-		}
-	}
-	// Ambient capabilities (a user namespace's CAP_NET_ADMIN, for lo)
-	// must not reach the command.
-	const prCapAmbient, prCapAmbientClearAll = 47, 4
-	syscall.RawSyscall6(syscall.SYS_PRCTL, prCapAmbient, prCapAmbientClearAll, 0, 0, 0, 0)
-	if err := restrictSelf(sp); err != nil {
-		return fail(126, "landlock: %v", err)
-	}
-	env := make([]string, 0, len(os.Environ()))
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, sandboxEnv+"=") {
-			env = append(env, kv)
-		}
-	}
-	err := syscall.Exec(os.Args[1], os.Args[2:], env)
-	return fail(127, "exec %s: %v", os.Args[1], err)
-}
-
-// sandboxDevices are the device files a fenced command may write (and
-// control, for a terminal): writing to /dev/null is no escape.
-var sandboxDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/random", "/dev/urandom"}
-
-// restrictSelf applies the Landlock rules of sp. The parent already
-// decided what must hold (planSandbox), so this downgrades to the
-// kernel's ABI quietly: what it drops was reported there.
-func restrictSelf(sp stepSpec) error {
-	cfg := landlock.Config{HandledAccessFS: landlock.V8.HandledAccessFS, Scoped: ll.ScopeSignal}
-	if sp.NetTCP {
-		cfg.HandledAccessNet = landlock.V10.HandledAccessNet
-	}
-	if sp.Abstract {
-		cfg.Scoped |= ll.ScopeAbstractUnixSocket
-	}
-	rules := []landlock.Rule{
-		landlock.RODirs("/"),
-		landlock.RWFiles(sandboxDevices...).WithIoctlDev().IgnoreIfMissing(),
-		landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
-	}
-	if len(sp.Write) > 0 {
-		rules = append(rules, landlock.RWDirs(sp.Write...).WithRefer())
-	}
-	return cfg.BestEffort().Restrict(rules...)
-}
-
-// loopbackUp brings up lo in this process's (new) network namespace.
-func loopbackUp() error {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loopback: socket: %w", err)
-	}
-	defer syscall.Close(fd)
-	var ifr [40]byte // struct ifreq: name, then the flags as a short
-	copy(ifr[:], "lo")
-	flags := (*uint16)(unsafe.Pointer(&ifr[syscall.IFNAMSIZ]))
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
-		return fmt.Errorf("loopback: get flags: %w", e)
-	}
-	*flags |= syscall.IFF_UP
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
-		return fmt.Errorf("loopback: bring lo up: %w", e)
-	}
-	return nil
-}
+type stepSpec = sandboxstep.Spec
 
 // sandboxHost is what this host offers a sandbox, found once.
 type sandboxHost struct {
@@ -151,7 +50,7 @@ func detectSandbox() sandboxHost {
 		}
 		cmd := exec.Command("/proc/self/exe")
 		cmd.Args = []string{"offstage-sandbox-probe"}
-		cmd.Env = []string{sandboxEnv + "=" + probeArg}
+		cmd.Env = []string{sandboxEnv + "=" + sandboxstep.Probe}
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 		netnsAttr(cmd.SysProcAttr)
 		if out, err := cmd.CombinedOutput(); err != nil {

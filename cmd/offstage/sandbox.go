@@ -191,3 +191,48 @@ func hasTTY() bool {
 	tty.Close()
 	return true
 }
+
+// escalation is a request to run a command outside the sandbox, put to
+// the user in the conversation of offstage run: the next line answers it.
+type escalation struct {
+	ctx            context.Context
+	owner, command string
+	reply          chan error // buffered: the answer never blocks
+}
+
+func (e escalation) question() string {
+	who := "The model"
+	if e.owner != "" {
+		who = "Sub-agent " + e.owner
+	}
+	return fmt.Sprintf("offstage: %s asks to run this command OUTSIDE the sandbox:\n  %s\nAllow it once? Answer y or n:", who, oneLine(e.command, 400))
+}
+
+func (e escalation) answer(line string) {
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		e.reply <- nil
+	default:
+		e.reply <- errors.New("the user said no")
+	}
+}
+
+// askInConversation is the Escalate of an interactive offstage run: the
+// request goes to the conversation's loop, which asks and reads the
+// answer from the input (one reader of the terminal, not two).
+func askInConversation(asks chan<- escalation) tools.Escalate {
+	return func(ctx context.Context, owner, command string) error {
+		e := escalation{ctx: ctx, owner: owner, command: command, reply: make(chan error, 1)}
+		select {
+		case asks <- e:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case err := <-e.reply:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -125,3 +125,38 @@ func TestMCPEscalation(t *testing.T) {
 		cs.Close()
 	}
 }
+
+// TestRunAsksInTheConversation: in an interactive offstage run on a
+// terminal, bash with sandbox: false is a question in the conversation,
+// whose next line answers it: n is the model's tool error, y runs the
+// command outside the sandbox.
+func TestRunAsksInTheConversation(t *testing.T) {
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	outside := t.TempDir()
+	no, yes := filepath.Join(outside, "no"), filepath.Join(outside, "yes")
+	tm, done, mark := startTerm(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "touch `+no+`", "sandbox": false}}]},
+		{"expect": "The user did not let this command run outside the sandbox", "text": "Refused, as asked."},
+		{"tool_calls": [{"name": "bash", "input": {"command": "touch `+yes+`", "sandbox": false}}]},
+		{"text": "Ran it outside."}
+	]}`, "--sandbox", "workspace-write", "--dir", t.TempDir())
+	tm.send("first\r")
+	tm.expect("asks to run this command OUTSIDE the sandbox")
+	tm.send("n\r")
+	tm.expect("Refused, as asked.")
+	tm.send("second\r")
+	tm.expect("asks to run this command OUTSIDE the sandbox")
+	tm.send("y\r")
+	tm.expect("Ran it outside.")
+	tm.send("/quit\r")
+	tm.expect("bye.")
+	tm.exits(done, mark)
+	if _, err := os.Stat(no); err == nil {
+		t.Error("the refused command ran")
+	}
+	if _, err := os.Stat(yes); err != nil {
+		t.Errorf("the allowed command did not run outside the sandbox: %v", err)
+	}
+}

@@ -404,7 +404,7 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	interrupted := false
-	pending := 0 // messages sent whose turn has not ended
+	pending := 0            // messages sent whose turn has not ended
 	var asking []escalation // requests to run outside the sandbox; the next line answers the first
 loop:
 	for {

@@ -54,7 +54,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&f.bestEffort, "sandbox-best-effort", false, "start the sandbox even where this host cannot enforce all of it; every result then says what was not enforced (default: refuse to start)")
-	fs.Func("sandbox-escalation", "`allow`, ask or deny: whether the model may run one command outside the sandbox (bash with sandbox: false). ask (the default) asks the user (over ACP a permission request, in run a prompt on the terminal) and refuses where no one can be asked (mcp); allow runs it without asking (over ACP the user is still asked)", func(s string) error {
+	fs.Func("sandbox-escalation", "`allow`, ask or deny: whether the model may run one command outside the sandbox (bash with sandbox: false). ask (the default) asks the user (over ACP a permission request, in run a question in the conversation or on the terminal) and refuses where no one can be asked (mcp); allow runs it without asking (over ACP the user is still asked)", func(s string) error {
 		switch s {
 		case "allow", "ask", "deny":
 			f.escalation = s

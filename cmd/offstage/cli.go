@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "offstage", version())
 		if len(args) > 1 && (args[1] == "-v" || args[1] == "--verbose") {
 			fmt.Fprintln(stdout, proc.Containment())
+			fmt.Fprintln(stdout, sandboxSupport())
 		}
 		return nil
 	case "help", "-h", "-help", "--help":

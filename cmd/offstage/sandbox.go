@@ -236,3 +236,17 @@ func askInConversation(asks chan<- escalation) tools.Escalate {
 		}
 	}
 }
+
+// sandboxSupport says, for version -v, what a sandbox would hold on this
+// host (workspace-write, the network off), or why it cannot.
+func sandboxSupport() string {
+	st, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite})
+	if err != nil {
+		return "sandbox: " + trimProc(err)
+	}
+	line := "sandbox: available; enforced by " + strings.Join(st.Enforced, ", ")
+	if len(st.Gaps) > 0 {
+		line += "; not covered: " + strings.Join(st.Gaps, "; ")
+	}
+	return line
+}

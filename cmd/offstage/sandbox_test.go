@@ -160,3 +160,20 @@ func TestRunAsksInTheConversation(t *testing.T) {
 		t.Errorf("the allowed command did not run outside the sandbox: %v", err)
 	}
 }
+
+// TestVersionSaysSandbox: version -v says what a sandbox holds here.
+func TestVersionSaysSandbox(t *testing.T) {
+	cmd, _ := offstage(t, nil, "version", "-v")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if code := exitOf(t, cmd.Run()); code != 0 {
+		t.Fatalf("version -v: exit %d", code)
+	}
+	want := "\nsandbox: available; enforced by file system: Landlock ABI "
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}); err != nil {
+		want = "\nsandbox: the workspace-write sandbox cannot hold on this host"
+	}
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("version -v said %q, want %q", out.String(), want)
+	}
+}

@@ -224,7 +224,7 @@ func TestSandboxAsAnotherUser(t *testing.T) {
 	defer l.Close()
 	script := `id -u; touch /etc/offstage-nobody 2>/dev/null && echo "etc: written" || echo "etc: refused"
 echo hi > f && echo "ws: written"
-grep -E '^Cap(Prm|Eff|Amb)' /proc/self/status
+grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status
 ` + bin + ` dial ` + l.Addr().String()
 	cmd := exec.Command(bin, "sandboxed", script)
 	cmd.Dir = ws
@@ -234,7 +234,7 @@ grep -E '^Cap(Prm|Eff|Amb)' /proc/self/status
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	for _, want := range []string{"65534\n", "etc: refused\n", "ws: written\n", "CapPrm:\t0000000000000000\n", "CapEff:\t0000000000000000\n", "CapAmb:\t0000000000000000\n", "dial: ", "own network namespace"} {
+	for _, want := range []string{"65534\n", "etc: refused\n", "ws: written\n", "CapInh:\t0000000000000000\n", "CapPrm:\t0000000000000000\n", "CapEff:\t0000000000000000\n", "CapAmb:\t0000000000000000\n", "dial: ", "own network namespace"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -47,6 +48,12 @@ func sandboxMain(v string) int {
 	// must not reach the command.
 	const prCapAmbient, prCapAmbientClearAll = 47, 4
 	syscall.RawSyscall6(syscall.SYS_PRCTL, prCapAmbient, prCapAmbientClearAll, 0, 0, 0, 0)
+	if syscall.Geteuid() != 0 {
+		// Nor the inheritable bit Go set to raise it: a user keeps no
+		// capability in its namespace past this step. (Root's own are
+		// root's.)
+		dropCapabilities()
+	}
 	if err := restrictSelf(sp); err != nil {
 		return fail(126, "landlock: %v", err)
 	}
@@ -104,4 +111,17 @@ func loopbackUp() error {
 		return fmt.Errorf("loopback: bring lo up: %w", e)
 	}
 	return nil
+}
+
+// dropCapabilities empties this thread's capability sets; the exec that
+// follows runs from it.
+func dropCapabilities() {
+	const linuxCapabilityVersion3 = 0x20080522
+	hdr := struct {
+		version uint32
+		pid     int32
+	}{linuxCapabilityVersion3, 0}
+	var data [2]struct{ effective, permitted, inheritable uint32 }
+	runtime.LockOSThread() // the exec must come from this thread; never unlocked
+	syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 }

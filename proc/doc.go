@@ -537,14 +537,20 @@
 // /proc/PID/environ of the user's processes (ProtectHost hides the
 // host's); abstract unix sockets are scoped with the network off (ABI 6);
 // pathname unix sockets (an ssh agent, docker.sock) stay reachable.
-// The step costs one more exec of this binary per command: on the
-// project's 2-core machine BenchmarkSpawnSandboxed takes 5.5 to 7 ms
-// against BenchmarkSpawn's 1.5 to 1.9 ms (about 3.5 times), nearly all
-// of it the start of a second Go process (a cgo binary, dynamically
-// linked: about 1.3 ms before the hook runs), Landlock's ruleset and its
-// restriction of every thread (about 0.5 ms), and the extra execve; the
-// network namespace costs little. Applying the rules on a dedicated OS
-// thread of the host and forking from it would save the exec, but it
-// does not give a non-root host its user namespace (unshare of one needs
-// a single-threaded process), so the step stays.
+// The step costs one more exec of this binary per command. On the
+// project's 2-core machine (loaded by other work, so the numbers
+// scatter) BenchmarkSpawnSandboxed took 4 to 7 ms in short runs against
+// BenchmarkSpawn's 1.5 to 1.9 ms (3 to 4 times, over the 2.5 aimed at),
+// with the network on 4 to 5.5 ms. Where it goes: the start of a second
+// Go process (a cgo binary, dynamically linked: about 1.3 ms before the
+// hook runs, against 0.3 ms for a static one), Landlock's ruleset and
+// its restriction of every thread (psx signals each one below ABI 8;
+// about 0.5 ms), the extra execve, and the network namespace (about 1
+// ms). Namespaces made in a tight loop are torn down by the kernel
+// asynchronously, and in 3-second runs that backlog took the sandboxed
+// spawn to 10 to 20 ms with the network off (6 to 10 ms with it on).
+// Applying the rules on a dedicated OS thread of the host and forking
+// from it would save the exec, but does not give a non-root host its
+// user namespace (unsharing one needs a single-threaded process), so the
+// step stays.
 package proc

@@ -2,6 +2,8 @@ package acpserver
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,6 +135,22 @@ type subCall struct {
 // that tool for good. One request is open at a time per session; the rest
 // wait in order.
 func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
+	if s.outsideSandbox(c) {
+		if s.srv.cfg.NoEscalation {
+			return errors.New("running a command outside the sandbox is not allowed here (--sandbox-escalation deny); work within the sandbox, or tell the user what the command needs")
+		}
+		// Never granted for good, nor by AllowAll: each such command is
+		// the user's to allow (see Config.Tools.Escalate).
+		if err := s.dialogs.acquire(ctx, func() {}); err != nil {
+			return fmt.Errorf("%s while waiting to ask the user", cancelledWhat(c))
+		}
+		defer s.dialogs.release()
+		if err := s.ask(ctx, c, true); err != nil {
+			return err
+		}
+		s.running(c)
+		return nil
+	}
 	if s.srv.cfg.AllowAll || !consequential(c.Tool) || s.allowed(c) {
 		s.running(c)
 		return nil
@@ -148,11 +166,23 @@ func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
 		s.running(c)
 		return nil
 	}
-	if err := s.ask(ctx, c); err != nil {
+	if err := s.ask(ctx, c, false); err != nil {
 		return err
 	}
 	s.running(c)
 	return nil
+}
+
+// outsideSandbox says whether c is a bash call asking to run outside the
+// session's sandbox (sandbox: false while one is on).
+func (s *session) outsideSandbox(c agent.ToolCall) bool {
+	if c.Tool == nil || c.Tool.Name != "bash" || !s.srv.cfg.Tools.Process.Sandbox.On() {
+		return false
+	}
+	var in struct {
+		Sandbox *bool `json:"sandbox"`
+	}
+	return json.Unmarshal(c.Input, &in) == nil && in.Sandbox != nil && !*in.Sandbox
 }
 
 // running marks a top-level call in_progress; a sub-agent's calls have no
@@ -186,11 +216,18 @@ func subTitle(c agent.ToolCall, title string) string {
 
 // ask puts one call to the user. A sub-agent's call, which the client has
 // not seen, first gets a card of its own, attributed to the sub-agent.
-func (s *session) ask(ctx context.Context, c agent.ToolCall) error {
+func (s *session) ask(ctx context.Context, c agent.ToolCall, once bool) error {
 	title, kind := describe(c.Tool, c.Input)
 	card := acp.ToolCallId(c.ID)
 	options := []acp.PermissionOption{{OptionId: optAllowOnce, Name: "Allow", Kind: acp.PermissionOptionKindAllowOnce}}
-	if c.Agent == "" {
+	if once {
+		options[0].Name = "Allow this command outside the sandbox, once"
+		if c.Agent != "" {
+			card = acp.ToolCallId(c.Agent + "/" + c.ID)
+			title = subTitle(c, title)
+			s.update(acp.StartToolCall(card, title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(rawJSON(c.Input))))
+		}
+	} else if c.Agent == "" {
 		options = append(options, acp.PermissionOption{OptionId: optAllowAlways, Name: "Always allow " + c.Tool.Name + " in this session (its sub-agents too)", Kind: acp.PermissionOptionKindAllowAlways})
 	} else {
 		card = acp.ToolCallId(c.Agent + "/" + c.ID) // ids are unique per conversation only

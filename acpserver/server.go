@@ -36,6 +36,12 @@ type Config struct {
 	// AllowAll runs every tool call without asking the client (the
 	// command's --yolo). Otherwise execute and destructive calls ask.
 	AllowAll bool
+	// NoEscalation refuses, without asking, every bash call with sandbox:
+	// false while Tools.Process.Sandbox is on. Otherwise each such call is
+	// a permission request saying "outside the sandbox", even with
+	// AllowAll (Tools.Escalate is not used: the request is the user's
+	// answer).
+	NoEscalation bool
 	// NoProjectInstructions turns off reading each session's AGENTS.md
 	// (agent.FindProjectInstructions, from the session's cwd).
 	NoProjectInstructions bool

@@ -84,6 +84,11 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 	cfg := srv.cfg
 	toolCfg := cfg.Tools
 	toolCfg.Process.Dir = cwd
+	if toolCfg.Process.Sandbox.On() && !cfg.NoEscalation {
+		// permit asks the user about every sandbox: false call, so a
+		// call that gets this far was allowed.
+		toolCfg.Escalate = func(context.Context, string, string) error { return nil }
+	}
 	started := srv.connectMCP(srv.ctx, mcpServers, cwd)
 	s.mcp, s.problems = started.servers, started.problems
 	sess, err := agent.Open(srv.ctx, agent.Config{

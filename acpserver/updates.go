@@ -273,6 +273,7 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		TaskIDs    []any  `json:"task_ids"`
 		Text       string `json:"text"`
 		Until      string `json:"until"`
+		Sandbox    *bool  `json:"sandbox"`
 	}
 	json.Unmarshal(input, &in)
 	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
@@ -284,6 +285,9 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		title := "Run: " + text.OneLine(in.Command, 80)
 		if in.Background {
 			title += " (in the background)"
+		}
+		if in.Sandbox != nil && !*in.Sandbox {
+			title += " (outside the sandbox)"
 		}
 		return title, acp.ToolKindExecute
 	case "spawn_agent":

@@ -7,3 +7,6 @@ func ResetHistory(s *Session) {
 	defer s.top.hist.mu.Unlock()
 	s.top.hist.msgs, s.top.hist.bytes = nil, 0
 }
+
+// NarrowSandbox is the sandbox of p's shells under the session's s.
+var NarrowSandbox = Profile.narrowSandbox

@@ -155,6 +155,8 @@ type frontMatter struct {
 	TaskMemory          string    `yaml:"task_memory"`
 	TaskPids            int       `yaml:"task_pids"`
 	TaskCPUs            float64   `yaml:"task_cpus"`
+	Sandbox             string    `yaml:"sandbox"`
+	SandboxNetwork      *bool     `yaml:"sandbox_network"`
 }
 
 var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -234,12 +236,20 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if err := limits.Validate(); err != nil {
 		return Profile{}, notes, skip(2, "task_*: %s", strings.TrimPrefix(err.Error(), "proc: "))
 	}
+	var mode proc.SandboxMode
+	if fm.Sandbox != "" {
+		if mode, err = proc.ParseSandboxMode(fm.Sandbox); err != nil {
+			return Profile{}, notes, skip(2, "sandbox: %s", strings.TrimPrefix(err.Error(), "proc: "))
+		}
+	}
 	p := Profile{
 		Name: fm.Name, Description: strings.TrimSpace(fm.Description), System: strings.TrimSpace(string(body)),
 		Tools: tools, MaxIterations: fm.MaxIterations, ModelName: strings.TrimSpace(fm.Model),
 		NoProjectInstructions: fm.ProjectInstructions != nil && !*fm.ProjectInstructions,
 		Env:                   env,
 		Limits:                limits,
+		Sandbox:               mode,
+		SandboxNetwork:        fm.SandboxNetwork,
 	}
 	return p, notes, nil
 }

@@ -44,6 +44,31 @@ type Profile struct {
 	// (Config.Tools.Process.Limits, with proc.Limits.Narrow): a profile
 	// can only tighten them.
 	Limits proc.Limits
+	// Sandbox and SandboxNetwork fence each shell of this sub-agent
+	// within the session's sandbox (Config.Tools.Process.Sandbox, with
+	// proc.Sandbox.Narrow): a profile can make it stricter (read-only
+	// under workspace-write, the network off), never wider. "" and nil
+	// keep the session's.
+	Sandbox        proc.SandboxMode
+	SandboxNetwork *bool
+}
+
+// narrowSandbox is the sandbox of p's shells under the session's s.
+func (p Profile) narrowSandbox(s proc.Sandbox) proc.Sandbox {
+	t := proc.Sandbox{Mode: p.Sandbox, Network: s.Network}
+	if !s.On() {
+		t.Network = false // a mode's default
+	}
+	if p.SandboxNetwork != nil {
+		t.Network = *p.SandboxNetwork
+	}
+	if t.Mode == "" || t.Mode == proc.SandboxOff {
+		if !s.On() {
+			return s
+		}
+		t.Mode = s.Mode
+	}
+	return s.Narrow(t)
 }
 
 // DefaultProfiles returns the profiles used when Config.Profiles is nil:
@@ -261,11 +286,12 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s.table = task.New(ctx, cfg.Tasks)
 	for _, p := range cfg.Profiles {
-		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll || !p.Limits.IsZero() {
+		if len(p.Env.Keep) > 0 || len(p.Env.Drop) > 0 || p.Env.KeepAll || !p.Limits.IsZero() || p.Sandbox != "" || p.SandboxNetwork != nil {
 			tc := cfg.Tools
 			tc.NoPush = false // a sub-agent's results come back to it
 			tc.Process.EnvPolicy = tc.Process.EnvPolicy.Then(p.Env)
 			tc.Process.Limits = tc.Process.Limits.Narrow(p.Limits)
+			tc.Process.Sandbox = p.narrowSandbox(tc.Process.Sandbox)
 			s.profileSets[p.Name] = tools.New(tc)
 		}
 	}

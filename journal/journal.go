@@ -72,6 +72,10 @@ type Task struct {
 	// it was not measured.
 	CPU        time.Duration
 	MemoryPeak int64
+	// Sandbox is a shell's sandbox as proc.SandboxStatus says it (mode,
+	// where it could write, its network, what was not enforced); "" for
+	// a shell without one.
+	Sandbox string
 }
 
 // Message is one message of a session's conversation, as the runtime
@@ -83,7 +87,8 @@ type Message struct {
 }
 
 // A Record is one change the journal writes: *Host, *Session (started),
-// SessionEnd, *Message, *TaskChange, TaskProcess, TaskUsage, Delivered.
+// SessionEnd, *Message, *TaskChange, TaskProcess, TaskSandbox, TaskUsage,
+// Delivered.
 type Record interface{ record() }
 
 // SessionEnd records that a session ended, and how many of its records
@@ -107,6 +112,13 @@ type TaskProcess struct {
 	PID      int
 	PIDStart int64
 	LogPath  string
+}
+
+// TaskSandbox records a shell task's sandbox.
+type TaskSandbox struct {
+	Session string
+	ID      string
+	Sandbox string
 }
 
 // TaskUsage records what a shell task used, at its end.
@@ -141,6 +153,7 @@ func (SessionEnd) record()  {}
 func (*Message) record()    {}
 func (*TaskChange) record() {}
 func (TaskProcess) record() {}
+func (TaskSandbox) record() {}
 func (TaskUsage) record()   {}
 func (HostPeer) record()    {}
 func (Delivered) record()   {}
@@ -353,6 +366,8 @@ func (e *entry) session() string {
 	case *Message:
 		return r.Session
 	case TaskProcess:
+		return r.Session
+	case TaskSandbox:
 		return r.Session
 	case TaskUsage:
 		return r.Session
@@ -835,6 +850,15 @@ func (l *SessionLog) Message(body []byte) {
 // Process records a shell task's process and log.
 func (l *SessionLog) Process(id string, pid int, pidStart int64, logPath string) {
 	l.j.Add(TaskProcess{Session: l.id, ID: id, PID: pid, PIDStart: pidStart, LogPath: logPath})
+}
+
+// Sandbox records a shell task's sandbox (proc.SandboxStatus.String),
+// cut to 1000 bytes.
+func (l *SessionLog) Sandbox(id, sandbox string) {
+	if len(sandbox) > 1000 {
+		sandbox = sandbox[:1000]
+	}
+	l.j.Add(TaskSandbox{Session: l.id, ID: id, Sandbox: sandbox})
 }
 
 // Usage records what a shell task used, at its end.

@@ -273,6 +273,9 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		r.mu.Lock()
 		r.shells[taskKey{id, task}] = p
 		r.mu.Unlock()
+		if st := p.Sandbox(); st.Mode != proc.SandboxOff {
+			log.Sandbox(task, st.String())
+		}
 		if onShell != nil {
 			onShell(task, p)
 		}

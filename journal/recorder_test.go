@@ -556,3 +556,44 @@ func TestTheJournalKeepsWhatAShellUsed(t *testing.T) {
 		t.Errorf("shell:1 kept CPU %v, peak memory %d; want at least 150ms and 64 MiB", got.CPU, got.MemoryPeak)
 	}
 }
+
+// TestTheJournalKeepsAShellsSandbox: each shell's sandbox is recorded
+// with it; a shell without one records none.
+func TestTheJournalKeepsAShellsSandbox(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxReadOnly}); err != nil {
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	model := scriptedModel(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo fenced"}}, {"name": "bash", "input": {"command": "echo free", "sandbox": false}}]},
+		{"text": "Done."}
+	]}`)
+	allow := func(context.Context, string, string) error { return nil }
+	cfg := agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: work, Sandbox: proc.Sandbox{Mode: proc.SandboxReadOnly}}, Escalate: allow}}
+	rec := newRecorder(t, dir, journal.RecorderOptions{})
+	defer rec.Close(context.Background())
+	s, err := agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := rec.Store().Tasks(t.Context(), journal.TaskFilter{Session: s.ID()})
+	if err != nil || len(tasks) != 2 {
+		t.Fatalf("tasks = %+v, %v", tasks, err)
+	}
+	got := map[string]string{}
+	for _, tk := range tasks {
+		got[tk.Label] = tk.Sandbox
+	}
+	if !strings.HasPrefix(got["echo fenced"], "read-only; writes only under: ") || got["echo free"] != "" {
+		t.Errorf("sandboxes kept: %q", got)
+	}
+}

@@ -104,14 +104,17 @@ var sqliteMigrations = []string{
 	ALTER TABLE hosts ADD COLUMN addr TEXT NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN secret TEXT NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN bell TEXT NOT NULL DEFAULT '';`,
+	// 7: a shell's sandbox, as proc.SandboxStatus says it; '' for none.
+	`ALTER TABLE tasks ADD COLUMN sandbox TEXT NOT NULL DEFAULT '';`,
 }
 
 // lostVersion is the SQLite schema version that added sessions.lost, and
 // usageVersion the one that added tasks.cpu_ns and memory_peak.
 const (
-	lostVersion  = 4
-	usageVersion = 5
-	fleetVersion = 6 // cancels, hosts.addr, secret, bell
+	lostVersion    = 4
+	usageVersion   = 5
+	fleetVersion   = 6 // cancels, hosts.addr, secret, bell
+	sandboxVersion = 7
 )
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
@@ -188,6 +191,7 @@ var postgresMigrations = []string{
 	ALTER TABLE hosts ADD COLUMN addr text NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN secret text NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN bell text NOT NULL DEFAULT '';`,
+	`ALTER TABLE tasks ADD COLUMN sandbox text NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -258,7 +262,10 @@ type DB struct {
 	lost string
 	// usage is the expression of tasks.cpu_ns and memory_peak: the
 	// columns, or 0, 0 in a file opened to read whose schema predates them.
-	usage   string
+	usage string
+	// sandbox is the expression of tasks.sandbox: the column, or '' in
+	// a file opened to read whose schema predates it.
+	sandbox string
 	reading bool // opened by OpenSQLiteReadOnly
 	// noFleet: a file opened to read whose schema predates cancel
 	// requests and peer addresses; it has none.
@@ -393,6 +400,9 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 		s.usage = noUsage
 	}
 	s.noFleet = v < fleetVersion
+	if v < sandboxVersion {
+		s.sandbox = "''"
+	}
 	s.reading = true
 	return s, nil
 }
@@ -438,7 +448,7 @@ func (s *DB) moved() error {
 }
 
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns}
+	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox"}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -609,6 +619,7 @@ const (
 	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
 	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
 	updatePeer     = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
+	updateSandbox  = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
 	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
@@ -634,6 +645,8 @@ func (w *writer) record(r Record) error {
 		return w.exec(updateProcess, r.PID, r.PIDStart, r.LogPath, r.Session, r.ID)
 	case HostPeer:
 		return w.exec(updatePeer, r.Addr, r.Secret, r.Bell, r.ID)
+	case TaskSandbox:
+		return w.exec(updateSandbox, r.Sandbox, r.Session, r.ID)
 	case TaskUsage:
 		return w.exec(updateUsage, nullIfZero(int64(r.CPU)), nullIfZero(r.MemoryPeak), r.Session, r.ID)
 	case Delivered:
@@ -842,7 +855,7 @@ type querier interface {
 }
 
 // A task's columns are taskColumns, then usage (usageColumns, or
-// noUsage in an older journal read as it is), then taskFrom.
+// noUsage in an older journal read as it is), its sandbox, then taskFrom.
 const (
 	taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
 	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''), `
@@ -853,7 +866,7 @@ const (
 )
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+taskFrom+where), args...)
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+taskFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -864,7 +877,7 @@ func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...an
 		var created, cpu int64
 		var started, finished, code sql.NullInt64
 		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
-			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak); err != nil {
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak, &t.Sandbox); err != nil {
 			return nil, err
 		}
 		t.CPU = time.Duration(cpu)

@@ -76,6 +76,27 @@ func BenchmarkSpawnPaired(b *testing.B) {
 	b.ReportMetric(float64(oursCPU)/float64(rawCPU), "x-raw-cpu")
 }
 
+// BenchmarkSpawnSandboxed: BenchmarkSpawn in workspace-write with the
+// network off: the step (this binary re-executed) fences itself with
+// Landlock in a network namespace of its own, then execs the shell.
+func BenchmarkSpawnSandboxed(b *testing.B) {
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}); err != nil {
+		b.Skip(err)
+	}
+	defer cpuPerOp(b)()
+	ctx := context.Background()
+	dir := b.TempDir()
+	for b.Loop() {
+		p, err := proc.Start(ctx, proc.Config{Command: "true", Dir: dir, Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+	}
+}
+
 const captureBytes = 256 << 20
 
 // BenchmarkCaptureRaw: read a child's 256 MiB of output straight from the

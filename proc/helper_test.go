@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,6 +91,47 @@ func helper(args []string) int {
 			}
 			n -= k
 		}
+		return 0
+	case "dial": // ADDR: connect over TCP, say "connected" or why not
+		c, err := net.DialTimeout("tcp", args[1], 2*time.Second)
+		if err != nil {
+			fmt.Println("dial:", err)
+			return 1
+		}
+		c.Close()
+		fmt.Println("connected")
+		return 0
+	case "udp": // ADDR: send a datagram, say "sent" or why not
+		c, err := net.Dial("udp", args[1])
+		if err == nil {
+			_, err = c.Write([]byte("hello"))
+			c.Close()
+		}
+		if err != nil {
+			fmt.Println("udp:", err)
+			return 1
+		}
+		fmt.Println("sent")
+		return 0
+	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
+		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		if err != nil {
+			fmt.Println("start:", err)
+			return 1
+		}
+		p.Wait(context.Background())
+		fmt.Print(string(p.Read(proc.Combined, 0, 0).Data))
+		fmt.Println("sandbox:", p.Sandbox())
+		return 0
+	case "ptrace": // PID: attach to it with ptrace, say "attached" or why not
+		pid, _ := strconv.Atoi(args[1])
+		runtime.LockOSThread()
+		if err := syscall.PtraceAttach(pid); err != nil {
+			fmt.Println("ptrace:", err)
+			return 1
+		}
+		syscall.PtraceDetach(pid)
+		fmt.Println("attached")
 		return 0
 	case "ignore-term": // ignore SIGTERM, say so, wait to be killed
 		signal.Ignore(syscall.SIGTERM)

@@ -115,6 +115,12 @@ type Config struct {
 	// cgroup, or no controller for one of them) Start fails, as
 	// CheckLimits says beforehand.
 	Limits Limits
+
+	// Sandbox fences the command and all it starts: where it may write,
+	// whether it may use the network (see "Sandbox" in the package doc).
+	// Default: off. A sandbox that cannot hold on this host fails Start,
+	// unless Sandbox.BestEffort; Process.Sandbox says what holds.
+	Sandbox Sandbox
 }
 
 // Defaults of Config, each documented at its field. They are not
@@ -265,6 +271,8 @@ type Process struct {
 	prompt      string        // the prompt the process seems to wait on; "" when not
 	exit        Exit          // set before done is closed
 
+	sandbox *sandboxSetup // nil when off
+
 	usageMu  sync.Mutex    // guards the highest usage seen, below
 	peakSeen int64         // the highest memory Usage saw
 	cpuSeen  time.Duration // the highest CPU time Usage saw
@@ -282,6 +290,10 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
+	sb, err := prepareSandbox(cfg)
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	p := &Process{
 		cfg:     cfg,
@@ -289,10 +301,12 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		in:      make(chan struct{}, 1),
 		out:     newCapture(cfg.HeadBytes, cfg.TailBytes),
 		streams: [2]*capture{newCapture(0, cfg.StreamBytes), newCapture(0, cfg.StreamBytes)},
+		sandbox: sb,
 	}
 	if cfg.LogPath != "" {
 		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes, cfg.LogReserveBytes, cfg.OnLogError)
 		if err != nil {
+			sb.remove()
 			return nil, fmt.Errorf("proc: %w", err)
 		}
 		p.log = lf
@@ -300,6 +314,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	st, err := openStreams(cfg)
 	fail := func(err error) (*Process, error) {
 		st.close()
+		sb.remove()
 		if p.log != nil {
 			p.log.close()
 		}
@@ -347,6 +362,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		fallthrough
 	default:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	if sb != nil {
+		if err := sb.apply(cmd); err != nil {
+			return fail(err)
+		}
 	}
 	traced := false
 	if p.cg != nil {
@@ -401,6 +421,16 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		go p.watchPrompts()
 	}
 	return p, nil
+}
+
+// Sandbox says what fences the process: its mode, where it may write,
+// whether it has the network, and, for a best-effort sandbox, what did
+// not hold. Mode is off for a process without a sandbox.
+func (p *Process) Sandbox() SandboxStatus {
+	if p.sandbox == nil {
+		return SandboxStatus{Mode: SandboxOff}
+	}
+	return p.sandbox.status
 }
 
 // LogPath returns the file the output is logged to ("" without one).
@@ -597,6 +627,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	}
 	timer.Stop()
 	closeAll(rOut, rErr)
+	p.sandbox.remove() // nothing of the task is left to write there
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails

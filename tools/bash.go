@@ -30,6 +30,7 @@ type bashInput struct {
 	Until             string  `json:"until,omitempty" jsonschema:"background only: a regular expression; wait until a line of output matches it, the command ends, or wait_seconds pass"`
 	UntilPort         string  `json:"until_port,omitempty" jsonschema:"background only: a TCP port number such as \"8080\", or \"any\"; wait until the command listens on it, ends, or wait_seconds pass"`
 	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until or until_port: how long to wait; default 30, at most 300"`
+	Sandbox           *bool   `json:"sandbox,omitempty" jsonschema:"false: ask the user to let this one command run outside the sandbox; default true"`
 }
 
 // BashOutput is the bash tool's result.
@@ -102,6 +103,15 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	}
 	cfg := s.cfg.Process
 	cfg.Command, cfg.Stdin, cfg.TTY = in.Command, interactive, in.TTY
+	if in.Sandbox != nil && !*in.Sandbox && cfg.Sandbox.On() {
+		if s.cfg.Escalate == nil {
+			return BashOutput{}, fail("Running a command outside the sandbox is not allowed here (the user did not allow escalation: --sandbox-escalation allow). Work within the sandbox (%s), or tell the user what the command needs.", cfg.Sandbox.Mode)
+		}
+		if err := s.cfg.Escalate(ctx, v.Owner(), in.Command); err != nil {
+			return BashOutput{}, fail("The user did not let this command run outside the sandbox: %v. Do not ask again for the same command; work within the sandbox, or ask the user what to do.", err)
+		}
+		cfg.Sandbox = proc.Sandbox{}
+	}
 	if in.Cwd != "" {
 		dir := in.Cwd
 		if !filepath.IsAbs(dir) {
@@ -112,7 +122,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 		cfg.Dir = dir
 	}
-	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch,
+	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit})
 	switch {
 	case errors.Is(err, task.ErrFull):
@@ -284,11 +294,13 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 			}
 		}
 		e, _ := p.Exit()
+		out.Note = joinNotes(out.Note, bestEffortNote(p.Sandbox()))
 		if e.Leftovers > 0 {
 			out.Note = joinNotes(out.Note, leftoversNote(e.Leftovers))
 		}
 		if failedByItself(e) {
 			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
+			out.Note = joinNotes(out.Note, sandboxNote(p.Sandbox(), out.Output, s.cfg.Escalate != nil))
 		}
 		if e.MemoryKills > 0 && e.Err() == nil {
 			out.Note = joinNotes(out.Note, memoryNote(e))
@@ -376,7 +388,8 @@ func promptNotice(id, prompt string, inputOpen bool) string {
 // maxWithheldNames bounds the names envNote lists.
 const maxWithheldNames = 40
 
-// envNote returns, the first time it is called for owner, a note naming
+// envNote returns, the first time it is called for owner, a note saying
+// what the sandbox lets commands do (when there is one) and naming
 // the variables the environment policy keeps from commands, so that a
 // model whose gh says "not logged in" knows why and does not go looking
 // for the key; "" after that, and when nothing is withheld. Names only,
@@ -394,6 +407,12 @@ func (s *Set) envNote(owner string) string {
 	if told {
 		return ""
 	}
+	return joinNotes(s.fence, s.withheldNote())
+}
+
+// withheldNote names the variables the environment policy withholds; ""
+// when none is.
+func (s *Set) withheldNote() string {
 	names := s.cfg.Process.EnvPolicy.Withheld(s.cfg.Process.Env)
 	if len(names) == 0 {
 		return ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,12 @@ type Config struct {
 	// callers to whom results do come back (an agent's sub-agents) a Set
 	// without NoPush.
 	NoPush bool
+	// Escalate, if set, is asked before a command runs outside the
+	// sandbox of Process.Sandbox (bash with sandbox: false): over ACP a
+	// permission request to the user, in a terminal a prompt. Without it
+	// such a call is refused with a tool error. The model never widens
+	// the sandbox alone.
+	Escalate Escalate
 }
 
 // Defaults and caps the descriptions promise; a test checks that the
@@ -78,6 +85,7 @@ type Set struct {
 	cursors map[cursorKey]int64 // guarded by mu; where each caller last stopped reading each task's output
 	order   []cursorKey         // guarded by mu; insertion order, to bound cursors
 	told    map[string]bool     // guarded by mu; owners told which variables their commands lack (envNote)
+	fence   string              // what the sandbox lets commands do, for the model; "" when off
 
 	polls map[pollKey]pollState // guarded by mu; what each caller last saw of each task (poll.go)
 }
@@ -95,9 +103,23 @@ func New(cfg Config) *Set {
 		cfg.ResultBudget = defaultBudget
 	}
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
+	if sb := &cfg.Process.Sandbox; sb.On() && sb.Workspace == "" {
+		// The session's directory, fixed here: a call's cwd must not move
+		// the fence.
+		sb.Workspace = cfg.Process.Dir
+		if sb.Workspace == "" {
+			sb.Workspace, _ = os.Getwd()
+		}
+	}
 	b, push := cfg.ResultBudget, !cfg.NoPush
+	s.cfg = cfg
+	s.fence = s.fenceNow()
+	bashText := Describe(bashMD, push)
+	if s.fence != "" {
+		bashText += "\n\n" + s.fence + " A write refused outside those places, or a network call that fails, comes back saying the sandbox refused it. " + escalationText(cfg.Escalate != nil)
+	}
 	s.tools = []*Tool{
-		classify(newTool("bash", Describe(bashMD, push), b, s.bash), "Run a shell command", Execute, false, true),
+		classify(newTool("bash", bashText, b, s.bash), "Run a shell command", Execute, false, true),
 		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false),
 		classify(newTool("task_inspect", Describe(taskInspectMD, push), b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
 		classify(newTool("task_output", Describe(taskOutputMD, push), b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),

@@ -54,6 +54,11 @@ type ShellOptions struct {
 	// byte, about 15 MB/s on a loaded 2-core machine
 	// (BenchmarkCaptureNotifyOnLog), so a command printing faster than
 	// that, beyond the 1 MiB ring, starts to pass a watch without a log by.
+	// CanEscalate says that the model may ask to run a command outside
+	// the sandbox (bash with sandbox: false): the note on a sandbox's
+	// refusal says so, or that it may not.
+	CanEscalate bool
+
 	NotifyOn     *regexp.Regexp
 	WatchBatch   time.Duration // default 1s
 	WatchEvery   time.Duration // default 10s
@@ -283,6 +288,9 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		if note := inUseNote(v, h.ID(), cfg.Command, tail); note != "" {
 			result += "\n" + note
 		}
+		if note := sandboxNote(p.Sandbox(), tail, opts.CanEscalate); note != "" {
+			result += "\n" + note
+		}
 	}
 	return result, e.Err()
 }
@@ -302,6 +310,9 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 	}
 	if e.Survivors > 0 {
 		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
+	}
+	if note := bestEffortNote(sandboxOf(p)); note != "" {
+		b.WriteString("; " + note)
 	}
 	if e.MemoryKills > 0 && e.Err() == nil {
 		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.MemoryKills, proc.FormatSize(e.MemoryLimit))

@@ -33,6 +33,9 @@ type InspectOutput struct {
 	TotalSteps int    `json:"total_steps,omitempty"`
 	Recent     []Step `json:"recent,omitempty"`
 	OutputTail string `json:"output_tail,omitempty"`
+	// Sandbox is a shell's sandbox: its mode, where it may write, its
+	// network ("" for a shell without one).
+	Sandbox string `json:"sandbox,omitempty"`
 	ShellUsage
 	Note string `json:"note,omitempty"`
 }
@@ -64,6 +67,13 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 	out := InspectOutput{TaskInfo: liveInfo(v, p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes)}
 	for _, b := range p.Blocks {
 		out.Recent = append(out.Recent, Step{Kind: b.Kind.String(), Tool: b.Tool, Text: shorten(b.Text, fieldBytes)})
+	}
+	if p.Kind == "shell" {
+		if sh, err := processOf(v, id); err == nil && sh != nil {
+			if st := sh.Sandbox(); st.Mode != proc.SandboxOff {
+				out.Sandbox = shorten(st.String(), fieldBytes)
+			}
+		}
 	}
 	if p.Kind == "shell" && !p.State.Finished() {
 		if sh, err := processOf(v, id); err == nil && sh != nil {

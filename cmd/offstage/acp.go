@@ -69,9 +69,9 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// Profiles come from where offstage acp was started (and --agents);
 	// each session's AGENTS.md from the session's own directory.
 	return acpserver.Serve(srv.ctx, acpserver.Config{
-		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env, Limits: srv.limits}},
+		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox}},
 		Model: model, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
-		AllowAll: *yolo, Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
+		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
 		Tasks: *sf.tasks,
 	}, stdin, stdout)
 }

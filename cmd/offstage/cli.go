@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			for _, c := range proc.LimitControllers() {
 				fmt.Fprintln(stdout, c)
 			}
+			fmt.Fprintln(stdout, sandboxSupport())
 		}
 		return nil
 	case "help", "-h", "-help", "--help":

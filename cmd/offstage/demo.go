@@ -48,6 +48,20 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// A directory outside the workspace, which the script tries to write
+	// in: the sandbox refuses it where this host has one.
+	outside, err := os.MkdirTemp("", "offstage-demo-outside-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(outside)
+	sandbox := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: dir}
+	fence, err := proc.CheckSandbox(sandbox)
+	sandboxLine := "offstage demo: the shells run in a sandbox: " + fence.String()
+	if err != nil {
+		sandbox = proc.Sandbox{}
+		sandboxLine = "offstage demo: this host cannot sandbox the shells (" + trimProc(err) + "); they run unfenced, in a temporary directory."
+	}
 
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
@@ -56,7 +70,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Model:    model,
 		System:   "You are the model of the offstage demo.",
 		Profiles: profiles,
-		Tools:    tools.Config{Process: proc.Config{Dir: dir}},
+		Tools:    tools.Config{Process: proc.Config{Dir: dir, Sandbox: sandbox, Env: append(os.Environ(), "DEMO_OUTSIDE="+outside)}},
 		Settle:   300 * time.Millisecond,
 	})
 	if err != nil {
@@ -64,6 +78,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	p := &printer{w: stdout, json: *asJSON, table: s.Table()}
 	p.line("offstage demo: the model is scripted (no key, no network); the shells, sub-agents and timings are real.")
+	p.line(sandboxLine)
 	p.line("")
 	p.line("you: " + demo.Prompt)
 

@@ -81,6 +81,11 @@ func userConfigPath() string {
 //	  memory: 2G
 //	  pids: 512
 //	  cpus: 1.5
+//	sandbox:                 # as --sandbox, --sandbox-write, --sandbox-network, --sandbox-best-effort
+//	  mode: workspace-write
+//	  write: [~/.cache/go-build, ~/go/pkg/mod, ~/.npm]
+//	  network: false
+//	  best_effort: false
 type userConfig struct {
 	Env struct {
 		Keep []string `yaml:"keep"`
@@ -91,6 +96,32 @@ type userConfig struct {
 		Pids   int     `yaml:"pids"`
 		CPUs   float64 `yaml:"cpus"`
 	} `yaml:"limits"`
+	Sandbox struct {
+		Mode       string   `yaml:"mode"`
+		Write      []string `yaml:"write"`
+		Network    bool     `yaml:"network"`
+		BestEffort bool     `yaml:"best_effort"`
+	} `yaml:"sandbox"`
+}
+
+// sandbox returns the shells' sandbox the file sets.
+func (c userConfig) sandbox() (proc.Sandbox, error) {
+	m, err := proc.ParseSandboxMode(c.Sandbox.Mode)
+	if err != nil {
+		return proc.Sandbox{}, fmt.Errorf("mode: %s", trimProc(err))
+	}
+	s := proc.Sandbox{Mode: m, Network: c.Sandbox.Network, BestEffort: c.Sandbox.BestEffort}
+	for _, d := range c.Sandbox.Write {
+		d = expandHome(d)
+		if !filepath.IsAbs(d) {
+			return s, fmt.Errorf("write: %q is not an absolute path (or ~/…)", d)
+		}
+		s.Write = append(s.Write, d)
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("%s", trimProc(err))
+	}
+	return s, nil
 }
 
 // limits returns the shells' limits the file sets.
@@ -142,13 +173,16 @@ func loadUserConfig(path string) (userConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]} and limits: {memory: SIZE, pids: N, cpus: N})", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]}, limits: {memory: SIZE, pids: N, cpus: N} and sandbox: {mode: MODE, write: [DIR…], network: BOOL, best_effort: BOOL})", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if err := c.policy().Validate(); err != nil {
 		return c, usagef("the config file %s: env: %v", path, err)
 	}
 	if _, err := c.limits(); err != nil {
 		return c, usagef("the config file %s: limits: %v", path, err)
+	}
+	if _, err := c.sandbox(); err != nil {
+		return c, usagef("the config file %s: sandbox: %v", path, err)
 	}
 	return c, nil
 }

@@ -63,11 +63,11 @@ func (tm *term) send(s string) {
 
 // startTerm runs offstage run with a script in a pseudo-terminal and
 // returns the terminal, offstage's exit, and its mark.
-func startTerm(t *testing.T, script string) (*term, <-chan error, string) {
+func startTerm(t *testing.T, script string, args ...string) (*term, <-chan error, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "script.json")
 	os.WriteFile(path, []byte(script), 0o644)
-	cmd, mark := offstage(t, nil, "run", "--script", path)
+	cmd, mark := offstage(t, nil, append([]string{"run", "--script", path}, args...)...)
 	f, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,8 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		journal = m.Wrap(journal)
 	}
 	svc, err = mcpserver.New(ctx, mcpserver.Config{
-		Tools:                 tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env, Limits: srv.limits}},
+		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox},
+			Escalate: sf.sandbox.escalate(false)},
 		Model:                 model,
 		Profiles:              profiles,
 		NoProjectInstructions: sf.agents.noInstructions,

@@ -108,8 +108,19 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	sandbox, err := sf.sandbox.sandbox()
+	if err != nil {
+		return err
+	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
+	}
+	// Running a command outside the sandbox: asked in the conversation
+	// (its next line answers), or, one-shot, on the terminal.
+	asks := make(chan escalation)
+	escalate := sf.sandbox.escalate(prompt == "" && isTTY(stdin) || prompt != "" && hasTTY())
+	if escalate != nil && prompt == "" && sf.sandbox.escalation != "allow" {
+		escalate = askInConversation(asks)
 	}
 	rec, err := openRecorder(ctx, sf.journal, stderr)
 	if err != nil {
@@ -128,8 +139,9 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Model:    model,
 		System:   systemPrompt,
 		Profiles: af.profiles(*dir, mf, stderr),
-		Tools:    tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits}},
-		Tasks:    *sf.tasks,
+		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits, Sandbox: sandbox},
+			Escalate: escalate},
+		Tasks: *sf.tasks,
 	}, surface)
 	if err != nil {
 		return openError(err)
@@ -141,7 +153,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if prompt != "" {
 		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
 	}
-	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID())
+	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID(), asks)
 }
 
 // sessionArgPattern matches an argument after a bare --resume that is
@@ -353,7 +365,7 @@ func settled(tb *task.Table) bool {
 // pipe or a file each line waits until the turns of the messages before
 // it have ended, and so does the end of the input, so a script's lines
 // run in order and its last message is answered before it leaves.
-func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string) error {
+func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string, asks <-chan escalation) error {
 	tty := isTerminal(stdout)
 	ordered := !isTTY(stdin)
 	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty}
@@ -392,17 +404,35 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	interrupted := false
-	pending := 0 // messages sent whose turn has not ended
+	pending := 0            // messages sent whose turn has not ended
+	var asking []escalation // requests to run outside the sandbox; the next line answers the first
 loop:
 	for {
+		for len(asking) > 0 && asking[0].ctx.Err() != nil {
+			asking = asking[1:] // its turn ended meanwhile
+		}
 		next := lines
-		if ordered && pending > 0 {
+		if ordered && pending > 0 && len(asking) == 0 {
 			next = nil // the next line waits for the answer
 		}
 		select {
+		case a := <-asks:
+			if len(asking) == 0 {
+				p.line(a.question())
+			}
+			asking = append(asking, a)
 		case in, ok := <-next:
 			if !ok {
 				break loop
+			}
+			if len(asking) > 0 && in.tooLong == 0 {
+				a := asking[0]
+				asking = asking[1:]
+				a.answer(in.text)
+				if len(asking) > 0 {
+					p.line(asking[0].question())
+				}
+				continue
 			}
 			if in.tooLong > 0 {
 				p.line(fmt.Sprintf("(refused a line of %d bytes: a message is at most %d bytes (1 MiB); the conversation goes on. offstage run --prompt-file takes a longer prompt)", in.tooLong, maxLine))

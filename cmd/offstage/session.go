@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
@@ -18,6 +19,7 @@ type sessionFlags struct {
 	agents  agentFlags
 	env     envFlags
 	limits  limitFlags
+	sandbox sandboxFlags
 	journal journalFlags
 	tasks   *task.Options
 }
@@ -29,6 +31,7 @@ func (f *sessionFlags) register(fs *flag.FlagSet, modelNote string) {
 	f.agents.register(fs, true)
 	f.env.register(fs)
 	f.limits.register(fs)
+	f.sandbox.register(fs)
 	f.journal.register(fs)
 	f.tasks = taskFlags(fs)
 }
@@ -57,8 +60,9 @@ type server struct {
 	// place as logger, at info.
 	status   *slog.Logger
 	env      proc.EnvPolicy
-	limits   proc.Limits // each shell's
-	rec      *recorder   // nil with --no-journal
+	limits   proc.Limits  // each shell's
+	sandbox  proc.Sandbox // each shell's; Workspace is the session's directory
+	rec      *recorder    // nil with --no-journal
 	stop     func()
 	closeLog func()
 }
@@ -92,6 +96,15 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 	if !limits.IsZero() {
 		status.Info("shell limits", "limits", limits.String())
 	}
+	sandbox, err := f.sandbox.sandbox()
+	if err != nil {
+		closeLog()
+		return nil, err
+	}
+	if sandbox.On() {
+		wd, _ := os.Getwd()
+		status.Info("sandbox", "sandbox", sandboxStatus(sandbox, wd))
+	}
 	ctx, stop := cancelOnInterrupt(ctx)
 	rec, err := openRecorder(ctx, f.journal, stderr)
 	if err != nil {
@@ -99,7 +112,7 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 		closeLog()
 		return nil, err
 	}
-	return &server{ctx: ctx, logger: logger, status: status, env: env, limits: limits, rec: rec, stop: stop, closeLog: closeLog}, nil
+	return &server{ctx: ctx, logger: logger, status: status, env: env, limits: limits, sandbox: sandbox, rec: rec, stop: stop, closeLog: closeLog}, nil
 }
 
 // close closes the journal (its loss, if any, becomes *errp), stops

@@ -388,12 +388,14 @@ type taskLine struct {
 	// What a shell used, at its end, where it was measured.
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
 	MemoryPeakBytes int64   `json:"memory_peak_bytes,omitempty"`
+	// Sandbox is a shell's sandbox ("" for none).
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 func taskJSON(t journal.Task) taskLine {
 	l := taskLine{Session: t.Session, TaskID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State,
 		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath,
-		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak}
+		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak, Sandbox: t.Sandbox}
 	if !t.Started.IsZero() {
 		s := t.Started.UTC()
 		l.Started = &s
@@ -482,6 +484,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), took(t, now))
 	if used := usedLine(t); used != "" {
 		fmt.Fprintf(w, "  used:    %s\n", used)
+	}
+	if t.Sandbox != "" {
+		fmt.Fprintf(w, "  sandbox: %s\n", t.Sandbox)
 	}
 	if t.Owner != "" {
 		fmt.Fprintf(w, "  started by %s\n", t.Owner)

@@ -1,0 +1,86 @@
+//go:build linux
+
+package proc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// What each host gives each mode: refused with what is missing, or, with
+// best effort, started and saying what was not enforced.
+func TestPlanSandboxDegrades(t *testing.T) {
+	noNS := errors.New("unprivileged user namespaces are off")
+	ws := t.TempDir()
+	cases := []struct {
+		name     string
+		host     sandboxHost
+		network  bool
+		refuse   string // in the strict error
+		enforced string // in Enforced
+		notEnf   string // in NotEnforced (best effort)
+		gap      string
+	}{
+		{name: "abi 7 and namespaces", host: sandboxHost{abi: 7}, enforced: "own network namespace"},
+		{name: "no landlock", host: sandboxHost{abi: 0, abiErr: errors.New("no Landlock here")}, refuse: "no Landlock here", notEnf: "the file system fence"},
+		{name: "abi 2", host: sandboxHost{abi: 2}, refuse: "truncating", notEnf: "truncating", gap: "signals"},
+		{name: "abi 4 without namespaces", host: sandboxHost{abi: 4, netnsErr: noNS}, refuse: "cutting UDP and DNS", enforced: "Landlock TCP rules", notEnf: "unprivileged user namespaces are off", gap: "Landlock ABI 6 scopes signals, have 4"},
+		{name: "abi 10 without namespaces", host: sandboxHost{abi: 10, netnsErr: noNS}, enforced: "Landlock TCP and UDP rules"},
+		{name: "abi 3 without namespaces", host: sandboxHost{abi: 3, netnsErr: noNS}, refuse: "the network fence", notEnf: "the network fence", gap: "signals"},
+		{name: "network on needs no namespace", host: sandboxHost{abi: 6, netnsErr: noNS}, network: true, enforced: "signals and ptrace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := Sandbox{Mode: SandboxWorkspaceWrite, Network: c.network}
+			st, sp, err := planSandbox(s, ws, c.host)
+			if c.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refuse) || !strings.Contains(err.Error(), "--sandbox-best-effort") {
+					t.Errorf("strict: err = %v, want it to name %q and the way out", err, c.refuse)
+				}
+				s.BestEffort = true
+				st, sp, err = planSandbox(s, ws, c.host)
+			}
+			if err != nil {
+				t.Fatalf("planSandbox = %v", err)
+			}
+			if got := strings.Join(st.Enforced, "|"); !strings.Contains(got, c.enforced) {
+				t.Errorf("Enforced = %q, want %q", got, c.enforced)
+			}
+			if got := strings.Join(st.NotEnforced, "|"); (c.notEnf == "") != (got == "") || !strings.Contains(got, c.notEnf) {
+				t.Errorf("NotEnforced = %q, want %q", got, c.notEnf)
+			}
+			if got := strings.Join(st.Gaps, "|"); !strings.Contains(got, c.gap) || (c.gap == "") != (got == "") {
+				t.Errorf("Gaps = %q, want %q", got, c.gap)
+			}
+			if c.notEnf != "" && !strings.Contains(st.String(), "NOT enforced") {
+				t.Errorf("String() = %q does not say what was not enforced", st)
+			}
+			if sp.Loopback == (c.host.netnsErr != nil || c.network) {
+				t.Errorf("Loopback = %v for netns error %v, network %v", sp.Loopback, c.host.netnsErr, c.network)
+			}
+			if len(sp.Write) != 1 || sp.Write[0] != ws {
+				t.Errorf("Write = %v, want the workspace", sp.Write)
+			}
+		})
+	}
+}
+
+func TestSandboxNarrow(t *testing.T) {
+	parent := Sandbox{Mode: SandboxWorkspaceWrite, Write: []string{"/cache"}, Network: true}
+	got := parent.Narrow(Sandbox{Mode: SandboxOff})
+	if got.Mode != SandboxWorkspaceWrite || !got.Network {
+		t.Errorf("off under workspace-write = %+v, want the parent's", got)
+	}
+	got = parent.Narrow(Sandbox{Mode: SandboxWorkspaceWrite, Write: []string{"/cache/go", "/etc"}, Network: true})
+	if len(got.Write) != 1 || got.Write[0] != "/cache/go" {
+		t.Errorf("Write = %v, want /cache/go alone", got.Write)
+	}
+	got = Sandbox{Mode: SandboxReadOnly}.Narrow(Sandbox{Mode: SandboxWorkspaceWrite, Network: true})
+	if got.Mode != SandboxReadOnly || got.Network {
+		t.Errorf("workspace-write under read-only = %+v, want read-only, no network", got)
+	}
+	if got := (Sandbox{}).Narrow(Sandbox{Mode: SandboxReadOnly}); got.Mode != SandboxReadOnly {
+		t.Errorf("read-only under off = %+v", got)
+	}
+}

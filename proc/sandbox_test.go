@@ -1,0 +1,242 @@
+//go:build linux
+
+package proc_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/proc"
+)
+
+// runIn runs command under sandbox s in dir and returns its output.
+func runIn(t *testing.T, s proc.Sandbox, dir, command string) (string, proc.Exit) {
+	t.Helper()
+	env := append(os.Environ(), helperEnv+"=1")
+	p := mustStart(t, proc.Config{Command: command, Dir: dir, Sandbox: s, Env: env})
+	e := mustWait(t, p)
+	return string(p.Read(proc.Combined, 0, 0).Data), e
+}
+
+// needSandbox skips where the host cannot hold the fence at all (the
+// machines this project runs on can: Landlock ABI 7, network namespaces).
+func needSandbox(t *testing.T) proc.SandboxStatus {
+	t.Helper()
+	st, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()})
+	if err != nil {
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	return st
+}
+
+func TestSandboxWorkspaceWriteFencesWritesAndNetwork(t *testing.T) {
+	needSandbox(t)
+	ws := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	homeFile := filepath.Join(home, "offstage-sandbox-test-"+strconv.Itoa(os.Getpid()))
+	etcFile := "/etc/offstage-sandbox-test-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { os.Remove(homeFile); os.Remove(etcFile) })
+
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+
+	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	self := os.Args[0]
+	script := strings.Join([]string{
+		`echo inside > in.txt && echo "ws: ok"`,
+		`touch ` + homeFile + ` 2>/dev/null && echo "home: written" || echo "home: refused"`,
+		`touch ` + etcFile + ` 2>/dev/null && echo "etc: written" || echo "etc: refused"`,
+		`echo x > link/escaped 2>/dev/null && echo "link: written" || echo "link: refused"`,
+		// A daemon in a session of its own: its write outside is refused,
+		// its write inside lands.
+		`setsid -f sh -c 'touch ` + etcFile + ` 2>/dev/null && echo written > daemon || echo refused > daemon'`,
+		`for i in $(seq 100); do [ -s daemon ] && break; sleep 0.02; done; echo "daemon: $(cat daemon)"`,
+		`head -c1 /etc/hostname >/dev/null && echo "hostname: read"`,
+		self + ` dial ` + tcp.Addr().String(),
+		self + ` udp ` + udp.LocalAddr().String(),
+	}, "\n")
+	out, e := runIn(t, s, ws, script)
+	for _, want := range []string{"ws: ok", "home: refused", "etc: refused", "link: refused", "daemon: refused", "hostname: read"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "in.txt")); err != nil || string(b) != "inside\n" {
+		t.Errorf("in.txt = %q, %v", b, err)
+	}
+	for _, f := range []string{homeFile, etcFile, filepath.Join(outside, "escaped")} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s was written from the sandbox", f)
+		}
+	}
+	if strings.Contains(out, "connected") || !strings.Contains(out, "dial:") {
+		t.Errorf("TCP to the host's 127.0.0.1 was not refused:\n%s", out)
+	}
+	udp.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _, err := udp.ReadFrom(make([]byte, 16)); err == nil {
+		t.Errorf("a datagram of %d bytes reached the host from the sandbox", n)
+	}
+	_ = e
+
+	// The same, unsandboxed, reaches both: the test can fail.
+	out, _ = runIn(t, proc.Sandbox{}, ws, self+" dial "+tcp.Addr().String()+"; "+self+" udp "+udp.LocalAddr().String())
+	if !strings.Contains(out, "connected") {
+		t.Errorf("unsandboxed dial: %s", out)
+	}
+	udp.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := udp.ReadFrom(make([]byte, 16)); err != nil {
+		t.Errorf("unsandboxed datagram: %v", err)
+	}
+}
+
+func TestSandboxReadOnlyWritesOnlyItsTemporaryDirectory(t *testing.T) {
+	needSandbox(t)
+	ws := t.TempDir()
+	p := mustStart(t, proc.Config{Dir: ws, Sandbox: proc.Sandbox{Mode: proc.SandboxReadOnly},
+		Command: `echo t > "$TMPDIR/t" && cat "$TMPDIR/t";  { echo w > here; } 2>/dev/null && echo "ws: written" || echo "ws: refused"; ` +
+			`touch /tmp/offstage-ro-$$ 2>/dev/null && echo "tmp: written" || echo "tmp: refused"`})
+	e := mustWait(t, p)
+	out := string(p.Read(proc.Combined, 0, 0).Data)
+	if out != "t\nws: refused\ntmp: refused\n" {
+		t.Errorf("output = %q (exit %+v)", out, e)
+	}
+	st := p.Sandbox()
+	if st.Mode != proc.SandboxReadOnly || len(st.Writable) != 1 || st.Network {
+		t.Errorf("Sandbox() = %+v, want read-only, its temporary directory alone, no network", st)
+	}
+	if _, err := os.Stat(st.Writable[0]); !os.IsNotExist(err) {
+		t.Errorf("the temporary directory %s is still there after the exit: %v", st.Writable[0], err)
+	}
+}
+
+// A sandboxed task cannot signal, nor ptrace, the host or another task.
+// (Reading /proc/PID/environ of a process of the same user is not a
+// ptrace attach, and Landlock lets it through on 6.18: ProtectHost is
+// what hides the host's.)
+func TestSandboxCannotSignalOrTraceOutside(t *testing.T) {
+	st := needSandbox(t)
+	if len(st.Gaps) > 0 {
+		t.Skipf("signals are not scoped here: %v", st.Gaps)
+	}
+	other := mustStart(t, proc.Config{Command: "sleep 100"})
+	host := strconv.Itoa(os.Getpid())
+	script := `kill -0 ` + host + ` 2>/dev/null && echo "host: signalled" || echo "host: refused"
+kill -TERM ` + strconv.Itoa(other.PID()) + ` 2>/dev/null && echo "other: signalled" || echo "other: refused"
+` + os.Args[0] + ` ptrace ` + strconv.Itoa(other.PID()) + ` >/dev/null && echo "ptrace: attached" || echo "ptrace: refused"
+sleep 100 & kill $! && echo "own: signalled"`
+	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
+	if out != "host: refused\nother: refused\nptrace: refused\nown: signalled\n" {
+		t.Errorf("output = %q", out)
+	}
+	if _, done := other.Exit(); done {
+		t.Error("the other task was killed from the sandbox")
+	}
+}
+
+func TestSandboxOnATerminal(t *testing.T) {
+	needSandbox(t)
+	p := mustStart(t, proc.Config{TTY: true, Dir: t.TempDir(), Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite},
+		Command: `touch /etc/offstage-tty-$$ 2>/dev/null && echo written || echo refused; stty size; echo ok > f && cat f`})
+	mustWait(t, p)
+	out := strings.ReplaceAll(string(p.Read(proc.Combined, 0, 0).Data), "\r", "")
+	if out != "refused\n40 120\nok\n" {
+		t.Errorf("output = %q", out)
+	}
+}
+
+func TestSandboxNetworkOn(t *testing.T) {
+	needSandbox(t)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxReadOnly, Network: true}, t.TempDir(), os.Args[0]+" dial "+l.Addr().String())
+	if out != "connected\n" {
+		t.Errorf("with the network on: %q", out)
+	}
+}
+
+func TestSandboxBadDirectories(t *testing.T) {
+	for _, s := range []proc.Sandbox{
+		{Mode: "everything"},
+		{Mode: proc.SandboxWorkspaceWrite, Write: []string{"relative"}},
+		{Mode: proc.SandboxWorkspaceWrite, Write: []string{"/nonexistent/offstage"}},
+		{Mode: proc.SandboxReadOnly, Write: []string{"/tmp"}},
+	} {
+		if _, err := proc.Start(t.Context(), proc.Config{Command: "true", Sandbox: s}); err == nil {
+			t.Errorf("Start with %+v did not fail", s)
+		}
+	}
+}
+
+// TestSandboxAsAnotherUser: a host that is not root gets its network
+// namespace inside a user namespace of its own, where it keeps its uid
+// and loses the capability it brought lo up with. Run as root, this
+// re-executes a copy of the test binary as nobody.
+func TestSandboxAsAnotherUser(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to become another user")
+	}
+	const nobody = 65534
+	bin := filepath.Join(t.TempDir(), "proc.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o755) // t.TempDir's parent
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	os.Chown(ws, nobody, nobody)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	script := `id -u; touch /etc/offstage-nobody 2>/dev/null && echo "etc: written" || echo "etc: refused"
+echo hi > f && echo "ws: written"
+grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status
+` + bin + ` dial ` + l.Addr().String()
+	cmd := exec.Command(bin, "sandboxed", script)
+	cmd.Dir = ws
+	cmd.Env = []string{helperEnv + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + ws, "OFFSTAGE_CONTAINMENT=marks"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"65534\n", "etc: refused\n", "ws: written\n", "CapInh:\t0000000000000000\n", "CapPrm:\t0000000000000000\n", "CapEff:\t0000000000000000\n", "CapAmb:\t0000000000000000\n", "dial: ", "own network namespace"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -568,12 +568,15 @@ func (p *Process) record(b []byte, s Stream) {
 	p.out.write(b)
 	p.streams[s-Stdout].write(b)
 	p.lastOutput, p.prompt = time.Now(), ""
+	// Counted before the lock goes: whoever can read the output also
+	// sees it counted (a read that saw new output and an old count was
+	// taken for a poll that learned nothing).
+	p.written.Add(int64(len(b)))
 	if p.grew != nil {
 		close(p.grew) // wake WaitLine
 		p.grew = nil
 	}
 	p.mu.Unlock()
-	p.written.Add(int64(len(b)))
 }
 
 // reap waits for the leader, kills what is left of its group, reaps the

@@ -432,7 +432,7 @@ func (s *DB) migrate() error {
 	damaged := s.diagnose
 	if s.d != sqliteDialect {
 		damaged = func(err error) error {
-			return fmt.Errorf("journal %s cannot be used (%w): check the server and the user's rights, or pass --no-journal", s.where, err)
+			return fmt.Errorf("journal %s cannot be used (%w): check the server and the user's rights", s.where, err)
 		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil) // immediate in SQLite: one process migrates at a time

@@ -118,6 +118,7 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"wait without a unit", nil, []string{"run", "--wait", "5", "hi"}, `--wait "5" is not a duration: give one with a unit, such as 30s, 5m or 1h30m; see "offstage run --help"`},
 		{"lease without a unit", nil, []string{"mcp", "--lease", "90"}, `--lease "90" is not a duration`},
 		{"max-running 0", nil, []string{"run", "--max-running", "0", "hi"}, `invalid value "0" for flag -max-running: want a whole number, at least 1`},
+		{"mcp max-sessions 0", nil, []string{"mcp", "--http", "127.0.0.1:0", "--max-sessions", "0"}, "--max-sessions must be at least 1, not 0"},
 		{"mcp max-running", nil, []string{"mcp", "--max-running", "none"}, `want a whole number, at least 1`},
 		{"acp max-running", nil, []string{"acp", "--max-running", "-1"}, `want a whole number, at least 1`},
 		{"unknown provider", nil, []string{"run", "--provider", "nope", "hi"}, `unknown provider "nope"`},

@@ -86,7 +86,12 @@
 // while writing, damage ends the journal's writing: it is not retried,
 // and what follows is lost and counted. So does a file removed or
 // replaced while it is open (ErrGone): each batch first compares the
-// path's device and inode with the file opened, one stat(2). The journal
+// path's device and inode with the file opened, one stat(2), and its
+// first 20 bytes with the header the file had (magic, page size, format),
+// so a file truncated or overwritten in place is found damaged while it is
+// open, not at the next open (in WAL mode SQLite reads its cache and
+// writes the -wal file, and would not notice); damage past the header is
+// found when SQLite reads it. The journal
 // and its -wal and -shm files are 0600 whatever the umask (the file is
 // made 0600 before SQLite opens it, and SQLite gives the side files its
 // mode; older 0644 files are narrowed). OpenSQLiteReadOnly reads without

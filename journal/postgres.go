@@ -27,7 +27,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	db.SetMaxOpenConns(8)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("journal %s cannot be reached (%s): check the address and that the server runs, or pass --no-journal", where, scrub(err.Error(), dsn))
+		return nil, fmt.Errorf("journal %s cannot be reached (%s): check the address and that the server runs", where, scrub(err.Error(), dsn))
 	}
 	s := newDB(db, where, postgresDialect)
 	s.listen = cfg

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -257,6 +258,11 @@ type DB struct {
 	// file is the SQLite file as it was opened: each write first checks
 	// that the path still names it. Zero for PostgreSQL and for readers.
 	file fileID
+	// header is the start of the SQLite file's header as first seen valid
+	// (its magic string, page size and format versions, which never
+	// change), nil until then; each write first checks that the file
+	// still starts so. Guarded by the journal's single writer.
+	header []byte
 	// lost is the expression of sessions.lost: the column, or 0 in a file
 	// opened to read whose schema predates it.
 	lost string
@@ -331,6 +337,7 @@ func OpenSQLite(path string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	s.overwritten() // takes the header, if SQLite wrote it already
 	return s, nil
 }
 
@@ -447,6 +454,50 @@ func (s *DB) moved() error {
 	return nil
 }
 
+// sqliteMagic starts every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
+// headerLen is how much of the header overwritten compares: the magic
+// string, the page size and the file format versions (bytes 0-19), which
+// SQLite never changes in a file once made (the rest counts changes).
+const headerLen = 20
+
+// overwritten returns ErrDamaged, as a *StoreError, if the journal's file
+// no longer starts with the header it had: truncated, or overwritten by
+// something else while open. SQLite would not notice until the next
+// open: with WAL, a running process reads the pages it has cached and
+// writes to the -wal file, so without this its records would go on into
+// a file nobody can open again. One open and a 20-byte read per batch.
+// Damage past the header is found by SQLite when it reads it.
+func (s *DB) overwritten() error {
+	if s.file == (fileID{}) {
+		return nil
+	}
+	f, err := os.Open(s.where)
+	if err != nil {
+		return nil // moved says what became of it; anything else SQLite will
+	}
+	defer f.Close()
+	head := make([]byte, headerLen)
+	n, err := f.ReadAt(head, 0)
+	head = head[:n]
+	valid := n == headerLen && string(head[:len(sqliteMagic)]) == sqliteMagic
+	switch {
+	case s.header == nil && valid:
+		s.header = head // the first write that finds it made
+		return nil
+	case s.header == nil:
+		return nil // not written yet: SQLite writes it with the first page
+	case valid && string(head) == string(s.header):
+		return nil
+	case err != nil && !errors.Is(err, io.EOF):
+		return nil // cannot be read now: SQLite will say why
+	case n == 0:
+		return &StoreError{Path: s.where, Kind: ErrDamaged, Err: errors.New("truncated to 0 bytes while this offstage had it open")}
+	}
+	return &StoreError{Path: s.where, Kind: ErrDamaged, Err: errors.New("its header was overwritten while this offstage had it open: it is no SQLite database any more")}
+}
+
 func newDB(db *sql.DB, where string, d *dialect) *DB {
 	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox"}
 }
@@ -482,7 +533,7 @@ func (s *DB) migrate() error {
 	damaged := s.diagnose
 	if s.d != sqliteDialect {
 		damaged = func(err error) error {
-			return fmt.Errorf("journal %s cannot be used (%w): check the server and the user's rights, or pass --no-journal", s.where, err)
+			return fmt.Errorf("journal %s cannot be used (%w): check the server and the user's rights", s.where, err)
 		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil) // immediate in SQLite: one process migrates at a time
@@ -550,6 +601,9 @@ func (s *DB) Explain(err error) error {
 // it was opened, is a *StoreError with ErrDamaged or ErrGone.
 func (s *DB) Write(ctx context.Context, batch []Record) error {
 	if err := s.moved(); err != nil {
+		return err
+	}
+	if err := s.overwritten(); err != nil {
 		return err
 	}
 	return s.diagnose(s.write(ctx, batch))

@@ -44,9 +44,15 @@ type StoreError struct {
 }
 
 func (e *StoreError) Error() string {
+	// --no-journal and --state-dir are advice for a command that
+	// writes (run, mcp, acp); offstage tasks has neither to give.
+	orNoJournal := ", or pass --no-journal"
+	if e.Reading {
+		orNoJournal = ""
+	}
 	switch e.Kind {
 	case ErrDamaged:
-		return fmt.Sprintf("journal %s is damaged (%v): move it aside (mv %s %s.damaged) and offstage starts a new one, or pass --no-journal", e.Path, e.Err, e.Path, e.Path)
+		return fmt.Sprintf("journal %s is damaged (%v): move it aside (mv %s %s.damaged) and offstage starts a new one%s", e.Path, e.Err, e.Path, e.Path, orNoJournal)
 	case ErrReadOnlyFS:
 		return fmt.Sprintf("journal %s is on a read-only file system (%v): pass --state-dir DIR on a writable one, or --no-journal; offstage tasks can still read it", e.Path, e.Err)
 	case ErrPermission:
@@ -57,7 +63,7 @@ func (e *StoreError) Error() string {
 	case ErrGone:
 		return fmt.Sprintf("journal %s was %v while this offstage had it open: what it would record goes to a file nobody can read, so it records nothing more; the next offstage starts a new journal there", e.Path, e.Err)
 	}
-	return fmt.Sprintf("journal %s cannot be used (%v): check the file and its directory, or pass --no-journal", e.Path, e.Err)
+	return fmt.Sprintf("journal %s cannot be used (%v): check the file and its directory%s", e.Path, e.Err, orNoJournal)
 }
 
 // Unwrap gives both the kind and the cause to errors.Is and errors.As.

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -237,6 +238,48 @@ func TestARemovedOrReplacedJournalIsNoticed(t *testing.T) {
 			}
 			if s := j.Stats(); s.Lost != 2 || !errors.Is(s.Err, journal.ErrGone) {
 				t.Errorf("Stats() = %+v, want 2 lost, ErrGone", s)
+			}
+		})
+	}
+}
+
+// Finding F17: a journal file overwritten or truncated in place while a
+// session ran was not noticed until the next open (SQLite, in WAL mode,
+// reads its cache and writes the -wal file): every record went into a
+// file nobody could open again. The next batch finds it damaged, says so
+// once with the file and what to do, and the loss is counted.
+func TestAJournalOverwrittenInPlaceIsNoticed(t *testing.T) {
+	for _, how := range []string{"overwritten", "zeroed", "truncated"} {
+		t.Run(how, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal.db")
+			rep := &reports{}
+			j := newJournal(t, open(t, path), journal.Options{Report: rep.add})
+			log := j.StartSession(journal.Session{ID: "s", Started: time.Now()}, 0)
+			log.Message([]byte("before"))
+			flush(t, j)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch how { // the same file: its inode does not change
+			case "overwritten":
+				f.WriteAt(bytes.Repeat([]byte("not a database "), 300), 0)
+			case "zeroed":
+				f.WriteAt(make([]byte, 8192), 0)
+			case "truncated":
+				f.Truncate(0)
+			}
+			f.Close()
+			log.Message([]byte("after"))
+			flush(t, j)
+			log.Message([]byte("and after"))
+			flush(t, j)
+			got := rep.get()
+			if len(got) != 1 || !strings.Contains(got[0], path+" is damaged") || !strings.Contains(got[0], "mv "+path+" "+path+".damaged") || !strings.Contains(got[0], "while this offstage had it open") {
+				t.Errorf("reports = %q, want one saying the file is damaged and what to do", got)
+			}
+			if s := j.Stats(); s.Lost != 2 || !errors.Is(s.Err, journal.ErrDamaged) {
+				t.Errorf("Stats() = %+v, want 2 lost, ErrDamaged", s)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +19,11 @@ import (
 // session may have no request in flight and no stream open before it is
 // closed and its tasks stopped.
 const DefaultIdleTimeout = 10 * time.Minute
+
+// DefaultMaxSessions is Config.MaxSessions' default: how many HTTP
+// sessions may be open at once. At the default of 8 running tasks a
+// session, 64 sessions may run 512 commands.
+const DefaultMaxSessions = 64
 
 // HTTPHandler serves MCP's streamable HTTP transport. Running commands
 // over HTTP is remote command execution by design, so it is locked down:
@@ -41,10 +47,16 @@ const DefaultIdleTimeout = 10 * time.Minute
 // is not used: it counts only POSTs, and so would end a connected client
 // that listens on its stream while its user is away.
 //
+// At most Config.MaxSessions sessions are open at once (those being
+// created count): a request that would start one more gets 503 with a
+// message naming the bound and --max-sessions, and the server's log says
+// so (at most once a minute). A session frees its place when it is
+// deleted, closed for idleness, or found ended.
+//
 // Once the Service is closing, requests that would start a session get
 // 503.
 func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handler {
-	idle := &idleSessions{svc: s, timeout: s.cfg.IdleTimeout, byID: make(map[string]*idleSession)}
+	idle := &idleSessions{svc: s, timeout: s.cfg.IdleTimeout, max: s.cfg.MaxSessions, byID: make(map[string]*idleSession)}
 	s.mu.Lock()
 	s.idle = append(s.idle, idle)
 	s.mu.Unlock()
@@ -125,9 +137,12 @@ type newServer struct{ server *mcp.Server }
 type idleSessions struct {
 	svc     *Service
 	timeout time.Duration // <= 0: never
+	max     int           // sessions open at once; <= 0: no bound
 
-	mu   sync.Mutex
-	byID map[string]*idleSession // guarded by mu
+	mu       sync.Mutex
+	byID     map[string]*idleSession // guarded by mu
+	open     int                     // guarded by mu: entries with a server, and sessions being made
+	lastWarn time.Time               // guarded by mu: when a refusal was last logged
 }
 
 // idleSession is one session's activity. Its fields are guarded by
@@ -146,10 +161,20 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			http.Error(w, "503 Service Unavailable: offstage is shutting down", http.StatusServiceUnavailable)
 			return
 		}
+		if !t.reserve() {
+			msg := fmt.Sprintf("503 Service Unavailable: this offstage serves at most %d MCP sessions at once, and that many are open; end one (HTTP DELETE), wait for an idle one to be closed, or start offstage mcp with a higher --max-sessions", t.max)
+			w.Header().Set("Retry-After", "10")
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
 		slot := &newServer{}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), newServerKey{}, slot)))
 		if id := w.Header().Get("Mcp-Session-Id"); id != "" && slot.server != nil {
 			t.made(id, slot.server)
+		} else {
+			t.mu.Lock()
+			t.open--
+			t.mu.Unlock()
 		}
 		return
 	}
@@ -158,9 +183,25 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	h.ServeHTTP(w, r)
 }
 
+// reserve takes a place for a session about to be made, if the bound
+// leaves one; made keeps it, or serve gives it back.
+func (t *idleSessions) reserve() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.max > 0 && t.open >= t.max {
+		if now := time.Now(); now.Sub(t.lastWarn) >= time.Minute {
+			t.lastWarn = now
+			t.svc.cfg.Logger.Warn("refusing a new HTTP session: as many are open as --max-sessions allows (this is said at most once a minute)", "max_sessions", t.max)
+		}
+		return false
+	}
+	t.open++
+	return true
+}
+
 // made records the server of a session its first request created, and
 // starts counting its idleness unless another of its requests is in
-// flight already.
+// flight already. The session keeps the place its request reserved.
 func (t *idleSessions) made(id string, server *mcp.Server) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -168,6 +209,9 @@ func (t *idleSessions) made(id string, server *mcp.Server) {
 	if e == nil {
 		e = &idleSession{}
 		t.byID[id] = e
+	}
+	if e.server != nil {
+		t.open-- // cannot happen: a session is made once
 	}
 	e.server = server
 	if e.inFlight == 0 {
@@ -239,6 +283,9 @@ func (t *idleSessions) armLocked(id string, e *idleSession) {
 }
 
 func (t *idleSessions) dropLocked(id string, e *idleSession) {
+	if e.server != nil && t.byID[id] == e {
+		t.open-- // its place is free
+	}
 	e.gen++
 	if e.timer != nil {
 		e.timer.Stop()

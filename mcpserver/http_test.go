@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -226,4 +227,73 @@ func TestHTTPIdleTrackingStaysBounded(t *testing.T) {
 	}
 	res.Body.Close()
 	waitFor(t, "the deleted session is no longer tracked", func() bool { return svc.IdleTracked() == 0 })
+}
+
+// Finding F9: the HTTP sessions open at once are bounded. One over the
+// bound gets 503 saying the bound and the flag, and the server's log says
+// so; a session deleted, closed for idleness, or a request that made no
+// session gives its place back.
+func TestHTTPSessionsAreBounded(t *testing.T) {
+	var logged syncBuffer
+	svc := newService(t, mcpserver.Config{MaxSessions: 2, IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	const initialize = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`
+	open := func() *rawSession {
+		s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+		s.call("initialize", initialize)
+		s.notify("notifications/initialized")
+		return s
+	}
+	refused := func() bool {
+		t.Helper()
+		res := (&rawSession{t: t, url: srv.URL, token: "s3cret"}).post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + initialize + `}`)
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode == http.StatusServiceUnavailable {
+			if !strings.Contains(string(body), "at most 2 MCP sessions at once") || !strings.Contains(string(body), "--max-sessions") {
+				t.Errorf("503 says %q", body)
+			}
+			return true
+		}
+		if res.StatusCode == http.StatusOK { // it opened one: close it again
+			req, _ := http.NewRequest("DELETE", srv.URL, nil)
+			req.Header.Set("Authorization", "Bearer s3cret")
+			req.Header.Set("Mcp-Session-Id", res.Header.Get("Mcp-Session-Id"))
+			if r, err := http.DefaultClient.Do(req); err == nil {
+				r.Body.Close()
+			}
+		}
+		return false
+	}
+	// Requests that make no session (not an initialize) hold no place.
+	for range 3 {
+		res := (&rawSession{t: t, url: srv.URL, token: "s3cret"}).post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		res.Body.Close()
+	}
+	first := open()
+	open()
+	if !refused() {
+		t.Fatal("a third session was opened with --max-sessions 2")
+	}
+	if !strings.Contains(logged.String(), "refusing a new HTTP session") {
+		t.Errorf("the log does not say a session was refused:\n%s", logged.String())
+	}
+	// A DELETE frees a place.
+	req, _ := http.NewRequest("DELETE", srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Mcp-Session-Id", first.id)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	open()
+	if !refused() {
+		t.Fatal("a session was opened over the bound after a DELETE")
+	}
+	// Idle sessions are closed after the idle timeout, and free theirs.
+	waitFor(t, "the idle sessions are closed", func() bool { return svc.Sessions() == 0 })
+	open()
+	open()
 }

@@ -101,6 +101,11 @@ type Config struct {
 	// and no stream open for this long, as if its client had deleted it
 	// (see HTTPHandler). Default DefaultIdleTimeout; negative: never.
 	IdleTimeout time.Duration
+	// MaxSessions bounds the HTTP sessions open at once, per handler
+	// (each holds a task table and may hold processes): a request that
+	// would start one more gets 503 (see HTTPHandler). Default
+	// DefaultMaxSessions; negative: no bound.
+	MaxSessions int
 }
 
 // Service makes per-session MCP servers and owns what they start.
@@ -136,6 +141,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
 	}
 	cfg.Tools.NoPush = true // an MCP client is sent no result it did not ask for
 	s := &Service{cfg: cfg, conns: make(map[*conn]struct{})}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Role is who wrote a message.
@@ -182,15 +183,45 @@ func Retries(n int) int {
 	return n
 }
 
-// StatusError is an HTTP error from a provider, after retries.
+// StatusError is an HTTP error from a provider, after retries: the
+// endpoint was reached and answered with an error status, which a 5xx
+// makes the server's own failure, not a connection's.
 type StatusError struct {
 	Status  int
 	Message string
-	Err     error // one of the sentinels above, or nil
+	// Body is the start of what the endpoint answered (ClipBody), when it
+	// says more than Message.
+	Body string
+	Err  error // one of the sentinels above, or nil
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("model endpoint answered %d: %s", e.Status, e.Message)
+	s := fmt.Sprintf("model endpoint answered HTTP %d: %s", e.Status, e.Message)
+	if e.Body != "" && e.Body != e.Message {
+		s += " (" + e.Body + ")"
+	}
+	if e.Status >= 500 {
+		s += "; an error of its server, which was reached: not a connection failure"
+	}
+	return s
+}
+
+// maxBody bounds the part of an error's body a StatusError keeps.
+const maxBody = 300
+
+// ClipBody returns the start of an error response's body for a
+// StatusError: whitespace folded, at most 300 bytes (cut at a rune), with
+// "…" when cut.
+func ClipBody(body string) string {
+	s := strings.Join(strings.Fields(body), " ")
+	if len(s) <= maxBody {
+		return s
+	}
+	cut := maxBody
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func (e *StatusError) Unwrap() error { return e.Err }

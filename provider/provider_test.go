@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -32,7 +33,11 @@ func TestClassify(t *testing.T) {
 		}
 	}
 	err := &provider.StatusError{Status: 429, Message: "slow down", Err: provider.ErrRateLimited}
-	if !errors.Is(err, provider.ErrRateLimited) || err.Error() != "model endpoint answered 429: slow down" {
+	if !errors.Is(err, provider.ErrRateLimited) || err.Error() != "model endpoint answered HTTP 429: slow down" {
 		t.Errorf("StatusError = %v", err)
+	}
+	err = &provider.StatusError{Status: 502, Message: "Bad Gateway", Body: provider.ClipBody("<html>\n  <b>nginx</b>" + strings.Repeat("é", 400)), Err: provider.ErrUnavailable}
+	if got := err.Error(); !strings.HasPrefix(got, "model endpoint answered HTTP 502: Bad Gateway (<html> <b>nginx</b>éé") || !strings.Contains(got, "é…); an error of its server, which was reached: not a connection failure") || len(got) > 420 {
+		t.Errorf("StatusError = %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/offstage/offstage/agent"
@@ -98,7 +99,7 @@ func (f journalFlags) dir(getenv func(string) string) (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", usagef("no state directory: set XDG_STATE_HOME or HOME, pass --state-dir DIR, or --no-journal")
+		return "", usagef("no state directory: set XDG_STATE_HOME or HOME, or pass --state-dir DIR")
 	}
 	return filepath.Join(home, ".local", "state", "offstage"), nil
 }
@@ -126,11 +127,11 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 	}
 	dir, err := f.dir(os.Getenv)
 	if err != nil {
-		return nil, err
+		return nil, orNoJournal(err)
 	}
 	store, err := f.open(ctx, dir)
 	if err != nil {
-		return nil, err
+		return nil, orNoJournal(err)
 	}
 	r := &recorder{stderr: stderr}
 	r.Recorder, err = journal.NewRecorder(ctx, store, journal.RecorderOptions{
@@ -222,4 +223,19 @@ func (r *recorder) resumeID(ctx context.Context, f resumeFlag) (string, error) {
 // mountDashboard); it stays open.
 func (r *recorder) writable(context.Context) (journal.Store, func(), error) {
 	return r.Store(), func() {}, nil
+}
+
+// orNoJournal adds --no-journal to the advice of an error opening the
+// journal for a command that has the flag (run, mcp, acp); the journal
+// package and the commands that only read it (tasks, dashboard) do not
+// name it.
+func orNoJournal(err error) error {
+	if strings.Contains(err.Error(), "--no-journal") {
+		return err
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return usagef("%v; or pass --no-journal to record nothing", err)
+	}
+	return fmt.Errorf("%w; or pass --no-journal to record nothing", err)
 }

@@ -44,7 +44,9 @@ journal's tasks at /ui (a login form sets a cookie for browsers; see
 Each MCP session sees only its own tasks; when it ends, they are cancelled
 and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
 session also ends when it has had no request and no open stream for
---idle-timeout (a client that vanished without DELETE). On SIGTERM or
+--idle-timeout (a client that vanished without DELETE), and at most
+--max-sessions sessions are open at once (a client over it gets 503).
+On SIGTERM or
 Ctrl-C it stops taking requests, stops every task, closes the sessions and
 exits. Logs go to stderr or --log, never stdout: warnings and errors, and
 the lines a user needs whatever the level (how shells are contained, where
@@ -71,6 +73,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	allowRemote := fs.Bool("allow-remote", false, "with --http: allow listening on a non-loopback address")
 	origins := fs.String("allow-origin", "", "with --http: comma-separated extra allowed Origin values, besides loopback")
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
+	maxSessions := fs.Int("max-sessions", mcpserver.DefaultMaxSessions, "with --http: how many MCP sessions may be open at once (each holds its tasks and their processes); a client over it gets 503")
 	idle := fs.Duration("idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session that has had no request in flight and no stream open for this long, stopping its tasks (0: never)")
 	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
 	if err != nil {
@@ -81,6 +84,9 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if *idle == 0 {
 		*idle = -1 // mcpserver: negative is never, 0 the default
+	}
+	if *maxSessions < 1 {
+		return usagef("--max-sessions must be at least 1, not %d", *maxSessions)
 	}
 	mf := sf.model
 	var model provider.Model
@@ -121,6 +127,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		NoProjectInstructions: sf.agents.noInstructions,
 		KeepOnDisconnect:      *keep,
 		IdleTimeout:           *idle,
+		MaxSessions:           *maxSessions,
 		Tasks:                 *sf.tasks,
 		Journal:               journal,
 		ModelName:             mf.describe(os.Getenv),

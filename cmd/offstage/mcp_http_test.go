@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -248,4 +249,50 @@ func TestMCPOverHTTPWithTheTypeScriptSDK(t *testing.T) {
 	server.Process.Signal(syscall.SIGTERM)
 	server.Wait()
 	noSurvivors(t, mark)
+}
+
+// Finding F9: offstage mcp --http --max-sessions 1 serves one session; a
+// second client is refused with 503 naming the bound and the flag, and
+// gets its place once the first ends.
+func TestMCPHTTPMaxSessions(t *testing.T) {
+	const token = "max-sessions-token-5c1e"
+	_, _, endpoint, _ := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN=" + token}, "--max-sessions", "1")
+	connect := func() (*mcp.ClientSession, error) {
+		transport := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tokenAuth(token)}}
+		return mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), transport, nil)
+	}
+	first, err := connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := connect(); err == nil {
+		cs.Close()
+		t.Fatal("a second session was opened with --max-sessions 1")
+	}
+	req, _ := http.NewRequest("POST", endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "at most 1 MCP sessions") || !strings.Contains(string(body), "--max-sessions") {
+		t.Errorf("a second session: %d %s", res.StatusCode, body)
+	}
+	first.Close() // DELETE: its place is free once its stream has ended too
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		second, err := connect()
+		if err == nil {
+			second.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the first ended: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,3 +233,66 @@ type skipRecorder struct{ skipped, failed bool }
 func (*skipRecorder) Helper()                 {}
 func (r *skipRecorder) Skipf(string, ...any)  { r.skipped = true }
 func (r *skipRecorder) Fatalf(string, ...any) { r.failed = true }
+
+// Finding F17: a journal overwritten in place while offstage mcp runs was
+// not reported until the next offstage opened it. Now the running one says
+// so once on stderr, naming the file and what to do, and the session goes
+// on.
+func TestMCPSaysItsJournalWasOverwritten(t *testing.T) {
+	state := t.TempDir()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash := func(command string) {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+		if err != nil || res.IsError {
+			t.Fatalf("bash %q = %+v, %v", command, res, err)
+		}
+	}
+	bash("echo before")
+	path := filepath.Join(state, "offstage", "journal.db")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(bytes.Repeat([]byte("not a database "), 300), 0)
+	f.Close()
+	for range 3 {
+		bash("echo after")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "is damaged") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs.Close()
+	cmd.Wait()
+	out := stderr.String()
+	if n := strings.Count(out, "offstage: journal: journal "+path+" is damaged"); n != 1 || !strings.Contains(out, "mv "+path+" "+path+".damaged") {
+		t.Errorf("stderr says the damage %d times, want once with what to do:\n%s", n, out)
+	}
+	noSurvivors(t, mark)
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and a test's
+// reads at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

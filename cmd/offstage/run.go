@@ -220,7 +220,11 @@ const systemPrompt = `You are a capable agent working in a shell on the user's m
 // that cannot be reached or refuses the key is a configuration problem
 // (exit 2, one sentence); anything else a runtime failure.
 func modelError(err error) error {
+	var se *provider.StatusError
 	switch {
+	case errors.As(err, &se) && se.Status >= 500:
+		// Reached, and failed: not a connection problem, and not ours.
+		return fmt.Errorf("%w (see the server's logs)", err)
 	case errors.Is(err, provider.ErrUnavailable):
 		return usagef("cannot reach the model endpoint: check --base-url or OPENAI_BASE_URL and that the server is running (%v)", err)
 	case errors.Is(err, provider.ErrAuth):

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +118,7 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"wait without a unit", nil, []string{"run", "--wait", "5", "hi"}, `--wait "5" is not a duration: give one with a unit, such as 30s, 5m or 1h30m; see "offstage run --help"`},
 		{"lease without a unit", nil, []string{"mcp", "--lease", "90"}, `--lease "90" is not a duration`},
 		{"max-running 0", nil, []string{"run", "--max-running", "0", "hi"}, `invalid value "0" for flag -max-running: want a whole number, at least 1`},
+		{"mcp max-sessions 0", nil, []string{"mcp", "--http", "127.0.0.1:0", "--max-sessions", "0"}, "--max-sessions must be at least 1, not 0"},
 		{"mcp max-running", nil, []string{"mcp", "--max-running", "none"}, `want a whole number, at least 1`},
 		{"acp max-running", nil, []string{"acp", "--max-running", "-1"}, `want a whole number, at least 1`},
 		{"unknown provider", nil, []string{"run", "--provider", "nope", "hi"}, `unknown provider "nope"`},
@@ -279,5 +283,39 @@ func TestTheREADMEsScriptRuns(t *testing.T) {
 	cmd, _ = offstage(t, nil, "run", "--help")
 	if help, _ := cmd.Output(); !strings.Contains(string(help), `"tool_calls": [{"name": "bash"`) || strings.Contains(string(help), "provider/scripted") {
 		t.Errorf("run --help does not give the script's format:\n%s", help)
+	}
+}
+
+// A model endpoint that answers HTTP 500 was reported as one that cannot
+// be reached. Now offstage says what it answered (status, a clipped body)
+// and that it is the server's error, a runtime failure (exit 1), for both
+// providers, and a body that is not JSON (a proxy's page) shows too.
+func TestAServerErrorIsNotUnreachable(t *testing.T) {
+	for _, tc := range []struct{ ctype, body, want string }{
+		{"application/json", `{"error":{"message":"CUDA out of memory in worker 3","type":"server_error"}}`, "CUDA out of memory in worker 3"},
+		{"text/html", "<html><body>Bad gateway " + strings.Repeat("x", 5000) + "</body></html>", "<html><body>Bad gateway xxx"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", tc.ctype)
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, tc.body)
+		}))
+		for _, args := range [][]string{
+			{"--provider", "openai", "--base-url", srv.URL + "/v1"},
+			{"--provider", "anthropic", "--base-url", srv.URL},
+		} {
+			args = append(append([]string{"run", "--no-journal", "--model", "m"}, args...), "hi")
+			cmd, _ := offstage(t, []string{"OPENAI_API_KEY=k", "ANTHROPIC_API_KEY=k"}, args...)
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			code := exitOf(t, cmd.Run())
+			last := strings.TrimSpace(errOut.String())
+			last = last[strings.LastIndexByte(last, '\n')+1:]
+			if code != 1 || !strings.Contains(last, "answered HTTP 500") || !strings.Contains(last, tc.want) ||
+				!strings.Contains(last, "not a connection failure") || strings.Contains(last, "cannot reach") || len(last) > 1000 {
+				t.Errorf("offstage %s: exit %d, stderr ends with %q", args, code, last)
+			}
+		}
+		srv.Close()
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 )
@@ -150,4 +154,28 @@ func TestACPsMCPServerEndsWhenTheAgentIsKilled(t *testing.T) {
 	if strings.Contains(stderr.String(), "not started") {
 		t.Errorf("the MCP server did not start:\n%s", stderr.String())
 	}
+}
+
+// Finding F10: a call whose message is longer than the line cap (16 MiB)
+// was answered with a null id, so the MCP client's pending call waited
+// for ever; now it gets its error, and the session goes on.
+func TestMCPAnswersAnOverlongCallWithItsID(t *testing.T) {
+	cmd, mark := offstage(t, nil, "mcp")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo " + strings.Repeat("x", 17<<20)}})
+	if err == nil || !strings.Contains(err.Error(), "longer than 16777215 bytes") {
+		t.Errorf("CallTool(17 MiB) = %v, want the guard's error", err)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo after"}}); err != nil || res.IsError {
+		t.Errorf("CallTool after = %+v, %v", res, err)
+	}
+	cs.Close()
+	noSurvivors(t, mark)
 }

@@ -184,6 +184,34 @@ func TestADamagedJournalIsAClearError(t *testing.T) {
 	}
 }
 
+// offstage tasks, which has no --no-journal, does not advise it: on a
+// damaged journal, or a shared one it cannot reach, its advice is its own.
+// run, mcp and acp, which have the flag, name it.
+func TestJournalAdviceFitsTheCommand(t *testing.T) {
+	state := t.TempDir()
+	os.MkdirAll(filepath.Join(state, "offstage"), 0o700)
+	os.WriteFile(filepath.Join(state, "offstage", "journal.db"), bytes.Repeat([]byte("not a database\n"), 500), 0o600)
+	const away = "postgres://u@127.0.0.1:1/x"
+	for _, tc := range []struct {
+		args      []string
+		want      string
+		noJournal bool
+	}{
+		{[]string{"tasks"}, "journal.db is damaged", false},
+		{[]string{"tasks", "show", "shell:1"}, "journal.db is damaged", false},
+		{[]string{"tasks", "--journal", away}, "cannot be reached", false},
+		{[]string{"mcp", "--journal", away}, "cannot be reached", true},
+		{[]string{"mcp"}, "journal.db is damaged", true},
+	} {
+		cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, tc.args...)
+		cmd.Stdin = strings.NewReader("")
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "--no-journal") != tc.noJournal {
+			t.Errorf("offstage %s: exit %d, %s (want --no-journal named: %v)", tc.args, code, out, tc.noJournal)
+		}
+	}
+}
+
 // TestTasksShowADeadHostsTasksOrphaned (issue 23 item 10, and an
 // outsider's full-disk trial): after offstage died, its running tasks
 // were listed as running until the next offstage started, and nothing

@@ -9,7 +9,9 @@
 // line is answered on the Writer and skipped, and the stream goes on:
 //   - not JSON: parse error (-32700);
 //   - longer than Options.MaxLine, or nesting deeper than
-//     Options.MaxDepth: invalid request (-32600);
+//     Options.MaxDepth: invalid request (-32600); an overlong line is
+//     read to its end keeping only what its answer needs (bounded), so
+//     the answer carries the request's id wherever in the line it is;
 //   - a batch (a JSON array; MCP dropped batches in 2025-06-18 and ACP
 //     never had them): one invalid-request error per member that needs an
 //     answer, in an array, as JSON-RPC answers a batch;
@@ -191,6 +193,15 @@ func (l *Writer) track(key string, id json.RawMessage) bool {
 	return true
 }
 
+// inUse reports whether key is the id of a request passed on and not
+// answered yet.
+func (l *Writer) inUse(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.pending[key]
+	return ok && !r.replying
+}
+
 // waiting returns a channel closed when no request is pending, or nil if
 // none is.
 func (l *Writer) waiting() <-chan struct{} {
@@ -296,23 +307,35 @@ func (t *Reader) drain() {
 	}
 }
 
-// line reads one line, with its newline. A line over the cap is answered
-// with a rejection, read to its end and dropped (nil is returned).
+// line reads one line, with its newline. A line over the cap is read to
+// its end and dropped (nil is returned), and answered: with its id when
+// it is a request whose id can be read (see idScan) and is not in use,
+// so the caller's pending call gets its error; with null otherwise.
 func (t *Reader) line() ([]byte, error) {
 	var buf []byte
-	dropping := false
+	var scan *idScan
 	for {
 		chunk, err := t.r.ReadSlice('\n')
-		if !dropping {
-			if len(buf)+len(chunk) > t.opts.MaxLine {
-				dropping, buf = true, nil
-				t.w.write(reply(nil, -32600, fmt.Sprintf("Invalid Request: a message longer than %d bytes was dropped", t.opts.MaxLine)))
-			} else {
-				buf = append(buf, chunk...)
-			}
+		switch {
+		case scan != nil:
+			scan.write(chunk)
+		case len(buf)+len(chunk) > t.opts.MaxLine:
+			scan = new(idScan)
+			scan.write(buf)
+			scan.write(chunk)
+			buf = nil
+		default:
+			buf = append(buf, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
+		}
+		if scan != nil {
+			id, key := scan.replyID()
+			if id != nil && t.w.inUse(key) {
+				id = nil // the reply would answer another request
+			}
+			t.w.write(reply(id, -32600, fmt.Sprintf("Invalid Request: a message longer than %d bytes was dropped; send a shorter one (a large argument can go in a file)", t.opts.MaxLine)))
 		}
 		return buf, err
 	}

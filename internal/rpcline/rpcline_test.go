@@ -116,8 +116,54 @@ func TestReaderNeverAnswersAResponse(t *testing.T) {
 func TestReaderDropsOverlongLines(t *testing.T) {
 	huge := `{"jsonrpc":"2.0","id":2,"method":"x","params":["` + strings.Repeat("a", 2<<20) + `"]}`
 	passed, replies := filter([]byte(huge+"\n"+ping+"\n"), rpcline.Options{MaxLine: 1 << 20})
-	if string(passed) != ping+"\n" || !strings.Contains(string(replies), `"code":-32600,"message":"Invalid Request: a message longer than 1048576 bytes was dropped"`) {
+	if string(passed) != ping+"\n" || !strings.Contains(string(replies), `"code":-32600,"message":"Invalid Request: a message longer than 1048576 bytes was dropped`) {
 		t.Errorf("passed %.100q, replied %s", passed, replies)
+	}
+}
+
+// An overlong request is answered with its id, wherever in the line the
+// id stands, so the caller's pending call gets its error; a line whose id
+// cannot be used, or that is no request, is answered with null.
+func TestReaderAnswersAnOverlongRequestWithItsID(t *testing.T) {
+	big := `"` + strings.Repeat(`a\"{[`, 40<<10) + `"`
+	nested := `{"x":[` + big + `,{"id":99}],"y":{"id":98}}`
+	for _, tc := range []struct{ line, id string }{
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + nested + `}`, `2`},
+		{`  {"jsonrpc":"2.0", "id" : "a\"b" ,"method":"tools/call","params":` + nested + `}`, `"a\"b"`},
+		{`{"method":"tools/call","params":` + nested + `,"jsonrpc":"2.0","id":7}`, `7`},                              // TypeScript's order
+		{`{"method":"tools/call","params":` + nested + `,"jsonrpc":"2.0","id":-7   }`, `-7`},                         // spaces after
+		{`{"\u0069d":5,"method":"tools/call","params":` + nested + `}`, `5`},                                         // an escaped key
+		{`{"id":1,"id":3,"method":"x","params":` + nested + `}`, `3`},                                                // the last counts
+		{`{"jsonrpc":"2.0","id":2,"method":"x","params":` + nested, `2`},                                             // cut short
+		{`{"jsonrpc":"2.0","method":"notifications/x","params":` + nested + `}`, `null`},                             // no id
+		{`{"jsonrpc":"2.0","id":2,"params":` + nested + `}`, `null`},                                                 // no method
+		{`{"jsonrpc":"2.0","id":2,"result":` + nested + `}`, `null`},                                                 // a response
+		{`{"jsonrpc":"2.0","id":1.5,"method":"x","params":` + nested + `}`, `null`},                                  // an unusable id
+		{`{"jsonrpc":"2.0","id":{"n":1},"method":"x","params":` + nested + `}`, `null`},                              // an object id
+		{`{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 2<<10) + `","method":"x","params":` + nested + `}`, `null`}, // too long to keep
+		{`[{"jsonrpc":"2.0","id":2,"method":"x","params":` + nested + `}]`, `null`},                                  // a batch
+		{`{"jsonrpc":"2.0","method":"x","params":` + nested + `,"x":{"id":4}}`, `null`},                              // a nested id
+	} {
+		passed, replies := filter([]byte(tc.line+"\n"+ping+"\n"), rpcline.Options{MaxLine: 64 << 10})
+		var r struct {
+			ID    json.RawMessage    `json:"id"`
+			Error struct{ Code int } `json:"error"`
+		}
+		if string(passed) != ping+"\n" || bytes.Count(replies, []byte("\n")) != 1 || json.Unmarshal(replies, &r) != nil || r.Error.Code != -32600 || string(r.ID) != tc.id {
+			t.Errorf("%.60q…: passed %.100q, replied %.200s; want id %s", tc.line, passed, replies, tc.id)
+		}
+	}
+}
+
+// An overlong request whose id is in use by a request not answered yet
+// is answered with null: its id would resolve the other.
+func TestReaderAnswersAnOverlongRequestWithAnIDInUseWithNull(t *testing.T) {
+	var out bytes.Buffer
+	huge := `{"jsonrpc":"2.0","id":1,"method":"x","params":["` + strings.Repeat("a", 4<<10) + `"]}`
+	r, _ := rpcline.New(strings.NewReader(ping+"\n"+huge+"\n"), &out, rpcline.Options{MaxLine: 1 << 10})
+	io.ReadAll(r)
+	if !strings.HasPrefix(out.String(), `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`) {
+		t.Errorf("replied %s", out.String())
 	}
 }
 
@@ -235,6 +281,20 @@ func FuzzReader(f *testing.F) {
 			case !isResponse(line):
 				t.Fatalf("%q: neither passed on nor answered", line)
 			}
+			// Over the cap, the same line is answered once, with its id
+			// when it is a request with a usable id.
+			_, replies = filter(append(line, '\n'), rpcline.Options{MaxLine: 1})
+			var r struct{ ID json.RawMessage }
+			if bytes.Count(replies, []byte("\n")) != 1 || json.Unmarshal(replies, &r) != nil {
+				t.Fatalf("%q over the cap: replied %q", line, replies)
+			}
+			if !json.Valid(line) { // the scan does not validate: any id it gives is usable
+				if !isNullOr(r.ID, requestID(append(append([]byte(`{"method":"x","id":`), r.ID...), '}'))) {
+					t.Fatalf("%q over the cap: replied %s", line, replies)
+				}
+			} else if want := requestID(line); !bytes.Equal(compact(r.ID), compact(want)) {
+				t.Fatalf("%q over the cap: replied %s, want id %s", line, replies, want)
+			}
 		}
 	})
 }
@@ -313,6 +373,36 @@ func checkReply(t *testing.T, line, replies []byte) {
 			t.Fatalf("%q: replied %q", line, replies)
 		}
 	}
+}
+
+// requestID returns the id of a request with a usable id (a string or an
+// integer within ±2^53), null for any other line.
+func requestID(line []byte) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return json.RawMessage("null")
+	}
+	id, hasID := m["id"]
+	_, method := m["method"]
+	if !hasID || !method || len(id) > 1<<10 {
+		return json.RawMessage("null")
+	}
+	var s string
+	var n int64
+	if json.Unmarshal(id, &s) != nil && (json.Unmarshal(id, &n) != nil || n > 1<<53 || n < -(1<<53) || strings.ContainsAny(string(id), ".eE") || string(id) == "-0") {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
+func isNullOr(id, want json.RawMessage) bool {
+	return string(id) == "null" || bytes.Equal(compact(id), compact(want))
+}
+
+func compact(v json.RawMessage) []byte {
+	var b bytes.Buffer
+	json.Compact(&b, v)
+	return b.Bytes()
 }
 
 // isResponse reports whether line is an object with no method and a

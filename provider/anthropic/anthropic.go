@@ -224,7 +224,7 @@ func classify(ctx context.Context, err error) error {
 		if json.Unmarshal([]byte(body), &parsed) == nil && parsed.Error.Message != "" {
 			msg = parsed.Error.Message
 		}
-		return &provider.StatusError{Status: apiErr.StatusCode, Message: msg, Err: provider.Classify(apiErr.StatusCode, body)}
+		return &provider.StatusError{Status: apiErr.StatusCode, Message: msg, Body: provider.ClipBody(body), Err: provider.Classify(apiErr.StatusCode, body)}
 	}
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {

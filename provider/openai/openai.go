@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -225,11 +226,22 @@ func classify(ctx context.Context, err error) error {
 		if msg == "" {
 			msg = http.StatusText(apiErr.StatusCode)
 		}
-		return &provider.StatusError{Status: apiErr.StatusCode, Message: msg, Err: provider.Classify(apiErr.StatusCode, apiErr.RawJSON()+" "+msg)}
+		return &provider.StatusError{Status: apiErr.StatusCode, Message: msg, Body: provider.ClipBody(body(apiErr)), Err: provider.Classify(apiErr.StatusCode, apiErr.RawJSON()+" "+msg)}
 	}
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
 		return fmt.Errorf("%w: %v", provider.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: %v", provider.ErrBadStream, err)
+}
+
+// body returns the start of an error response's body, which the SDK keeps
+// on the response (its RawJSON has only the "error" member, and nothing
+// for a body that is not JSON, such as a proxy's HTML page).
+func body(e *openai.Error) string {
+	if e.Response == nil || e.Response.Body == nil {
+		return e.RawJSON()
+	}
+	b, _ := io.ReadAll(io.LimitReader(e.Response.Body, 4<<10))
+	return string(b)
 }

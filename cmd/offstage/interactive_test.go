@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,10 +69,22 @@ func startTerm(t *testing.T, script string, args ...string) (*term, <-chan error
 	path := filepath.Join(t.TempDir(), "script.json")
 	os.WriteFile(path, []byte(script), 0o644)
 	cmd, mark := offstage(t, nil, append([]string{"run", "--script", path}, args...)...)
-	f, err := pty.Start(cmd)
+	ptmx, err := pty.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// pty hands the master out in blocking mode, where Close does not end
+	// a Read: one left blocked (a process of the test still holding the
+	// terminal) outlived the test and failed goleak. A non-blocking copy
+	// is the poller's, whose Close ends the Read.
+	fd, err := syscall.Dup(int(ptmx.Fd()))
+	ptmx.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.CloseOnExec(fd)
+	syscall.SetNonblock(fd, true)
+	f := os.NewFile(uintptr(fd), "ptmx")
 	t.Cleanup(func() { f.Close() })
 	tm := &term{t: t, f: f}
 	go tm.read()

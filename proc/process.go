@@ -362,6 +362,14 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		fallthrough
 	default:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if sb != nil {
+			// A sandboxed command gets a session of its own, so no
+			// controlling terminal: through offstage's (/dev/tty) it
+			// could push keystrokes (TIOCSTI) into the user's shell and
+			// so run them outside the sandbox. The session's id is the
+			// group's: signalling the group is unchanged.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 	}
 	if sb != nil {
 		if err := sb.apply(cmd); err != nil {

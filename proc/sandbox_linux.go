@@ -89,6 +89,10 @@ type sandboxSetup struct {
 
 // prepareSandbox plans cfg.Sandbox on this host and makes the command's
 // temporary directory; a strict sandbox that cannot hold fails here.
+// The step keeps descriptors 0 to the lifeline's, and no more.
+var _ [lifelineFD + 1 - sandboxstep.KeepFDs]struct{}
+var _ [sandboxstep.KeepFDs - lifelineFD - 1]struct{}
+
 func prepareSandbox(cfg Config) (*sandboxSetup, error) {
 	s := cfg.Sandbox
 	if !s.On() {

@@ -240,3 +240,49 @@ grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status
 		}
 	}
 }
+
+// TestSandboxHasNoTerminalToTypeInto (an outsider's finding): a fenced
+// command that shared offstage's controlling terminal could push
+// keystrokes into it (TIOCSTI through /dev/tty), for the user's shell to
+// run outside the sandbox, answers to offstage's own questions included.
+// It now leads a session of its own, with no controlling terminal; and
+// root's command lacks CAP_SYS_ADMIN, with which it could push them into
+// any terminal.
+func TestSandboxHasNoTerminalToTypeInto(t *testing.T) {
+	needSandbox(t)
+	// Field 6 of /proc/PID/stat is the session, 7 the controlling tty.
+	script := `set -- $(cut -d')' -f2 /proc/$$/stat); [ "$4" = $$ ] && echo "session: own" || echo "session: $4, not $$"
+echo "tty: $5"
+bnd=$(grep CapBnd /proc/$$/status | cut -f2); echo "sys_admin: $(( (0x$bnd >> 21) & 1 ))"`
+	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
+	if out != "session: own\ntty: 0\nsys_admin: 0\n" {
+		t.Errorf("output = %q, want its own session, no terminal and no CAP_SYS_ADMIN", out)
+	}
+}
+
+// TestSandboxClosesInheritedDescriptors (an outsider's finding): a
+// descriptor offstage inherited without close-on-exec (exec 200>>file in
+// the shell that started it) reached the fenced command, which wrote
+// through it outside the fence: Landlock checks opens, not writes.
+func TestSandboxClosesInheritedDescriptors(t *testing.T) {
+	needSandbox(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "outside"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// As a launcher would leave it: dup'd high, without close-on-exec.
+	fd := 200
+	if err := syscall.Dup3(int(f.Fd()), fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(),
+		`[ -e /proc/$$/fd/200 ] && echo "fd 200: open" || echo "fd 200: closed"`)
+	if out != "fd 200: closed\n" {
+		t.Errorf("output = %q, want the inherited descriptor closed", out)
+	}
+	if b, _ := os.ReadFile(f.Name()); len(b) > 0 {
+		t.Errorf("the fenced command wrote %q outside through an inherited descriptor", b)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
@@ -155,7 +156,7 @@ func askOnTerminal(ctx context.Context, owner, command string) error {
 	if owner != "" {
 		who = "Sub-agent " + owner
 	}
-	fmt.Fprintf(tty, "\noffstage: %s asks to run this command OUTSIDE the sandbox:\n  %s\nAllow it once? [y/N] ", who, oneLine(command, 400))
+	fmt.Fprintf(tty, "\noffstage: %s asks to run this command OUTSIDE the sandbox:\n%s\nAllow it once? [y/N] ", who, shownCommand(command))
 	answer := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(tty).ReadString('\n')
@@ -174,12 +175,41 @@ func askOnTerminal(ctx context.Context, owner, command string) error {
 	}
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
+// shownCommand is a command as the user is asked about it: every line of
+// it, indented, with control and direction characters written out
+// (\x1b, \u202e) rather than acted on by the terminal, so that what is
+// shown is what runs (an escape sequence could erase the dangerous half
+// of a line from the screen). Past maxShown bytes the rest is not shown,
+// and the question says how much that is.
+func shownCommand(s string) string {
+	const maxShown = 4000
+	cut := 0
+	if len(s) > maxShown {
+		cut = len(s) - maxShown
+		s = strings.ToValidUTF8(s[:maxShown], "")
 	}
-	return s
+	var b strings.Builder
+	b.WriteString("  ")
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString("\n  ")
+		case r == '\t':
+			b.WriteString("    ")
+		case r == utf8.RuneError:
+			b.WriteString(`\ufffd`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r < 0xa0, r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0xfeff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if cut > 0 {
+		fmt.Fprintf(&b, "\n  … and %d more bytes not shown here (answering y allows them too)", cut)
+	}
+	return b.String()
 }
 
 // hasTTY says whether this process has a controlling terminal to ask on.
@@ -205,7 +235,7 @@ func (e escalation) question() string {
 	if e.owner != "" {
 		who = "Sub-agent " + e.owner
 	}
-	return fmt.Sprintf("offstage: %s asks to run this command OUTSIDE the sandbox:\n  %s\nAllow it once? Answer y or n:", who, oneLine(e.command, 400))
+	return fmt.Sprintf("offstage: %s asks to run this command OUTSIDE the sandbox:\n%s\nAllow it once? Answer y or n:", who, shownCommand(e.command))
 }
 
 func (e escalation) answer(line string) {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // The step is this binary re-executed, as the keeper is: the hook runs
@@ -53,6 +55,11 @@ func sandboxMain(v string) int {
 		// capability in its namespace past this step. (Root's own are
 		// root's.)
 		dropCapabilities()
+	} else {
+		// But for CAP_SYS_ADMIN, with which root may push keystrokes into
+		// any terminal (TIOCSTI), the user's included, to be run by the
+		// user's shell outside the sandbox.
+		dropBounding(capSysAdmin)
 	}
 	if err := restrictSelf(sp); err != nil {
 		return fail(126, "landlock: %v", err)
@@ -63,6 +70,7 @@ func sandboxMain(v string) int {
 			env = append(env, kv)
 		}
 	}
+	closeInherited()
 	err := syscall.Exec(os.Args[1], os.Args[2:], env)
 	return fail(127, "exec %s: %v", os.Args[1], err)
 }
@@ -111,6 +119,40 @@ func loopbackUp() error {
 		return fmt.Errorf("loopback: bring lo up: %w", e)
 	}
 	return nil
+}
+
+// KeepFDs is how many descriptors the command gets from the step: 0 to 2
+// and proc's lifeline at 10 (3 to 9 are closed). Every other one open
+// here came from whoever started offstage without close-on-exec, and
+// would hand the command a file or socket outside the fence (Landlock
+// checks opens, not writes to what is open).
+const KeepFDs = 11
+
+// closeInherited makes every descriptor from KeepFDs up close at the
+// exec.
+func closeInherited() {
+	const closeRangeCloexec = 1 << 2
+	if _, _, errno := syscall.RawSyscall(unix.SYS_CLOSE_RANGE, KeepFDs, ^uintptr(0)>>1, closeRangeCloexec); errno == 0 {
+		return
+	}
+	entries, _ := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= KeepFDs {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's number.
+const capSysAdmin = 21
+
+// dropBounding takes capability c out of this thread's bounding set: the
+// command the exec that follows (from this thread) runs, and all it
+// starts, never have it.
+func dropBounding(c uintptr) {
+	const prCapbsetDrop = 24
+	runtime.LockOSThread() // the exec must come from this thread; never unlocked
+	syscall.RawSyscall6(syscall.SYS_PRCTL, prCapbsetDrop, c, 0, 0, 0, 0)
 }
 
 // dropCapabilities empties this thread's capability sets; the exec that

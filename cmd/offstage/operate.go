@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/offstage/offstage/internal/fleet"
@@ -23,6 +24,13 @@ func operator() string {
 	return name + "@" + host + " with offstage tasks cancel"
 }
 
+// outcome is how a cancel ended when it stopped nothing: said as it is,
+// never taken for the journal's trouble.
+type outcome struct{ error }
+
+// maxReason bounds a cancel's reason, which the owner's model is told.
+const maxReason = 500
+
 // cancelTask stops the task id names wherever it runs, and says how it
 // ended.
 func cancelTask(ctx context.Context, store *journal.DB, session, id, reason string, w io.Writer) error {
@@ -31,16 +39,20 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 		return err
 	}
 	name := t.Session + "/" + t.ID
+	if len(reason) > maxReason {
+		return usagef("--reason is %d bytes; at most %d are kept (the dashboard's bound too)", len(reason), maxReason)
+	}
 	got, err := fleet.Cancel(ctx, store, t.Session, t.ID, operator(), reason)
 	switch {
 	case errors.Is(err, fleet.ErrFinished):
-		return fmt.Errorf("%s had already ended (%s): nothing to stop", name, got.State)
+		return outcome{fmt.Errorf("%s had already ended (%s): nothing to stop", name, got.State)}
 	case errors.Is(err, fleet.ErrOwnerGone):
-		return fmt.Errorf("%s: %v; the task is orphaned (the next offstage to start on %s marks it so and stops what is left of it)", name, err, got.Hostname)
+		why := strings.TrimPrefix(err.Error(), t.ID+": ") // fleet names the task too
+		return outcome{fmt.Errorf("%s: %s; the task is orphaned (the next offstage to start on %s marks it so and stops what is left of it)", name, why, got.Hostname)}
 	case errors.Is(err, fleet.ErrNotHere):
-		return fmt.Errorf("%s: its session is no longer open in the offstage that ran it (pid on %s), so nobody can stop it; if that offstage is gone, the task is orphaned (offstage tasks show %s)", name, got.Hostname, name)
+		return outcome{fmt.Errorf("%s: its session is no longer open in the offstage that ran it (on %s), so nobody can stop it; if that offstage is gone, the task is orphaned (offstage tasks show %s)", name, got.Hostname, name)}
 	case errors.Is(err, fleet.ErrPending):
-		return fmt.Errorf("%s: the request is recorded, but the offstage that runs it (on %s) has not acted on it yet: it acts on it when it next reads the journal; offstage tasks show %s says when it ends", name, got.Hostname, name)
+		return outcome{fmt.Errorf("%s: the request is recorded, but the offstage that runs it (on %s) has not acted on it yet: it acts on it when it next reads the journal; offstage tasks show %s says when it ends", name, got.Hostname, name)}
 	case err != nil:
 		return err
 	}
@@ -63,8 +75,15 @@ func followTask(ctx context.Context, store *journal.DB, session, id string, sinc
 	if err != nil {
 		return err
 	}
-	opts.Note = func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) }
-	if err := fleet.Follow(ctx, store, t.Session, t.ID, opts, stdout); err != nil {
+	opts.Note = func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", safeText(msg)) }
+	out := stdout
+	if isTerminal(stdout) {
+		// A task's bytes as they are, to a file or a pipe; to a terminal,
+		// without the escape sequences that would act on it (a clipboard
+		// write, a cleared screen).
+		out = &safeWriter{w: stdout}
+	}
+	if err := fleet.Follow(ctx, store, t.Session, t.ID, opts, out); err != nil {
 		if ctx.Err() != nil {
 			return nil // Ctrl-C: the user stopped following
 		}
@@ -84,7 +103,7 @@ func followTask(ctx context.Context, store *journal.DB, session, id string, sinc
 		if t.Error != "" {
 			msg += ": " + t.Error
 		}
-		fmt.Fprintln(stderr, msg+".")
+		fmt.Fprintln(stderr, safeText(msg)+".")
 	}
 	return nil
 }

@@ -171,8 +171,14 @@ func testCancelAndFollow(t *testing.T, o *operated, ownerGone func()) {
 	}
 	// Cancelling it again says it ended.
 	again, _ := offstage(t, o.elsewhere, "tasks", "cancel", name)
-	if out, err := again.CombinedOutput(); err == nil || !strings.Contains(string(out), "had already ended (canceled)") {
-		t.Errorf("cancelling an ended task: %v\n%s", err, out)
+	if out, err := again.CombinedOutput(); err == nil || !strings.Contains(string(out), "had already ended (canceled)") ||
+		strings.Contains(string(out), "cannot be used") || strings.Contains(string(out), "--no-journal") {
+		t.Errorf("cancelling an ended task: %v\n%s; want it said as it is, not as the journal's trouble", err, out)
+	}
+	// A reason is bounded as the dashboard bounds it.
+	long, _ := offstage(t, o.elsewhere, "tasks", "cancel", name, "--reason", strings.Repeat("r", 501))
+	if out, err := long.CombinedOutput(); exitOf(t, err) != 2 || !strings.Contains(string(out), "at most 500") {
+		t.Errorf("a 501-byte reason: %v\n%s", err, out)
 	}
 	// Once the owner is gone, the log is read where it was written.
 	ownerGone()

@@ -204,11 +204,48 @@ func (p *printer) infoOf(id string) (task.Info, error) {
 // clipboard write, a new title, a cleared screen) reaches the terminal.
 func safeText(s string) string {
 	return strings.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || isBidiControl(r) {
 			return -1
 		}
 		return r
 	}, s)
+}
+
+// isBidiControl says whether r reorders the text around it on screen
+// (U+202A–U+202E, U+2066–U+2069), which can make a line read as another.
+func isBidiControl(r rune) bool {
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
+
+// safeWriter writes bytes to a terminal without the control characters
+// safeText leaves out, also when a sequence is split across writes.
+type safeWriter struct {
+	w  io.Writer
+	c2 bool // the last byte was 0xc2, the first of a C1 control's two
+}
+
+func (s *safeWriter) Write(p []byte) (int, error) {
+	out := make([]byte, 0, len(p))
+	for _, b := range p {
+		if s.c2 {
+			s.c2 = false
+			if b >= 0x80 && b < 0xa0 {
+				continue // U+0080–U+009F: C1 controls (0x9b is a CSI)
+			}
+			out = append(out, 0xc2)
+		}
+		switch {
+		case b == 0xc2:
+			s.c2 = true
+		case b < 0x20 && b != '\n' && b != '\t', b == 0x7f:
+		default:
+			out = append(out, b)
+		}
+	}
+	if _, err := s.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // line prints a line of the CLI's own (a user message, a note).

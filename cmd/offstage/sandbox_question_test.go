@@ -32,3 +32,27 @@ func TestTheEscalationQuestionShowsWhatRuns(t *testing.T) {
 		t.Errorf("question = %q, want each line shown", q)
 	}
 }
+
+// TestSafeWriterKeepsEscapesOffTheTerminal (an outsider's finding):
+// tasks follow printed a task's output raw to the operator's terminal,
+// where "\x1b]52;c;…\a" set the clipboard and "\x1b[2J" cleared the
+// screen; tasks show printed labels and cancel reasons raw. What reaches
+// a terminal now has no control character but lines and tabs, also when
+// a two-byte C1 control (U+009B, a CSI) is split across writes; text is
+// otherwise kept, UTF-8 included.
+func TestSafeWriterKeepsEscapesOffTheTerminal(t *testing.T) {
+	var b strings.Builder
+	w := &safeWriter{w: &b}
+	for _, chunk := range []string{"before\x1b]52;c;cHduZWQ=\x07\x1b[2Jafter\n", "caf\xc3", "\xa9 \xc2", "\x9b31m red\tok\r\n", "\u202espoof\n"} {
+		if n, err := w.Write([]byte(chunk)); n != len(chunk) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", chunk, n, err)
+		}
+	}
+	want := "before]52;c;cHduZWQ=[2Jafter\ncafé 31m red\tok\n\u202espoof\n"
+	if got := b.String(); got != want {
+		t.Errorf("wrote %q, want %q", got, want)
+	}
+	if got := safeText("a\u202eb\x1b[2Jc"); got != "ab[2Jc" {
+		t.Errorf("safeText = %q", got)
+	}
+}

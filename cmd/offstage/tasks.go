@@ -183,6 +183,10 @@ func (f journalFlags) openReading(ctx context.Context, dir string) (*journal.DB,
 // damage, like permissions, is the user's to fix (exit status 2), with
 // the same advice as anywhere else.
 func readErr(store *journal.DB, err error) error {
+	var o outcome
+	if errors.As(err, &o) {
+		return o.error
+	}
 	var se *journal.StoreError
 	if err = store.Explain(err); errors.As(err, &se) && se.Kind != nil {
 		return usagef("%v", err)
@@ -472,6 +476,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 		return json.NewEncoder(w).Encode(out)
 	}
+	// Labels, reasons, errors and output are anyone's text: no escape
+	// sequence of theirs reaches the terminal.
+	w = &safeWriter{w: w}
 	now := timeNow()
 	fmt.Fprintf(w, "%s of session %s", t.ID, t.Session)
 	if t.Hostname != "" {
@@ -519,7 +526,7 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 			fmt.Fprintf(w, " (%s)", cancel.Reason)
 		}
 		if cancel.Outcome != "" {
-			fmt.Fprintf(w, "; its offstage: %s", cancel.Outcome)
+			fmt.Fprintf(w, "; outcome: %s", cancel.Outcome)
 		} else {
 			fmt.Fprint(w, "; its offstage has not acted on it yet")
 		}

@@ -320,7 +320,7 @@ func fileLines(msg string) string {
 }
 
 // profileKeys are the keys of a profile's front matter (frontMatter's).
-var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "project_instructions", "env_keep", "env_drop", "task_memory", "task_pids", "task_cpus"}
+var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "project_instructions", "env_keep", "env_drop", "task_memory", "task_pids", "task_cpus", "sandbox", "sandbox_network"}
 
 // claudeKeys are Claude Code's front matter keys that offstage has no
 // use for: a file written for Claude Code loads without a note.

@@ -362,6 +362,22 @@ func (s *stream) ping() error {
 
 const pingEvery = 15 * time.Second
 
+// openStream begins a stream of events for r, subscribed to the hub's
+// changes. Its context ends with the request or with the handler (Close
+// waits for it); done undoes all of it.
+func (h *Handler) openStream(w http.ResponseWriter, r *http.Request) (context.Context, *sub, *stream, func()) {
+	h.wg.Add(1)
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(h.ctx, cancel)
+	sb := h.hub.subscribe()
+	return ctx, sb, newStream(w, r), func() {
+		h.hub.unsubscribe(sb)
+		stop()
+		cancel()
+		h.wg.Done()
+	}
+}
+
 // events streams a list: a snapshot of the newest tasks that match, then
 // every change of a task that matches. A page that falls behind (its
 // queue of changes filled) gets a fresh snapshot, which says so.
@@ -371,15 +387,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "400 Bad Request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	h.wg.Add(1)
-	defer h.wg.Done()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(h.ctx, cancel)
-	defer stop()
-	sub := h.hub.subscribe()
-	defer h.hub.unsubscribe(sub)
-	s := newStream(w, r)
+	ctx, sub, s, done := h.openStream(w, r)
+	defer done()
 	if f.Session != "" { // a session's start names it, as in offstage tasks
 		full, err := h.opts.Store.Session(ctx, f.Session)
 		if err != nil {

@@ -24,15 +24,10 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	h.wg.Add(1)
-	defer h.wg.Done()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, sub, s, done := h.openStream(w, r)
+	defer done()
+	ctx, cancel := context.WithCancel(ctx) // the follower's, ended before done
 	defer cancel()
-	stop := context.AfterFunc(h.ctx, cancel)
-	defer stop()
-	sub := h.hub.subscribe()
-	defer h.hub.unsubscribe(sub)
-	s := newStream(w, r)
 	if s.send("begin", map[string]string{}) != nil || s.send("task", toJSON(t, true)) != nil {
 		return
 	}

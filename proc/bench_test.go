@@ -77,17 +77,38 @@ func BenchmarkSpawnPaired(b *testing.B) {
 }
 
 // BenchmarkSpawnSandboxed: BenchmarkSpawn in workspace-write with the
-// network off: the step (this binary re-executed) fences itself with
-// Landlock in a network namespace of its own, then execs the shell.
+// network off. As root with cgroups, a thread of the host fences itself
+// (a network namespace, kept from an earlier command where one was left
+// clean, then Landlock) and forks the shell; elsewhere the step does it
+// (BenchmarkSpawnSandboxedStep).
 func BenchmarkSpawnSandboxed(b *testing.B) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}); err != nil {
+	benchSandboxed(b, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite})
+}
+
+// BenchmarkSpawnSandboxedStep: BenchmarkSpawnSandboxed through the
+// re-executed step, as a host that is not root (which needs a user
+// namespace for its network namespace) or traces its starts goes.
+func BenchmarkSpawnSandboxedStep(b *testing.B) {
+	proc.SandboxStep(true)
+	defer proc.SandboxStep(false)
+	benchSandboxed(b, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite})
+}
+
+// BenchmarkSpawnSandboxedNetwork: BenchmarkSpawnSandboxed with the
+// network on: Landlock alone.
+func BenchmarkSpawnSandboxedNetwork(b *testing.B) {
+	benchSandboxed(b, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Network: true})
+}
+
+func benchSandboxed(b *testing.B, s proc.Sandbox) {
+	if _, err := proc.CheckSandbox(s); err != nil {
 		b.Skip(err)
 	}
 	defer cpuPerOp(b)()
 	ctx := context.Background()
 	dir := b.TempDir()
 	for b.Loop() {
-		p, err := proc.Start(ctx, proc.Config{Command: "true", Dir: dir, Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		p, err := proc.Start(ctx, proc.Config{Command: "true", Dir: dir, Sandbox: s})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,6 +116,44 @@ func BenchmarkSpawnSandboxed(b *testing.B) {
 			b.Fatalf("exit %+v", e)
 		}
 	}
+}
+
+// BenchmarkSpawnSandboxedPaired runs BenchmarkSpawn's and
+// BenchmarkSpawnSandboxed's commands in turn and reports their ratio
+// (x-spawn, wall; x-spawn-cpu), as BenchmarkSpawnPaired does for
+// BenchmarkSpawn against os/exec.
+func BenchmarkSpawnSandboxedPaired(b *testing.B) {
+	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	if _, err := proc.CheckSandbox(s); err != nil {
+		b.Skip(err)
+	}
+	ctx := context.Background()
+	dir := b.TempDir()
+	run := func(cfg proc.Config) {
+		p, err := proc.Start(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e, _ := p.Wait(ctx); e.Code != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+	}
+	var plain, fenced time.Duration
+	var plainCPU, fencedCPU int64
+	for b.Loop() {
+		t0, c0 := time.Now(), cpuTime()
+		run(proc.Config{Command: "true", Dir: dir})
+		t1, c1 := time.Now(), cpuTime()
+		run(proc.Config{Command: "true", Dir: dir, Sandbox: s})
+		t2, c2 := time.Now(), cpuTime()
+		plain, fenced = plain+t1.Sub(t0), fenced+t2.Sub(t1)
+		plainCPU, fencedCPU = plainCPU+c1-c0, fencedCPU+c2-c1
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(plain.Nanoseconds())/n, "spawn-ns/op")
+	b.ReportMetric(float64(fenced.Nanoseconds())/n, "sandboxed-ns/op")
+	b.ReportMetric(float64(fenced)/float64(plain), "x-spawn")
+	b.ReportMetric(float64(fencedCPU)/float64(plainCPU), "x-spawn-cpu")
 }
 
 const captureBytes = 256 << 20

@@ -507,26 +507,56 @@
 // /dev/null and the terminal stay writable. Sandbox.Network off (the
 // default) cuts the network, UDP and DNS included.
 //
-// How: Go cannot run code between fork and exec, so the command starts
-// as this binary re-executed (as the keeper is; the init function of a
-// small package that proc imports, internal/sandboxstep, takes over when
-// it finds OFFSTAGE_PROC_SANDBOX, early in the binary's initialization:
-// only the packages it needs, and those the Go runtime orders before it,
-// are initialized in the step, which must be free of side effects as the
-// keeper's are): that step
-// brings up loopback in the network namespace it was cloned into,
-// restricts itself with Landlock (github.com/landlock-lsm/go-landlock),
-// then execs the shell, which keeps its pid, group, cgroup (it was cloned
-// into it), mark and terminal: containment and limits are unchanged.
+// How: Landlock's rules, a network namespace, credentials and
+// no_new_privs all belong to a thread, and what a thread forks or execs
+// inherits them. Go cannot run code between fork and exec, so Start
+// fences a thread before the fork, in one of two ways.
+//
+// From a thread of the host, where it can: a goroutine locks itself to
+// an OS thread of its own (never the main thread, which the runtime
+// would park instead of ending), moves it into a network namespace with
+// loopback up when the network is off, drops capabilities, restricts it
+// with Landlock (package internal/sandboxstep, over the raw system
+// calls), forks the shell from it, and exits still locked, which ends
+// the thread: the host's other threads are never fenced. This is the way
+// as root (a network namespace needs CAP_SYS_ADMIN) or with the network
+// on, unless the start is traced (cgroup v1 limits: the tracing thread
+// must write those cgroups, outside any fence) or the host holds a
+// descriptor without close-on-exec that the shell would inherit
+// (KeepInheritedToSelf prevents that; offstage calls it first thing).
+// A namespace whose command left nothing in it (its cgroup empty when
+// its leader exited; no socket left, TIME_WAIT included) is kept for
+// the next command, as empty cgroups are: making one costs the kernel
+// about a millisecond of CPU, more than the rest of the fence.
+//
+// Otherwise through a step: the command starts as this binary
+// re-executed (as the keeper is; the init function of a small package
+// that proc imports, internal/sandboxstep, takes over when it finds
+// OFFSTAGE_PROC_SANDBOX, early in the binary's initialization: only the
+// packages it needs, and those the Go runtime orders before it, are
+// initialized in the step, which must be free of side effects as the
+// keeper's are), cloned into a network namespace of its own; it brings
+// up loopback, fences its thread as above, marks every descriptor past
+// the lifeline close-on-exec, and execs the shell from that thread. A
+// host that is not root takes this way with the network off: the
+// namespace is made inside a user namespace of the command's own, where
+// it keeps its uid and gid (files of other users show as nobody), and
+// which a process with threads cannot make for itself.
+//
+// Either way the shell keeps its pid, group, cgroup (it was cloned into
+// it), mark and terminal: containment and limits are unchanged.
 // Landlock's rules hold for the process and all it starts, and a
 // Landlock-restricted process cannot ptrace one outside its domain; from
 // ABI 6 it cannot signal one either (the host, other tasks). With the
 // network off and no network namespace to be had, Landlock's TCP rules
-// (ABI 4; UDP from ABI 10) stand in. As root the namespace is made
-// directly; otherwise inside a user namespace of the command's own, where
-// it keeps its uid and gid (files of other users show as nobody) and the
-// capability it needs for loopback is dropped before the exec (the tests,
-// run as root, exercise it as nobody).
+// (ABI 4; UDP from ABI 10) stand in. A command run by root keeps only
+// the capabilities that let it work on files it does not own and bind
+// low ports (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID,
+// CAP_SETGID, CAP_SETUID, CAP_NET_BIND_SERVICE): with CAP_MKNOD it could
+// make a block device in the workspace and write a disk through it, with
+// CAP_NET_ADMIN join its network to the host's, with CAP_SYS_ADMIN push
+// keystrokes into the user's terminal. (The tests run as root, and
+// exercise the step and a host that is not root, as nobody.)
 //
 // What this host gives is found at the first sandboxed Start, and cached:
 // the Landlock ABI (the version query of landlock_create_ruleset) and
@@ -546,20 +576,12 @@
 // /proc/PID/environ of the user's processes (ProtectHost hides the
 // host's); abstract unix sockets are scoped with the network off (ABI 6);
 // pathname unix sockets (an ssh agent, docker.sock) stay reachable.
-// The step costs one more exec of this binary per command. On the
-// project's 2-core machine (loaded by other work, so the numbers
-// scatter) BenchmarkSpawnSandboxed took 4 to 7 ms in short runs against
-// BenchmarkSpawn's 1.5 to 1.9 ms (3 to 4 times, over the 2.5 aimed at),
-// with the network on 4 to 5.5 ms. Where it goes: the start of a second
-// Go process (a cgo binary, dynamically linked: about 1.3 ms before the
-// hook runs, against 0.3 ms for a static one), Landlock's ruleset and
-// its restriction of every thread (psx signals each one below ABI 8;
-// about 0.5 ms), the extra execve, and the network namespace (about 1
-// ms). Namespaces made in a tight loop are torn down by the kernel
-// asynchronously, and in 3-second runs that backlog took the sandboxed
-// spawn to 10 to 20 ms with the network off (6 to 10 ms with it on).
-// Applying the rules on a dedicated OS thread of the host and forking
-// from it would save the exec, but does not give a non-root host its
-// user namespace (unsharing one needs a single-threaded process), so the
-// step stays.
+// What it costs (BenchmarkSpawnSandboxed, BenchmarkSpawnSandboxedStep,
+// BenchmarkSpawnSandboxedPaired): from a thread of the host, about a
+// third more than an unsandboxed start (the fence's system calls, the
+// command's temporary directory, a new thread, and a network namespace
+// where none is kept). Through the step, a few milliseconds more: the
+// start of a second copy of a large Go binary (its runtime sets up every
+// interface table and initializes packages before the step's hook runs)
+// and a new network namespace each time.
 package proc

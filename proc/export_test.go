@@ -38,3 +38,8 @@ func V1Dirs() []string {
 // DrainSpareCgroups removes the empty cgroups kept for the next commands,
 // as spareIdle without a command would; it returns how many there were.
 func DrainSpareCgroups() int { return drainSpares() }
+
+// SandboxStep, while on, makes every sandboxed Start go through the
+// re-executed step, as it does where this process cannot fence a thread
+// of its own for it.
+func SandboxStep(on bool) { forceStep.Store(on) }

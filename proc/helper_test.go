@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helper(os.Args[1:]))
 	}
+	// As cmd/offstage does: what the test binary inherited (a runner's
+	// pipe) reaches no command, and sandboxed ones start from a fenced
+	// thread (TestSandboxClosesInheritedDescriptors makes one anew).
+	proc.KeepInheritedToSelf()
 	goleak.VerifyTestMain(m, goleak.Cleanup(checkCgroups))
 }
 
@@ -100,6 +104,24 @@ func helper(args []string) int {
 		}
 		c.Close()
 		fmt.Println("connected")
+		return 0
+	case "timewait": // leave a TCP connection in TIME_WAIT on loopback
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Println("listen:", err)
+			return 1
+		}
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			fmt.Println("dial:", err)
+			return 1
+		}
+		s, _ := l.Accept()
+		s.Close() // the side that closes first keeps TIME_WAIT
+		c.Read(make([]byte, 1))
+		c.Close()
+		l.Close()
+		fmt.Println("closed")
 		return 0
 	case "udp": // ADDR: send a datagram, say "sent" or why not
 		c, err := net.Dial("udp", args[1])

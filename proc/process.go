@@ -371,11 +371,6 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		}
 	}
-	if sb != nil {
-		if err := sb.apply(cmd); err != nil {
-			return fail(err)
-		}
-	}
 	traced := false
 	if p.cg != nil {
 		p.cg.attach(cmd.SysProcAttr)
@@ -384,7 +379,15 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	} else {
 		traced = traceStart(cmd.SysProcAttr)
 	}
-	if err := cmd.Start(); err != nil {
+	if sb != nil {
+		if err := sb.apply(cmd, traced); err != nil {
+			if traced {
+				untrace()
+			}
+			return fail(err)
+		}
+	}
+	if err := sb.start(cmd); err != nil {
 		if traced {
 			untrace()
 		}
@@ -638,7 +641,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	}
 	timer.Stop()
 	closeAll(rOut, rErr)
-	p.sandbox.remove() // nothing of the task is left to write there
+	p.sandbox.release(alone && p.cg != nil) // nothing of the task is left to write there
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails

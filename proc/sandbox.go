@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // SandboxMode says what a sandboxed command may write (see "Sandbox" in
@@ -166,3 +167,6 @@ func (s SandboxStatus) String() string {
 	}
 	return b.String()
 }
+
+// forceStep makes every sandboxed start go through the step (tests).
+var forceStep atomic.Bool

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-
-	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"time"
 
 	"github.com/offstage/offstage/internal/sandboxstep"
+	"golang.org/x/sys/unix"
 )
 
 // sandboxEnv makes the binary re-executed the sandbox step (package
@@ -34,19 +35,19 @@ var sandboxDetect struct {
 	host sandboxHost
 }
 
-// detectSandbox asks the kernel for its Landlock ABI and starts the step
-// once, in a new network namespace, to see that one can be made and its
-// loopback brought up (unprivileged user namespaces may be refused by
-// sysctl, AppArmor or a container's seccomp profile).
+// detectSandbox asks the kernel for its Landlock ABI and makes a network
+// namespace once, with loopback up, to see that one can be made: as
+// root, on a thread of this process that then dies; otherwise by
+// starting the step in a user namespace of its own (unprivileged user
+// namespaces may be refused by sysctl, AppArmor or a container's seccomp
+// profile).
 func detectSandbox() sandboxHost {
 	sandboxDetect.once.Do(func() {
 		h := &sandboxDetect.host
-		h.abi, h.abiErr = ll.LandlockGetABIVersion()
-		if h.abiErr != nil {
-			h.abi = 0
-			if errors.Is(h.abiErr, syscall.ENOSYS) || errors.Is(h.abiErr, syscall.EOPNOTSUPP) {
-				h.abiErr = errors.New("this kernel has no Landlock, or it is not enabled at boot (lsm=landlock)")
-			}
+		h.abi, h.abiErr = sandboxstep.ABI()
+		if os.Geteuid() == 0 {
+			h.netnsErr = onFencedThread(func() error { return sandboxstep.NewNetwork() })
+			return
 		}
 		cmd := exec.Command("/proc/self/exe")
 		cmd.Args = []string{"offstage-sandbox-probe"}
@@ -62,6 +63,30 @@ func detectSandbox() sandboxHost {
 		}
 	})
 	return sandboxDetect.host
+}
+
+// onFencedThread runs f on an OS thread of its own, which dies after it:
+// whatever f changes of the thread (its namespaces, credentials, Landlock
+// domain) never reaches another goroutine.
+//
+// Not on the main thread, which the Go runtime parks for good instead of
+// ending it: parked, it would still carry the fence, and signals sent to
+// the process would be judged against it (a fenced command could signal
+// the host). A goroutine that finds itself there keeps the main thread
+// locked, so that no other goroutine can land on it, while another
+// thread does the work.
+func onFencedThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if syscall.Gettid() == syscall.Getpid() {
+			defer runtime.UnlockOSThread() // the main thread, untouched
+			errc <- onFencedThread(f)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
 }
 
 // netnsAttr makes sys clone the child into a network namespace of its
@@ -85,6 +110,11 @@ type sandboxSetup struct {
 	status SandboxStatus
 	spec   stepSpec
 	tmp    string // the command's own temporary directory, removed after it
+	thread bool   // started from a fenced thread, not through the step
+	// netns is the network namespace the thread made or took for the
+	// command (nil through the step, or with the network on): after the
+	// command it may serve the next one (see netSpares).
+	netns *os.File
 }
 
 // prepareSandbox plans cfg.Sandbox on this host and makes the command's
@@ -205,9 +235,21 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 	return st, sp, nil
 }
 
-// apply makes cmd start through the step, in a network namespace of its
-// own when the network is off and one can be made.
-func (sb *sandboxSetup) apply(cmd *exec.Cmd) error {
+// apply prepares cmd to start fenced. Where it can (see "Sandbox" in the
+// package doc), start fences a thread of this process and forks the
+// command from it; otherwise the command starts as the step, which
+// fences itself and execs it: when a user namespace must be made for the
+// network namespace (not root), when the start is traced (the thread
+// that forks must go on tracing, unfenced), and when this process holds a
+// descriptor without close-on-exec that the command would inherit (the
+// step closes those).
+func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced bool) error {
+	cmd.Env = setEnv(cmd.Env, "TMPDIR", sb.tmp)
+	userns := sb.spec.Loopback && os.Geteuid() != 0
+	if !userns && !traced && !forceStep.Load() && !inheritableFDs() {
+		sb.thread = true
+		return nil
+	}
 	spec, err := json.Marshal(sb.spec)
 	if err != nil {
 		return fmt.Errorf("proc: sandbox: %w", err)
@@ -216,11 +258,61 @@ func (sb *sandboxSetup) apply(cmd *exec.Cmd) error {
 		cmd.Args = append([]string{"offstage-sandbox", cmd.Path}, cmd.Args...)
 		cmd.Path = "/proc/self/exe"
 	}
-	cmd.Env = append(setEnv(cmd.Env, "TMPDIR", sb.tmp), sandboxEnv+"="+string(spec))
+	cmd.Env = append(cmd.Env, sandboxEnv+"="+string(spec))
 	if sb.spec.Loopback {
 		netnsAttr(cmd.SysProcAttr)
 	}
 	return nil
+}
+
+// start starts cmd: from a fenced thread, or, planned so by apply, as
+// the step.
+func (sb *sandboxSetup) start(cmd *exec.Cmd) error {
+	if sb == nil || !sb.thread {
+		return cmd.Start()
+	}
+	return onFencedThread(func() error {
+		if sb.spec.Loopback {
+			ns, err := enterNetwork()
+			if err != nil {
+				return fmt.Errorf("proc: sandbox: %w", err)
+			}
+			sb.netns = ns
+		}
+		if err := sandboxstep.Fence(sb.spec); err != nil {
+			return fmt.Errorf("proc: sandbox: %w", err)
+		}
+		return cmd.Start()
+	})
+}
+
+// inheritableFDs says whether this process has a descriptor from
+// sandboxstep.KeepFDs up without close-on-exec: a command forked here
+// would inherit it, a file or socket outside the fence (Landlock checks
+// opens, not writes through what is open). Go opens everything
+// close-on-exec; such a descriptor comes from whoever started the
+// process, or from C code.
+func inheritableFDs() bool {
+	f, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return true // cannot tell: the step closes them
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	for _, name := range names {
+		fd, err := strconv.Atoi(name)
+		if err != nil || fd < sandboxstep.KeepFDs || fd == int(f.Fd()) {
+			continue
+		}
+		flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+		if errno == 0 && flags&syscall.FD_CLOEXEC == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // setEnv returns env with name set to value, replacing any earlier value.
@@ -237,5 +329,144 @@ func setEnv(env []string, name, value string) []string {
 func (sb *sandboxSetup) remove() {
 	if sb != nil {
 		os.RemoveAll(sb.tmp)
+		if sb.netns != nil {
+			sb.netns.Close()
+		}
+	}
+}
+
+// release is remove for a command that has ended: empty says that no
+// process of it is left (its cgroup was empty when its leader exited),
+// and then its network namespace may serve the next command.
+func (sb *sandboxSetup) release(empty bool) {
+	if sb == nil {
+		return
+	}
+	if empty && sb.netns != nil {
+		netSpares.keep(sb.netns)
+		sb.netns = nil
+	}
+	sb.remove()
+}
+
+// Spare network namespaces. Making one is most of what the network off
+// costs a command (the kernel registers every protocol's state and
+// sysctls for it, then tears it all down after, about a millisecond of
+// CPU in all), and one whose command has ended is as good as new: no
+// process is left in it (its cgroup is empty, and a fenced command can
+// neither leave its cgroup nor join another namespace), and a command
+// fenced as root has no CAP_NET_ADMIN to change it (sandboxstep.Fence).
+// What could remain is sockets: one in TIME_WAIT, or one handed to a
+// process outside; a namespace with any socket left is not used again.
+// So the host keeps a few, for spareIdle, as it keeps empty cgroups.
+var netSpares spareNets
+
+type spareNets struct {
+	mu    sync.Mutex
+	list  []*os.File
+	timer *time.Timer // drains the list after spareIdle without a keep
+}
+
+func (s *spareNets) keep(ns *os.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.list) >= maxSpares {
+		ns.Close()
+		return
+	}
+	s.list = append(s.list, ns)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(spareIdle, func() { s.drain() })
+	} else {
+		s.timer.Reset(spareIdle)
+	}
+}
+
+func (s *spareNets) take() *os.File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.list)
+	if n == 0 {
+		return nil
+	}
+	ns := s.list[n-1]
+	s.list = s.list[:n-1]
+	return ns
+}
+
+// drain closes the kept namespaces, and says how many there were.
+func (s *spareNets) drain() int {
+	s.mu.Lock()
+	list := s.list
+	s.list = nil
+	s.mu.Unlock()
+	for _, ns := range list {
+		ns.Close()
+	}
+	return len(list)
+}
+
+// enterNetwork moves the calling (locked) thread into a network
+// namespace with loopback alone: a spare with no socket left in it, or a
+// new one. It returns the namespace, or nil where it cannot be kept.
+func enterNetwork() (*os.File, error) {
+	for ns := netSpares.take(); ns != nil; ns = netSpares.take() {
+		if err := unix.Setns(int(ns.Fd()), syscall.CLONE_NEWNET); err == nil && noSockets() {
+			return ns, nil
+		}
+		ns.Close()
+	}
+	if err := sandboxstep.NewNetwork(); err != nil {
+		return nil, err
+	}
+	ns, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, nil // used once, then
+	}
+	return ns, nil
+}
+
+// noSockets says whether the calling thread's network namespace holds no
+// socket at all. Its sockstat counts them, per namespace: "sockets: used
+// N" every socket, of every family, and the TCP line's "tw N" those in
+// TIME_WAIT. (Listing them, /proc/net/tcp, walks the host's whole table:
+// milliseconds.)
+func noSockets() bool {
+	b, err := os.ReadFile("/proc/thread-self/net/sockstat")
+	if err != nil {
+		return false
+	}
+	used, tw := -1, -1
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "sockets:" && f[1] == "used":
+			used, _ = strconv.Atoi(f[2])
+		case len(f) >= 7 && f[0] == "TCP:" && f[5] == "tw":
+			tw, _ = strconv.Atoi(f[6])
+		}
+	}
+	return used == 0 && tw == 0
+}
+
+// KeepInheritedToSelf marks every descriptor this process holds past
+// stdin, stdout and stderr close-on-exec. A program that starts
+// commands calls it first thing in main: a launcher's open file or
+// socket (exec 200>>file in the shell that started it, a CI runner's
+// pipe) then reaches no command, which could write through it (a sandbox
+// checks opens, not writes to what is open) or hold a pipe open that its
+// reader waits on. Sandboxed commands of a process that holds such a
+// descriptor start through the re-executed step, which closes it for
+// them, at the cost of one more exec each.
+func KeepInheritedToSelf() {
+	const closeRangeCloexec = 1 << 2
+	if _, _, errno := syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 3, ^uintptr(0)>>1, closeRangeCloexec); errno == 0 {
+		return
+	}
+	entries, _ := os.ReadDir("/proc/self/fd") // before Linux 5.11
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
 	}
 }

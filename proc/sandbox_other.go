@@ -4,8 +4,11 @@ package proc
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"syscall"
 )
 
 // A sandbox needs Landlock and network namespaces, which only Linux has.
@@ -43,5 +46,21 @@ func CheckSandbox(s Sandbox) (SandboxStatus, error) {
 	return SandboxStatus{}, errNoSandbox(s)
 }
 
-func (sb *sandboxSetup) apply(cmd *exec.Cmd) error { return nil }
-func (sb *sandboxSetup) remove()                   {}
+func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced bool) error { return nil }
+func (sb *sandboxSetup) start(cmd *exec.Cmd) error              { return cmd.Start() }
+func (sb *sandboxSetup) remove()                                {}
+func (sb *sandboxSetup) release(empty bool)                     {}
+
+// KeepInheritedToSelf marks every descriptor this process holds past
+// stdin, stdout and stderr close-on-exec (see the Linux doc).
+func KeepInheritedToSelf() {
+	entries, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}

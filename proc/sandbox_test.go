@@ -21,8 +21,35 @@ func runIn(t *testing.T, s proc.Sandbox, dir, command string) (string, proc.Exit
 	t.Helper()
 	env := append(os.Environ(), helperEnv+"=1")
 	p := mustStart(t, proc.Config{Command: command, Dir: dir, Sandbox: s, Env: env})
+	checkWay(t, p)
 	e := mustWait(t, p)
 	return string(p.Read(proc.Combined, 0, 0).Data), e
+}
+
+// stepOnly is the way bothWays is running, for checkWay.
+var stepOnly bool
+
+// bothWays runs test twice: as this host starts a sandboxed command (as
+// root, from a fenced thread of the test process), and through the
+// re-executed step (as a host that must make a user namespace, or
+// traces its starts, does). Each must hold the same fence.
+func bothWays(t *testing.T, test func(t *testing.T)) {
+	t.Run("host", test)
+	t.Run("step", func(t *testing.T) {
+		proc.SandboxStep(true)
+		stepOnly = true
+		defer func() { proc.SandboxStep(false); stepOnly = false }()
+		test(t)
+	})
+}
+
+// checkWay fails t if a sandboxed p was not started the way bothWays
+// asked.
+func checkWay(t *testing.T, p *proc.Process) {
+	t.Helper()
+	if stepOnly && p.Sandbox().Mode != proc.SandboxOff && !p.ThroughStep() {
+		t.Errorf("started from a fenced thread, not through the step")
+	}
 }
 
 // needSandbox skips where the host cannot hold the fence at all (the
@@ -37,95 +64,100 @@ func needSandbox(t *testing.T) proc.SandboxStatus {
 }
 
 func TestSandboxWorkspaceWriteFencesWritesAndNetwork(t *testing.T) {
-	needSandbox(t)
-	ws := t.TempDir()
-	outside := t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
-		t.Fatal(err)
-	}
-	home, _ := os.UserHomeDir()
-	homeFile := filepath.Join(home, "offstage-sandbox-test-"+strconv.Itoa(os.Getpid()))
-	etcFile := "/etc/offstage-sandbox-test-" + strconv.Itoa(os.Getpid())
-	t.Cleanup(func() { os.Remove(homeFile); os.Remove(etcFile) })
-
-	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tcp.Close()
-	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
-
-	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
-	self := os.Args[0]
-	script := strings.Join([]string{
-		`echo inside > in.txt && echo "ws: ok"`,
-		`touch ` + homeFile + ` 2>/dev/null && echo "home: written" || echo "home: refused"`,
-		`touch ` + etcFile + ` 2>/dev/null && echo "etc: written" || echo "etc: refused"`,
-		`echo x > link/escaped 2>/dev/null && echo "link: written" || echo "link: refused"`,
-		// A daemon in a session of its own: its write outside is refused,
-		// its write inside lands.
-		`setsid -f sh -c 'touch ` + etcFile + ` 2>/dev/null && echo written > daemon || echo refused > daemon'`,
-		`for i in $(seq 100); do [ -s daemon ] && break; sleep 0.02; done; echo "daemon: $(cat daemon)"`,
-		`head -c1 /etc/hostname >/dev/null && echo "hostname: read"`,
-		self + ` dial ` + tcp.Addr().String(),
-		self + ` udp ` + udp.LocalAddr().String(),
-	}, "\n")
-	out, e := runIn(t, s, ws, script)
-	for _, want := range []string{"ws: ok", "home: refused", "etc: refused", "link: refused", "daemon: refused", "hostname: read"} {
-		if !strings.Contains(out, want+"\n") {
-			t.Errorf("output lacks %q:\n%s", want, out)
+	bothWays(t, func(t *testing.T) {
+		needSandbox(t)
+		ws := t.TempDir()
+		outside := t.TempDir()
+		if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if b, err := os.ReadFile(filepath.Join(ws, "in.txt")); err != nil || string(b) != "inside\n" {
-		t.Errorf("in.txt = %q, %v", b, err)
-	}
-	for _, f := range []string{homeFile, etcFile, filepath.Join(outside, "escaped")} {
-		if _, err := os.Stat(f); err == nil {
-			t.Errorf("%s was written from the sandbox", f)
-		}
-	}
-	if strings.Contains(out, "connected") || !strings.Contains(out, "dial:") {
-		t.Errorf("TCP to the host's 127.0.0.1 was not refused:\n%s", out)
-	}
-	udp.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if n, _, err := udp.ReadFrom(make([]byte, 16)); err == nil {
-		t.Errorf("a datagram of %d bytes reached the host from the sandbox", n)
-	}
-	_ = e
+		home, _ := os.UserHomeDir()
+		homeFile := filepath.Join(home, "offstage-sandbox-test-"+strconv.Itoa(os.Getpid()))
+		etcFile := "/etc/offstage-sandbox-test-" + strconv.Itoa(os.Getpid())
+		t.Cleanup(func() { os.Remove(homeFile); os.Remove(etcFile) })
 
-	// The same, unsandboxed, reaches both: the test can fail.
-	out, _ = runIn(t, proc.Sandbox{}, ws, self+" dial "+tcp.Addr().String()+"; "+self+" udp "+udp.LocalAddr().String())
-	if !strings.Contains(out, "connected") {
-		t.Errorf("unsandboxed dial: %s", out)
-	}
-	udp.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, _, err := udp.ReadFrom(make([]byte, 16)); err != nil {
-		t.Errorf("unsandboxed datagram: %v", err)
-	}
+		tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tcp.Close()
+		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer udp.Close()
+
+		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+		self := os.Args[0]
+		script := strings.Join([]string{
+			`echo inside > in.txt && echo "ws: ok"`,
+			`touch ` + homeFile + ` 2>/dev/null && echo "home: written" || echo "home: refused"`,
+			`touch ` + etcFile + ` 2>/dev/null && echo "etc: written" || echo "etc: refused"`,
+			`echo x > link/escaped 2>/dev/null && echo "link: written" || echo "link: refused"`,
+			// A daemon in a session of its own: its write outside is refused,
+			// its write inside lands.
+			`setsid -f sh -c 'touch ` + etcFile + ` 2>/dev/null && echo written > daemon || echo refused > daemon'`,
+			`for i in $(seq 100); do [ -s daemon ] && break; sleep 0.02; done; echo "daemon: $(cat daemon)"`,
+			`head -c1 /etc/hostname >/dev/null && echo "hostname: read"`,
+			self + ` dial ` + tcp.Addr().String(),
+			self + ` udp ` + udp.LocalAddr().String(),
+		}, "\n")
+		out, e := runIn(t, s, ws, script)
+		for _, want := range []string{"ws: ok", "home: refused", "etc: refused", "link: refused", "daemon: refused", "hostname: read"} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, "in.txt")); err != nil || string(b) != "inside\n" {
+			t.Errorf("in.txt = %q, %v", b, err)
+		}
+		for _, f := range []string{homeFile, etcFile, filepath.Join(outside, "escaped")} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s was written from the sandbox", f)
+			}
+		}
+		if strings.Contains(out, "connected") || !strings.Contains(out, "dial:") {
+			t.Errorf("TCP to the host's 127.0.0.1 was not refused:\n%s", out)
+		}
+		udp.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if n, _, err := udp.ReadFrom(make([]byte, 16)); err == nil {
+			t.Errorf("a datagram of %d bytes reached the host from the sandbox", n)
+		}
+		_ = e
+
+		// The same, unsandboxed, reaches both: the test can fail.
+		out, _ = runIn(t, proc.Sandbox{}, ws, self+" dial "+tcp.Addr().String()+"; "+self+" udp "+udp.LocalAddr().String())
+		if !strings.Contains(out, "connected") {
+			t.Errorf("unsandboxed dial: %s", out)
+		}
+		udp.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := udp.ReadFrom(make([]byte, 16)); err != nil {
+			t.Errorf("unsandboxed datagram: %v", err)
+		}
+	})
 }
 
 func TestSandboxReadOnlyWritesOnlyItsTemporaryDirectory(t *testing.T) {
-	needSandbox(t)
-	ws := t.TempDir()
-	p := mustStart(t, proc.Config{Dir: ws, Sandbox: proc.Sandbox{Mode: proc.SandboxReadOnly},
-		Command: `echo t > "$TMPDIR/t" && cat "$TMPDIR/t";  { echo w > here; } 2>/dev/null && echo "ws: written" || echo "ws: refused"; ` +
-			`touch /tmp/offstage-ro-$$ 2>/dev/null && echo "tmp: written" || echo "tmp: refused"`})
-	e := mustWait(t, p)
-	out := string(p.Read(proc.Combined, 0, 0).Data)
-	if out != "t\nws: refused\ntmp: refused\n" {
-		t.Errorf("output = %q (exit %+v)", out, e)
-	}
-	st := p.Sandbox()
-	if st.Mode != proc.SandboxReadOnly || len(st.Writable) != 1 || st.Network {
-		t.Errorf("Sandbox() = %+v, want read-only, its temporary directory alone, no network", st)
-	}
-	if _, err := os.Stat(st.Writable[0]); !os.IsNotExist(err) {
-		t.Errorf("the temporary directory %s is still there after the exit: %v", st.Writable[0], err)
-	}
+	bothWays(t, func(t *testing.T) {
+		needSandbox(t)
+		ws := t.TempDir()
+		p := mustStart(t, proc.Config{Dir: ws, Sandbox: proc.Sandbox{Mode: proc.SandboxReadOnly},
+			Command: `echo t > "$TMPDIR/t" && cat "$TMPDIR/t";  { echo w > here; } 2>/dev/null && echo "ws: written" || echo "ws: refused"; ` +
+				`touch /tmp/offstage-ro-$$ 2>/dev/null && echo "tmp: written" || echo "tmp: refused"`})
+		checkWay(t, p)
+		e := mustWait(t, p)
+		out := string(p.Read(proc.Combined, 0, 0).Data)
+		if out != "t\nws: refused\ntmp: refused\n" {
+			t.Errorf("output = %q (exit %+v)", out, e)
+		}
+		st := p.Sandbox()
+		if st.Mode != proc.SandboxReadOnly || len(st.Writable) != 1 || st.Network {
+			t.Errorf("Sandbox() = %+v, want read-only, its temporary directory alone, no network", st)
+		}
+		if _, err := os.Stat(st.Writable[0]); !os.IsNotExist(err) {
+			t.Errorf("the temporary directory %s is still there after the exit: %v", st.Writable[0], err)
+		}
+	})
 }
 
 // A sandboxed task cannot signal, nor ptrace, the host or another task.
@@ -133,52 +165,59 @@ func TestSandboxReadOnlyWritesOnlyItsTemporaryDirectory(t *testing.T) {
 // ptrace attach, and Landlock lets it through on 6.18: ProtectHost is
 // what hides the host's.)
 func TestSandboxCannotSignalOrTraceOutside(t *testing.T) {
-	st := needSandbox(t)
-	if len(st.Gaps) > 0 {
-		t.Skipf("signals are not scoped here: %v", st.Gaps)
-	}
-	other := mustStart(t, proc.Config{Command: "sleep 100"})
-	host := strconv.Itoa(os.Getpid())
-	script := `kill -0 ` + host + ` 2>/dev/null && echo "host: signalled" || echo "host: refused"
-kill -TERM ` + strconv.Itoa(other.PID()) + ` 2>/dev/null && echo "other: signalled" || echo "other: refused"
-` + os.Args[0] + ` ptrace ` + strconv.Itoa(other.PID()) + ` >/dev/null && echo "ptrace: attached" || echo "ptrace: refused"
-sleep 100 & kill $! && echo "own: signalled"`
-	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
-	if out != "host: refused\nother: refused\nptrace: refused\nown: signalled\n" {
-		t.Errorf("output = %q", out)
-	}
-	if _, done := other.Exit(); done {
-		t.Error("the other task was killed from the sandbox")
-	}
+	bothWays(t, func(t *testing.T) {
+		st := needSandbox(t)
+		if len(st.Gaps) > 0 {
+			t.Skipf("signals are not scoped here: %v", st.Gaps)
+		}
+		other := mustStart(t, proc.Config{Command: "sleep 100"})
+		host := strconv.Itoa(os.Getpid())
+		script := `kill -0 ` + host + ` 2>/dev/null && echo "host: signalled" || echo "host: refused"
+	kill -TERM ` + strconv.Itoa(other.PID()) + ` 2>/dev/null && echo "other: signalled" || echo "other: refused"
+	` + os.Args[0] + ` ptrace ` + strconv.Itoa(other.PID()) + ` >/dev/null && echo "ptrace: attached" || echo "ptrace: refused"
+	sleep 100 & kill $! && echo "own: signalled"`
+		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
+		if out != "host: refused\nother: refused\nptrace: refused\nown: signalled\n" {
+			t.Errorf("output = %q", out)
+		}
+		if _, done := other.Exit(); done {
+			t.Error("the other task was killed from the sandbox")
+		}
+	})
 }
 
 func TestSandboxOnATerminal(t *testing.T) {
-	needSandbox(t)
-	p := mustStart(t, proc.Config{TTY: true, Dir: t.TempDir(), Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite},
-		Command: `touch /etc/offstage-tty-$$ 2>/dev/null && echo written || echo refused; stty size; echo ok > f && cat f`})
-	mustWait(t, p)
-	out := strings.ReplaceAll(string(p.Read(proc.Combined, 0, 0).Data), "\r", "")
-	if out != "refused\n40 120\nok\n" {
-		t.Errorf("output = %q", out)
-	}
+	bothWays(t, func(t *testing.T) {
+		needSandbox(t)
+		p := mustStart(t, proc.Config{TTY: true, Dir: t.TempDir(), Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite},
+			Command: `touch /etc/offstage-tty-$$ 2>/dev/null && echo written || echo refused; stty size; echo ok > f && cat f`})
+		checkWay(t, p)
+		mustWait(t, p)
+		out := strings.ReplaceAll(string(p.Read(proc.Combined, 0, 0).Data), "\r", "")
+		if out != "refused\n40 120\nok\n" {
+			t.Errorf("output = %q", out)
+		}
+	})
 }
 
 func TestSandboxNetworkOn(t *testing.T) {
-	needSandbox(t)
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			c.Close()
+	bothWays(t, func(t *testing.T) {
+		needSandbox(t)
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxReadOnly, Network: true}, t.TempDir(), os.Args[0]+" dial "+l.Addr().String())
-	if out != "connected\n" {
-		t.Errorf("with the network on: %q", out)
-	}
+		defer l.Close()
+		go func() {
+			if c, err := l.Accept(); err == nil {
+				c.Close()
+			}
+		}()
+		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxReadOnly, Network: true}, t.TempDir(), os.Args[0]+" dial "+l.Addr().String())
+		if out != "connected\n" {
+			t.Errorf("with the network on: %q", out)
+		}
+	})
 }
 
 func TestSandboxBadDirectories(t *testing.T) {
@@ -249,15 +288,17 @@ grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status
 // root's command lacks CAP_SYS_ADMIN, with which it could push them into
 // any terminal.
 func TestSandboxHasNoTerminalToTypeInto(t *testing.T) {
-	needSandbox(t)
-	// Field 6 of /proc/PID/stat is the session, 7 the controlling tty.
-	script := `set -- $(cut -d')' -f2 /proc/$$/stat); [ "$4" = $$ ] && echo "session: own" || echo "session: $4, not $$"
-echo "tty: $5"
-bnd=$(grep CapBnd /proc/$$/status | cut -f2); echo "sys_admin: $(( (0x$bnd >> 21) & 1 ))"`
-	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
-	if out != "session: own\ntty: 0\nsys_admin: 0\n" {
-		t.Errorf("output = %q, want its own session, no terminal and no CAP_SYS_ADMIN", out)
-	}
+	bothWays(t, func(t *testing.T) {
+		needSandbox(t)
+		// Field 6 of /proc/PID/stat is the session, 7 the controlling tty.
+		script := `set -- $(cut -d')' -f2 /proc/$$/stat); [ "$4" = $$ ] && echo "session: own" || echo "session: $4, not $$"
+	echo "tty: $5"
+	bnd=$(grep CapBnd /proc/$$/status | cut -f2); echo "sys_admin: $(( (0x$bnd >> 21) & 1 ))"`
+		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
+		if out != "session: own\ntty: 0\nsys_admin: 0\n" {
+			t.Errorf("output = %q, want its own session, no terminal and no CAP_SYS_ADMIN", out)
+		}
+	})
 }
 
 // TestSandboxClosesInheritedDescriptors (an outsider's finding): a
@@ -277,12 +318,176 @@ func TestSandboxClosesInheritedDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(),
-		`[ -e /proc/$$/fd/200 ] && echo "fd 200: open" || echo "fd 200: closed"`)
-	if out != "fd 200: closed\n" {
+	p := mustStart(t, proc.Config{Dir: t.TempDir(), Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite},
+		Command: `[ -e /proc/$$/fd/200 ] && echo "fd 200: open" || echo "fd 200: closed"`})
+	mustWait(t, p)
+	if !p.ThroughStep() {
+		t.Error("a host holding a descriptor without close-on-exec started the command from a thread; only the step closes it")
+	}
+	if out := string(p.Read(proc.Combined, 0, 0).Data); out != "fd 200: closed\n" {
 		t.Errorf("output = %q, want the inherited descriptor closed", out)
 	}
 	if b, _ := os.ReadFile(f.Name()); len(b) > 0 {
 		t.Errorf("the fenced command wrote %q outside through an inherited descriptor", b)
+	}
+}
+
+// TestSandboxFencesOnlyTheCommand: as root with cgroups, a sandboxed
+// command is forked from a thread of this process that fences itself and
+// then dies; the process's other threads keep their rights while
+// commands start concurrently, and no thread left alive is fenced
+// (no_new_privs, which the fence sets, and CAP_SYS_ADMIN, which it drops
+// for root, say so).
+func TestSandboxFencesOnlyTheCommand(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 || proc.Containment().Mode != proc.ModeCgroup {
+		t.Skip("the host forks fenced commands itself as root with cgroups; elsewhere the step does it")
+	}
+	ws, outside := t.TempDir(), t.TempDir()
+	stop := make(chan struct{})
+	writes := make(chan error, 1)
+	var ps []*proc.Process
+	defer func() {
+		for _, p := range ps {
+			p.Stop(0)
+			mustWait(t, p)
+		}
+	}()
+	go func() { // the host's own work goes on meanwhile
+		var err error
+		for i := 0; err == nil; i++ {
+			select {
+			case <-stop:
+				writes <- nil
+				return
+			default:
+			}
+			err = os.WriteFile(filepath.Join(outside, strconv.Itoa(i%10)), []byte("host"), 0o600)
+		}
+		writes <- err
+	}()
+	for range 16 {
+		p := mustStart(t, proc.Config{Command: "{ echo x > /etc/offstage-fence-$$; } 2>/dev/null || echo refused", Dir: ws, Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		ps = append(ps, p)
+		if p.ThroughStep() {
+			close(stop)
+			<-writes
+			t.Fatal("started through the step; want a fenced thread of this process")
+		}
+	}
+	for _, p := range ps {
+		mustWait(t, p)
+		if out := string(p.Read(proc.Combined, 0, 0).Data); out != "refused\n" {
+			t.Errorf("pid %d: %q, want refused", p.PID(), out)
+		}
+	}
+	close(stop)
+	if err := <-writes; err != nil {
+		t.Errorf("the host's own write failed while sandboxed commands started: %v", err)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		st := string(b)
+		if strings.Contains(st, "NoNewPrivs:\t1") {
+			t.Errorf("thread %s of the host is fenced (no_new_privs set)", task.Name())
+		}
+		for _, line := range strings.Split(st, "\n") {
+			if bnd, ok := strings.CutPrefix(line, "CapBnd:\t"); ok {
+				if v, err := strconv.ParseUint(bnd, 16, 64); err == nil && v>>21&1 == 0 {
+					t.Errorf("thread %s of the host lost CAP_SYS_ADMIN", task.Name())
+				}
+			}
+		}
+	}
+}
+
+// TestSandboxRootKeepsNoPowerOverTheHost (found trying it as root): a
+// command root ran in the sandbox kept every capability but
+// CAP_SYS_ADMIN, so it made a block device in the workspace (mknod) to
+// write a disk through, and a veth pair into the host's network
+// namespace (CAP_NET_ADMIN there). It now keeps only those that let it
+// work on files it does not own, and bind low ports.
+func TestSandboxRootKeepsNoPowerOverTheHost(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("about root's capabilities")
+	}
+	bothWays(t, func(t *testing.T) {
+		ws := t.TempDir()
+		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws,
+			`mknod blk b 7 0 2>/dev/null && echo "mknod: made" || echo "mknod: refused"
+grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status
+echo own > f && chown 65534 f && echo "chown: ok"`)
+		want := "mknod: refused\nCapInh:\t0000000000000000\nCapPrm:\t00000000000004db\nCapEff:\t00000000000004db\nCapBnd:\t00000000000004db\nCapAmb:\t0000000000000000\nchown: ok\n"
+		if out != want {
+			t.Errorf("output = %q, want %q", out, want)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "blk")); err == nil {
+			t.Error("a block device was made in the workspace")
+		}
+	})
+}
+
+// TestSandboxNetworkIsFreshForEachCommand: with the network off, each
+// command has loopback to itself. The host keeps the namespace of a
+// command that left nothing in it for the next (making one is most of
+// what the network off costs), but never one with a socket left, such as
+// a connection in TIME_WAIT, nor one a process is still in.
+func TestSandboxNetworkIsFreshForEachCommand(t *testing.T) {
+	needSandbox(t)
+	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	ws := t.TempDir()
+	netns := func(command string) (ns, out string) {
+		t.Helper()
+		out, e := runIn(t, s, ws, `readlink /proc/self/ns/net; grep -E '^(sockets|TCP):' /proc/self/net/sockstat; `+command)
+		if e.Code != 0 {
+			t.Fatalf("%q: exit %+v: %s", command, e, out)
+		}
+		lines := strings.Split(out, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "net:[") {
+				return l, strings.Join(lines[i+1:min(i+3, len(lines))], "\n") + "\n"
+			}
+		}
+		t.Fatalf("no namespace in %q", out)
+		return "", ""
+	}
+	clean := func(stat string) bool {
+		return strings.Contains(stat, "sockets: used 0\n") && strings.Contains(stat, " tw 0 ")
+	}
+	first, stat := netns("true")
+	if !clean(stat) {
+		t.Errorf("a new command's namespace holds sockets:\n%s", stat)
+	}
+	host, _ := os.Readlink("/proc/self/ns/net")
+	if first == host {
+		t.Fatalf("the command ran in the host's network namespace %s", host)
+	}
+	second, stat := netns(os.Args[0] + " timewait") // leaves a connection in TIME_WAIT
+	if !clean(stat) {
+		t.Errorf("the next command's namespace holds sockets:\n%s", stat)
+	}
+	if reuse := os.Geteuid() == 0 && proc.Containment().Mode == proc.ModeCgroup; reuse && !stepOnly && second != first {
+		t.Errorf("a namespace left empty was not used again: %s, then %s", first, second)
+	}
+	third, stat := netns("true")
+	if !clean(stat) {
+		t.Errorf("a namespace with a connection in TIME_WAIT was used again:\n%s", stat)
+	}
+	if third == second {
+		t.Errorf("the namespace %s the last command left a connection in served the next", second)
+	}
+	// A process left behind ends with its command; its namespace is not
+	// used again (nor could it be: the process held it).
+	fourth, _ := netns("sleep 100 &")
+	if fifth, _ := netns("true"); fifth == fourth {
+		t.Errorf("the namespace %s of a command that left a process served the next", fourth)
 	}
 }

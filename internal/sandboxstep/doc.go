@@ -1,10 +1,19 @@
-// Package sandboxstep is the step that fences a sandboxed command before
-// it runs (see "Sandbox" in package proc's doc): on Linux, the binary
-// re-executed with Env set applies Spec (loopback up, Landlock) and execs
-// the command. It is a package of its own, with few dependencies, so
-// that its init function, which takes over before main, runs early in
-// the binary's initialization: in a large binary (offstage), the
-// packages initialized before proc cost more than the step itself.
+// Package sandboxstep fences a sandboxed command (see "Sandbox" in
+// package proc's doc). Fence applies the rules of a Spec (capabilities,
+// then Landlock, over the raw system calls) to the calling OS thread
+// alone, and NewNetwork moves it into a network namespace with loopback
+// up: package proc calls them on a thread of its own that forks the
+// command and dies. Where that cannot be, the step does it: the binary
+// re-executed with Env set brings loopback up in the namespace it was
+// cloned into, fences its thread and execs the command from it. It is a
+// package of its own, with few dependencies, so that its init function,
+// which takes over before main, runs early in the binary's
+// initialization.
+//
+// Landlock is driven directly rather than through go-landlock, whose
+// API restricts every thread of the process (signalling each one below
+// ABI 8, through psx, which with cgo also wraps every thread the binary
+// creates): a fence here is one thread's.
 package sandboxstep
 
 // Env, in a process's environment, makes it the step. Only package proc

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
-	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,23 +44,12 @@ func sandboxMain(v string) int {
 			return fail(126, "%v", err)
 		}
 	}
-	// Ambient capabilities (a user namespace's CAP_NET_ADMIN, for lo)
-	// must not reach the command.
-	const prCapAmbient, prCapAmbientClearAll = 47, 4
-	syscall.RawSyscall6(syscall.SYS_PRCTL, prCapAmbient, prCapAmbientClearAll, 0, 0, 0, 0)
-	if syscall.Geteuid() != 0 {
-		// Nor the inheritable bit Go set to raise it: a user keeps no
-		// capability in its namespace past this step. (Root's own are
-		// root's.)
-		dropCapabilities()
-	} else {
-		// But for CAP_SYS_ADMIN, with which root may push keystrokes into
-		// any terminal (TIOCSTI), the user's included, to be run by the
-		// user's shell outside the sandbox.
-		dropBounding(capSysAdmin)
-	}
-	if err := restrictSelf(sp); err != nil {
-		return fail(126, "landlock: %v", err)
+	// The rules are this thread's, and the exec comes from it: the
+	// process's other threads (the Go runtime's) need none, and so no
+	// signal to each of them to apply them. Never unlocked.
+	runtime.LockOSThread()
+	if err := Fence(sp); err != nil {
+		return fail(126, "%v", err)
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
@@ -73,32 +60,6 @@ func sandboxMain(v string) int {
 	closeInherited()
 	err := syscall.Exec(os.Args[1], os.Args[2:], env)
 	return fail(127, "exec %s: %v", os.Args[1], err)
-}
-
-// sandboxDevices are the device files a fenced command may write (and
-// control, for a terminal): writing to /dev/null is no escape.
-var sandboxDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/random", "/dev/urandom"}
-
-// restrictSelf applies the Landlock rules of sp. The parent already
-// decided what must hold (planSandbox), so this downgrades to the
-// kernel's ABI quietly: what it drops was reported there.
-func restrictSelf(sp Spec) error {
-	cfg := landlock.Config{HandledAccessFS: landlock.V8.HandledAccessFS, Scoped: ll.ScopeSignal}
-	if sp.NetTCP {
-		cfg.HandledAccessNet = landlock.V10.HandledAccessNet
-	}
-	if sp.Abstract {
-		cfg.Scoped |= ll.ScopeAbstractUnixSocket
-	}
-	rules := []landlock.Rule{
-		landlock.RODirs("/"),
-		landlock.RWFiles(sandboxDevices...).WithIoctlDev().IgnoreIfMissing(),
-		landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
-	}
-	if len(sp.Write) > 0 {
-		rules = append(rules, landlock.RWDirs(sp.Write...).WithRefer())
-	}
-	return cfg.BestEffort().Restrict(rules...)
 }
 
 // loopbackUp brings up lo in this process's (new) network namespace.
@@ -141,29 +102,4 @@ func closeInherited() {
 			syscall.CloseOnExec(fd)
 		}
 	}
-}
-
-// capSysAdmin is CAP_SYS_ADMIN's number.
-const capSysAdmin = 21
-
-// dropBounding takes capability c out of this thread's bounding set: the
-// command the exec that follows (from this thread) runs, and all it
-// starts, never have it.
-func dropBounding(c uintptr) {
-	const prCapbsetDrop = 24
-	runtime.LockOSThread() // the exec must come from this thread; never unlocked
-	syscall.RawSyscall6(syscall.SYS_PRCTL, prCapbsetDrop, c, 0, 0, 0, 0)
-}
-
-// dropCapabilities empties this thread's capability sets; the exec that
-// follows runs from it.
-func dropCapabilities() {
-	const linuxCapabilityVersion3 = 0x20080522
-	hdr := struct {
-		version uint32
-		pid     int32
-	}{linuxCapabilityVersion3, 0}
-	var data [2]struct{ effective, permitted, inheritable uint32 }
-	runtime.LockOSThread() // the exec must come from this thread; never unlocked
-	syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 }

@@ -1,0 +1,260 @@
+package sandboxstep
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ABI returns the kernel's Landlock ABI version, or an error saying why
+// there is none.
+func ABI() (int, error) {
+	v, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		if errno == syscall.ENOSYS || errno == syscall.EOPNOTSUPP {
+			return 0, errors.New("this kernel has no Landlock, or it is not enabled at boot (lsm=landlock)")
+		}
+		return 0, fmt.Errorf("landlock: version query: %w", errno)
+	}
+	return int(v), nil
+}
+
+// Fence applies sp's capability and Landlock rules to the calling OS
+// thread alone, and to whatever it forks or execs from then on. The
+// caller has locked its goroutine to the thread (runtime.LockOSThread)
+// and never unlocks it: the thread must start the command and die, or
+// exec it. A thread's rules are its own (credentials, no_new_privs and
+// the Landlock domain are per thread), so the process's other threads
+// are untouched.
+//
+// Capabilities first: ambient ones (a user namespace's CAP_NET_ADMIN,
+// for lo) must not reach the command; a user that is not root keeps none
+// at all past this point (nor the inheritable bit Go set to raise them).
+// Root keeps only what lets it work on files it does not own (rootKeeps):
+// Landlock fences paths, and a capability such as CAP_MKNOD (a block
+// device made in the workspace and written through), CAP_NET_ADMIN (a
+// veth pair into the host's network namespace), CAP_SYS_MODULE or
+// CAP_SYS_ADMIN (keystrokes pushed into the user's terminal with
+// TIOCSTI) would walk around the fence.
+//
+// Then Landlock, downgraded quietly to the kernel's ABI: what that drops,
+// package proc decided and reported before (planSandbox).
+func Fence(sp Spec) error {
+	const prCapAmbient, prCapAmbientClearAll = 47, 4
+	syscall.RawSyscall6(syscall.SYS_PRCTL, prCapAmbient, prCapAmbientClearAll, 0, 0, 0, 0)
+	var keep uint64
+	if syscall.Geteuid() == 0 {
+		keep = rootKeeps
+		if err := limitBounding(keep); err != nil {
+			return err
+		}
+	}
+	if err := setCapabilities(keep); err != nil {
+		return fmt.Errorf("drop capabilities: %w", err)
+	}
+	abi, err := ABI()
+	if err != nil {
+		return err
+	}
+	if abi == 0 {
+		return nil // nothing to enforce; proc said so unless best effort
+	}
+	if err := restrictThread(sp, abi); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+// Landlock access rights, as the kernel numbers them.
+const (
+	fsExecute   = unix.LANDLOCK_ACCESS_FS_EXECUTE
+	fsWriteFile = unix.LANDLOCK_ACCESS_FS_WRITE_FILE
+	fsReadFile  = unix.LANDLOCK_ACCESS_FS_READ_FILE
+	fsReadDir   = unix.LANDLOCK_ACCESS_FS_READ_DIR
+	fsRefer     = unix.LANDLOCK_ACCESS_FS_REFER
+	fsTruncate  = unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	fsIoctlDev  = unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+
+	// fsRead reads and runs; fsFile is what applies to a file that is
+	// not a directory.
+	fsRead = fsExecute | fsReadFile | fsReadDir
+	fsFile = fsExecute | fsWriteFile | fsReadFile | fsTruncate | fsIoctlDev
+
+	netTCP = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	netUDP = 1<<2 | 1<<3 // bind and connect/send UDP, ABI 10; no port rule: all closed
+
+	scopeAbstract = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+	scopeSignal   = unix.LANDLOCK_SCOPE_SIGNAL
+)
+
+// handledFS is every file system right the ABI can handle, up to ioctl
+// on devices (ABI 5); later rights (ABI 9 fences pathname unix sockets)
+// are not handled, so they stay allowed, as the package doc says.
+func handledFS(abi int) uint64 {
+	switch {
+	case abi >= 5:
+		return 1<<16 - 1
+	case abi >= 3:
+		return 1<<15 - 1
+	case abi == 2:
+		return 1<<14 - 1
+	}
+	return 1<<13 - 1
+}
+
+// sandboxDevices are the device files a fenced command may write (and
+// control, for a terminal): writing to /dev/null is no escape.
+var sandboxDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/random", "/dev/urandom"}
+
+// rule is one path-beneath rule: access under path.
+type rule struct {
+	path     string
+	access   uint64
+	optional bool // a path that is missing is left out
+}
+
+// rules are sp's path rules: read and run anywhere; read, write and
+// control the device files and terminals; write the writable places.
+func rules(sp Spec) []rule {
+	const rw = (1<<16 - 1) &^ (fsRefer | fsIoctlDev) // every directory and file right but these two
+	r := []rule{{path: "/", access: fsRead}}
+	for _, d := range sandboxDevices {
+		r = append(r, rule{path: d, access: fsFile &^ fsExecute, optional: true})
+	}
+	r = append(r, rule{path: "/dev/pts", access: rw | fsIoctlDev, optional: true})
+	for _, d := range sp.Write {
+		r = append(r, rule{path: d, access: rw | fsRefer})
+	}
+	return r
+}
+
+// restrictThread builds sp's ruleset for the ABI and enforces it on the
+// calling thread, with no_new_privs (which Landlock requires without
+// CAP_SYS_ADMIN, and which keeps a set-uid program from lifting it).
+func restrictThread(sp Spec, abi int) error {
+	attr := unix.LandlockRulesetAttr{Access_fs: handledFS(abi)}
+	if sp.NetTCP && abi >= 4 {
+		attr.Access_net = netTCP
+		if abi >= 10 {
+			attr.Access_net |= netUDP
+		}
+	}
+	if abi >= 6 {
+		attr.Scoped = scopeSignal
+		if sp.Abstract {
+			attr.Scoped |= scopeAbstract
+		}
+	}
+	r0, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return fmt.Errorf("create ruleset: %w", errno)
+	}
+	ruleset := int(r0)
+	defer syscall.Close(ruleset)
+	for _, r := range rules(sp) {
+		if err := addRule(ruleset, r, attr.Access_fs); err != nil {
+			return err
+		}
+	}
+	const prSetNoNewPrivs = 38
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("no_new_privs: %w", errno)
+	}
+	if _, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
+		if errno == syscall.E2BIG {
+			return errors.New("this thread is already under the most Landlock rulesets the kernel stacks (16)")
+		}
+		return fmt.Errorf("restrict: %w", errno)
+	}
+	return nil
+}
+
+// addRule adds r, its rights cut to what the ruleset handles, to the
+// ruleset.
+func addRule(ruleset int, r rule, handled uint64) error {
+	fd, err := syscall.Open(r.path, unix.O_PATH|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if r.optional && err == syscall.ENOENT {
+			return nil
+		}
+		return fmt.Errorf("open %s: %w", r.path, err)
+	}
+	defer syscall.Close(fd)
+	access := r.access & handled
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		access &= fsFile // directory rights on a file are refused (EINVAL)
+	}
+	attr := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(fd)}
+	if _, _, errno := syscall.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&attr)), 0, 0, 0); errno != 0 {
+		return fmt.Errorf("rule for %s: %w", r.path, errno)
+	}
+	return nil
+}
+
+// rootKeeps are the capabilities a command run by root keeps in the
+// sandbox: CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID,
+// CAP_SETGID, CAP_SETUID and CAP_NET_BIND_SERVICE, so that it still
+// works on a workspace owned by another user (a container's bind mount)
+// and binds low ports on its loopback. Every other one, present or
+// added to the kernel later, is dropped.
+const rootKeeps = 1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<6 | 1<<7 | 1<<10
+
+// limitBounding takes every capability but keep out of this thread's
+// bounding set: what the thread starts never has them, even as root (an
+// exec by root gets its bounding set). Without CAP_SETPCAP a drop fails;
+// that is fine only where the capability was not there.
+func limitBounding(keep uint64) error {
+	const prCapbsetRead, prCapbsetDrop = 23, 24
+	for c := uintptr(0); c < 64; c++ {
+		in, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prCapbsetRead, c, 0, 0, 0, 0)
+		if errno != 0 {
+			break // past the kernel's last capability
+		}
+		if keep&(1<<c) != 0 || in == 0 {
+			continue
+		}
+		if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prCapbsetDrop, c, 0, 0, 0, 0); errno != 0 {
+			return fmt.Errorf("drop capability %d from the bounding set: %w (root without CAP_SETPCAP cannot be fenced)", c, errno)
+		}
+	}
+	return nil
+}
+
+// setCapabilities leaves this thread only keep, of what it has, in its
+// effective and permitted sets, and nothing inheritable.
+func setCapabilities(keep uint64) error {
+	const linuxCapabilityVersion3 = 0x20080522
+	hdr := struct {
+		version uint32
+		pid     int32
+	}{linuxCapabilityVersion3, 0}
+	var data [2]struct{ effective, permitted, inheritable uint32 }
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return errno
+	}
+	for i := range data {
+		k := uint32(keep >> (32 * i))
+		data[i].effective &= k
+		data[i].permitted &= k
+		data[i].inheritable = 0
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// NewNetwork moves the calling (locked) thread into a network namespace
+// of its own, with loopback up: what it starts has loopback alone. It
+// needs CAP_SYS_ADMIN (root); elsewhere the step is cloned into a user
+// namespace for it.
+func NewNetwork() error {
+	if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("network namespace: %w", err)
+	}
+	return loopbackUp()
+}

@@ -252,10 +252,10 @@ func (t *tally) count(e *task.Event) {
 		l.state, l.started = task.Running, e.Time
 		t.gauge(l.state).WithLabelValues(kind).Inc()
 		t.live[e.ID] = l
-		m.started.WithLabelValues(kind).Inc() // after the gauges: a scrape that sees it sees them
+		m.started.WithLabelValues(kind).Inc() // after the gauges (one scrape is no snapshot, though: each metric is gathered on its own)
 	case task.EventFinished:
-		// Counted before the gauge drops: a scrape that sees it dropped
-		// sees the task finished too.
+		// Counted before the gauge drops (one scrape is no snapshot,
+		// though: the registry gathers each metric on its own).
 		m.finished.WithLabelValues(kind, stateLabel(e.State)).Inc()
 		if l, ok := t.live[e.ID]; ok {
 			t.gauge(l.state).WithLabelValues(kind).Dec()

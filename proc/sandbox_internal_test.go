@@ -84,3 +84,30 @@ func TestSandboxNarrow(t *testing.T) {
 		t.Errorf("read-only under off = %+v", got)
 	}
 }
+
+// A workspace that holds the home directory ("--dir /", or the home
+// itself) lets a command plant what runs outside later: the status says
+// so, to the user at start-up and to the model.
+func TestPlanSandboxSaysAWorkspaceHoldsTheHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	project := t.TempDir()
+	for _, c := range []struct {
+		workspace string
+		write     []string
+		gap       bool
+	}{
+		{workspace: project},
+		{workspace: "/", gap: true},
+		{workspace: home, gap: true},
+		{workspace: project, write: []string{home}, gap: true},
+	} {
+		st, _, err := planSandbox(Sandbox{Mode: SandboxWorkspaceWrite, Write: c.write}, c.workspace, sandboxHost{abi: 7})
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if got := strings.Contains(strings.Join(st.Gaps, "|"), "home directory "+home+" is writable"); got != c.gap {
+			t.Errorf("workspace %s, write %v: gaps %q, want the home named: %v", c.workspace, c.write, st.Gaps, c.gap)
+		}
+	}
+}

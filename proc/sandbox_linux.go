@@ -195,6 +195,14 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 			sp.Write = append(sp.Write, d)
 		}
 		st.Writable = append(st.Writable, sp.Write...)
+		if home, err := os.UserHomeDir(); err == nil && home != "" {
+			for _, d := range sp.Write {
+				if within(home, d) {
+					st.Gaps = append(st.Gaps, "the home directory "+home+" is writable (under "+d+"): a command can change ~/.bashrc, ~/.ssh or a git hook there, which run or grant access outside the sandbox later; make the workspace a project directory")
+					break
+				}
+			}
+		}
 	}
 	switch {
 	case h.abi == 0:

@@ -98,6 +98,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}
+	sf.workspace = *dir
 	srv, err := sf.open(ctx, "mcp", rest, stderr)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -115,17 +116,27 @@ func (f sandboxFlags) sandbox() (proc.Sandbox, error) {
 }
 
 // sandboxStatus says what the sandbox enforces here, for the start-up
-// line ("" when off).
+// line ("" when off), with dir the shells' directory, or "" where each
+// session has its own.
 func sandboxStatus(s proc.Sandbox, dir string) string {
 	if !s.On() {
 		return ""
 	}
+	perSession := s.Workspace == "" && dir == ""
 	if s.Workspace == "" {
 		s.Workspace = dir
 	}
 	st, err := proc.CheckSandbox(s)
 	if err != nil {
 		return err.Error()
+	}
+	if perSession && s.Mode == proc.SandboxWorkspaceWrite && len(st.Writable) > 1 {
+		// CheckSandbox judged the current directory; the fence is each
+		// session's own, and so is any warning about it.
+		st.Writable[1] = "each session's directory"
+		st.Gaps = slices.DeleteFunc(st.Gaps, func(g string) bool {
+			return strings.HasPrefix(g, "the home directory") && strings.Contains(g, "(under "+s.Workspace+")")
+		})
 	}
 	return st.String()
 }

@@ -177,3 +177,30 @@ func TestVersionSaysSandbox(t *testing.T) {
 		t.Errorf("version -v said %q, want %q", out.String(), want)
 	}
 }
+
+// TestSandboxStartupLineNamesTheWorkspace (found trying it): mcp's
+// start-up line named offstage's own directory as the writable one, not
+// --dir; acp's named it too, where each session writes its own. A
+// workspace that holds the home directory is called out.
+func TestSandboxStartupLineNamesTheWorkspace(t *testing.T) {
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	ws := t.TempDir()
+	cwd, _ := os.Getwd()
+	for _, c := range []struct {
+		face string
+		dir  string
+		want string
+	}{
+		{"mcp", ws, "writes only under: $TMPDIR (its own), " + ws + ";"},
+		{"acp", "", "writes only under: $TMPDIR (its own), each session's directory;"},
+		{"mcp", "/", "the home directory"},
+	} {
+		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+		got := sandboxStatus(s, c.dir)
+		if !strings.Contains(got, c.want) || strings.Contains(got, cwd+";") && c.dir != cwd {
+			t.Errorf("%s with --dir %q: %q, want %q in it and not offstage's own directory %s", c.face, c.dir, got, c.want, cwd)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
@@ -43,6 +42,9 @@ type serverFlags struct {
 	sessionFlags
 	log   string
 	level slog.Level
+	// workspace is the shells' directory, for the start-up line about the
+	// sandbox: mcp's --dir; "" where each session has its own (acp).
+	workspace string
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet, modelNote string) {
@@ -102,8 +104,7 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 		return nil, err
 	}
 	if sandbox.On() {
-		wd, _ := os.Getwd()
-		status.Info("sandbox", "sandbox", sandboxStatus(sandbox, wd))
+		status.Info("sandbox", "sandbox", sandboxStatus(sandbox, f.workspace))
 	}
 	ctx, stop := cancelOnInterrupt(ctx)
 	rec, err := openRecorder(ctx, f.journal, stderr)

@@ -95,6 +95,7 @@ type Handler struct {
 	ctx    context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup // streams being served
+	wrong  wrongLogins
 }
 
 // cookieName names the login cookie.
@@ -179,14 +180,70 @@ func (h *Handler) authorized(r *http.Request) bool {
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	host := remoteHost(r)
+	if !h.wrong.allow(host, time.Now()) {
+		h.loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("%d wrong tokens from %s in the last minute: wait a minute before the next try.", maxWrongLogins, host))
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	token := r.PostFormValue("token")
 	if h.opts.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(h.opts.Token)) != 1 {
+		h.wrong.add(host, time.Now())
 		h.loginPage(w, http.StatusUnauthorized, "That token is not this server's. It is the one offstage printed when it started, or its OFFSTAGE_MCP_TOKEN.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: h.cookie, Path: cookiePath(r), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, cookiePath(r), http.StatusSeeOther)
+}
+
+// maxWrongLogins wrong tokens from one host in wrongWindow stop its
+// logins until the window has passed: a token a user chose short
+// (OFFSTAGE_MCP_TOKEN) is not guessed at network speed.
+const (
+	maxWrongLogins = 10
+	wrongWindow    = time.Minute
+	maxWrongHosts  = 4096 // hosts remembered; past it the oldest go
+)
+
+// wrongLogins counts wrong tokens per host, within wrongWindow.
+type wrongLogins struct {
+	mu    sync.Mutex
+	hosts map[string]*wrongHost
+}
+
+type wrongHost struct {
+	n     int
+	since time.Time
+}
+
+// allow says whether host may try a token now.
+func (l *wrongLogins) allow(host string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.hosts[host]
+	return w == nil || now.Sub(w.since) >= wrongWindow || w.n < maxWrongLogins
+}
+
+// add counts a wrong token from host.
+func (l *wrongLogins) add(host string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hosts == nil {
+		l.hosts = make(map[string]*wrongHost)
+	}
+	w := l.hosts[host]
+	if w == nil || now.Sub(w.since) >= wrongWindow {
+		if w == nil && len(l.hosts) >= maxWrongHosts {
+			for h, x := range l.hosts { // bounded: drop what has expired, else one
+				if now.Sub(x.since) >= wrongWindow || len(l.hosts) >= maxWrongHosts {
+					delete(l.hosts, h)
+				}
+			}
+		}
+		w = &wrongHost{since: now}
+		l.hosts[host] = w
+	}
+	w.n++
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
@@ -510,6 +567,15 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "413 Request Entity Too Large: a cancel request is a task's session and id and a reason of at most 500 bytes, 8 KiB in all", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "400 Bad Request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if len(reason) > 500 {
 		http.Error(w, "400 Bad Request: the reason is longer than 500 bytes", http.StatusBadRequest)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,20 @@ func TestTheTokenOrTheLoginCookie(t *testing.T) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if code := status(t, c, req); code != http.StatusForbidden {
 		t.Errorf("a cancel without X-Offstage-Action: %d, want 403", code)
+	}
+	// A body over the cap is said to be that (it was "name a task with
+	// session and id", the form being cut).
+	req, _ = http.NewRequest("POST", base+"api/cancel", strings.NewReader("session=x&id=y&reason="+strings.Repeat("x", 9<<10)))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Offstage-Action", "cancel")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "8 KiB") {
+		t.Errorf("a cancel of 9 KiB: %d %q, want 413 saying the cap", resp.StatusCode, b)
 	}
 }
 
@@ -277,5 +292,30 @@ func TestOutputWaitsForTheLogAndSaysWhereItIs(t *testing.T) {
 	defer out2.Body.Close()
 	if e := next(t, events(t, out2.Body), "trouble"); !strings.Contains(e.data, "/nonexistent/offstage/logs/other-session/shell-1.log on web-2") {
 		t.Errorf("trouble %s, want the log's path and instance", e.data)
+	}
+}
+
+// TestWrongTokensAreCounted: after 10 wrong tokens from one host in a
+// minute, its logins are refused, the right token too, with 429 and why:
+// a short token a user chose cannot be guessed at network speed.
+func TestWrongTokensAreCounted(t *testing.T) {
+	f := newFleet(t, true)
+	c := f.srv.Client()
+	login := func(tok string) (int, string) {
+		resp, err := c.PostForm(f.srv.URL+"/ui/login", url.Values{"token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for i := range 10 {
+		if code, _ := login("guess-" + strconv.Itoa(i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i, code)
+		}
+	}
+	if code, body := login(token); code != http.StatusTooManyRequests || !strings.Contains(body, "wait a minute") {
+		t.Errorf("the right token after 10 wrong ones: %d %q, want 429 and why", code, body)
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
+	"github.com/creack/pty"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/proctest"
 )
@@ -105,6 +107,30 @@ func helper(args []string) int {
 		c.Close()
 		fmt.Println("connected")
 		return 0
+	case "openpty": // make a pseudo-terminal, write through it, say "pty ok" or why not
+		m, s, err := pty.Open()
+		if err != nil {
+			fmt.Println("openpty:", err)
+			return 1
+		}
+		defer m.Close()
+		defer s.Close()
+		if _, err := s.Write([]byte("x\n")); err != nil {
+			fmt.Println("write:", err)
+			return 1
+		}
+		fmt.Println("pty ok")
+		return 0
+	case "shm": // ID: attach a System V shared memory segment, say "attached" or why not
+		id, _ := strconv.Atoi(args[1])
+		b, err := unix.SysvShmAttach(id, 0, 0)
+		if err != nil {
+			fmt.Println("shmat:", err)
+			return 1
+		}
+		unix.SysvShmDetach(b)
+		fmt.Println("attached")
+		return 0
 	case "timewait": // leave a TCP connection in TIME_WAIT on loopback
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -135,6 +161,12 @@ func helper(args []string) int {
 		}
 		fmt.Println("sent")
 		return 0
+	case "sandboxed-protected": // COMMAND: as sandboxed, in a host that called ProtectHost first, as the CLI does
+		if err := proc.ProtectHost(); err != nil {
+			fmt.Println("protect:", err)
+			return 1
+		}
+		return helper(append([]string{"sandboxed"}, args[1:]...))
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
 		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
 		if err != nil {

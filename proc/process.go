@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -380,7 +381,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		traced = traceStart(cmd.SysProcAttr)
 	}
 	if sb != nil {
-		if err := sb.apply(cmd, traced); err != nil {
+		if cfg.TTY {
+			sb.terminal(st.childOut.Name())
+		}
+		defaultShell := len(cfg.Args) == 0 && slices.Equal(cfg.Shell, []string{"/bin/sh", "-c"})
+		if err := sb.apply(cmd, traced, defaultShell); err != nil {
 			if traced {
 				untrace()
 			}

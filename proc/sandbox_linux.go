@@ -28,6 +28,7 @@ type sandboxHost struct {
 	abi      int   // Landlock ABI; 0 without Landlock
 	abiErr   error // why there is none
 	netnsErr error // why no network namespace can be made; nil if one can
+	mountErr error // why no read-only mounts can be made; nil if they can
 }
 
 var sandboxDetect struct {
@@ -35,34 +36,44 @@ var sandboxDetect struct {
 	host sandboxHost
 }
 
-// detectSandbox asks the kernel for its Landlock ABI and makes a network
-// namespace once, with loopback up, to see that one can be made: as
-// root, on a thread of this process that then dies; otherwise by
-// starting the step in a user namespace of its own (unprivileged user
-// namespaces may be refused by sysctl, AppArmor or a container's seccomp
-// profile).
+// detectSandbox asks the kernel for its Landlock ABI, and makes a network
+// namespace with loopback up, and read-only mounts, once each, to see
+// that they can be made: as root, on a thread of this process that then
+// dies; otherwise by starting the step in a user namespace of its own
+// (unprivileged user namespaces may be refused by sysctl, AppArmor or a
+// container's seccomp profile).
 func detectSandbox() sandboxHost {
 	sandboxDetect.once.Do(func() {
 		h := &sandboxDetect.host
 		h.abi, h.abiErr = sandboxstep.ABI()
 		if os.Geteuid() == 0 {
 			h.netnsErr = onFencedThread(func() error { return sandboxstep.NewNetwork() })
+			h.mountErr = onFencedThread(func() error { return sandboxstep.ReadOnlyMounts(nil, true) })
 			return
 		}
-		cmd := exec.Command("/proc/self/exe")
-		cmd.Args = []string{"offstage-sandbox-probe"}
-		cmd.Env = []string{sandboxEnv + "=" + sandboxstep.Probe}
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-		netnsAttr(cmd.SysProcAttr)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			msg := strings.TrimSpace(string(out))
-			if msg == "" {
-				msg = err.Error()
-			}
-			h.netnsErr = errors.New(msg)
-		}
+		h.netnsErr = probeStep(sandboxstep.Probe, true)
+		h.mountErr = probeStep(sandboxstep.ProbeMounts, false)
 	})
 	return sandboxDetect.host
+}
+
+// probeStep starts the step as a probe, in a user namespace of its own
+// (and a network namespace, with newNet), and returns why it failed.
+func probeStep(probe string, newNet bool) error {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"offstage-sandbox-probe"}
+	cmd.Env = []string{sandboxEnv + "=" + probe}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	namespaceAttr(cmd, newNet, !newNet)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	msg := strings.TrimSpace(string(out))
+	if msg == "" {
+		msg = err.Error()
+	}
+	return errors.New(msg)
 }
 
 // onFencedThread runs f on an OS thread of its own, which dies after it:
@@ -89,20 +100,28 @@ func onFencedThread(f func() error) error {
 	return <-errc
 }
 
-// netnsAttr makes sys clone the child into a network namespace of its
-// own: directly as root; otherwise inside a user namespace of its own,
-// where the user keeps its uid and gid and, until the step drops it,
-// the capability to bring lo up.
-func netnsAttr(sys *syscall.SysProcAttr) {
-	if os.Geteuid() == 0 {
+// namespaceAttr makes cmd clone the step into the namespaces it needs:
+// a network namespace of its own with newNet; as a user that is not
+// root, also a user namespace of its own, where the step maps the user's
+// uid and gid to themselves (IDsEnv) and has, until it drops them, the
+// capabilities to do so, to bring lo up (newNet) and to make its
+// read-only mounts. Root's step has them all already.
+func namespaceAttr(cmd *exec.Cmd, newNet, mounts bool) {
+	sys := cmd.SysProcAttr
+	if newNet {
 		sys.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	if os.Geteuid() == 0 || !newNet && !mounts {
 		return
 	}
-	const capNetAdmin = 12
-	sys.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
-	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
-	sys.AmbientCaps = append(sys.AmbientCaps, capNetAdmin)
+	const capSetgid, capSetuid, capNetAdmin, capSysAdmin = 6, 7, 12, 21
+	sys.Cloneflags |= syscall.CLONE_NEWUSER
+	// CAP_SYS_ADMIN also for /proc/self/setgroups, which must say deny.
+	sys.AmbientCaps = append(sys.AmbientCaps, capSetgid, capSetuid, capSysAdmin)
+	if newNet {
+		sys.AmbientCaps = append(sys.AmbientCaps, capNetAdmin)
+	}
+	cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d %d", sandboxstep.IDsEnv, os.Geteuid(), os.Getegid()))
 }
 
 // sandboxSetup is a sandbox planned for one Start.
@@ -111,6 +130,9 @@ type sandboxSetup struct {
 	spec   stepSpec
 	tmp    string // the command's own temporary directory, removed after it
 	thread bool   // started from a fenced thread, not through the step
+	// gateR and gateW hold a thread's command back until the thread is
+	// gone (see gateCommand).
+	gateR, gateW *os.File
 	// netns is the network namespace the thread made or took for the
 	// command (nil through the step, or with the network on): after the
 	// command it may serve the next one (see netSpares).
@@ -229,6 +251,12 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 			missing = append(missing, "the network fence (no network namespace: "+h.netnsErr.Error()+"; Landlock cuts TCP from ABI 4, have "+abi+")")
 		}
 	}
+	if h.mountErr == nil {
+		sp.Mounts = true
+		st.Enforced = append(st.Enforced, "mode, owner and times of files: read-only mounts but the writable places")
+	} else {
+		st.Gaps = append(st.Gaps, "changes of mode, owner and times (chmod, chown, touch) of files outside the writable places are not fenced (no read-only mounts: "+h.mountErr.Error()+")")
+	}
 	switch {
 	case h.abi >= 6:
 		sp.Abstract = !s.Network
@@ -248,14 +276,21 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 // command from it; otherwise the command starts as the step, which
 // fences itself and execs it: when a user namespace must be made for the
 // network namespace (not root), when the start is traced (the thread
-// that forks must go on tracing, unfenced), and when this process holds a
-// descriptor without close-on-exec that the command would inherit (the
-// step closes those).
-func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced bool) error {
+// that forks must go on tracing, unfenced), when the command is not a
+// line for the default shell (see gateCommand), and when this process
+// holds a descriptor without close-on-exec that the command would
+// inherit (the step closes those).
+func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced, defaultShell bool) error {
 	cmd.Env = setEnv(cmd.Env, "TMPDIR", sb.tmp)
-	userns := sb.spec.Loopback && os.Geteuid() != 0
-	if !userns && !traced && !forceStep.Load() && !inheritableFDs() {
-		sb.thread = true
+	userns := (sb.spec.Loopback || sb.spec.Mounts) && os.Geteuid() != 0
+	if !userns && !traced && defaultShell && !forceStep.Load() && !inheritableFDs() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("proc: sandbox: %w", err)
+		}
+		sb.thread, sb.gateR, sb.gateW = true, r, w
+		cmd.ExtraFiles[gateFD-3] = r
+		cmd.Args[len(cmd.Args)-1] = gateCommand(cmd.Args[len(cmd.Args)-1])
 		return nil
 	}
 	spec, err := json.Marshal(sb.spec)
@@ -267,10 +302,30 @@ func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced bool) error {
 		cmd.Path = "/proc/self/exe"
 	}
 	cmd.Env = append(cmd.Env, sandboxEnv+"="+string(spec))
-	if sb.spec.Loopback {
-		netnsAttr(cmd.SysProcAttr)
-	}
+	namespaceAttr(cmd, sb.spec.Loopback, sb.spec.Mounts)
 	return nil
+}
+
+// terminal makes name (/dev/pts/N) the command's own terminal, the only
+// one of /dev/pts it may open.
+func (sb *sandboxSetup) terminal(name string) { sb.spec.Terminal = name }
+
+// The gate. The thread that forks a fenced command is in the command's
+// own Landlock domain, with its uid, until it ends: long enough, after
+// the exec, for the command to signal it (SIGKILL to one thread ends the
+// whole host) or, in a host that is dumpable, to open its
+// /proc/PID/task/TID/mem (the host's memory) or ptrace it. So the shell
+// runs a line of its own first, which waits on descriptor gateFD, and
+// Start writes to it only once the thread is gone. Nothing the command
+// says runs before: a syntax error anywhere in its line stops the shell
+// before the gate's read, as it would have stopped it anyway.
+const gateFD = 3
+
+// gateCommand is line, run by the default shell (/bin/sh -c) behind the
+// gate: on one line with it, so that the line numbers the shell reports
+// are the command's own.
+func gateCommand(line string) string {
+	return "read -r _ <&3; exec 3<&-; " + line
 }
 
 // start starts cmd: from a fenced thread, or, planned so by apply, as
@@ -279,7 +334,9 @@ func (sb *sandboxSetup) start(cmd *exec.Cmd) error {
 	if sb == nil || !sb.thread {
 		return cmd.Start()
 	}
-	return onFencedThread(func() error {
+	tid := make(chan int, 1)
+	err := onFencedThread(func() error {
+		tid <- syscall.Gettid()
 		if sb.spec.Loopback {
 			ns, err := enterNetwork()
 			if err != nil {
@@ -287,11 +344,58 @@ func (sb *sandboxSetup) start(cmd *exec.Cmd) error {
 			}
 			sb.netns = ns
 		}
+		if sb.spec.Mounts {
+			if cmd.Dir == "" { // by its path: onto the writable mount, if it is one
+				wd, err := os.Getwd()
+				if err != nil {
+					return fmt.Errorf("proc: sandbox: %w", err)
+				}
+				cmd.Dir = wd
+			}
+			if err := sandboxstep.ReadOnlyMounts(sb.spec.Write, sb.spec.Terminal == ""); err != nil {
+				return fmt.Errorf("proc: sandbox: %w", err)
+			}
+		}
 		if err := sandboxstep.Fence(sb.spec); err != nil {
 			return fmt.Errorf("proc: sandbox: %w", err)
 		}
 		return cmd.Start()
 	})
+	sb.gateR.Close() // the command's copy is its own
+	if err != nil {
+		sb.gateW.Close()
+		return err
+	}
+	if err := threadGone(<-tid); err != nil {
+		// The gate stays shut: end the command before it runs.
+		cmd.Process.Kill()
+		cmd.Wait()
+		sb.gateW.Close()
+		return fmt.Errorf("proc: sandbox: %w", err)
+	}
+	sb.gateW.Write([]byte{'\n'}) // the shell may be gone (a syntax error): EPIPE, nothing to do
+	sb.gateW.Close()
+	return nil
+}
+
+// threadGone waits until this process's thread tid has ended (its
+// goroutine has returned, locked, so the runtime ends it).
+func threadGone(tid int) error {
+	pid := syscall.Getpid()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		if err := syscall.Tgkill(pid, tid, 0); err == syscall.ESRCH {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the thread %d that started the command did not end", tid)
+		}
+		if i < 50 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
 }
 
 // inheritableFDs says whether this process has a descriptor from
@@ -339,6 +443,10 @@ func (sb *sandboxSetup) remove() {
 		os.RemoveAll(sb.tmp)
 		if sb.netns != nil {
 			sb.netns.Close()
+		}
+		if sb.gateR != nil { // a start that failed before start
+			sb.gateR.Close()
+			sb.gateW.Close()
 		}
 	}
 }

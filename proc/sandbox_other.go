@@ -46,10 +46,11 @@ func CheckSandbox(s Sandbox) (SandboxStatus, error) {
 	return SandboxStatus{}, errNoSandbox(s)
 }
 
-func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced bool) error { return nil }
-func (sb *sandboxSetup) start(cmd *exec.Cmd) error              { return cmd.Start() }
-func (sb *sandboxSetup) remove()                                {}
-func (sb *sandboxSetup) release(empty bool)                     {}
+func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced, defaultShell bool) error { return nil }
+func (sb *sandboxSetup) start(cmd *exec.Cmd) error                            { return cmd.Start() }
+func (sb *sandboxSetup) remove()                                              {}
+func (sb *sandboxSetup) terminal(name string)                                 {}
+func (sb *sandboxSetup) release(empty bool)                                   {}
 
 // KeepInheritedToSelf marks every descriptor this process holds past
 // stdin, stdout and stderr close-on-exec (see the Linux doc).

@@ -3,6 +3,7 @@ package sandboxstep
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -117,14 +118,38 @@ type rule struct {
 }
 
 // rules are sp's path rules: read and run anywhere; read, write and
-// control the device files and terminals; write the writable places.
+// control the device files and the command's own terminal; write the
+// writable places. Of /dev/pts only the command's own terminal: the
+// user's other terminals (and, for root, every user's) would let it read
+// keystrokes meant for another shell or write onto its screen. A
+// terminal the command makes itself (/dev/ptmx) is reached through its
+// master (TIOCGPTPEER), not by its path.
 func rules(sp Spec) []rule {
 	const rw = (1<<16 - 1) &^ (fsRefer | fsIoctlDev) // every directory and file right but these two
-	r := []rule{{path: "/", access: fsRead}}
+	// Read and run everything but /dev, whose devices (terminals, input
+	// devices, disks) are not files to read: reading a terminal takes the
+	// keystrokes meant for its shell. Directories may be listed anywhere.
+	r := []rule{{path: "/", access: fsReadDir}}
+	if entries, err := os.ReadDir("/"); err == nil {
+		for _, e := range entries {
+			if e.Name() != "dev" {
+				r = append(r, rule{path: "/" + e.Name(), access: fsRead, optional: true})
+			}
+		}
+	} else {
+		r = append(r, rule{path: "/", access: fsRead}) // cannot tell /dev apart: as before
+	}
+	r = append(r, rule{path: "/dev/shm", access: fsRead, optional: true})
 	for _, d := range sandboxDevices {
 		r = append(r, rule{path: d, access: fsFile &^ fsExecute, optional: true})
 	}
-	r = append(r, rule{path: "/dev/pts", access: rw | fsIoctlDev, optional: true})
+	switch {
+	case sp.Terminal != "":
+		r = append(r, rule{path: sp.Terminal, access: fsFile &^ fsExecute})
+	case sp.Mounts:
+		// A devpts of its own (ReadOnlyMounts): all of it is the command's.
+		r = append(r, rule{path: "/dev/pts", access: rw | fsIoctlDev, optional: true})
+	}
 	for _, d := range sp.Write {
 		r = append(r, rule{path: d, access: rw | fsRefer})
 	}
@@ -177,7 +202,7 @@ func restrictThread(sp Spec, abi int) error {
 func addRule(ruleset int, r rule, handled uint64) error {
 	fd, err := syscall.Open(r.path, unix.O_PATH|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		if r.optional && err == syscall.ENOENT {
+		if r.optional && (err == syscall.ENOENT || err == syscall.EACCES) {
 			return nil
 		}
 		return fmt.Errorf("open %s: %w", r.path, err)
@@ -257,4 +282,47 @@ func NewNetwork() error {
 		return fmt.Errorf("network namespace: %w", err)
 	}
 	return loopbackUp()
+}
+
+// ReadOnlyMounts moves the calling (locked) thread into a mount namespace
+// (and an IPC namespace) of its own where every mount is read-only but bind mounts of the write
+// directories: Landlock fences writing files, not changing their mode,
+// owner or times (chmod, chown, touch -d), and a command owns its user's
+// files (root's: every system file, which it could make set-uid for
+// every user). A read-only mount refuses those (EROFS). Mounts are made
+// private first, so that nothing done here reaches the host's namespace.
+// It needs CAP_SYS_ADMIN: root's, or that of a user namespace of the
+// step's own. The thread's working directory stays on the mount it was
+// on: the command must change into its directory by path.
+//
+// With terminals, /dev/pts becomes a devpts of the command's own: the
+// terminals it makes (/dev/ptmx, openpty) are there, and the user's
+// others (for root, every user's) are not, to read keystrokes meant for
+// another shell or to write onto its screen.
+func ReadOnlyMounts(write []string, terminals bool) error {
+	// An IPC namespace too: System V shared memory, semaphores and
+	// message queues are not files, and Landlock does not cover them; the
+	// user's segments outside (a database's, X11's) stay out of reach.
+	if err := syscall.Unshare(syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC); err != nil {
+		return fmt.Errorf("mount and IPC namespaces: %w", err)
+	}
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY, Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &ro); err != nil {
+		return fmt.Errorf("read-only mounts: %w", err)
+	}
+	if terminals {
+		if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+			return fmt.Errorf("terminals of its own (/dev/pts): %w", err)
+		}
+	}
+	rw := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+	for _, d := range write {
+		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", d, err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, d, unix.AT_RECURSIVE, &rw); err != nil {
+			return fmt.Errorf("writable %s: %w", d, err)
+		}
+	}
+	return nil
 }

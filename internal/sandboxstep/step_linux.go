@@ -29,8 +29,20 @@ func sandboxMain(v string) int {
 		fmt.Fprintf(os.Stderr, "offstage sandbox: "+format+"\n", a...)
 		return code
 	}
-	if v == Probe {
+	if ids, ok := os.LookupEnv(IDsEnv); ok {
+		if err := mapSelf(ids); err != nil {
+			return fail(126, "%v", err)
+		}
+	}
+	switch v {
+	case Probe:
 		if err := loopbackUp(); err != nil {
+			return fail(1, "%v", err)
+		}
+		return 0
+	case ProbeMounts:
+		runtime.LockOSThread()
+		if err := ReadOnlyMounts(nil, true); err != nil {
 			return fail(1, "%v", err)
 		}
 		return 0
@@ -48,12 +60,24 @@ func sandboxMain(v string) int {
 	// process's other threads (the Go runtime's) need none, and so no
 	// signal to each of them to apply them. Never unlocked.
 	runtime.LockOSThread()
+	if sp.Mounts {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fail(126, "%v", err)
+		}
+		if err := ReadOnlyMounts(sp.Write, sp.Terminal == ""); err != nil {
+			return fail(126, "%v", err)
+		}
+		if err := syscall.Chdir(wd); err != nil { // onto the writable mount, if it is one
+			return fail(126, "%v", err)
+		}
+	}
 	if err := Fence(sp); err != nil {
 		return fail(126, "%v", err)
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, Env+"=") {
+		if !strings.HasPrefix(kv, Env+"=") && !strings.HasPrefix(kv, IDsEnv+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -102,4 +126,31 @@ func closeInherited() {
 			syscall.CloseOnExec(fd)
 		}
 	}
+}
+
+// mapSelf maps the user and group ids "UID GID" of the parent user
+// namespace to themselves in this process's new one, the step being its
+// only process. The step does it, not offstage (as Go's UidMappings
+// would, from the parent): a host that called ProtectHost is not
+// dumpable, and so neither is the child it clones until that child
+// execs, and the /proc files of a process that is not dumpable belong to
+// root, where a user that is not root cannot write its map. After the
+// exec the step is dumpable, and its own. Mapping one's own ids needs
+// CAP_SETUID and CAP_SETGID in the new namespace, which offstage gave it
+// as ambient capabilities; Fence drops them.
+func mapSelf(ids string) error {
+	var uid, gid int
+	if _, err := fmt.Sscan(ids, &uid, &gid); err != nil {
+		return fmt.Errorf("bad %s %q", IDsEnv, ids)
+	}
+	for _, w := range []struct{ file, data string }{
+		{"/proc/self/setgroups", "deny"}, // before gid_map, unprivileged
+		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", uid, uid)},
+		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", gid, gid)},
+	} {
+		if err := os.WriteFile(w.file, []byte(w.data), 0); err != nil {
+			return fmt.Errorf("user namespace: %w", err)
+		}
+	}
+	return nil
 }

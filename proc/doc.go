@@ -519,20 +519,28 @@
 //     bind mounts of the writable places: Landlock does not fence a
 //     file's mode, owner or times (chmod, chown, touch -d), and a command
 //     owns its user's files (root's command, every system file, which it
-//     could make set-uid for every user). /dev/pts there is a devpts of
-//     the command's own: it makes terminals (script, expect) but sees
-//     none of the user's.
+//     could make set-uid for every user). Only the top mount of a
+//     writable place is made writable: one mounted under it stays
+//     read-only (one the host keeps read-only must not become writable).
+//     The writable places are pinned when first used (a descriptor of
+//     each), and a start whose place's path names another directory by
+//     then (a command moved it and left a link) is refused. /dev/pts
+//     there is a devpts of the command's own: it makes terminals
+//     (script, expect) but sees none of the user's. An IPC namespace of
+//     its own: System V shared memory is not a file. A session keyring
+//     of its own.
 //   - With the network off, a network namespace of its own with loopback
 //     alone (where none can be made, Landlock's TCP rules, ABI 4; UDP
 //     from ABI 10).
 //   - Capabilities: a command run by root keeps only those that let it
 //     work on files it does not own and bind low ports (CAP_CHOWN,
-//     CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_SETGID, CAP_SETUID,
-//     CAP_NET_BIND_SERVICE): with CAP_MKNOD it could make a block device
-//     in the workspace and write a disk through it, with CAP_NET_ADMIN
-//     join its network to the host's, with CAP_SYS_ADMIN push keystrokes
-//     into the user's terminal. Others keep none. no_new_privs, so no
-//     set-uid program lifts any of it.
+//     CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_NET_BIND_SERVICE):
+//     with CAP_MKNOD it could make a block device in the workspace and
+//     write a disk through it, with CAP_NET_ADMIN join its network to the
+//     host's, with CAP_SYS_ADMIN push keystrokes into the user's
+//     terminal, with CAP_SETUID become another user (its keyrings, its
+//     processes' limits). Others keep none. no_new_privs, so no set-uid
+//     program lifts any of it.
 //   - A session of its own with no controlling terminal (a terminal of
 //     its own with Config.TTY), and no descriptor but its own.
 //

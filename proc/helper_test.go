@@ -131,6 +131,8 @@ func helper(args []string) int {
 		unix.SysvShmDetach(b)
 		fmt.Println("attached")
 		return 0
+	case "userkey": // add|read|sread UID DESC, or session UID DESC COMMAND: keyrings (keyring_linux_test.go)
+		return userKey(args)
 	case "timewait": // leave a TCP connection in TIME_WAIT on loopback
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -48,7 +48,7 @@ func detectSandbox() sandboxHost {
 		h.abi, h.abiErr = sandboxstep.ABI()
 		if os.Geteuid() == 0 {
 			h.netnsErr = onFencedThread(func() error { return sandboxstep.NewNetwork() })
-			h.mountErr = onFencedThread(func() error { return sandboxstep.ReadOnlyMounts(nil, true) })
+			h.mountErr = onFencedThread(func() error { return sandboxstep.ReadOnlyMounts(nil, nil, true) })
 			return
 		}
 		h.netnsErr = probeStep(sandboxstep.Probe, true)
@@ -128,8 +128,10 @@ func namespaceAttr(cmd *exec.Cmd, newNet, mounts bool) {
 type sandboxSetup struct {
 	status SandboxStatus
 	spec   stepSpec
-	tmp    string // the command's own temporary directory, removed after it
-	thread bool   // started from a fenced thread, not through the step
+	tmp    string     // the command's own temporary directory, removed after it
+	thread bool       // started from a fenced thread, not through the step
+	tmpDir *os.File   // tmp, open (O_PATH)
+	dirs   []*os.File // spec.Write's directories, open (pinned; tmpDir first)
 	// gateR and gateW hold a thread's command back until the thread is
 	// gone (see gateCommand).
 	gateR, gateW *os.File
@@ -167,13 +169,63 @@ func prepareSandbox(cfg Config) (*sandboxSetup, error) {
 	if err != nil {
 		return nil, err
 	}
+	var dirs []*os.File
+	for _, d := range spec.Write {
+		f, err := pinDir(d)
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, f)
+	}
 	tmp, err := os.MkdirTemp("", "offstage-sandbox-")
 	if err != nil {
 		return nil, fmt.Errorf("proc: sandbox temporary directory: %w", err)
 	}
+	tmpDir, err := os.OpenFile(tmp, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("proc: sandbox temporary directory: %w", err)
+	}
 	status.Writable = append([]string{tmp}, status.Writable...)
 	spec.Write = append([]string{tmp}, spec.Write...)
-	return &sandboxSetup{status: status, spec: spec, tmp: tmp}, nil
+	return &sandboxSetup{status: status, spec: spec, tmp: tmp, tmpDir: tmpDir, dirs: append([]*os.File{tmpDir}, dirs...)}, nil
+}
+
+// Pinned writable places. A writable place is bound, and given its
+// Landlock rule, from a descriptor of the directory opened when this
+// process first used its path, not from its path at each start: a
+// command that may write the parent of a writable place (one nested in
+// another, or a workspace under a --sandbox-write directory) could move
+// it away and leave a link to elsewhere at its path, which the next
+// command's fence would follow.
+var pins struct {
+	mu  sync.Mutex
+	dir map[string]*os.File
+}
+
+// maxPins bounds the directories pinned: a program that names more
+// distinct writable places than this in its life is refused.
+const maxPins = 4096
+
+// pinDir returns path's directory as first opened by this process.
+func pinDir(path string) (*os.File, error) {
+	pins.mu.Lock()
+	defer pins.mu.Unlock()
+	if f, ok := pins.dir[path]; ok {
+		return f, nil
+	}
+	if len(pins.dir) >= maxPins {
+		return nil, fmt.Errorf("proc: sandbox: more than %d distinct writable places in this process's life; %s is one too many", maxPins, path)
+	}
+	f, err := os.OpenFile(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("proc: sandbox: writable place %s: %w", path, err)
+	}
+	if pins.dir == nil {
+		pins.dir = make(map[string]*os.File)
+	}
+	pins.dir[path] = f
+	return f, nil
 }
 
 // CheckSandbox says what s enforces on this host, and fails as Start
@@ -194,11 +246,17 @@ func CheckSandbox(s Sandbox) (SandboxStatus, error) {
 		}
 		s.Workspace = wd
 	}
-	st, _, err := planSandbox(s, s.Workspace, detectSandbox())
-	if err == nil {
-		st.Writable = append([]string{"$TMPDIR (its own)"}, st.Writable...)
+	st, sp, err := planSandbox(s, s.Workspace, detectSandbox())
+	if err != nil {
+		return st, err
 	}
-	return st, err
+	for _, d := range sp.Write { // before any command runs (see pinDir)
+		if _, err := pinDir(d); err != nil {
+			return st, err
+		}
+	}
+	st.Writable = append([]string{"$TMPDIR (its own)"}, st.Writable...)
+	return st, nil
 }
 
 // planSandbox decides what holds of s on host h: the status told to the
@@ -255,7 +313,7 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 		sp.Mounts = true
 		st.Enforced = append(st.Enforced, "mode, owner and times of files: read-only mounts but the writable places")
 	} else {
-		st.Gaps = append(st.Gaps, "changes of mode, owner and times (chmod, chown, touch) of files outside the writable places are not fenced (no read-only mounts: "+h.mountErr.Error()+")")
+		st.Gaps = append(st.Gaps, "changes of mode, owner and times (chmod, chown, touch) of files outside the writable places, and System V shared memory, semaphores and message queues of processes outside, are not fenced (no mount and IPC namespaces: "+h.mountErr.Error()+")")
 	}
 	switch {
 	case h.abi >= 6:
@@ -289,9 +347,20 @@ func (sb *sandboxSetup) apply(cmd *exec.Cmd, traced, defaultShell bool) error {
 			return fmt.Errorf("proc: sandbox: %w", err)
 		}
 		sb.thread, sb.gateR, sb.gateW = true, r, w
+		sb.spec.WriteFDs = nil
+		for _, f := range sb.dirs {
+			sb.spec.WriteFDs = append(sb.spec.WriteFDs, int(f.Fd()))
+		}
 		cmd.ExtraFiles[gateFD-3] = r
 		cmd.Args[len(cmd.Args)-1] = gateCommand(cmd.Args[len(cmd.Args)-1])
 		return nil
+	}
+	// The writable places, from descriptor KeepFDs up: the step binds
+	// them, and closes them at its exec.
+	sb.spec.WriteFDs = nil
+	for i, f := range sb.dirs {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		sb.spec.WriteFDs = append(sb.spec.WriteFDs, sandboxstep.KeepFDs+i)
 	}
 	spec, err := json.Marshal(sb.spec)
 	if err != nil {
@@ -352,7 +421,7 @@ func (sb *sandboxSetup) start(cmd *exec.Cmd) error {
 				}
 				cmd.Dir = wd
 			}
-			if err := sandboxstep.ReadOnlyMounts(sb.spec.Write, sb.spec.Terminal == ""); err != nil {
+			if err := sandboxstep.ReadOnlyMounts(sb.spec.Write, sb.spec.WriteFDs, sb.spec.Terminal == ""); err != nil {
 				return fmt.Errorf("proc: sandbox: %w", err)
 			}
 		}
@@ -441,6 +510,7 @@ func setEnv(env []string, name, value string) []string {
 func (sb *sandboxSetup) remove() {
 	if sb != nil {
 		os.RemoveAll(sb.tmp)
+		sb.tmpDir.Close()
 		if sb.netns != nil {
 			sb.netns.Close()
 		}

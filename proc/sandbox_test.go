@@ -429,7 +429,7 @@ func TestSandboxRootKeepsNoPowerOverTheHost(t *testing.T) {
 			`mknod blk b 7 0 2>/dev/null && echo "mknod: made" || echo "mknod: refused"
 grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status
 echo own > f && chown 65534 f && echo "chown: ok"`)
-		want := "mknod: refused\nCapInh:\t0000000000000000\nCapPrm:\t00000000000004db\nCapEff:\t00000000000004db\nCapBnd:\t00000000000004db\nCapAmb:\t0000000000000000\nchown: ok\n"
+		want := "mknod: refused\nCapInh:\t0000000000000000\nCapPrm:\t000000000000041b\nCapEff:\t000000000000041b\nCapBnd:\t000000000000041b\nCapAmb:\t0000000000000000\nchown: ok\n"
 		if out != want {
 			t.Errorf("output = %q, want %q", out, want)
 		}
@@ -650,5 +650,132 @@ func TestSandboxInAProtectedHostNotRoot(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "fenced\n") {
 		t.Errorf("%v: %s", err, out)
+	}
+}
+
+// TestSandboxWritablePlacesStayPut (found attacking the sandbox): a
+// writable place nested in another (--sandbox-write ./build in the
+// workspace; a workspace under a --sandbox-write directory) was bound by
+// its path at each start, so a command moved it away and left a link to
+// a directory outside at its path, and the next command could write
+// there. The places are pinned when first seen, and a start whose
+// writable place is no longer that directory is refused, saying so.
+func TestSandboxWritablePlacesStayPut(t *testing.T) {
+	needSandbox(t)
+	bothWays(t, func(t *testing.T) {
+		ws, outside := t.TempDir(), t.TempDir()
+		cache := filepath.Join(ws, "a", "cache")
+		if err := os.MkdirAll(cache, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: ws, Write: []string{cache}}
+		if out, e := runIn(t, s, ws, "mv a b && mkdir a && ln -s "+shellQuote(outside)+" a/cache && echo moved"); out != "moved\n" {
+			t.Fatalf("moving the nested place: %q, exit %+v", out, e)
+		}
+		// From a thread, Start fails; through the step, the step does,
+		// before the command runs (exit 126), saying why either way.
+		p, err := proc.Start(t.Context(), proc.Config{Command: "echo x > a/cache/pwned; chmod 700 a/cache", Dir: ws, Sandbox: s})
+		if err == nil {
+			e := mustWait(t, p)
+			out := string(p.Read(proc.Combined, 0, 0).Data)
+			if e.Code != 126 || !strings.Contains(out, "no longer the directory it was") {
+				t.Errorf("the next command ran (exit %d, %q), fenced by what the path names now", e.Code, out)
+			}
+		} else if !strings.Contains(err.Error(), "no longer the directory it was") {
+			t.Errorf("Start = %v, want it to say the writable place moved", err)
+		}
+		if _, err := os.Stat(filepath.Join(outside, "pwned")); err == nil {
+			t.Error("the next command wrote outside through the writable place's new path")
+		}
+		if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() == 0o700 {
+			t.Errorf("the next command changed the mode of %s: %v %v", outside, fi.Mode(), err)
+		}
+	})
+}
+
+// TestSandboxRootCannotReadOtherUsersKeyrings (found attacking 488a9b1):
+// the documented gap is that root's command shares root's keyrings; but
+// it keeps CAP_SETUID, becomes any user and reads (or plants) keys in
+// that user's keyring: Kerberos tickets, cached passphrases.
+func TestSandboxRootCannotReadOtherUsersKeyrings(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("a user that is not root has keyrings of its own in the step's user namespace")
+	}
+	desc := "offstage-test-" + strconv.Itoa(os.Getpid())
+	add := exec.Command(os.Args[0], "userkey", "add", "65534", desc)
+	add.Env = append(os.Environ(), helperEnv+"=1")
+	if out, err := add.CombinedOutput(); err != nil || string(out) != "added\n" {
+		t.Skipf("no key for nobody: %v %s", err, out)
+	}
+	bothWays(t, func(t *testing.T) {
+		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), os.Args[0]+" userkey read 65534 "+desc)
+		if strings.HasPrefix(out, "read ") {
+			t.Errorf("a sandboxed command run by root read another user's key: %q", out)
+		}
+	})
+}
+
+// TestSandboxKeepsReadOnlyMountsInTheWorkspace (found attacking
+// 488a9b1): the writable places are bound recursively and made writable
+// recursively, so a mount inside the workspace that the host keeps
+// read-only (a container's :ro volume, a read-only bind) became writable
+// for the command: the fence loosened the host's own protection.
+func TestSandboxKeepsReadOnlyMountsInTheWorkspace(t *testing.T) {
+	st := needSandbox(t)
+	if os.Geteuid() != 0 || strings.Contains(strings.Join(st.Gaps, "|"), "no read-only mounts") {
+		t.Skip("making a read-only mount needs root, and read-only mounts of the sandbox")
+	}
+	bothWays(t, func(t *testing.T) {
+		ws, kept := t.TempDir(), t.TempDir()
+		ro := filepath.Join(ws, "ro")
+		if err := os.Mkdir(ro, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(kept, ro, "", unix.MS_BIND, ""); err != nil {
+			t.Skipf("bind mount: %v", err)
+		}
+		defer unix.Unmount(ro, unix.MNT_DETACH)
+		if err := unix.Mount("", ro, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			t.Fatalf("read-only: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(ro, "probe"), nil, 0o644); err == nil {
+			t.Fatal("the read-only mount took a write from outside")
+		}
+		runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws, `echo x > ro/planted; chmod 777 ro`)
+		if _, err := os.Stat(filepath.Join(kept, "planted")); err == nil {
+			t.Errorf("a sandboxed command wrote through a mount that is read-only outside")
+		}
+		if fi, err := os.Stat(kept); err == nil && fi.Mode().Perm() == 0o777 {
+			t.Errorf("a sandboxed command changed the mode of a directory on a mount that is read-only outside")
+		}
+	})
+}
+
+// TestSandboxNotRootHasKeyringsOfItsOwn (found attacking 488a9b1): the
+// docs say a command of a user that is not root has keyrings of its own
+// (the step's user namespace); but it keeps the session keyring of the
+// host that started it, and read a key the user kept there (pam_keyinit
+// makes one per login: AFS and Kerberos tokens, cached passphrases).
+func TestSandboxNotRootHasKeyringsOfItsOwn(t *testing.T) {
+	needSandbox(t)
+	bin, cred := proctest.Unprivileged(t)
+	uid := strconv.Itoa(os.Getuid())
+	if cred != nil {
+		uid = strconv.Itoa(int(cred.Uid))
+	}
+	desc := "offstage-test-" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command(bin, "userkey", "session", uid, desc, bin+" userkey sread "+uid+" "+desc)
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = []string{helperEnv + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + cmd.Dir, "OFFSTAGE_CONTAINMENT=marks"}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sandbox:") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(string(out), "read session-secret") {
+		t.Errorf("a sandboxed command of a user that is not root read a key of its host's session keyring: %s", out)
 	}
 }

@@ -34,10 +34,14 @@ const Probe = "probe"
 
 // Spec is what the step enforces, decided by package proc.
 type Spec struct {
-	Write    []string `json:"w"`             // writable directories
-	Loopback bool     `json:"lo,omitempty"`  // in a network namespace of its own: bring lo up
-	NetTCP   bool     `json:"tcp,omitempty"` // network off by Landlock's TCP (and, ABI 10+, UDP) rules
-	Abstract bool     `json:"ab,omitempty"`  // scope abstract unix sockets
+	Write []string `json:"w"` // writable directories
+	// WriteFDs holds, for each of Write, that directory open (O_PATH) in
+	// the process that fences: pinned when offstage first saw it, so that
+	// a command cannot re-point a writable place's path for the next one.
+	WriteFDs []int `json:"wfd,omitempty"`
+	Loopback bool  `json:"lo,omitempty"`  // in a network namespace of its own: bring lo up
+	NetTCP   bool  `json:"tcp,omitempty"` // network off by Landlock's TCP (and, ABI 10+, UDP) rules
+	Abstract bool  `json:"ab,omitempty"`  // scope abstract unix sockets
 	// Terminal is the command's own pseudo-terminal (/dev/pts/N), the
 	// only one it may open: not the user's others, nor other users'.
 	Terminal string `json:"tty,omitempty"`

@@ -56,6 +56,13 @@ func Fence(sp Spec) error {
 	if err := setCapabilities(keep); err != nil {
 		return fmt.Errorf("drop capabilities: %w", err)
 	}
+	// A session keyring of its own, empty: the host's (pam_keyinit makes
+	// one per login, for Kerberos and AFS tokens, cached passphrases)
+	// is not the command's to read or fill. A thread's, like the rest.
+	const keyctlJoinSessionKeyring = 1
+	if _, _, errno := syscall.RawSyscall(unix.SYS_KEYCTL, keyctlJoinSessionKeyring, 0, 0); errno != 0 && errno != syscall.ENOSYS {
+		return fmt.Errorf("session keyring: %w", errno)
+	}
 	abi, err := ABI()
 	if err != nil {
 		return err
@@ -110,9 +117,11 @@ func handledFS(abi int) uint64 {
 // control, for a terminal): writing to /dev/null is no escape.
 var sandboxDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/random", "/dev/urandom"}
 
-// rule is one path-beneath rule: access under path.
+// rule is one path-beneath rule: access under path, or under the
+// directory open as dirFD where it is set.
 type rule struct {
 	path     string
+	dirFD    int // the directory, open already (never 0, stdin); 0: open path
 	access   uint64
 	optional bool // a path that is missing is left out
 }
@@ -150,8 +159,8 @@ func rules(sp Spec) []rule {
 		// A devpts of its own (ReadOnlyMounts): all of it is the command's.
 		r = append(r, rule{path: "/dev/pts", access: rw | fsIoctlDev, optional: true})
 	}
-	for _, d := range sp.Write {
-		r = append(r, rule{path: d, access: rw | fsRefer})
+	for i, d := range sp.Write {
+		r = append(r, rule{path: d, dirFD: writeFD(sp, i), access: rw | fsRefer})
 	}
 	return r
 }
@@ -197,17 +206,30 @@ func restrictThread(sp Spec, abi int) error {
 	return nil
 }
 
+// writeFD is the descriptor of sp's writable place i, or 0 (none: by
+// its path).
+func writeFD(sp Spec, i int) int {
+	if i < len(sp.WriteFDs) {
+		return sp.WriteFDs[i]
+	}
+	return 0
+}
+
 // addRule adds r, its rights cut to what the ruleset handles, to the
 // ruleset.
 func addRule(ruleset int, r rule, handled uint64) error {
-	fd, err := syscall.Open(r.path, unix.O_PATH|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if r.optional && (err == syscall.ENOENT || err == syscall.EACCES) {
-			return nil
+	fd := r.dirFD
+	if fd == 0 {
+		var err error
+		fd, err = syscall.Open(r.path, unix.O_PATH|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			if r.optional && (err == syscall.ENOENT || err == syscall.EACCES) {
+				return nil
+			}
+			return fmt.Errorf("open %s: %w", r.path, err)
 		}
-		return fmt.Errorf("open %s: %w", r.path, err)
+		defer syscall.Close(fd)
 	}
-	defer syscall.Close(fd)
 	access := r.access & handled
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
@@ -221,12 +243,14 @@ func addRule(ruleset int, r rule, handled uint64) error {
 }
 
 // rootKeeps are the capabilities a command run by root keeps in the
-// sandbox: CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID,
-// CAP_SETGID, CAP_SETUID and CAP_NET_BIND_SERVICE, so that it still
-// works on a workspace owned by another user (a container's bind mount)
-// and binds low ports on its loopback. Every other one, present or
-// added to the kernel later, is dropped.
-const rootKeeps = 1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<6 | 1<<7 | 1<<10
+// sandbox: CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID and
+// CAP_NET_BIND_SERVICE, so that it still works on a workspace owned by
+// another user (a container's bind mount) and binds low ports on its
+// loopback. Every other one, present or added to the kernel later, is
+// dropped: CAP_SETUID and CAP_SETGID too, with which it became another
+// user to read that user's kernel keyrings or lower the limits of that
+// user's processes.
+const rootKeeps = 1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<10
 
 // limitBounding takes every capability but keep out of this thread's
 // bounding set: what the thread starts never has them, even as root (an
@@ -291,15 +315,16 @@ func NewNetwork() error {
 // files (root's: every system file, which it could make set-uid for
 // every user). A read-only mount refuses those (EROFS). Mounts are made
 // private first, so that nothing done here reaches the host's namespace.
-// It needs CAP_SYS_ADMIN: root's, or that of a user namespace of the
-// step's own. The thread's working directory stays on the mount it was
+// A mount under a writable place stays read-only (a tmpfs or a volume
+// mounted inside the workspace is not written to). It needs
+// CAP_SYS_ADMIN: root's, or that of a user namespace of the step's own. The thread's working directory stays on the mount it was
 // on: the command must change into its directory by path.
 //
 // With terminals, /dev/pts becomes a devpts of the command's own: the
 // terminals it makes (/dev/ptmx, openpty) are there, and the user's
 // others (for root, every user's) are not, to read keystrokes meant for
 // another shell or to write onto its screen.
-func ReadOnlyMounts(write []string, terminals bool) error {
+func ReadOnlyMounts(write []string, writeFDs []int, terminals bool) error {
 	// An IPC namespace too: System V shared memory, semaphores and
 	// message queues are not files, and Landlock does not cover them; the
 	// user's segments outside (a database's, X11's) stay out of reach.
@@ -316,13 +341,53 @@ func ReadOnlyMounts(write []string, terminals bool) error {
 		}
 	}
 	rw := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
-	for _, d := range write {
-		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	for i, d := range write {
+		// The directory its path names now, checked to be the one pinned
+		// (writeFDs[i]): a command may have moved a writable place nested
+		// in another and left a link to elsewhere at its path. Bound from
+		// the descriptor checked, so that it cannot change in between (a
+		// bind's source must be a mount of this namespace, which the
+		// pinned descriptor's is not).
+		fd, err := syscall.Open(d, unix.O_PATH|unix.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("writable place %s: %w", d, err)
+		}
+		err = samePlace(d, fd, writeFDs, i)
+		if err == nil {
+			err = unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), d, "", unix.MS_BIND|unix.MS_REC, "")
+		}
+		syscall.Close(fd)
+		if err != nil {
 			return fmt.Errorf("bind %s: %w", d, err)
 		}
-		if err := unix.MountSetattr(unix.AT_FDCWD, d, unix.AT_RECURSIVE, &rw); err != nil {
+		// Writable at its top mount alone: a mount under it stays
+		// read-only, whatever it is outside; one the host keeps read-only
+		// (a container's :ro volume) must not become writable here.
+		if err := unix.MountSetattr(unix.AT_FDCWD, d, 0, &rw); err != nil {
+			if err == syscall.EPERM {
+				return fmt.Errorf("writable place %s is on a read-only mount: name a directory that is writable outside offstage", d)
+			}
 			return fmt.Errorf("writable %s: %w", d, err)
 		}
+	}
+	return nil
+}
+
+// samePlace checks that fd, d opened now, is the directory pinned as
+// writeFDs[i] (when there is one).
+func samePlace(d string, fd int, writeFDs []int, i int) error {
+	if i >= len(writeFDs) {
+		return nil
+	}
+	var now, pinned syscall.Stat_t
+	if err := syscall.Fstat(fd, &now); err != nil {
+		return err
+	}
+	if err := syscall.Fstat(writeFDs[i], &pinned); err != nil {
+		return err
+	}
+	if now.Dev != pinned.Dev || now.Ino != pinned.Ino {
+		return fmt.Errorf("%s is no longer the directory it was when offstage first used it (moved, or a link left in its place, by a command that could write its parent); start offstage again to fence what is there now", d)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func sandboxMain(v string) int {
 		return 0
 	case ProbeMounts:
 		runtime.LockOSThread()
-		if err := ReadOnlyMounts(nil, true); err != nil {
+		if err := ReadOnlyMounts(nil, nil, true); err != nil {
 			return fail(1, "%v", err)
 		}
 		return 0
@@ -65,7 +65,7 @@ func sandboxMain(v string) int {
 		if err != nil {
 			return fail(126, "%v", err)
 		}
-		if err := ReadOnlyMounts(sp.Write, sp.Terminal == ""); err != nil {
+		if err := ReadOnlyMounts(sp.Write, sp.WriteFDs, sp.Terminal == ""); err != nil {
 			return fail(126, "%v", err)
 		}
 		if err := syscall.Chdir(wd); err != nil { // onto the writable mount, if it is one

@@ -541,6 +541,14 @@
 //     terminal, with CAP_SETUID become another user (its keyrings, its
 //     processes' limits). Others keep none. no_new_privs, so no set-uid
 //     program lifts any of it.
+//   - No set-id bits: a command owns what it makes and needs no
+//     capability to make it set-uid; run by root it could leave a
+//     set-uid root program for any user of the machine. A seccomp filter
+//     refuses (EPERM) chmod, fchmod, fchmodat(2), mknod(at) with those
+//     bits, and open, openat and creat that create a file with them;
+//     openat2 and io_uring, which it cannot see into, are refused with
+//     ENOSYS (programs fall back). On amd64 and arm64 (and their 32-bit
+//     ABIs); elsewhere a gap the status states.
 //   - A session of its own with no controlling terminal (a terminal of
 //     its own with Config.TTY), and no descriptor but its own.
 //

@@ -133,6 +133,17 @@ func helper(args []string) int {
 		return 0
 	case "userkey": // add|read|sread UID DESC, or session UID DESC COMMAND: keyrings (keyring_linux_test.go)
 		return userKey(args)
+	case "setid": // PATH: create PATH with mode 04755 (open, then openat2-less fallbacks), say its mode or why not
+		fd, err := unix.Open(args[1], unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o4755)
+		if err != nil {
+			fmt.Println("create:", err)
+			return 1
+		}
+		unix.Close(fd)
+		var st unix.Stat_t
+		unix.Stat(args[1], &st)
+		fmt.Printf("created %o\n", st.Mode&0o7777)
+		return 0
 	case "timewait": // leave a TCP connection in TIME_WAIT on loopback
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

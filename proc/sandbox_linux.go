@@ -309,6 +309,9 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 			missing = append(missing, "the network fence (no network namespace: "+h.netnsErr.Error()+"; Landlock cuts TCP from ABI 4, have "+abi+")")
 		}
 	}
+	if !sandboxstep.SetIDFenced() {
+		st.Gaps = append(st.Gaps, "set-uid and set-gid bits are not refused on "+runtime.GOARCH+": a command run by root can leave a set-uid root program in its writable places")
+	}
 	if h.mountErr == nil {
 		sp.Mounts = true
 		st.Enforced = append(st.Enforced, "mode, owner and times of files: read-only mounts but the writable places")

@@ -1,7 +1,7 @@
 // Package sandboxstep fences a sandboxed command (see "Sandbox" in
 // package proc's doc). Fence applies the rules of a Spec (capabilities,
-// then Landlock, over the raw system calls) to the calling OS thread
-// alone; NewNetwork moves it into a network namespace with loopback up,
+// a session keyring, a seccomp filter against set-id bits, then
+// Landlock, over the raw system calls) to the calling OS thread alone; NewNetwork moves it into a network namespace with loopback up,
 // and ReadOnlyMounts into mount and IPC namespaces where all but the
 // writable places is read-only and /dev/pts is the command's own:
 // package proc calls them on a thread of its own that forks the command

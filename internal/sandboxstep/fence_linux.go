@@ -63,6 +63,13 @@ func Fence(sp Spec) error {
 	if _, _, errno := syscall.RawSyscall(unix.SYS_KEYCTL, keyctlJoinSessionKeyring, 0, 0); errno != 0 && errno != syscall.ENOSYS {
 		return fmt.Errorf("session keyring: %w", errno)
 	}
+	const prSetNoNewPrivs = 38
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("no_new_privs: %w", errno)
+	}
+	if err := noSetID(); err != nil {
+		return err
+	}
 	abi, err := ABI()
 	if err != nil {
 		return err

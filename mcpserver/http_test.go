@@ -54,7 +54,8 @@ func (s *rawSession) call(method, params string) json.RawMessage {
 	res := s.post(`{"jsonrpc":"2.0","id":` + strconv.Itoa(s.next) + `,"method":"` + method + `","params":` + params + `}`)
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		s.t.Fatalf("%s: status %d", method, res.StatusCode)
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
+		s.t.Fatalf("%s: status %d: %s", method, res.StatusCode, body)
 	}
 	if s.id == "" {
 		s.id = res.Header.Get("Mcp-Session-Id")
@@ -239,12 +240,31 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	defer srv.Close()
 	const initialize = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`
-	open := func() *rawSession {
+	// openWithin opens a session, retrying a 503 for up to wait. A place
+	// freed by a DELETE is free once the DELETE's handler has returned, a
+	// moment after its response: open waits for less than the idle
+	// timeout (which frees places too), so that a place the DELETE did
+	// not free still fails it.
+	openWithin := func(wait time.Duration) *rawSession {
+		t.Helper()
 		s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
-		s.call("initialize", initialize)
+		for deadline := time.Now().Add(wait); ; time.Sleep(5 * time.Millisecond) {
+			res := s.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + initialize + `}`)
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+				continue
+			}
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("initialize: status %d: %s", res.StatusCode, body)
+			}
+			s.id, s.next = res.Header.Get("Mcp-Session-Id"), 1
+			break
+		}
 		s.notify("notifications/initialized")
 		return s
 	}
+	open := func() *rawSession { t.Helper(); return openWithin(500 * time.Millisecond) }
 	refused := func() bool {
 		t.Helper()
 		res := (&rawSession{t: t, url: srv.URL, token: "s3cret"}).post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + initialize + `}`)
@@ -292,8 +312,10 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	if !refused() {
 		t.Fatal("a session was opened over the bound after a DELETE")
 	}
-	// Idle sessions are closed after the idle timeout, and free theirs.
-	waitFor(t, "the idle sessions are closed", func() bool { return svc.Sessions() == 0 })
-	open()
-	open()
+	// Idle sessions are closed after the idle timeout (1 s), and free
+	// theirs. (Sessions counts a session's state once it has started,
+	// which may be after this point: the places are what is waited for.)
+	openWithin(10 * time.Second)
+	openWithin(10 * time.Second)
+	waitFor(t, "the idle sessions are closed", func() bool { return svc.Sessions() <= 2 })
 }

@@ -34,13 +34,7 @@ func BenchmarkSpawn(b *testing.B) {
 	defer cpuPerOp(b)()
 	ctx := context.Background()
 	for b.Loop() {
-		p, err := proc.Start(ctx, proc.Config{Command: "true"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if e, _ := p.Wait(ctx); e.Code != 0 {
-			b.Fatalf("exit %+v", e)
-		}
+		runTrue(b, ctx, proc.Config{Command: "true"})
 	}
 }
 
@@ -50,30 +44,44 @@ func BenchmarkSpawn(b *testing.B) {
 // one after the other, not between two commands run one after the other.
 func BenchmarkSpawnPaired(b *testing.B) {
 	ctx := context.Background()
-	var raw, ours time.Duration
-	var rawCPU, oursCPU int64
-	for b.Loop() {
-		t0, c0 := time.Now(), cpuTime()
+	paired(b, "raw", "ours", func() {
 		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
 			b.Fatal(err)
 		}
-		t1, c1 := time.Now(), cpuTime()
-		p, err := proc.Start(ctx, proc.Config{Command: "true"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if e, _ := p.Wait(ctx); e.Code != 0 {
-			b.Fatalf("exit %+v", e)
-		}
-		t2, c2 := time.Now(), cpuTime()
-		raw, ours = raw+t1.Sub(t0), ours+t2.Sub(t1)
-		rawCPU, oursCPU = rawCPU+c1-c0, oursCPU+c2-c1
+	}, func() { runTrue(b, ctx, proc.Config{Command: "true"}) })
+}
+
+// paired runs first and second in turn b.N times, and reports each one's
+// wall time per op (NAME-ns/op) and the ratio of second to first, wall
+// (x-FIRST) and CPU (x-FIRST-cpu).
+func paired(b *testing.B, first, second string, runFirst, runSecond func()) {
+	var t1, t2 time.Duration
+	var c1, c2 int64
+	for b.Loop() {
+		s0, u0 := time.Now(), cpuTime()
+		runFirst()
+		s1, u1 := time.Now(), cpuTime()
+		runSecond()
+		s2, u2 := time.Now(), cpuTime()
+		t1, t2 = t1+s1.Sub(s0), t2+s2.Sub(s1)
+		c1, c2 = c1+u1-u0, c2+u2-u1
 	}
 	n := float64(b.N)
-	b.ReportMetric(float64(raw.Nanoseconds())/n, "raw-ns/op")
-	b.ReportMetric(float64(ours.Nanoseconds())/n, "ours-ns/op")
-	b.ReportMetric(float64(ours)/float64(raw), "x-raw")
-	b.ReportMetric(float64(oursCPU)/float64(rawCPU), "x-raw-cpu")
+	b.ReportMetric(float64(t1.Nanoseconds())/n, first+"-ns/op")
+	b.ReportMetric(float64(t2.Nanoseconds())/n, second+"-ns/op")
+	b.ReportMetric(float64(t2)/float64(t1), "x-"+first)
+	b.ReportMetric(float64(c2)/float64(c1), "x-"+first+"-cpu")
+}
+
+// runTrue starts cfg and waits for it, failing b unless it exits 0.
+func runTrue(b *testing.B, ctx context.Context, cfg proc.Config) {
+	p, err := proc.Start(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if e, _ := p.Wait(ctx); e.Code != 0 {
+		b.Fatalf("exit %+v", e)
+	}
 }
 
 // BenchmarkSpawnSandboxed: BenchmarkSpawn in workspace-write with the
@@ -108,13 +116,7 @@ func benchSandboxed(b *testing.B, s proc.Sandbox) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	for b.Loop() {
-		p, err := proc.Start(ctx, proc.Config{Command: "true", Dir: dir, Sandbox: s})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if e, _ := p.Wait(ctx); e.Code != 0 {
-			b.Fatalf("exit %+v", e)
-		}
+		runTrue(b, ctx, proc.Config{Command: "true", Dir: dir, Sandbox: s})
 	}
 }
 
@@ -129,31 +131,9 @@ func BenchmarkSpawnSandboxedPaired(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	run := func(cfg proc.Config) {
-		p, err := proc.Start(ctx, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if e, _ := p.Wait(ctx); e.Code != 0 {
-			b.Fatalf("exit %+v", e)
-		}
-	}
-	var plain, fenced time.Duration
-	var plainCPU, fencedCPU int64
-	for b.Loop() {
-		t0, c0 := time.Now(), cpuTime()
-		run(proc.Config{Command: "true", Dir: dir})
-		t1, c1 := time.Now(), cpuTime()
-		run(proc.Config{Command: "true", Dir: dir, Sandbox: s})
-		t2, c2 := time.Now(), cpuTime()
-		plain, fenced = plain+t1.Sub(t0), fenced+t2.Sub(t1)
-		plainCPU, fencedCPU = plainCPU+c1-c0, fencedCPU+c2-c1
-	}
-	n := float64(b.N)
-	b.ReportMetric(float64(plain.Nanoseconds())/n, "spawn-ns/op")
-	b.ReportMetric(float64(fenced.Nanoseconds())/n, "sandboxed-ns/op")
-	b.ReportMetric(float64(fenced)/float64(plain), "x-spawn")
-	b.ReportMetric(float64(fencedCPU)/float64(plainCPU), "x-spawn-cpu")
+	paired(b, "spawn", "sandboxed",
+		func() { runTrue(b, ctx, proc.Config{Command: "true", Dir: dir}) },
+		func() { runTrue(b, ctx, proc.Config{Command: "true", Dir: dir, Sandbox: s}) })
 }
 
 const captureBytes = 256 << 20

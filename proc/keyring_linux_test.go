@@ -38,19 +38,7 @@ func userKey(args []string) int {
 		return 1
 	}
 	if args[1] == "sread" { // DESC: read key DESC found from the session keyring
-		id, err := unix.KeyctlSearch(unix.KEY_SPEC_SESSION_KEYRING, "user", args[3], 0)
-		if err != nil {
-			fmt.Println("search:", err)
-			return 1
-		}
-		buf := make([]byte, 64)
-		n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
-		if err != nil {
-			fmt.Println("read:", err)
-			return 1
-		}
-		fmt.Printf("read %s\n", buf[:min(n, len(buf))])
-		return 0
+		return readKey(unix.KEY_SPEC_SESSION_KEYRING, args[3])
 	}
 	if args[1] == "add" {
 		if _, err := unix.AddKey("user", args[3], []byte("secret-of-"+args[2]), unix.KEY_SPEC_USER_KEYRING); err != nil {
@@ -60,7 +48,12 @@ func userKey(args []string) int {
 		fmt.Println("added")
 		return 0
 	}
-	id, err := unix.KeyctlSearch(unix.KEY_SPEC_USER_KEYRING, "user", args[3], 0)
+	return readKey(unix.KEY_SPEC_USER_KEYRING, args[3])
+}
+
+// readKey finds key desc from keyring and says "read VALUE", or why not.
+func readKey(keyring int, desc string) int {
+	id, err := unix.KeyctlSearch(keyring, "user", desc, 0)
 	if err != nil {
 		fmt.Println("search:", err)
 		return 1

@@ -97,9 +97,7 @@ func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	if generated {
 		fmt.Fprintf(stderr, "offstage dashboard: log in with the token %s\n", token)
 	} else {
-		if n := len(token); n < minTokenLen {
-			fmt.Fprintf(stderr, "offstage dashboard: warning: OFFSTAGE_MCP_TOKEN is only %d characters, and whoever guesses it stops tasks here; use %d or more random ones (openssl rand -hex 24)\n", n, 2*minTokenLen)
-		}
+		warnShortToken(stderr, "dashboard", token, "stops tasks here")
 		fmt.Fprintln(stderr, "offstage dashboard: log in with $OFFSTAGE_MCP_TOKEN (the token it was given)")
 	}
 	errs := make(chan error, 1)

@@ -218,9 +218,7 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	} else {
 		// The user chose it and has it: a secret printed is a secret in
 		// terminal scrollback and in log files.
-		if n := len(token); n < minTokenLen {
-			fmt.Fprintf(stderr, "offstage mcp: warning: OFFSTAGE_MCP_TOKEN is only %d characters, and whoever guesses it runs commands here; use %d or more random ones (openssl rand -hex 24)\n", n, 2*minTokenLen)
-		}
+		warnShortToken(stderr, "mcp", token, "runs commands here")
 		fmt.Fprintln(stderr, "offstage mcp: send \"Authorization: Bearer $OFFSTAGE_MCP_TOKEN\" (the token it was given)")
 	}
 	errs := make(chan error, 1)
@@ -333,4 +331,13 @@ func logContainment(logger *slog.Logger) error {
 	}
 	logger.Info("containment", "mode", c.Mode, "dir", c.Dir, "reason", c.Reason)
 	return nil
+}
+
+// warnShortToken warns, as offstage NAME, that a token the user chose
+// (OFFSTAGE_MCP_TOKEN) is short enough to guess; power says what its
+// guesser could do.
+func warnShortToken(stderr io.Writer, name, token, power string) {
+	if n := len(token); n < minTokenLen {
+		fmt.Fprintf(stderr, "offstage %s: warning: OFFSTAGE_MCP_TOKEN is only %d characters, and whoever guesses it %s; use %d or more random ones (openssl rand -hex 24)\n", name, n, power, 2*minTokenLen)
+	}
 }

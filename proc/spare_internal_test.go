@@ -95,3 +95,30 @@ func TestSpareCgroup(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageWhileTheCgroupIsKept (found by the race detector in an
+// interactive session): the reaper, keeping an ended command's cgroup for
+// the next one, wrote the CPU base that the command's Usage was reading
+// (the status line polls it). Run with -race, it fails if they share it
+// again.
+func TestUsageWhileTheCgroupIsKept(t *testing.T) {
+	if Containment().Mode != ModeCgroup {
+		t.Skip("cgroups are not in use here")
+	}
+	for range 20 {
+		p, err := Start(t.Context(), Config{Command: "true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for done := false; !done; {
+			select {
+			case <-p.Done():
+				done = true
+			default:
+			}
+			p.Usage()
+		}
+		p.Wait(t.Context())
+		p.Usage()
+	}
+}

@@ -64,7 +64,11 @@ func (h *cgroupHost) takeSpare() *cgroup {
 // remove does.
 func (c *cgroup) release(alone bool) error {
 	h := c.host
-	if h == nil || !alone || !c.reusable() {
+	if h == nil || !alone {
+		return c.remove()
+	}
+	base, ok := c.reusable()
+	if !ok {
 		return c.remove()
 	}
 	s := &h.spares
@@ -78,7 +82,7 @@ func (c *cgroup) release(alone bool) error {
 	c.mu.Lock()
 	c.released = true
 	c.mu.Unlock()
-	s.list = append(s.list, &cgroup{dir: c.dir, fd: -1, hasKill: c.hasKill, host: h, cpuBase: c.cpuBase})
+	s.list = append(s.list, &cgroup{dir: c.dir, fd: -1, hasKill: c.hasKill, host: h, cpuBase: base})
 	if s.timer == nil {
 		s.timer = time.AfterFunc(spareIdle, h.drainSpares)
 	} else {
@@ -89,24 +93,24 @@ func (c *cgroup) release(alone bool) error {
 }
 
 // reusable says whether the next command may have this cgroup (see
-// above), and notes its CPU time so far for it.
-func (c *cgroup) reusable() bool {
+// above), and returns its CPU time so far, the next command's base. It
+// leaves c.cpuBase alone: this command's Usage may still be reading it.
+func (c *cgroup) reusable() (time.Duration, bool) {
 	if c.limited || c.memAcct || len(c.v1) > 0 || c.killed.Load() {
-		return false
+		return 0, false
 	}
 	stat := readSmall(c.dir + "/cgroup.stat")
 	if n, ok := eventValue(stat, "nr_descendants"); !ok || n != 0 {
-		return false
+		return 0, false
 	}
 	if n, ok := eventValue(stat, "nr_dying_descendants"); !ok || n != 0 {
-		return false
+		return 0, false
 	}
 	us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec")
 	if !ok {
-		return false
+		return 0, false
 	}
-	c.cpuBase = time.Duration(us) * time.Microsecond
-	return true
+	return time.Duration(us) * time.Microsecond, true
 }
 
 // drainSpares removes the kept cgroups.

@@ -107,7 +107,10 @@ func (tm *term) exits(done <-chan error, mark string) {
 	select {
 	case err := <-done:
 		if code := exitOf(tm.t, err); code != 0 {
-			tm.t.Errorf("exit %d", code)
+			tm.mu.Lock()
+			all := tm.out.String()
+			tm.mu.Unlock()
+			tm.t.Errorf("exit %d (66: the race detector's); the terminal showed:\n%s", code, all)
 		}
 	case <-time.After(20 * time.Second):
 		tm.t.Fatal("offstage did not exit")

@@ -155,7 +155,7 @@
 // # Operating a fleet
 //
 // Any task can be stopped by whoever can open the journal
-// (DB.RequestCancel; package internal/fleet's Cancel is the whole
+// (DB.RequestCancel; package cmd/offstage/internal/fleet's Cancel is the whole
 // step). The request is a row of cancels, and that row is the truth: a
 // Recorder acts on the pending requests of the sessions its host holds
 // (DB.PendingCancels) when it hears of one and every 5 seconds anyway,
@@ -171,7 +171,7 @@
 // host read the journal, so it needs no authority of its own. A
 // Recorder also keeps its live shells (Shell) and a secret
 // (PeerSecret) that it records with its address (SetPeerAddr), so that
-// its peers can follow its tasks' output (internal/fleet). Whoever can
+// its peers can follow its tasks' output (cmd/offstage/internal/fleet). Whoever can
 // open the journal can read that secret: the journal's credentials are
 // the trust boundary for stopping tasks and reading their output.
 package journal

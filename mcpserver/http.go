@@ -4,15 +4,14 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/internal/origin"
 )
 
 // DefaultIdleTimeout is Config.IdleTimeout's default: how long an HTTP
@@ -88,8 +87,8 @@ func Authorized(token string, allowedOrigins []string, next http.Handler) http.H
 			http.Error(w, "401 Unauthorized: send Authorization: Bearer <token> (see the token offstage mcp printed, or OFFSTAGE_MCP_TOKEN)", http.StatusUnauthorized)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !OriginAllowed(origin, allowedOrigins) {
-			http.Error(w, "403 Forbidden: origin "+origin+" is not allowed", http.StatusForbidden)
+		if o := r.Header.Get("Origin"); o != "" && !origin.Allowed(o, allowedOrigins) {
+			http.Error(w, "403 Forbidden: origin "+o+" is not allowed", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -104,24 +103,6 @@ func bearer(header string) []byte {
 		return nil
 	}
 	return []byte(strings.TrimLeft(cred, " "))
-}
-
-// OriginAllowed says whether a request's Origin header is a loopback
-// origin or one of allowed: the DNS-rebinding defence.
-func OriginAllowed(origin string, allowed []string) bool {
-	if slices.Contains(allowed, strings.TrimSuffix(origin, "/")) {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // newServerKey carries a *newServer in a request that may start a

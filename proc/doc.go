@@ -511,7 +511,7 @@
 //
 // What holds it, each by the kernel:
 //
-//   - Landlock (package internal/sandboxstep, over the raw system
+//   - Landlock (package proc/internal/sandboxstep, over the raw system
 //     calls): writes only in the writable places, reads everywhere but
 //     /dev; from ABI 6 no signal to a process outside the command's
 //     domain (the host, other tasks), and no ptrace of one at any ABI.
@@ -578,7 +578,7 @@
 //
 // Otherwise through a step: the command starts as this binary
 // re-executed (as the keeper is; the init function of a small package
-// that proc imports, internal/sandboxstep, takes over when it finds
+// that proc imports, proc/internal/sandboxstep, takes over when it finds
 // OFFSTAGE_PROC_SANDBOX, early in the binary's initialization: only the
 // packages it needs, and those the Go runtime orders before it, are
 // initialized in the step, which must be free of side effects as the

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/offstage/offstage/internal/sandboxstep"
+	"github.com/offstage/offstage/proc/internal/sandboxstep"
 	"golang.org/x/sys/unix"
 )
 

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offstage/offstage/internal/dashboard"
-	"github.com/offstage/offstage/internal/fleet"
+	"github.com/offstage/offstage/cmd/offstage/internal/dashboard"
+	"github.com/offstage/offstage/cmd/offstage/internal/fleet"
 	"github.com/offstage/offstage/journal"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
-	"github.com/offstage/offstage/internal/fleet"
-	"github.com/offstage/offstage/internal/metrics"
+	"github.com/offstage/offstage/cmd/offstage/internal/fleet"
+	"github.com/offstage/offstage/cmd/offstage/internal/metrics"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"

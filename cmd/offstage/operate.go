@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offstage/offstage/internal/fleet"
+	"github.com/offstage/offstage/cmd/offstage/internal/fleet"
 	"github.com/offstage/offstage/journal"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/offstage/offstage/internal/dashboard"
+	"github.com/offstage/offstage/cmd/offstage/internal/dashboard"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
 )

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/offstage/offstage/internal/sandboxstep"
+	"github.com/offstage/offstage/proc/internal/sandboxstep"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/offstage/offstage/agent"
-	"github.com/offstage/offstage/internal/metrics"
+	"github.com/offstage/offstage/cmd/offstage/internal/metrics"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
 )

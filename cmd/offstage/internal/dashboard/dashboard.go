@@ -41,8 +41,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offstage/offstage/internal/origin"
 	"github.com/offstage/offstage/journal"
-	"github.com/offstage/offstage/mcpserver"
 )
 
 //go:embed static
@@ -144,8 +144,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The page's own origin is allowed too: every request needs the token
 	// or the cookie anyway, and a rebinding page (another origin on this
 	// address) has neither.
-	if origin := r.Header.Get("Origin"); origin != "" && !mcpserver.OriginAllowed(origin, h.opts.AllowedOrigins) && !sameHost(origin, r.Host) {
-		http.Error(w, "403 Forbidden: origin "+origin+" is not allowed", http.StatusForbidden)
+	if o := r.Header.Get("Origin"); o != "" && !origin.Allowed(o, h.opts.AllowedOrigins) && !sameHost(o, r.Host) {
+		http.Error(w, "403 Forbidden: origin "+o+" is not allowed", http.StatusForbidden)
 		return
 	}
 	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") || h.authorized(r) {

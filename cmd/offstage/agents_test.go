@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -83,24 +82,26 @@ func TestRunSpawnsAFileDefinedProfile(t *testing.T) {
 	noSurvivors(t, mark)
 }
 
-// TestREADMECommands runs, as written, every command of the README that
-// needs no key and no network: the set-up and the scripted-model example.
+// TestREADMECommands runs, as written, every command of the README and the
+// docs pages that needs no key and no network: the set-up and the
+// scripted-model examples.
 func TestREADMECommands(t *testing.T) {
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	f, err := os.Open(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	pages, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	var cmds []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "offstage run --script") || strings.HasPrefix(line, "offstage agents") {
-			if i := strings.Index(line, "  #"); i > 0 {
-				line = strings.TrimSpace(line[:i])
+	for _, page := range append([]string{filepath.Join(root, "README.md")}, pages...) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(text)) {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "offstage run --script") || strings.HasPrefix(line, "offstage agents") {
+				if i := strings.Index(line, "  #"); i > 0 {
+					line = strings.TrimSpace(line[:i])
+				}
+				cmds = append(cmds, line)
 			}
-			cmds = append(cmds, line)
 		}
 	}
 	if len(cmds) == 0 {

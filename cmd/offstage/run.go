@@ -52,7 +52,7 @@ its profile's turns, from the first). A TURN has, all optional, "text",
 "thinking", "tool_calls": [{"name": "bash", "input": {"command": "ls"}}],
 "expect": a regular expression the last message sent to the model must
 match, "delay_ms", "stream_delay_ms", and "stop": end_turn, refusal or
-max_tokens. The README's "Trying it without a key" has an example.
+max_tokens. docs/cli.md's "Trying it without a key" has an example.
 
 The session is recorded in the journal (--state-dir, --no-journal; see
 offstage tasks), and each shell's output in a log there. --resume

@@ -246,12 +246,12 @@ func TestStateIsATaskStateInEveryCommand(t *testing.T) {
 }
 
 // TestTheREADMEsScriptRuns (issue 23 item 12): the scripted model's format
-// was documented only in a Go package doc. The README's example is the
+// was documented only in a Go package doc. The CLI page's example is the
 // file it names, runs as written, and a mistake in a script is refused
 // with its line and column.
 func TestTheREADMEsScriptRuns(t *testing.T) {
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "cli.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,11 +259,11 @@ func TestTheREADMEsScriptRuns(t *testing.T) {
 	_, block, ok2 := strings.Cut(section, "```json\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("the README has no scripted model's example any more")
+		t.Fatal("docs/cli.md has no scripted model's example any more")
 	}
 	file, err := os.ReadFile(filepath.Join(root, "examples", "scripted", "hello.json"))
 	if err != nil || block != string(file) {
-		t.Fatalf("the README's example is not examples/scripted/hello.json (%v):\n%s", err, block)
+		t.Fatalf("docs/cli.md's example is not examples/scripted/hello.json (%v):\n%s", err, block)
 	}
 	cmd, mark := offstage(t, nil, "run", "--script", filepath.Join(root, "examples", "scripted", "hello.json"), "run the tests")
 	var out, errOut bytes.Buffer

@@ -31,6 +31,21 @@
 // notifications/resources/list_changed as they start and finish; a
 // finished shell's output stays readable by its URI.
 //
+// # The Tasks extension
+//
+// Every session's server declares MCP's Tasks extension
+// (io.modelcontextprotocol/tasks, the 2026-07-28 schema; tasks.go). A
+// tools/call of bash or spawn_agent whose _meta declares the extension is
+// run in the background and answered at once with a task handle
+// (resultType "task"); tasks/get reports it working, input_required (a
+// shell that seems to wait on a prompt, with an elicitation request whose
+// answer tasks/update types into it), completed (the tool's result, with
+// isError when the command failed or timed out) or cancelled;
+// tasks/cancel is task_cancel. A handle is reachable only from the
+// session that made it; its ttlMs is null while it runs, then covers the
+// table's retention. Calls that do not declare the extension, and the
+// task methods sent without it (refused with -32021), see no change.
+//
 // # Concurrency properties
 //
 // A Service is safe for concurrent use; each session's server runs its
@@ -173,7 +188,9 @@ func (s *Service) Server() *mcp.Server {
 		InitializedHandler: func(ctx context.Context, req *mcp.InitializedRequest) { c.start(req.Session) },
 		SubscribeHandler:   c.subscribe,
 		UnsubscribeHandler: c.unsubscribe,
+		Capabilities:       capabilities(),
 	})
+	c.serveTasks()
 	for _, t := range s.defs {
 		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
 		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
@@ -189,6 +206,15 @@ func (s *Service) Server() *mcp.Server {
 		Description: "The cleaned last 64 KiB of a shell task's output (stdout and stderr interleaved). Subscribe to be told as it grows.",
 	}, c.readResource)
 	return c.server
+}
+
+// capabilities are what every session's server declares beyond what the
+// SDK infers from its tools and resources: logging (the SDK's default,
+// kept) and the Tasks extension.
+func capabilities() *mcp.ServerCapabilities {
+	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
+	caps.AddExtension(TasksExtension, map[string]any{})
+	return caps
 }
 
 // annotations turns a tool's safety class into MCP's hints, so a client
@@ -284,6 +310,7 @@ type conn struct {
 	view    *task.View     // set by start
 	tools   []*tools.Tool  // set by start
 	session *agent.Session // set by start
+	ext     *extTasks      // the Tasks extension's handles; set by Server
 	err     error          // set by start: why the session has no table
 
 	mu     sync.Mutex

@@ -168,6 +168,11 @@ func FuzzStdio(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"task_output","arguments":{"task_id":"shell:1"}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"method":"resources/subscribe","params":{"uri":"offstage://task/shell:1/output"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:1"],"timeout_seconds":0},"_meta":{"progressToken":1}}}`))
+	// The Tasks extension's methods and a task-augmented call (issue 40).
+	f.Add([]byte(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo hi"},"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"x-shell:1","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":8,"method":"tasks/update","params":{"taskId":"x","inputResponses":{"input-1":[]},"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":7}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":9,"method":"tasks/cancel","params":null}`))
 	p := startStdio(f)
 	f.Fuzz(func(t *testing.T, input []byte) {
 		p.Send(t, input)

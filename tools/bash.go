@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,9 +30,10 @@ type bashInput struct {
 	TTY               bool    `json:"tty,omitempty" jsonschema:"run it on a terminal, for programs that need one (REPLs, ssh, top, git add -p); input stays open"`
 	NotifyOn          string  `json:"notify_on,omitempty" jsonschema:"background only: a regular expression; each new output line matching it becomes a notice while the command runs"`
 	Until             string  `json:"until,omitempty" jsonschema:"background only: a regular expression; wait until a line of output matches it, the command ends, or wait_seconds pass"`
-	UntilPort         string  `json:"until_port,omitempty" jsonschema:"background only: a TCP port number such as \"8080\", or \"any\"; wait until the command listens on it, ends, or wait_seconds pass"`
+	UntilPort         string  `json:"until_port,omitempty" jsonschema:"background only: a TCP port number such as \"8080\", \"any\", or \"leased\" (the port leased with port); wait until the command listens on it, ends, or wait_seconds pass"`
 	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until or until_port: how long to wait; default 30, at most 300"`
 	Sandbox           *bool   `json:"sandbox,omitempty" jsonschema:"false: ask the user to let this one command run outside the sandbox; default true"`
+	Port              int     `json:"port,omitempty" jsonschema:"lease this many free TCP ports (1 to 8) while it runs: the first in $PORT, all in $OFFSTAGE_PORTS"`
 }
 
 // BashOutput is the bash tool's result.
@@ -47,7 +50,10 @@ type BashOutput struct {
 	// Listening is the port until_port waited for, if the command
 	// listens on it.
 	Listening *Listening `json:"listening,omitempty"`
-	Note      string     `json:"note,omitempty"`
+	// Ports are the ports leased for it (bash with port), in $PORT and
+	// $OFFSTAGE_PORTS, until it ends.
+	Ports []int  `json:"ports,omitempty"`
+	Note  string `json:"note,omitempty"`
 }
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
@@ -92,7 +98,10 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 			return BashOutput{}, err
 		}
 	}
-	if in.UntilPort != "" {
+	switch {
+	case in.UntilPort == "leased" && in.Port == 0:
+		return BashOutput{}, fail("until_port \"leased\" waits for the port leased with port; add port: 1, or name the port to wait for.")
+	case in.UntilPort != "" && in.UntilPort != "leased":
 		if _, err := parsePort(in.UntilPort); err != nil {
 			return BashOutput{}, err
 		}
@@ -122,14 +131,41 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 		cfg.Dir = dir
 	}
+	var ports []int
+	if in.Port != 0 {
+		if in.Port < 0 || in.Port > maxPortsPerTask {
+			return BashOutput{}, fail("port is how many ports to lease for the command, 1 to %d; leave it out for none.", maxPortsPerTask)
+		}
+		var err error
+		if ports, err = s.cfg.Ports.Lease(in.Port); err != nil {
+			return BashOutput{}, fail("No port could be leased: %v. Run the command without port, choosing a port yourself.", err)
+		}
+		cfg.Env = withPorts(cfg.Env, ports)
+	}
 	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit})
+	if err != nil {
+		s.cfg.Ports.Release(ports)
+	}
 	switch {
 	case errors.Is(err, task.ErrFull):
 		return BashOutput{}, fail("Too many tasks are running or waiting to be read; wait for or cancel some first (task_list).")
 	case err != nil:
 		return BashOutput{}, err
 	}
+	if ports != nil {
+		s.holdPorts(v, id, ports)
+		if in.UntilPort == "leased" {
+			in.UntilPort = strconv.Itoa(ports[0])
+		}
+	}
+	out, err := s.started(ctx, v, id, in, watch)
+	out.Ports = ports
+	return out, err
+}
+
+// started answers a bash call whose shell was spawned.
+func (s *Set) started(ctx context.Context, v *task.View, id string, in bashInput, watch *regexp.Regexp) (BashOutput, error) {
 	if in.Until != "" || in.UntilPort != "" {
 		return s.startAndWait(ctx, v, id, in), nil
 	}
@@ -149,6 +185,46 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		return BashOutput{TaskID: id, Status: status(v, id), Note: note}, nil
 	}
 	return s.foreground(ctx, v, id, seconds2d(in.YieldAfterSeconds))
+}
+
+// withPorts adds the leased ports to a shell's environment (env nil: the
+// host's): the first as PORT, all as OFFSTAGE_PORTS.
+func withPorts(env []string, ports []int) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	list := make([]string, len(ports))
+	for i, p := range ports {
+		list[i] = strconv.Itoa(p)
+	}
+	return append(slices.Clip(env), "PORT="+list[0], "OFFSTAGE_PORTS="+strings.Join(list, ","))
+}
+
+// holdPorts keeps a shell's leased ports until its task ends, then
+// releases them.
+func (s *Set) holdPorts(v *task.View, id string, ports []int) {
+	done, err := v.Done(id)
+	if err != nil { // it cannot be unknown: it was just spawned
+		s.cfg.Ports.Release(ports)
+		return
+	}
+	s.leased.Store(done, ports)
+	go func() {
+		<-done
+		s.leased.Delete(done)
+		s.cfg.Ports.Release(ports)
+	}()
+}
+
+// portsOf returns the ports a running shell holds.
+func (s *Set) portsOf(v *task.View, id string) []int {
+	done, err := v.Done(id)
+	if err != nil {
+		return nil
+	}
+	ports, _ := s.leased.Load(done)
+	p, _ := ports.([]int)
+	return p
 }
 
 // foreground waits for a command, up to yieldAfter; one still running then

@@ -52,6 +52,11 @@ type Config struct {
 	// such a call is refused with a tool error. The model never widens
 	// the sandbox alone.
 	Escalate Escalate
+	// Ports leases TCP ports to shells that ask (bash with port). Nil: a
+	// PortLeases of the Set's own, with the defaults; leases of different
+	// PortLeases (other Sets, other offstage processes) never overlap
+	// either way.
+	Ports *PortLeases
 }
 
 // Defaults and caps the descriptions promise; a test checks that the
@@ -88,6 +93,8 @@ type Set struct {
 	fence   string              // what the sandbox lets commands do, for the model; "" when off
 
 	polls map[pollKey]pollState // guarded by mu; what each caller last saw of each task (poll.go)
+
+	leased sync.Map // a shell task's done channel → the ports it holds ([]int), while it runs
 }
 
 // cursorKey names a caller's place in a task's output: where it last read
@@ -101,6 +108,9 @@ type cursorKey struct {
 func New(cfg Config) *Set {
 	if cfg.ResultBudget <= 0 {
 		cfg.ResultBudget = defaultBudget
+	}
+	if cfg.Ports == nil {
+		cfg.Ports = &PortLeases{}
 	}
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
 	if sb := &cfg.Process.Sandbox; sb.On() && sb.Workspace == "" {

@@ -36,6 +36,8 @@ type InspectOutput struct {
 	// Sandbox is a shell's sandbox: its mode, where it may write, its
 	// network ("" for a shell without one).
 	Sandbox string `json:"sandbox,omitempty"`
+	// Ports are the ports leased for a running shell (bash with port).
+	Ports []int `json:"ports,omitempty"`
 	ShellUsage
 	Note string `json:"note,omitempty"`
 }
@@ -64,7 +66,7 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 		return InspectOutput{}, idFail(id, err)
 	}
 	now := time.Now()
-	out := InspectOutput{TaskInfo: liveInfo(v, p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes)}
+	out := InspectOutput{TaskInfo: liveInfo(v, p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes), Ports: s.portsOf(v, id)}
 	for _, b := range p.Blocks {
 		out.Recent = append(out.Recent, Step{Kind: b.Kind.String(), Tool: b.Tool, Text: shorten(b.Text, fieldBytes)})
 	}

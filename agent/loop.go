@@ -10,6 +10,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -46,14 +50,7 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 		l.reflow(sink)
 		l.progress(iter, "waiting for the model")
 		req := provider.Request{System: l.system, Messages: l.hist.messages(), Tools: l.defs, Agent: l.agent}
-		res, err := l.model.Generate(ctx, req, func(e provider.Event) {
-			switch e.Type {
-			case provider.TextDelta:
-				emit(sink, Event{Type: TextDelta, Text: e.Text})
-			case provider.ThinkingDelta:
-				emit(sink, Event{Type: ThinkingDelta, Text: e.Text})
-			}
-		})
+		res, err := l.generate(ctx, req, sink)
 		if err != nil {
 			return "", "", err
 		}
@@ -69,6 +66,28 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 		}
 	}
 	return "", "", fmt.Errorf("%w: the model was still calling tools after %d iterations", ErrIterationCap, l.maxIter)
+}
+
+// generate is one model call, streamed to sink, in a chat span.
+func (l *loop) generate(ctx context.Context, req provider.Request, sink Sink) (provider.Response, error) {
+	name := l.agent
+	if name == "" {
+		name = "offstage"
+	}
+	ctx, span := tracing.Start(ctx, "chat", trace.SpanKindClient, tracing.OperationName.String("chat"),
+		tracing.AgentName.String(name), tracing.ConversationID.String(l.s.id))
+	defer span.End()
+	res, err := l.model.Generate(ctx, req, func(e provider.Event) {
+		switch e.Type {
+		case provider.TextDelta:
+			emit(sink, Event{Type: TextDelta, Text: e.Text})
+		case provider.ThinkingDelta:
+			emit(sink, Event{Type: ThinkingDelta, Text: e.Text})
+		}
+	})
+	tracing.Fail(span, err)
+	span.SetAttributes(tracing.InputTokens.Int(res.Usage.InputTokens), tracing.OutputTokens.Int(res.Usage.OutputTokens))
+	return res, err
 }
 
 // callTools runs the calls concurrently and returns their results in call
@@ -90,8 +109,16 @@ func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, 
 	return results
 }
 
-func (l *loop) callTool(ctx context.Context, c provider.Block) provider.Block {
-	out := provider.Block{Type: provider.ToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
+func (l *loop) callTool(ctx context.Context, c provider.Block) (out provider.Block) {
+	ctx, span := tracing.Start(ctx, "execute_tool "+c.ToolName, trace.SpanKindInternal, tracing.OperationName.String("execute_tool"),
+		tracing.ToolName.String(c.ToolName), tracing.ToolCallID.String(c.ToolCallID), tracing.ConversationID.String(l.s.id))
+	defer func() {
+		if out.IsError {
+			span.SetStatus(codes.Error, "the tool's result is an error")
+		}
+		span.End()
+	}()
+	out = provider.Block{Type: provider.ToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 	var tool *tools.Tool
 	for _, t := range l.tools {
 		if t.Name == c.ToolName {

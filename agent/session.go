@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -141,6 +144,11 @@ type Config struct {
 	OnMessage func(provider.Message)
 	// Resume, if set, continues a conversation recorded before a restart.
 	Resume *Resume
+	// Tracer, if set, traces each turn as OpenTelemetry spans named by
+	// the GenAI conventions: the turn (invoke_agent), its model calls
+	// (chat), its tool calls (execute_tool) and the tasks they start, which
+	// a traced command joins through TRACEPARENT. nil traces nothing.
+	Tracer trace.TracerProvider
 }
 
 // Resume is a conversation recorded before a restart, to continue (see
@@ -456,8 +464,12 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		s.cancelMu.Unlock()
 		cancel(nil)
 	}()
+	ctx, span := tracing.Root(ctx, s.cfg.Tracer, "invoke_agent offstage", tracing.OperationName.String("invoke_agent"),
+		tracing.AgentName.String("offstage"), tracing.ConversationID.String(s.id), tracing.Autonomous.Bool(autonomous))
+	defer span.End()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
 	text, stop, err := s.top.turn(ctx, blocks, sink)
+	tracing.Fail(span, err)
 	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err})
 	return text, err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -89,14 +90,21 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		maxIter = s.cfg.MaxIterations
 	}
 	label := tools.Label(profile.Name + ": " + in.Prompt)
-	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
+	callCtx := ctx
+	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (answer string, err error) {
+		ctx, span := tracing.Task(ctx, callCtx, TaskKind, h.ID(), label)
+		span.SetAttributes(tracing.AgentName.String(profile.Name))
+		defer func() {
+			tracing.Fail(span, err)
+			span.End()
+		}()
 		system := profile.System
 		if !profile.NoProjectInstructions {
 			system = withInstructions(system, s.cfg.ProjectInstructions)
 		}
 		sub := s.newLoop(profile.Name, system, model, h.View(), profile.Tools, depth+1, h, maxIter)
 		h.AttachHistory(sub.hist)
-		answer, _, err := sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
+		answer, _, err = sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
 		h.Activity("finished")
 		return answer, err
 	})

@@ -143,7 +143,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		cfg.Env = withPorts(cfg.Env, ports)
 	}
 	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil,
-		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit})
+		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit, call: ctx})
 	if err != nil {
 		s.cfg.Ports.Release(ports)
 	}

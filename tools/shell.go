@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
@@ -81,6 +86,10 @@ type ShellOptions struct {
 	// the process has ended (its Exit is ready), before the task
 	// finishes (a journal records what it used).
 	OnExit func(id string, p *proc.Process)
+
+	// call is the context of the tool call that starts the shell: its
+	// span, if traced, is the parent of the shell's (see package tracing).
+	call context.Context
 }
 
 // Kinds of the notices a shell posts.
@@ -200,13 +209,34 @@ func (opts ShellOptions) withDefaults(command string) ShellOptions {
 // runShell is a shell task's function. It sends its process on started
 // once the process runs with its output attached, or nil if it did not
 // start: exactly once, whatever happens.
-func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config, opts ShellOptions, started chan<- *proc.Process) (string, error) {
+func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config, opts ShellOptions, started chan<- *proc.Process) (result string, err error) {
 	defer func() {
 		select {
 		case started <- nil: // it did not start, or panicked before it said
 		default:
 		}
 	}()
+	if opts.call != nil {
+		var span trace.Span
+		ctx, span = tracing.Task(ctx, opts.call, "shell", h.ID(), opts.Label)
+		defer func() {
+			tracing.Fail(span, err)
+			span.End()
+		}()
+		if tp := tracing.Traceparent(ctx); tp != "" {
+			// A traced program joins the trace (W3C trace context in the
+			// environment, as otel-cli and the SDKs' env propagators read it).
+			if cfg.Env == nil {
+				cfg.Env = os.Environ()
+			}
+			cfg.Env = append(slices.Clip(cfg.Env), "TRACEPARENT="+tp)
+		}
+		defer func() {
+			if info, ierr := v.Info(h.ID()); ierr == nil && info.ExitCode != nil {
+				span.SetAttributes(tracing.ExitCode.Int(*info.ExitCode))
+			}
+		}()
+	}
 	var p *proc.Process
 	running := make(chan struct{})
 	onPrompt := cfg.OnPrompt
@@ -220,7 +250,7 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 	if opts.LogDir != "" {
 		cfg.LogPath = filepath.Join(opts.LogDir, strings.ReplaceAll(h.ID(), ":", "-")+".log")
 	}
-	p, err := proc.Start(ctx, cfg)
+	p, err = proc.Start(ctx, cfg)
 	var le *proc.LogError
 	if errors.As(err, &le) && cfg.LogPath != "" {
 		// A log that cannot be opened (a full or read-only state
@@ -280,7 +310,7 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		// function returns, so the cancel goes first.
 		v.Cancel(h.ID())
 	}
-	result := shellResult(p, e, opts.ResultLines, opts.ResultBytes)
+	result = shellResult(p, e, opts.ResultLines, opts.ResultBytes)
 	if failedByItself(e) {
 		// While the caller's other shells still run: who holds a port it
 		// could not take.

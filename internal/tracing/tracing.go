@@ -1,0 +1,101 @@
+// Package tracing holds the OpenTelemetry spans offstage makes, named as
+// OpenTelemetry's GenAI conventions name them, so that a session's trace
+// reads prompt → model call → tool call → background task → subprocess:
+//
+//   - invoke_agent offstage: one turn of a session (autonomous or not);
+//   - chat MODEL: one model call, with its token usage;
+//   - execute_tool TOOL: one tool call (gen_ai.tool.name,
+//     gen_ai.tool.call.id, gen_ai.conversation.id);
+//   - offstage.task KIND: one task (a shell or a sub-agent), a child of the
+//     call that started it, which it may outlive: a background task's span
+//     ends when the task does, with its end and its exit code;
+//   - and a traced program a shell runs joins the trace through
+//     TRACEPARENT in its environment (W3C trace context).
+//
+// Every span takes its tracer from the span in its context (see
+// trace.Span.TracerProvider), so a caller that traces nothing pays for
+// nothing: with no span in the context, every span here is a no-op and
+// TRACEPARENT is not set.
+package tracing
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// scope names offstage's instrumentation.
+const scope = "github.com/offstage/offstage"
+
+// Attribute keys: GenAI's and offstage's own.
+const (
+	OperationName  = attribute.Key("gen_ai.operation.name")
+	ConversationID = attribute.Key("gen_ai.conversation.id")
+	AgentName      = attribute.Key("gen_ai.agent.name")
+	RequestModel   = attribute.Key("gen_ai.request.model")
+	InputTokens    = attribute.Key("gen_ai.usage.input_tokens")
+	OutputTokens   = attribute.Key("gen_ai.usage.output_tokens")
+	ToolName       = attribute.Key("gen_ai.tool.name")
+	ToolCallID     = attribute.Key("gen_ai.tool.call.id")
+	TaskID         = attribute.Key("offstage.task.id")
+	TaskKind       = attribute.Key("offstage.task.kind")
+	TaskLabel      = attribute.Key("offstage.task.label")
+	TaskState      = attribute.Key("offstage.task.state")
+	TaskEndedBy    = attribute.Key("offstage.task.ended_by")
+	TaskEndReason  = attribute.Key("offstage.task.end_reason")
+	ExitCode       = attribute.Key("process.exit.code")
+	Autonomous     = attribute.Key("offstage.turn.autonomous")
+)
+
+// Start starts a span named name as a child of ctx's span, with the
+// tracer of ctx's span's provider (a no-op without one).
+func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer(scope)
+	return tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// Root starts a turn's span with tp (nil: a no-op), the root of what the
+// turn does unless ctx already carries a span.
+func Root(ctx context.Context, tp trace.TracerProvider, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if tp == nil {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return tp.Tracer(scope).Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
+
+// Task starts a task's span in the task's own context (taskCtx, which
+// outlives the call), as a child of the span of the call that started it
+// (callCtx) and linked to it, since it may end long after the call.
+func Task(taskCtx, callCtx context.Context, kind, id, label string) (context.Context, trace.Span) {
+	parent := trace.SpanContextFromContext(callCtx)
+	if !parent.IsValid() {
+		return taskCtx, trace.SpanFromContext(taskCtx)
+	}
+	tracer := trace.SpanFromContext(callCtx).TracerProvider().Tracer(scope)
+	ctx := trace.ContextWithSpanContext(taskCtx, parent)
+	return tracer.Start(ctx, "offstage.task "+kind, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithLinks(trace.Link{SpanContext: parent}),
+		trace.WithAttributes(TaskID.String(id), TaskKind.String(kind), TaskLabel.String(label)))
+}
+
+// Fail marks a span failed with err, if any.
+func Fail(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+}
+
+// Traceparent returns the W3C traceparent of ctx's span ("" without a
+// sampled one), for a program started in it.
+func Traceparent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier.Get("traceparent")
+}

@@ -122,6 +122,11 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if escalate != nil && prompt == "" && sf.sandbox.escalation != "allow" {
 		escalate = askInConversation(asks)
 	}
+	tp, closeTracing, err := openTracing(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeTracing()
 	rec, err := openRecorder(ctx, sf.journal, stderr)
 	if err != nil {
 		return err
@@ -141,7 +146,8 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Profiles: af.profiles(*dir, mf, stderr),
 		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits, Sandbox: sandbox},
 			Escalate: escalate},
-		Tasks: *sf.tasks,
+		Tasks:  *sf.tasks,
+		Tracer: tp,
 	}, surface)
 	if err != nil {
 		return openError(err)

@@ -75,7 +75,7 @@ func (l *loop) generate(ctx context.Context, req provider.Request, sink Sink) (p
 		name = "offstage"
 	}
 	ctx, span := tracing.Start(ctx, "chat", trace.SpanKindClient, tracing.OperationName.String("chat"),
-		tracing.AgentName.String(name), tracing.ConversationID.String(l.s.id))
+		tracing.AgentName.String(name), tracing.Conversation(l.s.id))
 	defer span.End()
 	res, err := l.model.Generate(ctx, req, func(e provider.Event) {
 		switch e.Type {
@@ -111,7 +111,7 @@ func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, 
 
 func (l *loop) callTool(ctx context.Context, c provider.Block) (out provider.Block) {
 	ctx, span := tracing.Start(ctx, "execute_tool "+c.ToolName, trace.SpanKindInternal, tracing.OperationName.String("execute_tool"),
-		tracing.ToolName.String(c.ToolName), tracing.ToolCallID.String(c.ToolCallID), tracing.ConversationID.String(l.s.id))
+		tracing.ToolName.String(c.ToolName), tracing.ToolCallID.String(c.ToolCallID), tracing.Conversation(l.s.id))
 	defer func() {
 		if out.IsError {
 			span.SetStatus(codes.Error, "the tool's result is an error")

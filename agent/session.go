@@ -465,7 +465,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		cancel(nil)
 	}()
 	ctx, span := tracing.Root(ctx, s.cfg.Tracer, "invoke_agent offstage", tracing.OperationName.String("invoke_agent"),
-		tracing.AgentName.String("offstage"), tracing.ConversationID.String(s.id), tracing.Autonomous.Bool(autonomous))
+		tracing.AgentName.String("offstage"), tracing.Conversation(s.id), tracing.Autonomous.Bool(autonomous))
 	defer span.End()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
 	text, stop, err := s.top.turn(ctx, blocks, sink)

@@ -150,9 +150,12 @@ func (s jaegerSpan) tag(key string) string {
 	return ""
 }
 
+// parent is the span s refers to: a child's parent (CHILD_OF) or, for a
+// task that outlives its call, the call it follows from (Jaeger shows a
+// parent that is also a link as FOLLOWS_FROM).
 func (s jaegerSpan) parent() string {
 	for _, r := range s.References {
-		if r.RefType == "CHILD_OF" {
+		if r.RefType == "CHILD_OF" || r.RefType == "FOLLOWS_FROM" {
 			return r.SpanID
 		}
 	}
@@ -174,7 +177,7 @@ func TestRunIsTracedInJaeger(t *testing.T) {
 		{"text": "started"},
 		{"expect": "tp=00-", "text": "it printed its traceparent"}
 	]}`), 0o600)
-	cmd, mark := offstage(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp, "OTEL_SERVICE_NAME=offstage-test"}, "run", "--script", script, "--no-journal", "go")
+	cmd, mark := offstage(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp, "OTEL_SERVICE_NAME=offstage-test"}, "run", "--script", script, "go")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

@@ -50,6 +50,16 @@ const (
 	Autonomous     = attribute.Key("offstage.turn.autonomous")
 )
 
+// Conversation is the gen_ai.conversation.id attribute of a session, or
+// none for a session without an id (one recorded by no journal): an
+// invalid attribute, which spans drop.
+func Conversation(id string) attribute.KeyValue {
+	if id == "" {
+		return attribute.KeyValue{}
+	}
+	return ConversationID.String(id)
+}
+
 // Start starts a span named name as a child of ctx's span, with the
 // tracer of ctx's span's provider (a no-op without one).
 func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package proc_test
+
+func escapeHelper(args []string) int { return 2 }

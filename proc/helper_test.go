@@ -67,6 +67,10 @@ func checkCgroups(code int) {
 			}
 		}
 	}
+	if os.Getenv(requireCgroup) != "" && info.Mode != proc.ModeCgroup {
+		fmt.Fprintf(os.Stderr, "FAIL: %s is set, but the containment is %s\n", requireCgroup, info)
+		code = max(code, 1)
+	}
 	if want := os.Getenv("OFFSTAGE_CONTAINMENT"); want != "" && info.Mode != want {
 		fmt.Fprintf(os.Stderr, "FAIL: OFFSTAGE_CONTAINMENT=%s, but the containment is %s\n", want, info.Mode)
 		code = max(code, 1)
@@ -180,6 +184,17 @@ func helper(args []string) int {
 			return 1
 		}
 		return helper(append([]string{"sandboxed"}, args[1:]...))
+	case "sandboxed-abi": // N COMMAND: as sandboxed, fenced as if the kernel's Landlock ABI were N
+		n, _ := strconv.Atoi(args[1])
+		proc.SandboxABI(n)
+		return helper(append([]string{"sandboxed"}, args[2:]...))
+	case "truncate": // PATH: truncate(2) it by its path, say "truncate: done" or why not
+		if err := syscall.Truncate(args[1], 0); err != nil {
+			fmt.Println("truncate:", err)
+		} else {
+			fmt.Println("truncate: done")
+		}
+		return 0
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
 		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
 		if err != nil {
@@ -223,6 +238,8 @@ func helper(args []string) int {
 		return 0
 	case "contain-host": // start each command given ("limited:" first: with limits), say ready, exit 0 when stdin closes
 		return containHost(args[1:])
+	case "escape": // SLEEP: try to leave the cgroup and its limits (Linux)
+		return escapeHelper(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed
 		n, _ := strconv.Atoi(args[1])
 		for range n {

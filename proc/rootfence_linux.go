@@ -1,11 +1,15 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/offstage/offstage/proc/internal/sandboxstep"
 )
@@ -89,10 +93,9 @@ func rootFenceNote() string {
 	return s + "; a root command can still have a daemon (systemd, cron, sshd, docker) start a process outside"
 }
 
-// fencedStart starts cmd, a root command without a sandbox, from a
-// thread fenced by the root fence, and runs after (for a traced start:
-// joining its v1 cgroups) on that thread, which traces it, before it
-// ends.
+// fencedStart starts cmd, a root command without a sandbox, from the
+// fenced thread, and runs after (for a traced start: joining its v1
+// cgroups) on that thread, which traces it.
 func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int) error) (afterErr error, err error) {
 	if cmd.Dir == "" { // the thread's working directory is the namespace's /
 		wd, err := os.Getwd()
@@ -101,10 +104,7 @@ func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int)
 		}
 		cmd.Dir = wd
 	}
-	err = onFencedThread(func() error {
-		if err := sandboxstep.Contain(int(mntns.Fd()), ruleset); err != nil {
-			return fmt.Errorf("proc: the root fence: %w", err)
-		}
+	run := func() error {
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -112,8 +112,108 @@ func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int)
 			afterErr = after(cmd.Process.Pid)
 		}
 		return nil
+	}
+	if err := fenceThread.do(run, mntns, ruleset); err != errFenceBusy {
+		return afterErr, err
+	}
+	// Every slot taken: a thread of its own, which ends after.
+	err = onFencedThread(func() error {
+		if err := sandboxstep.Contain(int(mntns.Fd()), ruleset); err != nil {
+			return fmt.Errorf("proc: the root fence: %w", err)
+		}
+		return run()
 	})
 	return afterErr, err
+}
+
+// The fenced thread. Making an OS thread and ending it costs more than
+// the start it serves (a clone, the runtime's setup, and the exit:
+// 100-250 µs on a busy machine), so one thread, fenced once, forks the
+// root commands one after another, and ends after fenceIdle without
+// one. It is safe to share: its commands cannot reach it (it keeps the
+// capabilities they lack, so ptrace and its /proc files need
+// CAP_SYS_PTRACE, which they lack too), and they share with each other
+// no more than root's processes outside the fence do (their uid).
+var fenceThread fenceServer
+
+// fenceIdle is how long the fenced thread waits for the next start
+// before it ends; short, so that a program (or a test) that has stopped
+// starting commands is soon left with no goroutine of it.
+const fenceIdle = 50 * time.Millisecond
+
+var errFenceBusy = errors.New("the fenced thread is busy")
+
+type fenceServer struct {
+	mu   sync.Mutex
+	reqs chan fenceReq // guarded by mu: nil while no thread runs; sent to under mu
+}
+
+// fenceReq is one start for the fenced thread, and where its result goes.
+type fenceReq struct {
+	start func() error
+	reply chan error
+}
+
+// do runs start on the fenced thread, starting it if none runs, and
+// returns what start returned, or errFenceBusy where another start is
+// already waiting for it.
+func (s *fenceServer) do(start func() error, mntns *os.File, ruleset int) error {
+	r := fenceReq{start, make(chan error, 1)}
+	s.mu.Lock()
+	if s.reqs == nil {
+		s.reqs = make(chan fenceReq, 1)
+		go s.serve(s.reqs, mntns, ruleset)
+	}
+	select {
+	case s.reqs <- r:
+	default:
+		s.mu.Unlock()
+		return errFenceBusy
+	}
+	s.mu.Unlock()
+	return <-r.reply
+}
+
+// serve is the fenced thread: it fences itself, then runs each start
+// sent (or fails it, if the fence failed), until fenceIdle passes
+// without one.
+func (s *fenceServer) serve(reqs chan fenceReq, mntns *os.File, ruleset int) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	if syscall.Gettid() == syscall.Getpid() {
+		// The main thread is never ended: serve from another, and keep
+		// this one locked until then, so no other goroutine lands on it.
+		defer runtime.UnlockOSThread()
+		done := make(chan struct{})
+		go func() { s.serve(reqs, mntns, ruleset); close(done) }()
+		<-done
+		return
+	}
+	err := sandboxstep.Contain(int(mntns.Fd()), ruleset)
+	if err != nil {
+		err = fmt.Errorf("proc: the root fence: %w", err)
+	}
+	idle := time.NewTimer(fenceIdle)
+	for {
+		select {
+		case r := <-reqs:
+			if err != nil {
+				r.reply <- err
+			} else {
+				r.reply <- r.start()
+			}
+			idle.Reset(fenceIdle)
+		case <-idle.C:
+			s.mu.Lock()
+			if len(reqs) > 0 { // sent under mu: serve it first
+				s.mu.Unlock()
+				idle.Reset(fenceIdle)
+				continue
+			}
+			s.reqs = nil
+			s.mu.Unlock()
+			return
+		}
+	}
 }
 
 // containStart starts cmd, with the root fence where it applies (a

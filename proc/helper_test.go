@@ -28,6 +28,7 @@ const helperEnv = "OFFSTAGE_PROC_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
+		coverWhereWritable()
 		os.Exit(helper(os.Args[1:]))
 	}
 	// As cmd/offstage does: what the test binary inherited (a runner's
@@ -35,6 +36,25 @@ func TestMain(m *testing.M) {
 	// thread (TestSandboxClosesInheritedDescriptors makes one anew).
 	proc.KeepInheritedToSelf()
 	goleak.VerifyTestMain(m, goleak.Cleanup(checkCgroups))
+}
+
+// coverWhereWritable: under go test -cover, a helper writes its coverage
+// data at exit to GOCOVERDIR, which a sandboxed helper may not write
+// (and says so on stderr, into the output its test reads). There it
+// writes them to its own temporary directory instead, which the sandbox
+// removes after it: a fenced helper's coverage is not kept.
+func coverWhereWritable() {
+	dir := os.Getenv("GOCOVERDIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.CreateTemp(dir, ".writable-")
+	if err == nil {
+		f.Close()
+		os.Remove(f.Name())
+		return
+	}
+	os.Setenv("GOCOVERDIR", os.TempDir())
 }
 
 // checkCgroups fails the run if a test left a cgroup of this host behind

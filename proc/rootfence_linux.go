@@ -75,14 +75,13 @@ func rootFenceNote() string {
 	if os.Geteuid() != 0 {
 		return ""
 	}
-	fenceRoot()
+	if noRootFence.Load() {
+		return "root commands can lift their limits and leave their cgroup (no fence: turned off)"
+	}
+	fenceRoot() // made, or found impossible, once: f is read-only from here
 	f := &rootFence
 	if f.mntns == nil {
-		why := "turned off"
-		if f.err != nil {
-			why = f.err.Error()
-		}
-		return "root commands can lift their limits and leave their cgroup (no fence: " + why + ")"
+		return "root commands can lift their limits and leave their cgroup (no fence: " + f.err.Error() + ")"
 	}
 	s := "root commands: cgroup file systems, /sys and /proc/sys read-only in a mount namespace, without " + sandboxstep.ContainDropped
 	if f.noLayers != nil {

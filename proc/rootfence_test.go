@@ -105,3 +105,20 @@ func processesNamed(cmdline string) []int {
 	}
 	return pids
 }
+
+// TestContainmentSaysWhatRootCan: version -v and the start-up line (the
+// containment's String) say what a root command can do there.
+func TestContainmentSaysWhatRootCan(t *testing.T) {
+	requireRootCgroup(t)
+	s := proc.Containment().String()
+	for _, want := range []string{"root commands: cgroup file systems, /sys and /proc/sys read-only", "CAP_SYS_ADMIN", "daemon"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Containment() = %q, want it to say %q", s, want)
+		}
+	}
+	proc.RootFence(false)
+	defer proc.RootFence(true)
+	if s := proc.Containment().String(); !strings.Contains(s, "root commands can lift their limits and leave their cgroup") {
+		t.Errorf("without the fence, Containment() = %q, want it to say what root commands can do", s)
+	}
+}

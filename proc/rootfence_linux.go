@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -96,12 +97,12 @@ func rootFenceNote() string {
 // fenced thread, and runs after (for a traced start: joining its v1
 // cgroups) on that thread, which traces it.
 func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int) error) (afterErr error, err error) {
-	if cmd.Dir == "" { // the thread's working directory is the namespace's /
+	if !filepath.IsAbs(cmd.Dir) { // the thread's working directory is the namespace's /
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, fmt.Errorf("proc: %w", err)
 		}
-		cmd.Dir = wd
+		cmd.Dir = filepath.Join(wd, cmd.Dir)
 	}
 	run := func() error {
 		if err := cmd.Start(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,5 +121,23 @@ func TestContainmentSaysWhatRootCan(t *testing.T) {
 	defer proc.RootFence(true)
 	if s := proc.Containment().String(); !strings.Contains(s, "root commands can lift their limits and leave their cgroup") {
 		t.Errorf("without the fence, Containment() = %q, want it to say what root commands can do", s)
+	}
+}
+
+// TestRootCommandInARelativeDirectory: behind the root fence (whose
+// thread's working directory is its namespace's /) a relative Dir is
+// still relative to the host's working directory.
+func TestRootCommandInARelativeDirectory(t *testing.T) {
+	requireRootCgroup(t)
+	wd, _ := os.Getwd()
+	dir, err := os.MkdirTemp(wd, "relative-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	p := mustStart(t, proc.Config{Command: "pwd", Dir: filepath.Base(dir)})
+	mustWait(t, p)
+	if got := strings.TrimSpace(p.Tail(1)); got != dir {
+		t.Errorf("pwd = %q, want %q", got, dir)
 	}
 }

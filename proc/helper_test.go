@@ -205,9 +205,7 @@ func helper(args []string) int {
 		}
 		return helper(append([]string{"sandboxed"}, args[1:]...))
 	case "sandboxed-abi": // N COMMAND: as sandboxed, fenced as if the kernel's Landlock ABI were N
-		n, _ := strconv.Atoi(args[1])
-		proc.SandboxABI(n)
-		return helper(append([]string{"sandboxed"}, args[2:]...))
+		return sandboxedABI(args[1:])
 	case "truncate": // PATH: truncate(2) it by its path, say "truncate: done" or why not
 		if err := syscall.Truncate(args[1], 0); err != nil {
 			fmt.Println("truncate:", err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/offstage/offstage/proc"
 )
 
 // escapeHelper tries, as a command run by root, every way out of its
@@ -144,4 +146,11 @@ func hasOption(opts, ctls string) bool {
 		}
 	}
 	return true
+}
+
+// sandboxedABI is the helper sandboxed-abi: N COMMAND.
+func sandboxedABI(args []string) int {
+	n, _ := strconv.Atoi(args[0])
+	proc.SandboxABI(n)
+	return helper(append([]string{"sandboxed"}, args[1:]...))
 }

@@ -3,3 +3,5 @@
 package proc_test
 
 func escapeHelper(args []string) int { return 2 }
+
+func sandboxedABI(args []string) int { return 2 }

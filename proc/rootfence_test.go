@@ -141,3 +141,33 @@ func TestRootCommandInARelativeDirectory(t *testing.T) {
 		t.Errorf("pwd = %q, want %q", got, dir)
 	}
 }
+
+// TestRootCommandsStartTogether: root commands started at once share the
+// fenced thread, or take one of their own while it is busy; each runs
+// behind the fence, in its own cgroup.
+func TestRootCommandsStartTogether(t *testing.T) {
+	requireRootCgroup(t)
+	const n = 16
+	procs := filepath.Dir(proc.Containment().Dir) + "/cgroup.procs"
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			p, err := proc.Start(context.Background(), proc.Config{Command: "(echo $$ > " + procs + ") 2>&1 || echo refused"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			p.Wait(context.Background())
+			if got := p.Tail(10); !strings.Contains(got, "refused") {
+				errs <- fmt.Errorf("a root command wrote where the fence is read-only: %q", got)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

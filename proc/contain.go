@@ -81,6 +81,10 @@ type ContainmentInfo struct {
 	// Reason says why this mode: where the cgroup was found, or why none
 	// could be used.
 	Reason string
+	// Root says, for a host running as root, what a command run by
+	// root without a sandbox can do to its containment (see "Commands run
+	// by root" in the package doc).
+	Root string
 	// Err is set when the containment asked for (OFFSTAGE_CONTAINMENT)
 	// cannot be had: Start fails with it.
 	Err error
@@ -96,6 +100,9 @@ func (c ContainmentInfo) String() string {
 	if c.Reason != "" {
 		s += " (" + c.Reason + ")"
 	}
+	if c.Root != "" {
+		s += "; " + c.Root
+	}
 	if c.Err != nil {
 		s += "; error: " + c.Err.Error()
 	}
@@ -110,6 +117,7 @@ func (c ContainmentInfo) String() string {
 func Containment() ContainmentInfo {
 	ensureKeeper() // the keeper removes the host's directory when it is gone
 	info, _ := containment()
+	info.Root = rootNote(info)
 	return info
 }
 

@@ -489,7 +489,7 @@ func startHost(t *testing.T, env []string, cmds ...string) (host *exec.Cmd, stdi
 func TestRestartSweepsStale(t *testing.T) {
 	needTools(t, "setsid")
 	if proc.Containment().Mode != proc.ModeCgroup {
-		t.Skip("no cgroups in", proc.Containment())
+		requireFeature(t, requireCgroup, fmt.Sprint("no cgroups in ", proc.Containment()))
 	}
 	id, env := newCase(t)
 	killSleepers(t, id)
@@ -516,12 +516,28 @@ func TestRestartSweepsStale(t *testing.T) {
 }
 
 // TestNestedHost: a host that runs as a task nests its cgroups in the
-// task's; the task counts and ends what they hold, and removes them.
+// task's; the task counts and ends what they hold, and removes them. A
+// host run by root as a task of a root host is behind the root fence,
+// where cgroups are read-only: it contains its commands by marks, and
+// the outer task still counts and ends them all.
 func TestNestedHost(t *testing.T) {
 	needTools(t, "setsid")
 	if proc.Containment().Mode != proc.ModeCgroup {
-		t.Skip("no cgroups in", proc.Containment())
+		requireFeature(t, requireCgroup, fmt.Sprint("no cgroups in ", proc.Containment()))
 	}
+	if os.Geteuid() != 0 {
+		nestedHost(t, false)
+		return
+	}
+	t.Run("fenced", func(t *testing.T) { nestedHost(t, true) })
+	t.Run("unfenced", func(t *testing.T) {
+		proc.RootFence(false)
+		defer proc.RootFence(true)
+		nestedHost(t, false)
+	})
+}
+
+func nestedHost(t *testing.T, fenced bool) {
 	id, env := newCase(t)
 	killSleepers(t, id)
 	cfg := helperConfig("contain-host", caseCommand(t, "setsid -f sleep 1000\nexec sleep 1000", id))
@@ -532,7 +548,10 @@ func TestNestedHost(t *testing.T) {
 	out := string(p.Read(proc.Combined, 0, 4096).Data)
 	_, rest, _ := strings.Cut(out, "dir ")
 	inner, _, _ := strings.Cut(rest, "\n")
-	if !strings.HasPrefix(inner, proc.Containment().Dir+"/") {
+	switch {
+	case fenced && inner != "":
+		t.Fatalf("the inner host behind the root fence made cgroups in %q", inner)
+	case !fenced && !strings.HasPrefix(inner, proc.Containment().Dir+"/"):
 		t.Fatalf("the inner host's directory %q is not in one of ours (%s)", inner, proc.Containment().Dir)
 	}
 	// The inner host, its keeper, and its task's two sleepers.
@@ -544,7 +563,7 @@ func TestNestedHost(t *testing.T) {
 	if got := sleepers(t, id); len(got) != 0 || e.Survivors != 0 {
 		t.Errorf("after the outer task ended: sleepers %v, exit %+v", got, e)
 	}
-	if _, err := os.Stat(inner); !os.IsNotExist(err) {
+	if _, err := os.Stat(inner); inner != "" && !os.IsNotExist(err) {
 		t.Errorf("the inner host's directory is still there (%v)", err)
 	}
 }

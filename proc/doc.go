@@ -178,11 +178,34 @@
 // What it guarantees: no process started by a command leaves its cgroup
 // unless it can write to the cgroup.procs of a cgroup outside (it is the
 // kernel's rule), so resetting rlimits, clearing the environment and
-// renaming itself change nothing. Limits: a command running as root on a
-// host whose cgroup root is writable to root (as here) can move itself
-// out (echo $$ > /sys/fs/cgroup/…/cgroup.procs), deliberately; and a
-// cgroup whose processes outlived every SIGKILL (stuck in the kernel) is
-// left for the keeper to remove.
+// renaming itself change nothing. A cgroup whose processes outlived
+// every SIGKILL (stuck in the kernel) is left for the keeper to remove.
+//
+// Commands run by root. Root may write any file, its own pids.max and
+// the root cgroup's cgroup.procs among them. So a host running as root
+// forks each command without a sandbox from a fenced thread (a sandbox
+// fences more): in a mount namespace, made once per host and shared by
+// its commands, where every cgroup file system, /sys and /proc/sys are
+// read-only (EROFS), and nothing else changes; without, in its bounding
+// set, CAP_SYS_ADMIN (remount, mount, setns back), CAP_SYS_PTRACE
+// (another process's /proc/PID/root or memory) and those that change
+// the kernel (CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_BPF,
+// CAP_PERFMON); and, from Linux 5.13, in a Landlock domain that allows
+// every file access but refuses any mount, even in a user namespace of
+// the command's own (where it would be root again and could mount a
+// cgroup file system of its own cgroup namespace). What it costs such a
+// command: no mount, unshare -m, nsenter, ip netns, modprobe, sysctl -w,
+// perf or bpftrace, no ptrace of a process it did not start, no writes
+// under /sys; a host that runs as its task contains its own commands by
+// marks (cgroups are read-only there). ContainmentInfo.Root says what
+// holds on the host. What stays open: a root command can still ask a
+// daemon running outside to start a process for it (systemd-run, cron,
+// at, sshd, a container runtime's socket), or write a file one of them
+// reads; only a sandbox fences that. In ModeMarks, and for a host that
+// is not root, there is no such fence: OFFSTAGE_CONTAINMENT=marks is how
+// a root user who needs those capabilities turns it off. A user that is
+// not root in a delegated cgroup owns its task's cgroup files and can
+// lift its own limits there; the fence does not cover it yet.
 //
 // Usage reports a running command's CPU time (the cgroup's cpu.stat,
 // kept without any controller) and memory (memory.current and
@@ -601,8 +624,15 @@
 // What this host gives is found at the first sandboxed Start, and cached:
 // the Landlock ABI (the version query of landlock_create_ruleset), and
 // whether a network namespace and read-only mounts can be made.
-// A sandbox whose mode needs a rule this host lacks (no Landlock; an ABI
-// below 3, which does not fence truncation; the network off with neither
+// Which layer holds what, per host: from Landlock ABI 1 (Linux 5.13)
+// writes; below ABI 3 Landlock does not refuse truncate(2) by path, and
+// the read-only mounts do (for a user that is not root, in a user
+// namespace of the step's own); below ABI 2 renames and links across
+// directories fail (EXDEV) even inside the writable places, a gap the
+// status states; the network off by a network namespace at any ABI.
+// SandboxStatus.Enforced names the layer of each. A sandbox whose mode
+// needs a rule this host lacks (no Landlock; an ABI below 3 without
+// read-only mounts; the network off with neither
 // a namespace nor Landlock's UDP rules) fails Start with an error that
 // says what is missing, unless Sandbox.BestEffort: then it starts with
 // what holds and Process.Sandbox lists what does not (NotEnforced).

@@ -28,6 +28,7 @@ const helperEnv = "OFFSTAGE_PROC_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
+		coverWhereWritable()
 		os.Exit(helper(os.Args[1:]))
 	}
 	// As cmd/offstage does: what the test binary inherited (a runner's
@@ -35,6 +36,25 @@ func TestMain(m *testing.M) {
 	// thread (TestSandboxClosesInheritedDescriptors makes one anew).
 	proc.KeepInheritedToSelf()
 	goleak.VerifyTestMain(m, goleak.Cleanup(checkCgroups))
+}
+
+// coverWhereWritable: under go test -cover, a helper writes its coverage
+// data at exit to GOCOVERDIR, which a sandboxed helper may not write
+// (and says so on stderr, into the output its test reads). There it
+// writes them to its own temporary directory instead, which the sandbox
+// removes after it: a fenced helper's coverage is not kept.
+func coverWhereWritable() {
+	dir := os.Getenv("GOCOVERDIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.CreateTemp(dir, ".writable-")
+	if err == nil {
+		f.Close()
+		os.Remove(f.Name())
+		return
+	}
+	os.Setenv("GOCOVERDIR", os.TempDir())
 }
 
 // checkCgroups fails the run if a test left a cgroup of this host behind
@@ -66,6 +86,10 @@ func checkCgroups(code int) {
 				}
 			}
 		}
+	}
+	if os.Getenv(requireCgroup) != "" && info.Mode != proc.ModeCgroup {
+		fmt.Fprintf(os.Stderr, "FAIL: %s is set, but the containment is %s\n", requireCgroup, info)
+		code = max(code, 1)
 	}
 	if want := os.Getenv("OFFSTAGE_CONTAINMENT"); want != "" && info.Mode != want {
 		fmt.Fprintf(os.Stderr, "FAIL: OFFSTAGE_CONTAINMENT=%s, but the containment is %s\n", want, info.Mode)
@@ -180,6 +204,15 @@ func helper(args []string) int {
 			return 1
 		}
 		return helper(append([]string{"sandboxed"}, args[1:]...))
+	case "sandboxed-abi": // N COMMAND: as sandboxed, fenced as if the kernel's Landlock ABI were N
+		return sandboxedABI(args[1:])
+	case "truncate": // PATH: truncate(2) it by its path, say "truncate: done" or why not
+		if err := syscall.Truncate(args[1], 0); err != nil {
+			fmt.Println("truncate:", err)
+		} else {
+			fmt.Println("truncate: done")
+		}
+		return 0
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
 		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
 		if err != nil {
@@ -223,6 +256,8 @@ func helper(args []string) int {
 		return 0
 	case "contain-host": // start each command given ("limited:" first: with limits), say ready, exit 0 when stdin closes
 		return containHost(args[1:])
+	case "escape": // SLEEP: try to leave the cgroup and its limits (Linux)
+		return escapeHelper(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed
 		n, _ := strconv.Atoi(args[1])
 		for range n {

@@ -241,16 +241,43 @@ func (c *cgroup) traceStart(sys *syscall.SysProcAttr) bool {
 // cgroups and lets it go.
 func (c *cgroup) joinStarted(pid int) error {
 	defer runtime.UnlockOSThread()
-	var err error
+	join, err := c.joiner()
+	if err != nil {
+		detach(pid)
+		return err
+	}
+	return join(pid)
+}
+
+// joiner opens the cgroup.procs files of the command's v1 cgroups now,
+// for a thread that cannot open them later (the root fence's, whose
+// cgroup mounts are read-only), and returns what joins pid to them and
+// lets it go, on the thread that traces it.
+func (c *cgroup) joiner() (func(pid int) error, error) {
+	var files []*os.File
 	for _, dir := range c.v1 {
-		if werr := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0); werr != nil && err == nil {
-			err = fmt.Errorf("proc: move the command into %s: %w", dir, werr)
+		f, err := os.OpenFile(dir+"/cgroup.procs", os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("proc: move the command into %s: %w", dir, err)
 		}
+		files = append(files, f)
 	}
-	if derr := detach(pid); err == nil {
-		err = derr
-	}
-	return err
+	return func(pid int) error {
+		var err error
+		for _, f := range files {
+			if _, werr := f.Write([]byte(strconv.Itoa(pid))); werr != nil && err == nil {
+				err = fmt.Errorf("proc: move the command into %s: %w", f.Name(), werr)
+			}
+			f.Close()
+		}
+		if derr := detach(pid); err == nil {
+			err = derr
+		}
+		return err
+	}, nil
 }
 
 // memoryKills returns how many of the command's processes the kernel

@@ -39,6 +39,9 @@ func limited(t *testing.T, l proc.Limits) bool {
 	if info := proc.Containment(); info.Mode == proc.ModeCgroup {
 		t.Fatalf("containment is cgroup (%v), yet %v cannot be enforced: %v", info, l, err)
 	}
+	if os.Getenv(requireCgroup) != "" {
+		t.Fatalf("%s is set, but %v cannot be enforced here (%v): %v", requireCgroup, l, proc.Containment(), err)
+	}
 	return false
 }
 

@@ -392,10 +392,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			return fail(err)
 		}
 	}
-	if err := sb.start(cmd); err != nil {
-		if traced {
-			untrace()
-		}
+	joined, joinErr, err := p.containStart(cmd, traced)
+	if traced && (err != nil || joined) {
+		untrace() // joined: on the thread that forked, not this one
+	}
+	if err != nil {
 		return fail(startError(cfg, err))
 	}
 	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), st.lifeW
@@ -403,7 +404,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if p.cg != nil {
 		p.cg.closeDir()
 		if traced {
-			if err := p.cg.joinStarted(p.pid); err != nil {
+			err := joinErr
+			if !joined {
+				err = p.cg.joinStarted(p.pid)
+			}
+			if err != nil {
 				killGroup(p.pid, syscall.SIGKILL)
 				cmd.Wait()
 				return fail(err)

@@ -64,6 +64,10 @@ func TestWaitDoesNotHangOnUnmarkedPipeHolders(t *testing.T) {
 	escape := ""
 	if info := proc.Containment(); info.Mode == proc.ModeCgroup {
 		escape = "echo $$ > " + filepath.Dir(info.Dir) + "/cgroup.procs; "
+		// Behind the root fence it cannot (TestRootCommandStaysContained);
+		// a host that is not root has none, nor one without Landlock.
+		proc.RootFence(false)
+		defer proc.RootFence(true)
 	}
 	cmd := "setsid env -u OFFSTAGE_MARK prlimit --rttime=unlimited sh -c '" + escape + "echo $$ > " + pidFile + "; exec sleep 30' & " +
 		"while [ ! -s " + pidFile + " ]; do sleep 0.01; done; echo spawned"

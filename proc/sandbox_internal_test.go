@@ -24,7 +24,9 @@ func TestPlanSandboxDegrades(t *testing.T) {
 	}{
 		{name: "abi 7 and namespaces", host: sandboxHost{abi: 7}, enforced: "own network namespace"},
 		{name: "no landlock", host: sandboxHost{abi: 0, abiErr: errors.New("no Landlock here")}, refuse: "no Landlock here", notEnf: "the file system fence"},
-		{name: "abi 2", host: sandboxHost{abi: 2}, refuse: "truncating", notEnf: "truncating", gap: "signals"},
+		{name: "abi 2", host: sandboxHost{abi: 2}, enforced: "truncating files outside the writable places: read-only mounts", gap: "signals"},
+		{name: "abi 1", host: sandboxHost{abi: 1}, enforced: "truncating files outside the writable places: read-only mounts", gap: "renaming or linking a file into another directory fails"},
+		{name: "abi 2 without mounts", host: sandboxHost{abi: 2, mountErr: noNS}, refuse: "truncating", notEnf: "truncating", gap: "signals"},
 		{name: "abi 4 without namespaces", host: sandboxHost{abi: 4, netnsErr: noNS}, refuse: "cutting UDP and DNS", enforced: "Landlock TCP rules", notEnf: "unprivileged user namespaces are off", gap: "Landlock ABI 6 scopes signals, have 4"},
 		{name: "abi 10 without namespaces", host: sandboxHost{abi: 10, netnsErr: noNS}, enforced: "Landlock TCP and UDP rules"},
 		{name: "abi 3 without namespaces", host: sandboxHost{abi: 3, netnsErr: noNS}, refuse: "the network fence", notEnf: "the network fence", gap: "signals"},

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +56,27 @@ func detectSandbox() sandboxHost {
 		h.mountErr = probeStep(sandboxstep.ProbeMounts, false)
 	})
 	return sandboxDetect.host
+}
+
+// Test knobs: pretendABI, when above 0 and below the kernel's, is the
+// Landlock ABI sandboxes plan and fence for; noSandboxMounts plans them
+// as if no read-only mounts could be made, so that Landlock alone
+// refuses writes.
+var (
+	pretendABI      atomic.Int32
+	noSandboxMounts atomic.Bool
+)
+
+// sandboxHostNow is detectSandbox, with the test knobs applied.
+func sandboxHostNow() sandboxHost {
+	h := detectSandbox()
+	if n := int(pretendABI.Load()); n > 0 && n < h.abi {
+		h.abi = n
+	}
+	if noSandboxMounts.Load() && h.mountErr == nil {
+		h.mountErr = errors.New("turned off (test)")
+	}
+	return h
 }
 
 // probeStep starts the step as a probe, in a user namespace of its own
@@ -165,7 +187,7 @@ func prepareSandbox(cfg Config) (*sandboxSetup, error) {
 			ws = wd
 		}
 	}
-	status, spec, err := planSandbox(s, ws, detectSandbox())
+	status, spec, err := planSandbox(s, ws, sandboxHostNow())
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +268,7 @@ func CheckSandbox(s Sandbox) (SandboxStatus, error) {
 		}
 		s.Workspace = wd
 	}
-	st, sp, err := planSandbox(s, s.Workspace, detectSandbox())
+	st, sp, err := planSandbox(s, s.Workspace, sandboxHostNow())
 	if err != nil {
 		return st, err
 	}
@@ -284,14 +306,20 @@ func planSandbox(s Sandbox, workspace string, h sandboxHost) (SandboxStatus, ste
 			}
 		}
 	}
+	sp.ABI = h.abi
 	switch {
 	case h.abi == 0:
 		missing = append(missing, fmt.Sprintf("the file system fence: no Landlock (%v)", h.abiErr))
-	case h.abi < 3:
+	case h.abi < 3 && h.mountErr != nil:
 		st.Enforced = append(st.Enforced, "file system: Landlock ABI "+abi)
-		missing = append(missing, "truncating files outside the fence (Landlock ABI 3 needed, have "+abi+")")
+		missing = append(missing, "truncating files outside the fence (Landlock ABI 3 needed, have "+abi+"; read-only mounts would do it, but there are none: "+h.mountErr.Error()+")")
+	case h.abi < 3:
+		st.Enforced = append(st.Enforced, "file system: Landlock ABI "+abi+"; truncating files outside the writable places: read-only mounts (Landlock truncates from ABI 3)")
 	default:
 		st.Enforced = append(st.Enforced, "file system: Landlock ABI "+abi)
+	}
+	if h.abi == 1 {
+		st.Gaps = append(st.Gaps, "renaming or linking a file into another directory fails (EXDEV) even within the writable places (Landlock ABI 1; ABI 2 allows it): mv copies instead, ln and tools that rename across directories fail")
 	}
 	if !s.Network {
 		switch {

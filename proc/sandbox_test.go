@@ -62,7 +62,7 @@ func needSandbox(t *testing.T) proc.SandboxStatus {
 	t.Helper()
 	st, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()})
 	if err != nil {
-		t.Skipf("no sandbox on this host: %v", err)
+		requireFeature(t, requireSandbox, "no sandbox on this host: "+err.Error())
 	}
 	return st
 }
@@ -615,7 +615,7 @@ func TestSandboxCannotOpenAnotherTerminal(t *testing.T) {
 func TestSandboxKeepsOutOfSharedMemory(t *testing.T) {
 	st := needSandbox(t)
 	if strings.Contains(strings.Join(st.Gaps, "|"), "no read-only mounts") {
-		t.Skip("no mount and IPC namespaces here")
+		requireFeature(t, requireSandbox, "no mount and IPC namespaces here")
 	}
 	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600)
 	if err != nil {

@@ -100,16 +100,19 @@ func TestSpareCgroup(t *testing.T) {
 // interactive session): the reaper, keeping an ended command's cgroup for
 // the next one, wrote the CPU base that the command's Usage was reading
 // (the status line polls it). Run with -race, it fails if they share it
-// again.
+// again; without, it fails if the ended command's base changes at all
+// (its Usage and Exit would then count from the next command's base).
 func TestUsageWhileTheCgroupIsKept(t *testing.T) {
 	if Containment().Mode != ModeCgroup {
 		t.Skip("cgroups are not in use here")
 	}
+	kept := 0
 	for range 20 {
 		p, err := Start(t.Context(), Config{Command: "true"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		base := p.cg.cpuBase
 		for done := false; !done; {
 			select {
 			case <-p.Done():
@@ -120,5 +123,16 @@ func TestUsageWhileTheCgroupIsKept(t *testing.T) {
 		}
 		p.Wait(t.Context())
 		p.Usage()
+		if p.cg.cpuBase != base {
+			t.Fatalf("keeping the cgroup changed the ended command's CPU base from %v to %v", base, p.cg.cpuBase)
+		}
+		p.cg.mu.RLock()
+		if p.cg.released {
+			kept++
+		}
+		p.cg.mu.RUnlock()
+	}
+	if kept == 0 {
+		t.Errorf("no cgroup of 20 commands was kept for the next: the test proves nothing")
 	}
 }

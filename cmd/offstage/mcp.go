@@ -329,7 +329,11 @@ func logContainment(logger *slog.Logger) error {
 	if c.Err != nil {
 		return c.Err
 	}
-	logger.Info("containment", "mode", c.Mode, "dir", c.Dir, "reason", c.Reason)
+	attrs := []any{"mode", c.Mode, "dir", c.Dir, "reason", c.Reason}
+	if c.Root != "" { // run as root: what its commands can do to their containment
+		attrs = append(attrs, "root", c.Root)
+	}
+	logger.Info("containment", attrs...)
 	return nil
 }
 

@@ -45,6 +45,9 @@ type Spec struct {
 	// Terminal is the command's own pseudo-terminal (/dev/pts/N), the
 	// only one it may open: not the user's others, nor other users'.
 	Terminal string `json:"tty,omitempty"`
+	// ABI is the Landlock ABI package proc planned for: the kernel's, or
+	// a lower one (its tests pretend an older kernel). 0: the kernel's.
+	ABI int `json:"abi,omitempty"`
 	// Mounts makes every mount read-only but the writable places (see
 	// ReadOnlyMounts), in a mount namespace of the command's own.
 	Mounts bool `json:"mnt,omitempty"`

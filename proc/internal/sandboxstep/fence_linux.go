@@ -74,6 +74,9 @@ func Fence(sp Spec) error {
 	if err != nil {
 		return err
 	}
+	if sp.ABI > 0 && sp.ABI < abi {
+		abi = sp.ABI
+	}
 	if abi == 0 {
 		return nil // nothing to enforce; proc said so unless best effort
 	}

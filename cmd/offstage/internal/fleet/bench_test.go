@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,10 +77,10 @@ func benchCancel(b *testing.B, open func() (*journal.DB, error), bellDir string)
 			b.Fatal(err)
 		}
 		p := <-started
-		if _, err := p.WaitOutput(ctx, 0); err != nil { // "ready"
+		ready, err := waitFor(ctx, p, 0, "ready\n")
+		if err != nil {
 			b.Fatal(err)
 		}
-		ready := p.Written()
 		if err := rec.Flush(ctx); err != nil { // the task is running on record
 			b.Fatal(err)
 		}
@@ -88,7 +90,7 @@ func benchCancel(b *testing.B, open func() (*journal.DB, error), bellDir string)
 			_, err := Cancel(ctx, other, s.ID(), id, "bench", "")
 			done <- err
 		}()
-		if _, err := p.WaitOutput(ctx, ready); err != nil { // "term"
+		if _, err := waitFor(ctx, p, ready, "term\n"); err != nil {
 			b.Fatal(err)
 		}
 		took = append(took, time.Since(start))
@@ -100,4 +102,25 @@ func benchCancel(b *testing.B, open func() (*journal.DB, error), bellDir string)
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-median")
 	b.ReportMetric(float64(took[len(took)*9/10].Microseconds())/1000, "ms-p90")
+}
+
+// waitFor waits until p's output from since holds want, and returns the
+// offset past it: the signal's own output, not any output (a line of
+// the runtime's, a warning) that comes first.
+func waitFor(ctx context.Context, p *proc.Process, since int64, want string) (int64, error) {
+	var seen []byte
+	for next := since; ; {
+		if _, err := p.WaitOutput(ctx, next); err != nil {
+			return 0, err
+		}
+		ch := p.Read(proc.Combined, next, 0)
+		seen = append(seen, ch.Data...)
+		next = ch.Next
+		if i := bytes.Index(seen, []byte(want)); i >= 0 {
+			return since + int64(i+len(want)), nil
+		}
+		if _, done := p.Exit(); done && next >= p.Written() {
+			return 0, fmt.Errorf("the process ended without saying %q: %q", want, seen)
+		}
+	}
 }

@@ -549,13 +549,15 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 // ErrTurnCanceled, as the user's Ctrl-C does: the model call and the
 // foreground tools stop; background tasks and Run go on. It reports
 // whether a turn was running.
-func (s *Session) CancelTurn() bool {
+func (s *Session) CancelTurn() bool { return s.cancelTurnCause(ErrTurnCanceled) }
+
+func (s *Session) cancelTurnCause(cause error) bool {
 	s.cancelMu.Lock()
 	defer s.cancelMu.Unlock()
 	if s.cancelTurn == nil {
 		return false
 	}
-	s.cancelTurn(ErrTurnCanceled)
+	s.cancelTurn(cause)
 	return true
 }
 
@@ -580,15 +582,27 @@ func (s *Session) followTasks(ctx context.Context, from uint64, sink Sink) {
 // and Close waits until every task function has returned and every
 // process is reaped (each shell gets its stop grace, 3s by default), for
 // at most 20 seconds or until ctx ends; then the session's record ends.
-// It is idempotent: later calls return the first one's error.
-func (s *Session) Close(ctx context.Context) error {
+// It is idempotent: later calls return the first one's error. The tasks
+// it ends record that the session closed (task.BySession); CloseCause
+// says why.
+func (s *Session) Close(ctx context.Context) error { return s.CloseCause(ctx, nil) }
+
+// CloseCause is Close with why the session closed, which every task it
+// ends records (Info.EndedBy, EndReason) and its turn's error wraps:
+// task.Closed("the ACP client went away"), or an *task.EndError of
+// another (task.BySupervisor). nil is task.ErrClosed: "the session
+// closed". Only the first call's cause counts.
+func (s *Session) CloseCause(ctx context.Context, cause error) error {
+	if cause == nil {
+		cause = task.ErrClosed
+	}
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		close(s.closed)
-		s.CancelTurn()
+		s.cancelTurnCause(fmt.Errorf("%w: %w", ErrTurnCanceled, cause))
 		ctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		defer cancel()
-		s.closeErr = s.table.Close(ctx)
+		s.closeErr = s.table.CloseCause(ctx, cause)
 		if s.record != nil {
 			s.record.End()
 		}

@@ -121,7 +121,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 func (s *Session) waitAgent(ctx context.Context, v *task.View, id string) (SpawnOutput, error) {
 	r, err := v.Wait(ctx, []string{id}, task.All)
 	if err != nil {
-		v.Cancel(id)
+		v.CancelCause(id, task.EndCause(context.Cause(ctx), task.ByUser, "the turn that waited for it was cancelled"))
 		stopped, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		r, err = v.Wait(stopped, []string{id}, task.All)

@@ -49,6 +49,18 @@ func (e *ExitError) Error() string {
 	return what
 }
 
+// EndedBy names what ended the process, for the task that ran it (it
+// is a task.Ender, without this package importing task): one the kernel
+// killed at its memory limit ended by a limit ("limit"). Otherwise it
+// has no opinion (""): a process that exited ended by itself, and one we
+// stopped by whoever stopped it, which the cause it wraps names.
+func (e *ExitError) EndedBy() (by, reason string) {
+	if e.Signal == syscall.SIGKILL && e.MemoryKills > 0 && !e.Stopped {
+		return "limit", "memory: the kernel killed it at its limit of " + FormatSize(e.MemoryLimit)
+	}
+	return "", ""
+}
+
 // Unwrap returns the stop cause, so errors.Is(err, context.DeadlineExceeded)
 // and the like see why a stopped process ended.
 func (e *ExitError) Unwrap() error { return e.Cause }

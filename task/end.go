@@ -47,6 +47,11 @@ type EndError struct {
 // CancelCause for a cancel by by, for reason.
 func Ended(by, reason string) error { return &EndError{By: by, Reason: reason} }
 
+// Closed returns the cause for Table.CloseCause: an *EndError by the
+// session, for reason ("the MCP client went away", "/quit"), wrapping
+// ErrClosed.
+func Closed(reason string) error { return &EndError{By: BySession, Reason: reason, Err: ErrClosed} }
+
 // EndedBy implements Ender.
 func (e *EndError) EndedBy() (string, string) { return e.By, e.Reason }
 
@@ -66,6 +71,19 @@ func (e *EndError) Unwrap() error {
 		return ErrCanceled
 	}
 	return e.Err
+}
+
+// EndCause returns the cause to cancel a task with because of cause:
+// cause itself when it names who ended it (an Ender with an opinion in
+// its chain: the session closing), else an *EndError of by and reason.
+// It is for a task tied to something that ended, such as a foreground
+// command whose turn was cancelled (cause is then the turn's
+// context.Cause).
+func EndCause(cause error, by, reason string) error {
+	if b, _ := enderOf(cause); b != "" {
+		return cause
+	}
+	return &EndError{By: by, Reason: reason}
 }
 
 // EndOf says who ended a task that finished in state with err (its

@@ -42,6 +42,7 @@ type BashOutput struct {
 	Output          string   `json:"output,omitempty"`
 	OutputBytes     int64    `json:"output_bytes"`
 	Error           string   `json:"error,omitempty"`
+	Ending                   // once finished: who ended it
 	// Matched is the line until waited for, if it appeared.
 	Matched *Match `json:"matched,omitempty"`
 	// Listening is the port until_port waited for, if the command
@@ -171,8 +172,10 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 		}
 		return s.adopted(v, id, strings.Join(notes, " ")+fmt.Sprintf(" It keeps running in the background as %s.", id)), nil
 	case ctx.Err() != nil:
-		// The turn was cancelled: a foreground command goes with it.
-		v.Cancel(id)
+		// The turn was cancelled: a foreground command goes with it, by
+		// the hand that cancelled the turn (a user, unless the session
+		// closed).
+		v.CancelCause(id, task.EndCause(context.Cause(ctx), task.ByUser, "the turn that ran it in the foreground was cancelled"))
 		done, _ := v.Done(id)
 		stopped, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -277,6 +280,9 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		out.Status = info.State.String()
 	}
 	out.ExitCode = r.ExitCode
+	if ok {
+		out.Ending = endingOf(r.Info)
+	}
 	if ok && !r.Started.IsZero() {
 		d := seconds(r.Finished.Sub(r.Started))
 		out.DurationSeconds = &d

@@ -75,11 +75,11 @@ func TestTasksAreCountedByKindAndState(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		check(t, m, map[string]float64{
-			`offstage_tasks_running{kind="shell"}`:                          0,
-			`offstage_tasks_queued{kind="other"}`:                           0,
-			`offstage_tasks_started_total{kind="other"}`:                    1,
-			`offstage_tasks_finished_total{kind="shell",state="completed"}`: 1,
-			`offstage_tasks_finished_total{kind="other",state="failed"}`:    1,
+			`offstage_tasks_running{kind="shell"}`:                                        0,
+			`offstage_tasks_queued{kind="other"}`:                                         0,
+			`offstage_tasks_started_total{kind="other"}`:                                  1,
+			`offstage_tasks_finished_total{kind="shell",reason="self",state="completed"}`: 1,
+			`offstage_tasks_finished_total{kind="other",reason="self",state="failed"}`:    1,
 		})
 		if n := testutil.CollectAndCount(m.Registry(), "offstage_task_duration_seconds"); n != 2 {
 			t.Errorf("duration series = %d, want 2 (shell, other)", n)

@@ -457,9 +457,22 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		cancel(nil)
 	}()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
-	text, stop, err := s.top.turn(ctx, blocks, sink)
+	turn := tools.NewTurn() // the tasks started with lifetime "turn"
+	text, stop, err := s.top.turn(tools.WithTurn(ctx, turn), blocks, sink)
+	turn.End(context.WithoutCancel(ctx), turnEndCause(ctx))
 	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err})
 	return text, err
+}
+
+// turnEndCause is why the tasks of lifetime "turn" end with a turn: the
+// session closing names itself; a turn that ended, or was cancelled,
+// ends them by their declared lifetime (nil: Turn.End's default, a
+// limit).
+func turnEndCause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return task.EndCause(context.Cause(ctx), task.ByLimit, "lifetime turn: the turn that started it was cancelled")
 }
 
 // Run drives the session: it runs a turn for each input line and, while

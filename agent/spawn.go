@@ -20,6 +20,7 @@ type spawnInput struct {
 	Profile         string `json:"profile" jsonschema:"the sub-agent profile"`
 	Prompt          string `json:"prompt" jsonschema:"the task, with all it needs to know"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"return its id at once"`
+	Lifetime        string `json:"lifetime,omitempty" jsonschema:"session (the default: it may run until the session closes) or turn (cancelled when this turn ends)"`
 }
 
 // SpawnOutput is the spawn_agent tool's result.
@@ -80,6 +81,9 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case strings.TrimSpace(in.Prompt) == "":
 		return SpawnOutput{}, tools.Fail("prompt is empty; say what the sub-agent should do, with everything it needs to know.")
 	}
+	if err := tools.CheckLifetime(ctx, v, in.Lifetime); err != nil {
+		return SpawnOutput{}, err
+	}
 	model := profile.Model
 	if model == nil {
 		model = s.cfg.Model
@@ -106,6 +110,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case err != nil:
 		return SpawnOutput{}, err
 	}
+	tools.BindLifetime(ctx, v, id, in.Lifetime)
 	if in.RunInBackground {
 		note := fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)
 		if !s.pushes(depth) {

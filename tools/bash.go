@@ -31,6 +31,7 @@ type bashInput struct {
 	UntilPort         string  `json:"until_port,omitempty" jsonschema:"background only: a TCP port number such as \"8080\", or \"any\"; wait until the command listens on it, ends, or wait_seconds pass"`
 	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until or until_port: how long to wait; default 30, at most 300"`
 	Sandbox           *bool   `json:"sandbox,omitempty" jsonschema:"false: ask the user to let this one command run outside the sandbox; default true"`
+	Lifetime          string  `json:"lifetime,omitempty" jsonschema:"session (the default: it may run until the session closes) or turn (cancelled when this turn ends)"`
 }
 
 // BashOutput is the bash tool's result.
@@ -67,6 +68,9 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		return BashOutput{}, fail("timeout_seconds must not be negative (leave it out for no timeout).")
 	case in.YieldAfterSeconds < 0:
 		return BashOutput{}, fail("yield_after_seconds must not be negative (leave it out for the default %d).", defaultYieldSeconds)
+	}
+	if err := checkLifetime(ctx, v, in.Lifetime); err != nil {
+		return BashOutput{}, err
 	}
 	var watch *regexp.Regexp
 	if in.NotifyOn != "" {
@@ -131,6 +135,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	case err != nil:
 		return BashOutput{}, err
 	}
+	BindLifetime(ctx, v, id, in.Lifetime)
 	if in.Until != "" || in.UntilPort != "" {
 		return s.startAndWait(ctx, v, id, in), nil
 	}

@@ -83,3 +83,63 @@ func TestAShellKilledAtItsMemoryLimitEndedByALimit(t *testing.T) {
 		t.Errorf("a shell over its memory limit: %+v, want ended_by limit (memory)", out)
 	}
 }
+
+// TestLifetimeTurn: a command started with lifetime turn is cancelled
+// when its turn ends, by its declared limit, and its result is taken so
+// the model is not woken for it; one of lifetime session, and one that
+// ended by itself during the turn, are left alone (issue 38 item 4).
+func TestLifetimeTurn(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	turn := tools.NewTurn()
+	ctx := tools.WithTurn(t.Context(), turn)
+	start := func(args string) string {
+		t.Helper()
+		res, err := e.set.Tool("bash").Call(ctx, e.top, json.RawMessage(args))
+		var out tools.BashOutput
+		if err != nil || res.IsError || json.Unmarshal([]byte(res.Text), &out) != nil {
+			t.Fatalf("bash %s = %s, %v", args, res.Text, err)
+		}
+		return out.TaskID
+	}
+	short := start(`{"command": "sleep 100", "run_in_background": true, "lifetime": "turn"}`)
+	long := start(`{"command": "sleep 100", "run_in_background": true, "lifetime": "session"}`)
+	quick := start(`{"command": "echo done", "run_in_background": true, "lifetime": "turn"}`)
+	waitDone(t, e.top, quick)
+
+	if got := turn.End(t.Context(), nil); len(got) != 1 || got[0] != short {
+		t.Errorf("End() cancelled %v, want [%s]", got, short)
+	}
+	info, _ := e.tb.Info(short)
+	if info.State != task.Canceled || info.EndedBy != task.ByLimit || !strings.Contains(info.EndReason, "lifetime turn") || !info.Delivered {
+		t.Errorf("the turn's command: %+v, want canceled by its limit (lifetime turn), its result taken", info)
+	}
+	if info, _ := e.tb.Info(long); info.State.Finished() {
+		t.Errorf("the session's command ended with the turn: %+v", info)
+	}
+	drained := e.top.Drain()
+	if len(drained) != 1 || drained[0].ID != quick {
+		t.Errorf("Drain() after the turn = %v, want only %s, which ended by itself", drained, quick)
+	}
+	// A command started with lifetime turn after its turn ended is
+	// cancelled at once.
+	late := start(`{"command": "sleep 100", "run_in_background": true, "lifetime": "turn"}`)
+	waitDone(t, e.top, late)
+	if info, _ := e.tb.Info(late); info.EndedBy != task.ByLimit {
+		t.Errorf("a command started after its turn: %+v, want ended by its limit", info)
+	}
+}
+
+// TestLifetimeIsChecked: an unknown lifetime, and turn where there are
+// no turns (an MCP client's calls), are refused before anything runs.
+func TestLifetimeIsChecked(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	if msg := e.refused(t, e.top, "bash", `{"command": "true", "lifetime": "forever"}`); !strings.Contains(msg, `"session"`) {
+		t.Errorf("an unknown lifetime: %s", msg)
+	}
+	if msg := e.refused(t, e.top, "bash", `{"command": "true", "lifetime": "turn"}`); !strings.Contains(msg, "has none") {
+		t.Errorf("lifetime turn without turns: %s", msg)
+	}
+	if n := len(e.tb.List()); n != 0 {
+		t.Errorf("refused calls started %d tasks", n)
+	}
+}

@@ -140,3 +140,26 @@ func check(t *testing.T, m *metrics.Metrics, want map[string]float64) {
 		}
 	}
 }
+
+// TestFinishesAreCountedByWhoEndedThem: the reason label is who ended a
+// task (task.Enders), and anything else a cause names is "other", so the
+// label stays bounded (issue 38).
+func TestFinishesAreCountedByWhoEndedThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := metrics.New(metrics.Sources{})
+		tb := open(t, m, nil, task.Options{})
+		v := tb.View("")
+		block := func(ctx context.Context, _ *task.Handle) (string, error) { <-ctx.Done(); return "", nil }
+		byModel, _ := v.Spawn(task.Spec{Kind: "shell"}, block)
+		madeUp, _ := v.Spawn(task.Spec{Kind: "shell"}, block)
+		synctest.Wait()
+		v.Cancel(byModel)
+		v.CancelCause(madeUp, task.Ended("budget-of-"+madeUp, "a name outside task.Enders"))
+		synctest.Wait()
+		check(t, m, map[string]float64{
+			`offstage_tasks_finished_total{kind="shell",reason="model",state="canceled"}`: 1,
+			`offstage_tasks_finished_total{kind="shell",reason="other",state="canceled"}`: 1,
+		})
+		tb.Close(context.Background())
+	})
+}

@@ -103,3 +103,57 @@ func TestASubAgentsShellEndsByItsParent(t *testing.T) {
 		t.Errorf("the sub-agent: %+v, want ended by the model", a)
 	}
 }
+
+// TestSlashCancelIsAUsers: /cancel (the CLI's and the ACP client's) ends
+// a real shell by a user.
+func TestSlashCancelIsAUsers(t *testing.T) {
+	model := modelFunc(func(req provider.Request) provider.Response {
+		if len(req.Messages) == 1 {
+			return toolCall("bash", `{"command": "sleep 100", "run_in_background": true}`)
+		}
+		return text("done")
+	})
+	s, err := agent.New(context.Background(), agent.Config{Model: model, NoContinuation: true,
+		Tools: tools.Config{Process: proc.Config{Dir: t.TempDir(), Env: os.Environ()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	s.Command(t.Context(), "/cancel shell:1", func(string) {})
+	done, _ := s.Table().Done("shell:1")
+	<-done
+	if info, _ := s.Table().Info("shell:1"); info.EndedBy != task.ByUser || info.EndReason != "/cancel" {
+		t.Errorf("after /cancel: %+v, want ended by a user (/cancel)", info)
+	}
+}
+
+// TestASubAgentAtItsIterationCapEndsByALimit: a sub-agent still calling
+// tools at its profile's max_iterations ends by a limit that says so.
+func TestASubAgentAtItsIterationCapEndsByALimit(t *testing.T) {
+	model := modelFunc(func(req provider.Request) provider.Response {
+		switch {
+		case req.Agent == "worker":
+			return toolCall("task_list", `{}`) // never done
+		case len(req.Messages) == 1:
+			return toolCall("spawn_agent", `{"profile": "worker", "prompt": "go"}`)
+		}
+		return text("done")
+	})
+	s, err := agent.New(context.Background(), agent.Config{Model: model, NoContinuation: true,
+		Tools:    tools.Config{Process: proc.Config{Dir: t.TempDir(), Env: os.Environ()}},
+		Profiles: []agent.Profile{{Name: "worker", Description: "works", MaxIterations: 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.Table().Info("agent:1"); info.State != task.Failed || info.EndedBy != task.ByLimit || !strings.Contains(info.EndReason, "iterations") {
+		t.Errorf("the sub-agent at its cap: %+v, want failed, ended by a limit (iterations)", info)
+	}
+}

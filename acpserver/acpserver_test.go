@@ -387,6 +387,8 @@ func TestCloseReapsEverything(t *testing.T) {
 			script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000 & sleep 1000", "run_in_background": true}}]}, {"text": "started"}]}`
 			cfg := acpserver.Config{AllowAll: true}
 			cfg.Tools.Process.Env = append(os.Environ(), marker)
+			ends := &endRecorder{}
+			cfg.Tasks.Recorder = ends
 			h := start(t, script, cfg)
 			id := h.session(t)
 			h.prompt(t, id, "start")
@@ -398,6 +400,9 @@ func TestCloseReapsEverything(t *testing.T) {
 				if n := len(proctest.Marked(marker)); n != 0 {
 					t.Errorf("%d processes alive after session/close returned", n)
 				}
+				if by, reason := ends.of("shell:1"); by != task.BySession || reason != "acp: session/close" {
+					t.Errorf("shell:1 ended by %q (%q), want session (acp: session/close)", by, reason)
+				}
 				if _, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}}); err == nil || !strings.Contains(err.Error(), "unknown session") {
 					t.Errorf("prompt after close = %v, want unknown session", err)
 				}
@@ -407,8 +412,36 @@ func TestCloseReapsEverything(t *testing.T) {
 			if n := len(proctest.Marked(marker)); n != 0 {
 				t.Errorf("%d processes alive after the client hung up", n)
 			}
+			if by, reason := ends.of("shell:1"); by != task.BySession || !strings.Contains(reason, "acp: the client went away") {
+				t.Errorf("shell:1 ended by %q (%q), want session (acp: the client went away)", by, reason)
+			}
 		})
 	}
+}
+
+// endRecorder keeps who ended each task (task.Change.EndedBy).
+type endRecorder struct {
+	mu   sync.Mutex
+	ends map[string][2]string
+}
+
+func (r *endRecorder) Record(c *task.Change) {
+	if c.Type != task.EventFinished {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ends == nil {
+		r.ends = map[string][2]string{}
+	}
+	r.ends[c.ID] = [2]string{c.EndedBy, c.EndReason}
+}
+
+func (r *endRecorder) of(id string) (by, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.ends[id]
+	return e[0], e[1]
 }
 
 func waitProcs(t *testing.T, marker string, ok func(int) bool) {

@@ -111,12 +111,14 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
 	srv.conn.SetLogger(cfg.Logger)
 	in.open()
+	why := "the client went away (its connection closed)"
 	select {
 	case <-srv.conn.Done():
 	case <-ctx.Done():
+		why = "the agent was stopped (" + context.Cause(ctx).Error() + ")"
 	}
 	guarded.Close() // a drain under way stops: everything closes now
-	return srv.closeAll()
+	return srv.closeAll(why)
 }
 
 // server is one connection's agent: the sessions the client made.
@@ -215,7 +217,7 @@ func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) 
 	srv.mu.Lock()
 	delete(srv.sessions, p.SessionId)
 	srv.mu.Unlock()
-	if err := s.close(); err != nil {
+	if err := s.close("session/close"); err != nil {
 		return acp.CloseSessionResponse{}, internal("%s", err.Error())
 	}
 	return acp.CloseSessionResponse{}, nil
@@ -314,13 +316,13 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 	srv.mu.Unlock()
 	switch {
 	case closed:
-		s.close()
+		s.close("the agent was shutting down")
 		return internal("%s", "the agent is shutting down")
 	case full:
-		s.close()
+		s.close("the connection held too many sessions")
 		return srv.fullError()
 	case taken: // a session/load of the same id at the same time
-		s.close()
+		s.close("a session of that id was loaded at the same time")
 		return invalid("session %s is already open on this connection", id)
 	}
 	return nil
@@ -347,8 +349,8 @@ func (srv *server) session(id acp.SessionId) (*session, error) {
 	return s, nil
 }
 
-// closeAll closes every session, once the connection is gone.
-func (srv *server) closeAll() error {
+// closeAll closes every session, once the connection is gone, for why.
+func (srv *server) closeAll(why string) error {
 	srv.mu.Lock()
 	srv.closed = true
 	all := make([]*session, 0, len(srv.sessions))
@@ -359,7 +361,7 @@ func (srv *server) closeAll() error {
 	srv.mu.Unlock()
 	var errs []error
 	for _, s := range all {
-		errs = append(errs, s.close())
+		errs = append(errs, s.close(why))
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
 )
 
 // queueSize bounds a session's queue of updates not yet written. A full
@@ -364,13 +365,14 @@ func (s *session) cancel() {
 // first (a client that is alive but not reading must not stall the
 // close), then its turn is cancelled, Run stops, every task is cancelled
 // and every process reaped (agent.Session.Close), and the sender stops.
-func (s *session) close() error {
+// why says what closed it, for the tasks it ends (task.Closed).
+func (s *session) close(why string) error {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.sess.CancelTurn()
 		s.stopRun()
 		<-s.ran
-		s.closeErr = s.sess.Close(context.Background())
+		s.closeErr = s.sess.CloseCause(context.Background(), task.Closed("acp: "+why))
 		closeMCP(s.mcp) // no call is left: every turn and task has ended
 		select {
 		case <-s.sent:

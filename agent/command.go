@@ -151,7 +151,7 @@ func (s *Session) cmdOutput(_ context.Context, id string, out func(string)) {
 }
 
 func (s *Session) cmdCancel(_ context.Context, id string, out func(string)) {
-	already, err := s.table.Cancel(id)
+	already, err := s.table.CancelCause(id, task.Ended(task.ByUser, "/cancel"))
 	switch {
 	case err != nil:
 		out(err.Error())

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -65,7 +66,21 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 			return "", "", context.Cause(ctx)
 		}
 	}
-	return "", "", fmt.Errorf("%w: the model was still calling tools after %d iterations", ErrIterationCap, l.maxIter)
+	return "", "", &iterationCapError{n: l.maxIter}
+}
+
+// iterationCapError is ErrIterationCap with the cap: a sub-agent that
+// reached it ended by a limit (task.Ender).
+type iterationCapError struct{ n int }
+
+func (e *iterationCapError) Error() string {
+	return fmt.Sprintf("%v: the model was still calling tools after %d iterations", ErrIterationCap, e.n)
+}
+
+func (e *iterationCapError) Unwrap() error { return ErrIterationCap }
+
+func (e *iterationCapError) EndedBy() (by, reason string) {
+	return task.ByLimit, fmt.Sprintf("iterations: the model was still calling tools after %d", e.n)
 }
 
 // generate is one model call, streamed to sink, in a chat span.
@@ -234,6 +249,9 @@ func frame(results []task.Result) ([]provider.Block, []string) {
 		fmt.Fprintf(&b, "\n<background-result task_id=%q label=%q status=%q", r.ID, r.Label, r.State)
 		if r.ExitCode != nil {
 			fmt.Fprintf(&b, " exit_code=\"%d\"", *r.ExitCode)
+		}
+		if r.EndedBy != "" && r.EndedBy != task.BySelf {
+			fmt.Fprintf(&b, " ended_by=%q end_reason=%q", r.EndedBy, text.OneLine(r.EndReason, 200))
 		}
 		b.WriteString(">\n")
 		text := r.Text

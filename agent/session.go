@@ -468,10 +468,23 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		tracing.AgentName.String("offstage"), tracing.Conversation(s.id), tracing.Autonomous.Bool(autonomous))
 	defer span.End()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
-	text, stop, err := s.top.turn(ctx, blocks, sink)
+	turn := tools.NewTurn() // the tasks started with lifetime "turn"
+	text, stop, err := s.top.turn(tools.WithTurn(ctx, turn), blocks, sink)
+	turn.End(context.WithoutCancel(ctx), turnEndCause(ctx))
 	tracing.Fail(span, err)
 	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err})
 	return text, err
+}
+
+// turnEndCause is why the tasks of lifetime "turn" end with a turn: the
+// session closing names itself; a turn that ended, or was cancelled,
+// ends them by their declared lifetime (nil: Turn.End's default, a
+// limit).
+func turnEndCause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return task.EndCause(context.Cause(ctx), task.ByLimit, "lifetime turn: the turn that started it was cancelled")
 }
 
 // Run drives the session: it runs a turn for each input line and, while
@@ -561,13 +574,15 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 // ErrTurnCanceled, as the user's Ctrl-C does: the model call and the
 // foreground tools stop; background tasks and Run go on. It reports
 // whether a turn was running.
-func (s *Session) CancelTurn() bool {
+func (s *Session) CancelTurn() bool { return s.cancelTurnCause(ErrTurnCanceled) }
+
+func (s *Session) cancelTurnCause(cause error) bool {
 	s.cancelMu.Lock()
 	defer s.cancelMu.Unlock()
 	if s.cancelTurn == nil {
 		return false
 	}
-	s.cancelTurn(ErrTurnCanceled)
+	s.cancelTurn(cause)
 	return true
 }
 
@@ -592,15 +607,27 @@ func (s *Session) followTasks(ctx context.Context, from uint64, sink Sink) {
 // and Close waits until every task function has returned and every
 // process is reaped (each shell gets its stop grace, 3s by default), for
 // at most 20 seconds or until ctx ends; then the session's record ends.
-// It is idempotent: later calls return the first one's error.
-func (s *Session) Close(ctx context.Context) error {
+// It is idempotent: later calls return the first one's error. The tasks
+// it ends record that the session closed (task.BySession); CloseCause
+// says why.
+func (s *Session) Close(ctx context.Context) error { return s.CloseCause(ctx, nil) }
+
+// CloseCause is Close with why the session closed, which every task it
+// ends records (Info.EndedBy, EndReason) and its turn's error wraps:
+// task.Closed("the ACP client went away"), or an *task.EndError of
+// another (task.BySupervisor). nil is task.ErrClosed: "the session
+// closed". Only the first call's cause counts.
+func (s *Session) CloseCause(ctx context.Context, cause error) error {
+	if cause == nil {
+		cause = task.ErrClosed
+	}
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		close(s.closed)
-		s.CancelTurn()
+		s.cancelTurnCause(fmt.Errorf("%w: %w", ErrTurnCanceled, cause))
 		ctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		defer cancel()
-		s.closeErr = s.table.Close(ctx)
+		s.closeErr = s.table.CloseCause(ctx, cause)
 		if s.record != nil {
 			s.record.End()
 		}

@@ -21,6 +21,7 @@ type spawnInput struct {
 	Profile         string `json:"profile" jsonschema:"the sub-agent profile"`
 	Prompt          string `json:"prompt" jsonschema:"the task, with all it needs to know"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"return its id at once"`
+	Lifetime        string `json:"lifetime,omitempty" jsonschema:"session (the default: it may run until the session closes) or turn (cancelled when this turn ends)"`
 }
 
 // SpawnOutput is the spawn_agent tool's result.
@@ -81,6 +82,9 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case strings.TrimSpace(in.Prompt) == "":
 		return SpawnOutput{}, tools.Fail("prompt is empty; say what the sub-agent should do, with everything it needs to know.")
 	}
+	if err := tools.CheckLifetime(ctx, v, in.Lifetime); err != nil {
+		return SpawnOutput{}, err
+	}
 	model := profile.Model
 	if model == nil {
 		model = s.cfg.Model
@@ -114,6 +118,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case err != nil:
 		return SpawnOutput{}, err
 	}
+	tools.BindLifetime(ctx, v, id, in.Lifetime)
 	if in.RunInBackground {
 		note := fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)
 		if !s.pushes(depth) {
@@ -129,7 +134,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 func (s *Session) waitAgent(ctx context.Context, v *task.View, id string) (SpawnOutput, error) {
 	r, err := v.Wait(ctx, []string{id}, task.All)
 	if err != nil {
-		v.Cancel(id)
+		v.CancelCause(id, task.EndCause(context.Cause(ctx), task.ByUser, "the turn that waited for it was cancelled"))
 		stopped, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		r, err = v.Wait(stopped, []string{id}, task.All)

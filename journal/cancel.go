@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/offstage/offstage/task"
@@ -46,6 +47,24 @@ func (e *OperatorCancel) Error() string {
 		s += ": " + e.Reason
 	}
 	return s
+}
+
+// DashboardBy starts the By of a cancel asked for on the dashboard
+// ("dashboard (127.0.0.1)"): a person watching the session, so the task
+// ends by a user (task.ByUser) rather than an operator.
+const DashboardBy = "dashboard"
+
+// EndedBy names who ended the task (task.Ender): an operator, or a user
+// when the request came from the dashboard.
+func (e *OperatorCancel) EndedBy() (by, reason string) {
+	by, reason = task.ByOperator, e.By
+	if strings.HasPrefix(e.By, DashboardBy) {
+		by = task.ByUser
+	}
+	if e.Reason != "" {
+		reason += ": " + e.Reason
+	}
+	return by, reason
 }
 
 // Is makes an operator's cancel a cancellation.

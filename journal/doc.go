@@ -117,7 +117,8 @@
 //	tasks(session_id, id, kind, label, owner, state, created_at, started_at,
 //	      finished_at, exit_code, result, error, delivered, log_path, pid, pid_start,
 //	      cpu_ns, memory_peak,                          -- a shell's use, at its end
-//	      sandbox)                                      -- its sandbox ('' for none)
+//	      sandbox,                                      -- its sandbox ('' for none)
+//	      ended_by, end_reason)                         -- who ended it, and why
 //	task_events(session_id, id, at, event, state)       -- every state change
 //	cancels(session_id, id, requested_at, requested_by, reason,
 //	        handled_at, outcome)                        -- operators' cancel requests

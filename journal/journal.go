@@ -76,6 +76,12 @@ type Task struct {
 	// where it could write, its network, what was not enforced); "" for
 	// a shell without one.
 	Sandbox string
+	// EndedBy says who or what ended the task (task.Info.EndedBy: self,
+	// model, user, operator, parent, timeout, limit, session, supervisor;
+	// host for one orphaned), and EndReason why, in words. Empty while it
+	// runs, and for a task recorded before the journal kept them.
+	EndedBy   string
+	EndReason string
 }
 
 // Message is one message of a session's conversation, as the runtime

@@ -174,6 +174,14 @@ func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 	if o := tasks[1]; o.State != "completed" || !o.Delivered || o.Label != "make" {
 		t.Errorf("completed task = %+v", o)
 	}
+	// Who ended each (issue 38): both by themselves, with the reason in
+	// words.
+	if o := tasks[1]; o.EndedBy != task.BySelf || o.EndReason != "it exited with status 0" {
+		t.Errorf("completed task ended by %q (%q), want self (it exited with status 0)", o.EndedBy, o.EndReason)
+	}
+	if b.EndedBy != task.BySelf || b.EndReason != "it failed: exit status 2" {
+		t.Errorf("failed task ended by %q (%q), want self (it failed: exit status 2)", b.EndedBy, b.EndReason)
+	}
 	if got, _ := s.Tasks(t.Context(), journal.TaskFilter{State: "failed"}); len(got) != 1 {
 		t.Errorf("filter by state: %+v", got)
 	}
@@ -447,6 +455,11 @@ func testRecoverOrphans(t *testing.T, connect func(*testing.T) *journal.DB) {
 	tasks, _ := s.Tasks(t.Context(), journal.TaskFilter{State: journal.Orphaned})
 	if len(tasks) != 2 {
 		t.Errorf("orphaned tasks = %+v", tasks)
+	}
+	for _, o := range tasks {
+		if o.EndedBy != task.ByHost || !strings.Contains(o.EndReason, fmt.Sprintf("its host died: offstage pid %d", dead.Process.Pid)) {
+			t.Errorf("orphaned %s ended by %q (%q), want host, naming the dead pid", o.ID, o.EndedBy, o.EndReason)
+		}
 	}
 	if again, _ := journal.Recover(t.Context(), s, self); len(again.Tasks) != 0 {
 		t.Errorf("a second Recover = %+v, want nothing: once only", again)

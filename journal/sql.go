@@ -107,6 +107,11 @@ var sqliteMigrations = []string{
 	ALTER TABLE hosts ADD COLUMN bell TEXT NOT NULL DEFAULT '';`,
 	// 7: a shell's sandbox, as proc.SandboxStatus says it; '' for none.
 	`ALTER TABLE tasks ADD COLUMN sandbox TEXT NOT NULL DEFAULT '';`,
+	// 8: who ended a task (task.Info.EndedBy: self, model, user, …,
+	// host for an orphaned one) and why in words; '' before it ended, and
+	// in rows written before this version.
+	`ALTER TABLE tasks ADD COLUMN ended_by TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN end_reason TEXT NOT NULL DEFAULT '';`,
 }
 
 // lostVersion is the SQLite schema version that added sessions.lost, and
@@ -116,6 +121,7 @@ const (
 	usageVersion   = 5
 	fleetVersion   = 6 // cancels, hosts.addr, secret, bell
 	sandboxVersion = 7
+	endsVersion    = 8 // tasks.ended_by, end_reason
 )
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
@@ -193,6 +199,8 @@ var postgresMigrations = []string{
 	ALTER TABLE hosts ADD COLUMN secret text NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN bell text NOT NULL DEFAULT '';`,
 	`ALTER TABLE tasks ADD COLUMN sandbox text NOT NULL DEFAULT '';`,
+	`ALTER TABLE tasks ADD COLUMN ended_by text NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN end_reason text NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -272,6 +280,10 @@ type DB struct {
 	// sandbox is the expression of tasks.sandbox: the column, or '' in
 	// a file opened to read whose schema predates it.
 	sandbox string
+	// ends is the expression of tasks.ended_by and end_reason: the
+	// columns, or '', '' in a file opened to read whose schema predates
+	// them.
+	ends    string
 	reading bool // opened by OpenSQLiteReadOnly
 	// noFleet: a file opened to read whose schema predates cancel
 	// requests and peer addresses; it has none.
@@ -410,6 +422,9 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if v < sandboxVersion {
 		s.sandbox = "''"
 	}
+	if v < endsVersion {
+		s.ends = "'', ''"
+	}
 	s.reading = true
 	return s, nil
 }
@@ -499,7 +514,7 @@ func (s *DB) overwritten() error {
 }
 
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox"}
+	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox", ends: "t.ended_by, t.end_reason"}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -677,7 +692,7 @@ const (
 	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
-	updateFinished = `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ? WHERE session_id = ? AND id = ?`
+	updateFinished = `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ?, ended_by = ?, end_reason = ? WHERE session_id = ? AND id = ?`
 	insertEvent    = `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 )
 
@@ -729,7 +744,7 @@ func (w *writer) change(c *TaskChange) error {
 		if c.ExitCode != nil {
 			code = *c.ExitCode
 		}
-		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.Session, c.ID)
+		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.EndedBy, c.EndReason, c.Session, c.ID)
 	case task.EventDelivered:
 		err = w.exec(updateDelivery, c.Session, c.ID)
 	default:
@@ -862,7 +877,7 @@ func (s *DB) orphan(ctx context.Context, where string, at time.Time, args ...any
 			query string
 			args  []any
 		}{
-			{`UPDATE tasks SET state = 'orphaned', finished_at = ? WHERE session_id IN (SELECT id FROM sessions WHERE host_id = ?) AND state IN ('queued', 'running')`, []any{at.UnixNano(), h.ID}},
+			{`UPDATE tasks SET state = 'orphaned', finished_at = ?, ended_by = 'host', end_reason = ? WHERE session_id IN (SELECT id FROM sessions WHERE host_id = ?) AND state IN ('queued', 'running')`, []any{at.UnixNano(), orphanReason(h), h.ID}},
 			{`UPDATE sessions SET ended_at = ? WHERE host_id = ? AND ended_at IS NULL`, []any{at.UnixNano(), h.ID}},
 			{`UPDATE hosts SET orphaned_at = ? WHERE id = ?`, []any{at.UnixNano(), h.ID}},
 		} {
@@ -881,6 +896,15 @@ func (s *DB) orphan(ctx context.Context, where string, at time.Time, args ...any
 		return nil, nil, err
 	}
 	return hosts, all, nil
+}
+
+// orphanReason is the end_reason of the tasks a dead host left.
+func orphanReason(h Host) string {
+	r := fmt.Sprintf("its host died: offstage pid %d on %s", h.PID, h.Hostname)
+	if !h.Lease.IsZero() {
+		r += fmt.Sprintf(" (lease ended %s)", h.Lease.UTC().Format(time.RFC3339))
+	}
+	return r + "; the task was marked orphaned"
 }
 
 // Renew extends a host's lease; false means the host was orphaned
@@ -920,7 +944,7 @@ const (
 )
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+taskFrom+where), args...)
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+", "+s.ends+taskFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -931,10 +955,13 @@ func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...an
 		var created, cpu int64
 		var started, finished, code sql.NullInt64
 		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
-			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak, &t.Sandbox); err != nil {
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak, &t.Sandbox, &t.EndedBy, &t.EndReason); err != nil {
 			return nil, err
 		}
 		t.CPU = time.Duration(cpu)
+		if t.EndedBy == "" && t.State == Orphaned {
+			t.EndedBy = task.ByHost // recorded before ended_by was
+		}
 		t.Created, t.Started, t.Finished = time.Unix(0, created), fromNanos(started), fromNanos(finished)
 		if code.Valid {
 			c := int(code.Int64)

@@ -161,6 +161,17 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	}
 	t.begin(id)
 	defer t.end(id, r.Method == http.MethodDelete)
+	if r.Method == http.MethodDelete {
+		t.mu.Lock()
+		var server *mcp.Server
+		if e := t.byID[id]; e != nil {
+			server = e.server
+		}
+		t.mu.Unlock()
+		if server != nil {
+			t.svc.closingFor(server, "the client ended the session (HTTP DELETE)")
+		}
+	}
 	h.ServeHTTP(w, r)
 }
 
@@ -292,6 +303,7 @@ func (t *idleSessions) expire(id string, e *idleSession, gen int) {
 	// A warning: it stops tasks its user may still want, and offstage mcp
 	// logs warnings by default.
 	t.svc.cfg.Logger.Warn("closing an HTTP session idle for longer than the idle timeout (no request, no open stream): its client is taken for gone", "session_id", id, "idle_timeout", t.timeout)
+	t.svc.closingFor(server, fmt.Sprintf("idle policy: no request and no open stream for %s (--idle-timeout); its client was taken for gone", t.timeout))
 	closeSessions(server)
 }
 
@@ -307,6 +319,7 @@ func (t *idleSessions) closeAll() {
 	}
 	t.mu.Unlock()
 	for _, server := range servers {
+		t.svc.closingFor(server, "the server was shut down")
 		closeSessions(server)
 	}
 }

@@ -11,12 +11,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -102,7 +104,8 @@ func (s *rawSession) tool(name, args string, out any) {
 // for the SDK's timeout of an hour, which also counts only POSTs.
 func TestHTTPIdleSessionsAreClosed(t *testing.T) {
 	var logged syncBuffer
-	svc := newService(t, mcpserver.Config{IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	ends := &endRecorder{}
+	svc := newService(t, mcpserver.Config{IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil)), Tasks: task.Options{Recorder: ends}})
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	defer srv.Close()
 
@@ -142,6 +145,11 @@ func TestHTTPIdleSessionsAreClosed(t *testing.T) {
 	}
 	if !groupAlive(keptPGID) {
 		t.Error("the listening client's shell was stopped")
+	}
+	// Its shell ended by the session, closed by the idle policy (issue
+	// 38); the listening client's has not ended.
+	if by, reason := ends.of(started.TaskID); by != task.BySession || !strings.Contains(reason, "mcp: idle policy") || !strings.Contains(reason, "1s") {
+		t.Errorf("the vanished client's shell ended by %q (%q), want session (mcp: idle policy … 1s …)", by, reason)
 	}
 	var list tools.ListOutput
 	if call(t, listening, "task_list", `{}`, &list) || len(list.Tasks) != 1 {
@@ -318,4 +326,29 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	openWithin(10 * time.Second)
 	openWithin(10 * time.Second)
 	waitFor(t, "the idle sessions are closed", func() bool { return svc.Sessions() <= 2 })
+}
+
+// endRecorder keeps who ended each task (task.Change.EndedBy), by id.
+type endRecorder struct {
+	mu   sync.Mutex
+	ends map[string][2]string
+}
+
+func (r *endRecorder) Record(c *task.Change) {
+	if c.Type != task.EventFinished {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ends == nil {
+		r.ends = map[string][2]string{}
+	}
+	r.ends[c.ID] = [2]string{c.EndedBy, c.EndReason}
+}
+
+func (r *endRecorder) of(id string) (by, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.ends[id]
+	return e[0], e[1]
 }

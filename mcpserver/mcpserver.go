@@ -255,7 +255,7 @@ func (s *Service) Close(ctx context.Context) error {
 	var closing sync.WaitGroup
 	for _, c := range conns {
 		closing.Go(func() {
-			results <- c.close(ctx)
+			results <- c.close(ctx, "the server was shut down")
 			if c.ss != nil {
 				c.ss.Close() // its requests and streams end; ss.Wait returns
 			}
@@ -316,6 +316,7 @@ type conn struct {
 	mu     sync.Mutex
 	subs   map[string]int64    // guarded by mu: subscribed resource URI → output bytes last notified
 	listed map[string]struct{} // guarded by mu: the output resources in resources/list (live shells)
+	why    string              // guarded by mu: why the session is ending, when known before it ends (closingFor)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -475,26 +476,57 @@ func shorten(s string, n int) string {
 // disconnected runs when the session ends.
 func (c *conn) disconnected() {
 	svc := c.svc
+	c.mu.Lock()
+	why := c.why
+	c.mu.Unlock()
+	if why == "" {
+		why = "the client went away (its connection or session ended)"
+	}
 	if svc.cfg.KeepOnDisconnect {
 		svc.cfg.Logger.Info("session ended; its tasks keep running", "tasks", len(c.table.List()))
 		select {
 		case <-svc.ctx.Done():
 		case <-c.done:
 		}
+		why = "the server was shut down (its client had gone, and KeepOnDisconnect kept its tasks until then)"
 	}
-	if err := c.close(context.Background()); err != nil { // agent.Session.Close bounds it
+	if err := c.close(context.Background(), why); err != nil { // agent.Session.Close bounds it
 		svc.cfg.Logger.Error("closing a session's tasks", "err", err)
 	}
 }
 
-// close cancels and reaps the session's tasks, once.
-func (c *conn) close(ctx context.Context) error {
+// closingFor records why the session of server is about to end (an
+// HTTP DELETE, the idle timeout), for the tasks its close ends; the first
+// reason given counts.
+func (s *Service) closingFor(server *mcp.Server, why string) {
+	s.mu.Lock()
+	var c *conn
+	for x := range s.conns {
+		if x.server == server {
+			c = x
+			break
+		}
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.why == "" {
+		c.why = why
+	}
+	c.mu.Unlock()
+}
+
+// close cancels and reaps the session's tasks, once; why says what ended
+// the session, for the tasks (task.Closed).
+func (c *conn) close(ctx context.Context, why string) error {
 	// A conn is listed in svc.conns, where Close finds it, while start is
 	// still giving it its table: wait for start to finish.
 	c.once.Do(func() {})
 	c.closeOnce.Do(func() {
 		if c.session != nil {
-			c.closeErr = c.session.Close(ctx)
+			c.closeErr = c.session.CloseCause(ctx, task.Closed("mcp: "+why))
 		}
 		close(c.done)
 		c.svc.mu.Lock()

@@ -49,6 +49,23 @@ func (e *ExitError) Error() string {
 	return what
 }
 
+// EndedBy names what ended the process, for the task that ran it (it
+// is a task.Ender, without this package importing task): one that failed
+// after the kernel killed it, or some of its processes, at its memory
+// limit ended by a limit ("limit"). Otherwise it has no opinion (""): a
+// process that exited ended by itself, and one we stopped by whoever
+// stopped it, which the cause it wraps names.
+func (e *ExitError) EndedBy() (by, reason string) {
+	switch {
+	case e.Stopped || e.MemoryKills == 0:
+		return "", ""
+	case e.Signal == syscall.SIGKILL:
+		return "limit", "memory: the kernel killed it at its limit of " + FormatSize(e.MemoryLimit)
+	}
+	return "limit", fmt.Sprintf("memory: it failed (%s) after the kernel killed %d of its processes at its limit of %s",
+		(&ExitError{Exit: Exit{Code: e.Code, Signal: e.Signal}}).Error(), e.MemoryKills, FormatSize(e.MemoryLimit))
+}
+
 // Unwrap returns the stop cause, so errors.Is(err, context.DeadlineExceeded)
 // and the like see why a stopped process ended.
 func (e *ExitError) Unwrap() error { return e.Cause }

@@ -71,6 +71,11 @@ func TestLimitMemory(t *testing.T) {
 	if err := e.Err(); err == nil || err.Error() != want {
 		t.Errorf("Exit.Err() = %v, want %q", err, want)
 	}
+	// The task that ran it ended by a limit (issue 38): ExitError is a
+	// task.Ender.
+	if by, reason := e.Err().(*proc.ExitError).EndedBy(); by != "limit" || !strings.Contains(reason, "memory") {
+		t.Errorf("EndedBy() = %q, %q; want limit, memory", by, reason)
+	}
 }
 
 // TestLimitMemoryFits: a command under its memory limit runs as ever.

@@ -41,6 +41,19 @@
 // Spec.Timeout ends timed_out. A panic in a task function is recovered at
 // the task boundary and the task ends failed with a [*PanicError].
 //
+// Every finished task says who or what ended it (Info.EndedBy, one of
+// the By constants: self, model, user, operator, parent, timeout, limit,
+// session, supervisor, host) and why in words (Info.EndReason). [EndOf]
+// is the one mapping from a task's error or cancellation cause to the
+// name: a cause that implements [Ender] names itself (see [Ended],
+// [Closed]; another package's error, such as a spent budget, does so by
+// implementing EndedBy); otherwise the sentinels decide. [View.Cancel] is
+// the owner's model cancelling, [Table.Cancel] a user's; CancelCause and
+// [Table.CloseCause] name anyone else. A task cancelled through its
+// owner's context ends by its parent, and the reason names the owner
+// and how it ended; one the table's close or context reaches ends as
+// the table did (its session closed).
+//
 // A finished result is delivered to its owner exactly once, by whichever
 // comes first of [View.Drain] (the runtime's passive reflow before each
 // model request) and [View.Wait] (the model asked). Delivery is a flag

@@ -48,6 +48,7 @@ type Event struct {
 	State     State // the task's state after the change
 	Iteration int   // for EventProgress
 	Text      string
+	EndedBy   string // for EventFinished: who ended the task (Info.EndedBy)
 }
 
 // EventLog is the table's bounded, append-only log of events. Writers never

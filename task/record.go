@@ -31,6 +31,9 @@ type Change struct {
 	ExitCode *int
 	Result   string
 	Err      string
+	// For EventFinished: who ended the task and why (Info.EndedBy,
+	// Info.EndReason).
+	EndedBy, EndReason string
 }
 
 func (tb *Table) recordLocked(t *task, e *Event) {
@@ -41,6 +44,7 @@ func (tb *Table) recordLocked(t *task, e *Event) {
 		if t.err != nil {
 			c.Err = t.err.Error()
 		}
+		c.EndedBy, c.EndReason = t.endedBy, t.endReason
 	}
 	tb.opts.Recorder.Record(c)
 }

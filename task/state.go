@@ -82,6 +82,14 @@ type Info struct {
 	// Delivered reports whether the result has reached the owner (through
 	// Drain or Wait).
 	Delivered bool
+
+	// EndedBy, once the task has finished, says who or what ended it: one
+	// of the By constants (BySelf, ByModel, ByUser, …). EndReason says why
+	// in words: "task_cancel", "its owner agent:3 ended (model:
+	// task_cancel)", "the MCP client went away". Both are empty while
+	// the task runs. See EndOf.
+	EndedBy   string
+	EndReason string
 }
 
 // Result is the outcome of a finished task, delivered to its owner exactly

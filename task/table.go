@@ -34,6 +34,7 @@ type Table struct {
 	live          int                    // tasks whose function has not finished (queued or running)
 	held          int                    // tasks retention may not evict: live, or finished and undelivered with a live owner
 	closed        bool                   // Close was called
+	closeCause    error                  // the cause Close was given
 	drainedClosed bool                   // drained is closed
 	change        Change                 // handed to Options.Recorder, reused
 }
@@ -41,8 +42,9 @@ type Table struct {
 // ownerState is what the table keeps for one owner: the top level ("") or
 // an agent task that has started tasks of its own.
 type ownerState struct {
-	id  string
-	ctx context.Context // parent of the contexts of the owner's tasks
+	id   string
+	ctx  context.Context // parent of the contexts of the owner's tasks
+	task *task           // the owner task; nil for the top level
 
 	// guarded by Table.mu
 	pending queue         // the owner's finished, undelivered tasks, in finish order
@@ -106,6 +108,10 @@ type task struct {
 	traceDropped int
 	text         string
 	err          error
+	cause        error  // why the task itself was cancelled (cancelLocked), if it was before its context ended
+	endedBy      string // who ended it (a By constant), once finished
+	endReason    string // why, in words
+	endCascaded  bool   // it ended because the table's context ended, reaching it through its owners
 	delivered    bool
 	evicted      bool
 	stopQueued   func() bool // stops the AfterFunc that ends a queued task whose context ends
@@ -170,18 +176,27 @@ func (tb *Table) PeekText(id string, n, textLimit int) (Peek, error) {
 }
 
 // Cancel cancels one task, whoever owns it, and returns at once; see
-// View.Cancel.
+// View.Cancel. It is a user's cancel (the Table's methods are for UIs):
+// the task ends with EndedBy ByUser; CancelCause names another.
 func (tb *Table) Cancel(id string) (alreadyFinished bool, err error) {
-	return tb.cancelID("", false, id, ErrCanceled)
+	return tb.cancelID("", false, id, errUserCancel)
 }
 
-// CancelCause is Cancel with cause recorded instead of ErrCanceled: the
-// task's Result.Err (and so what its owner is told) is cause. It is for
-// a canceller the owner should hear of by name, such as an operator
-// stopping the task from outside the session; cause should wrap
-// ErrCanceled (errors.Is) so code that branches on it still sees a
-// cancellation. A nil cause is ErrCanceled. Like Cancel it returns at
-// once, and does nothing to a finished task.
+// errUserCancel and errModelCancel are the causes of Table.Cancel and
+// View.Cancel.
+var (
+	errUserCancel  = &EndError{By: ByUser, Reason: "cancelled from the session"}
+	errModelCancel = &EndError{By: ByModel, Reason: "task_cancel"}
+)
+
+// CancelCause is Cancel with cause recorded instead: the task's
+// Result.Err (and so what its owner is told) is cause, and who ended it
+// (Info.EndedBy) is what EndOf makes of cause; an *EndError (see Ended)
+// names anyone. It is for a canceller the owner should hear of by name,
+// such as an operator stopping the task from outside the session; cause
+// should wrap ErrCanceled (errors.Is) so code that branches on it still
+// sees a cancellation. A nil cause is ErrCanceled. Like Cancel it returns
+// at once, and does nothing to a finished task.
 func (tb *Table) CancelCause(id string, cause error) (alreadyFinished bool, err error) {
 	if cause == nil {
 		cause = ErrCanceled
@@ -215,25 +230,38 @@ func (tb *Table) Result(id string) (r Result, ok bool, err error) {
 }
 
 // CancelAll cancels every unfinished task and returns how many it
-// cancelled. It does not wait; the table stays open for new tasks.
-func (tb *Table) CancelAll() int { return tb.cancelAll("", false) }
+// cancelled, as a user's cancel. It does not wait; the table stays open
+// for new tasks.
+func (tb *Table) CancelAll() int { return tb.cancelAll("", false, errUserCancel) }
 
 // Close cancels every task with cause ErrClosed, refuses new ones, and
 // waits until every task function has returned or ctx ends (then it returns
 // context.Cause(ctx) and the tasks go on winding down). It is idempotent
 // and safe to call concurrently; a second call waits like the first.
 // Undelivered results stay readable with Drain after Close.
-func (tb *Table) Close(ctx context.Context) error {
+func (tb *Table) Close(ctx context.Context) error { return tb.CloseCause(ctx, nil) }
+
+// CloseCause is Close with cause as the cancellation cause instead of
+// ErrClosed: an *EndError naming why the session closed ("the MCP client
+// went away"), which every task it ends records (EndedBy, EndReason). It
+// should wrap ErrClosed, as Ended's do not: use &EndError{By: BySession,
+// Reason: …, Err: ErrClosed}. Only the first call's cause counts.
+func (tb *Table) CloseCause(ctx context.Context, cause error) error {
+	if cause == nil {
+		cause = ErrClosed
+	}
 	tb.mu.Lock()
 	if !tb.closed {
 		tb.closed = true
+		tb.closeCause = cause
 		now := time.Now()
-		for t := tb.runq.pop(); t != nil; t = tb.runq.pop() {
-			tb.finishLocked(t, Canceled, "", ErrClosed, now)
-		}
 		// Cancelling under the lock is safe: it runs no code of ours
-		// synchronously (AfterFuncs run on their own goroutines).
-		tb.cancel(ErrClosed)
+		// synchronously (AfterFuncs run on their own goroutines). It comes
+		// first so that the queued tasks ended below see why.
+		tb.cancel(cause)
+		for t := tb.runq.pop(); t != nil; t = tb.runq.pop() {
+			tb.finishLocked(t, Canceled, "", context.Cause(t.ctx), now)
+		}
 		tb.settleLocked(now)
 		tb.signalDrainedLocked()
 	}
@@ -348,7 +376,7 @@ func (tb *Table) ownerLocked(owner string) (*ownerState, error) {
 	if t.runCtx != nil {
 		ctx = t.runCtx // so the owner's timeout reaches its children at once
 	}
-	o := &ownerState{id: owner, ctx: ctx, ready: make(chan struct{}, 1), dead: t.state.Finished()}
+	o := &ownerState{id: owner, ctx: ctx, task: t, ready: make(chan struct{}, 1), dead: t.state.Finished()}
 	t.self = o
 	tb.owners[owner] = o
 	return o, nil
@@ -490,6 +518,8 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 	}
 	t.state, t.finished = state, now
 	t.text, t.err = cutBytes(text, tb.opts.MaxResultBytes), err
+	t.endedBy, t.endReason = tb.endLocked(t, state, err)
+	t.endReason = cutBytes(t.endReason, maxTraceLineBytes)
 	if queued {
 		// Cancel its context now: finishRun will not. (For a running
 		// task, finishRun cancels it right after this.)
@@ -573,7 +603,7 @@ func (tb *Table) evictLocked(now time.Time) {
 func (tb *Table) eventLocked(t *task, typ EventType, text string, now time.Time) {
 	e := tb.events.appendLocked(Event{
 		Time: now, Type: typ, ID: t.id, Kind: t.kind, Owner: t.owner.id,
-		State: t.state, Iteration: t.iteration, Text: text,
+		State: t.state, Iteration: t.iteration, Text: text, EndedBy: t.endedBy,
 	})
 	if tb.opts.Recorder != nil {
 		tb.recordLocked(t, &e)
@@ -598,6 +628,7 @@ func (t *task) infoLocked() Info {
 		Created: t.created, Started: t.started, Finished: t.finished,
 		Iteration: t.iteration, Activity: t.activity, LastActivity: t.lastActive,
 		ExitCode: t.exitCodeLocked(), Delivered: t.delivered,
+		EndedBy: t.endedBy, EndReason: t.endReason,
 	}
 }
 
@@ -725,12 +756,12 @@ func (tb *Table) cancelID(owner string, scoped bool, id string, cause error) (bo
 	return finished, nil
 }
 
-func (tb *Table) cancelAll(owner string, scoped bool) int {
+func (tb *Table) cancelAll(owner string, scoped bool, cause error) int {
 	tb.mu.Lock()
 	now, n := time.Now(), 0
 	for _, t := range tb.all {
 		if !t.evicted && !t.state.Finished() && (!scoped || t.owner.id == owner) {
-			tb.cancelLocked(t, now, ErrCanceled)
+			tb.cancelLocked(t, now, cause)
 			n++
 		}
 	}
@@ -743,6 +774,9 @@ func (tb *Table) cancelAll(owner string, scoped bool) int {
 // the lock makes the order of Cancel and finishRun well defined, and runs
 // none of our code synchronously.
 func (tb *Table) cancelLocked(t *task, now time.Time, cause error) {
+	if t.ctx.Err() == nil {
+		t.cause = cause // its own end, not its owner's: see endLocked
+	}
 	t.cancel(cause)
 	if t.state == Queued {
 		tb.runq.remove(t)

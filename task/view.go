@@ -50,17 +50,30 @@ func (v *View) Peek(id string, n int) (Peek, error) {
 // such as *proc.Process; the view keeps the lookup scoped to the owner.
 func (v *View) Output(id string) (Output, error) { return v.tb.outputOf(v.owner, true, id) }
 
-// Cancel cancels one of the owner's tasks with cause ErrCanceled and
-// returns at once: a queued task ends canceled now, a running one when its
-// function returns. It is idempotent. alreadyFinished reports whether the
-// task had finished before this call (then nothing changes).
+// Cancel cancels one of the owner's tasks and returns at once: a queued
+// task ends canceled now, a running one when its function returns. It is
+// the owner's model cancelling (task_cancel): the cause is an *EndError
+// wrapping ErrCanceled, and the task ends with EndedBy ByModel;
+// CancelCause names another. It is idempotent. alreadyFinished reports
+// whether the task had finished before this call (then nothing changes).
 func (v *View) Cancel(id string) (alreadyFinished bool, err error) {
-	return v.tb.cancelID(v.owner, true, id, ErrCanceled)
+	return v.tb.cancelID(v.owner, true, id, errModelCancel)
 }
 
-// CancelAll cancels every unfinished task of the owner, returns how many,
-// and does not wait.
-func (v *View) CancelAll() int { return v.tb.cancelAll(v.owner, true) }
+// CancelCause is Cancel with cause instead (see Table.CancelCause): for
+// code acting for the owner on someone else's behalf, such as a turn the
+// user cancelled taking its foreground command with it. A nil cause is
+// ErrCanceled.
+func (v *View) CancelCause(id string, cause error) (alreadyFinished bool, err error) {
+	if cause == nil {
+		cause = ErrCanceled
+	}
+	return v.tb.cancelID(v.owner, true, id, cause)
+}
+
+// CancelAll cancels every unfinished task of the owner, as Cancel does,
+// returns how many, and does not wait.
+func (v *View) CancelAll() int { return v.tb.cancelAll(v.owner, true, errModelCancel) }
 
 // Done returns a channel closed once the task has finished and its result
 // is written. Receiving from it consumes nothing.

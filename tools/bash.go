@@ -34,6 +34,7 @@ type bashInput struct {
 	WaitSeconds       float64 `json:"wait_seconds,omitempty" jsonschema:"with until or until_port: how long to wait; default 30, at most 300"`
 	Sandbox           *bool   `json:"sandbox,omitempty" jsonschema:"false: ask the user to let this one command run outside the sandbox; default true"`
 	Port              int     `json:"port,omitempty" jsonschema:"lease this many free TCP ports (1 to 8) while it runs: the first in $PORT, all in $OFFSTAGE_PORTS"`
+	Lifetime          string  `json:"lifetime,omitempty" jsonschema:"session (the default: it may run until the session closes) or turn (cancelled when this turn ends)"`
 }
 
 // BashOutput is the bash tool's result.
@@ -45,6 +46,7 @@ type BashOutput struct {
 	Output          string   `json:"output,omitempty"`
 	OutputBytes     int64    `json:"output_bytes"`
 	Error           string   `json:"error,omitempty"`
+	Ending                   // once finished: who ended it
 	// Matched is the line until waited for, if it appeared.
 	Matched *Match `json:"matched,omitempty"`
 	// Listening is the port until_port waited for, if the command
@@ -72,6 +74,9 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		return BashOutput{}, fail("timeout_seconds must not be negative (leave it out for no timeout).")
 	case in.YieldAfterSeconds < 0:
 		return BashOutput{}, fail("yield_after_seconds must not be negative (leave it out for the default %d).", defaultYieldSeconds)
+	}
+	if err := checkLifetime(ctx, v, in.Lifetime); err != nil {
+		return BashOutput{}, err
 	}
 	var watch *regexp.Regexp
 	if in.NotifyOn != "" {
@@ -153,6 +158,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	case err != nil:
 		return BashOutput{}, err
 	}
+	BindLifetime(ctx, v, id, in.Lifetime)
 	if ports != nil {
 		s.holdPorts(v, id, ports)
 		if in.UntilPort == "leased" {
@@ -247,8 +253,10 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 		}
 		return s.adopted(v, id, strings.Join(notes, " ")+fmt.Sprintf(" It keeps running in the background as %s.", id)), nil
 	case ctx.Err() != nil:
-		// The turn was cancelled: a foreground command goes with it.
-		v.Cancel(id)
+		// The turn was cancelled: a foreground command goes with it, by
+		// the hand that cancelled the turn (a user, unless the session
+		// closed).
+		v.CancelCause(id, task.EndCause(context.Cause(ctx), task.ByUser, "the turn that ran it in the foreground was cancelled"))
 		done, _ := v.Done(id)
 		stopped, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -353,6 +361,9 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		out.Status = info.State.String()
 	}
 	out.ExitCode = r.ExitCode
+	if ok {
+		out.Ending = endingOf(r.Info)
+	}
 	if ok && !r.Started.IsZero() {
 		d := seconds(r.Finished.Sub(r.Started))
 		out.DurationSeconds = &d

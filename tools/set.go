@@ -313,6 +313,7 @@ func seconds(d time.Duration) float64 {
 // TaskResult is how the tools show a finished task's result.
 type TaskResult struct {
 	TaskInfo
+	Ending
 	Result string   `json:"result,omitempty"`
 	Error  string   `json:"error,omitempty"`
 	Trace  []string `json:"trace,omitempty"` // what a sub-agent did: its last tool calls
@@ -341,8 +342,24 @@ func ShortTrace(trace []string) []string {
 	return out
 }
 
+// Ending is how the tools say who ended a finished task (task.EndOf):
+// ended_by always, end_reason unless the task ended by itself (its
+// status, exit code and error say that already).
+type Ending struct {
+	EndedBy   string `json:"ended_by,omitempty"`
+	EndReason string `json:"end_reason,omitempty"`
+}
+
+func endingOf(i task.Info) Ending {
+	e := Ending{EndedBy: i.EndedBy}
+	if i.EndedBy != task.BySelf {
+		e.EndReason = shorten(i.EndReason, fieldBytes)
+	}
+	return e
+}
+
 func resultOf(r task.Result, now time.Time, textBytes int) TaskResult {
-	out := TaskResult{TaskInfo: infoOf(r.Info, now), Result: shortenTail(r.Text, textBytes), Trace: ShortTrace(r.Trace)}
+	out := TaskResult{TaskInfo: infoOf(r.Info, now), Ending: endingOf(r.Info), Result: shortenTail(r.Text, textBytes), Trace: ShortTrace(r.Trace)}
 	if r.Err != nil {
 		out.Error = shorten(r.Err.Error(), fieldBytes)
 	}

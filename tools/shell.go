@@ -308,7 +308,7 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		// task: a stop we sent ends the task canceled, as a cancel does.
 		// The table decides the state by the task's context when the
 		// function returns, so the cancel goes first.
-		v.Cancel(h.ID())
+		v.CancelCause(h.ID(), task.EndCause(e.Cause, task.ByUser, "its process was stopped from outside the task"))
 	}
 	result = shellResult(p, e, opts.ResultLines, opts.ResultBytes)
 	if failedByItself(e) {

@@ -28,6 +28,7 @@ type Step struct {
 // InspectOutput is the task_inspect tool's result.
 type InspectOutput struct {
 	TaskInfo
+	Ending
 	Result     string `json:"result,omitempty"`
 	Error      string `json:"error,omitempty"`
 	TotalSteps int    `json:"total_steps,omitempty"`
@@ -87,9 +88,10 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 		}
 	}
 	if p.State.Finished() {
+		out.Ending = endingOf(p.Info)
 		if r, ok := consume(v, id); ok {
 			res := resultOf(r, now, resultBytes)
-			out.TaskInfo, out.Result, out.Error = res.TaskInfo, res.Result, res.Error
+			out.TaskInfo, out.Ending, out.Result, out.Error = res.TaskInfo, res.Ending, res.Result, res.Error
 			out.Note = "Its result is included here and will not be sent to you again."
 			if !s.pushes(v.Owner()) {
 				out.Note = "Its result is included here and will not be returned again."

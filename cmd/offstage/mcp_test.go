@@ -59,6 +59,10 @@ func TestMCPOverStdioWithTheGoSDK(t *testing.T) {
 	if len(tasks) != 1 || tasks[0].ID != "shell:1" || tasks[0].State != "canceled" || tasks[0].LogPath == "" {
 		t.Errorf("tasks = %+v", tasks)
 	}
+	// Who ended it: the session, because its client went away (issue 38).
+	if len(tasks) == 1 && (tasks[0].EndedBy != "session" || !strings.Contains(tasks[0].EndReason, "mcp: the client went away")) {
+		t.Errorf("the task ended by %q (%q), want session (mcp: the client went away)", tasks[0].EndedBy, tasks[0].EndReason)
+	}
 }
 
 // A real peer that nobody here wrote: the TypeScript SDK.

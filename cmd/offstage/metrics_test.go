@@ -86,16 +86,16 @@ func TestMetricsCountTasks(t *testing.T) {
 	var after map[string]float64
 	waitUntil(t, "the metrics count 4 started tasks", func() bool {
 		_, after = scrape(t, endpoint, token)
-		return after[`offstage_tasks_started_total{kind="shell"}`] == 4 && after[`offstage_tasks_finished_total{kind="shell",state="failed"}`] == 1
+		return after[`offstage_tasks_started_total{kind="shell"}`] == 4 && after[`offstage_tasks_finished_total{kind="shell",reason="self",state="failed"}`] == 1
 	})
 	for name, want := range map[string]float64{
-		`offstage_tasks_finished_total{kind="shell",state="completed"}`: 2,
-		`offstage_tasks_finished_total{kind="shell",state="failed"}`:    1,
-		`offstage_tasks_running{kind="shell"}`:                          1,
-		`offstage_tasks_queued{kind="shell"}`:                           0,
-		`offstage_task_duration_seconds_count{kind="shell"}`:            3,
-		`offstage_task_output_bytes_total`:                              float64(len("one\ntwo\nthree\n")),
-		`offstage_sessions_open`:                                        1,
+		`offstage_tasks_finished_total{kind="shell",reason="self",state="completed"}`: 2,
+		`offstage_tasks_finished_total{kind="shell",reason="self",state="failed"}`:    1,
+		`offstage_tasks_running{kind="shell"}`:                                        1,
+		`offstage_tasks_queued{kind="shell"}`:                                         0,
+		`offstage_task_duration_seconds_count{kind="shell"}`:                          3,
+		`offstage_task_output_bytes_total`:                                            float64(len("one\ntwo\nthree\n")),
+		`offstage_sessions_open`:                                                      1,
 	} {
 		if after[name] != want {
 			t.Errorf("after 4 tasks, %s = %v, want %v", name, after[name], want)
@@ -112,6 +112,6 @@ func TestMetricsCountTasks(t *testing.T) {
 	waitUntil(t, "the session's end, and the background sleep stopped with it as canceled, are counted", func() bool {
 		_, after = scrape(t, endpoint, token)
 		return after[`offstage_sessions_open`] == 0 && after[`offstage_tasks_running{kind="shell"}`] == 0 &&
-			after[`offstage_tasks_finished_total{kind="shell",state="canceled"}`] == 1
+			after[`offstage_tasks_finished_total{kind="shell",reason="session",state="canceled"}`] == 1
 	})
 }

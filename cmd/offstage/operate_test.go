@@ -164,9 +164,13 @@ func testCancelAndFollow(t *testing.T, o *operated, ownerGone func()) {
 	if !strings.Contains(text, `"status":"canceled"`) || !strings.Contains(text, "stopped by an operator") || !strings.Contains(text, "runaway test loop") {
 		t.Errorf("the owner's client sees: %s", text)
 	}
+	if !strings.Contains(text, `"ended_by":"operator"`) {
+		t.Errorf("the owner's client is not told an operator ended it (issue 38): %s", text)
+	}
 	// The record says who stopped it, and why.
 	show, _ := offstage(t, o.elsewhere, "tasks", "show", name, "--json")
-	if out, err := show.Output(); err != nil || !strings.Contains(string(out), `"cancel_request":{"by":"`) || !strings.Contains(string(out), `"reason":"runaway test loop"`) || !strings.Contains(string(out), `"outcome":"canceled"`) {
+	if out, err := show.Output(); err != nil || !strings.Contains(string(out), `"cancel_request":{"by":"`) || !strings.Contains(string(out), `"reason":"runaway test loop"`) || !strings.Contains(string(out), `"outcome":"canceled"`) ||
+		!strings.Contains(string(out), `"ended_by":"operator"`) || !strings.Contains(string(out), `runaway test loop"`) {
 		t.Errorf("offstage tasks show: %v\n%s", err, out)
 	}
 	// Cancelling it again says it ended.

@@ -320,16 +320,23 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 		time.Sleep(50 * time.Millisecond)
 	}
 	close(input)
+	why := "run: the one-shot prompt was answered and its background work was done"
 	if n := running(s.Table()); n > 0 {
-		why := fmt.Sprintf("--wait %s ran out", wait)
+		what := fmt.Sprintf("--wait %s ran out", wait)
 		if ctx.Err() != nil {
-			why = "interrupted"
+			what = "interrupted"
 		}
-		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped (a longer --wait, or a conversation without a prompt, lets them finish).\n", why, text.Plural(n, "task"))
+		why = "run: " + what + " (one-shot)"
+		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped (a longer --wait, or a conversation without a prompt, lets them finish).\n", what, text.Plural(n, "task"))
 	}
 	cancel()
 	<-ran
-	closeErr := s.Close(context.Background())
+	mu.Lock()
+	if failed != nil {
+		why = "run: the one-shot prompt's turn failed"
+	}
+	mu.Unlock()
+	closeErr := s.CloseCause(context.Background(), task.Closed(why))
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
@@ -414,8 +421,9 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	interrupted := false
-	pending := 0            // messages sent whose turn has not ended
-	var asking []escalation // requests to run outside the sandbox; the next line answers the first
+	why := "run: the conversation ended" // why the session closes: set where the loop breaks
+	pending := 0                         // messages sent whose turn has not ended
+	var asking []escalation              // requests to run outside the sandbox; the next line answers the first
 loop:
 	for {
 		for len(asking) > 0 && asking[0].ctx.Err() != nil {
@@ -433,6 +441,7 @@ loop:
 			asking = append(asking, a)
 		case in, ok := <-next:
 			if !ok {
+				why = "run: its input ended (end of file, or the terminal closed)"
 				break loop
 			}
 			if len(asking) > 0 && in.tooLong == 0 {
@@ -453,6 +462,7 @@ loop:
 			case line == "":
 			case strings.HasPrefix(line, "/"):
 				if !command(ctx, s, p, line, sigs) {
+					why = "run: " + line
 					break loop
 				}
 			default:
@@ -468,6 +478,7 @@ loop:
 			pending--
 		case <-sigs:
 			if interrupted {
+				why = "run: Ctrl-C twice"
 				break loop
 			}
 			interrupted = true
@@ -485,13 +496,14 @@ loop:
 				p.drawStatus()
 			}
 		case <-ctx.Done():
+			why = "run: " + context.Cause(ctx).Error()
 			break loop
 		}
 	}
 	stopRun()
 	<-ran
 	n := running(s.Table())
-	if err := s.Close(context.Background()); err != nil {
+	if err := s.CloseCause(context.Background(), task.Closed(why)); err != nil {
 		return err
 	}
 	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
 )
 
 const tasksUsage = `Usage: offstage tasks [flags]
@@ -241,6 +242,7 @@ func markHostGone(ctx context.Context, store *journal.DB, tasks []journal.Task, 
 		}
 		if g {
 			tasks[i].State = journal.Orphaned
+			tasks[i].EndedBy, tasks[i].EndReason = task.ByHost, "its host died (its offstage is gone); the next offstage to start marks it orphaned"
 			n++
 		}
 	}
@@ -394,12 +396,16 @@ type taskLine struct {
 	MemoryPeakBytes int64   `json:"memory_peak_bytes,omitempty"`
 	// Sandbox is a shell's sandbox ("" for none).
 	Sandbox string `json:"sandbox,omitempty"`
+	// Who ended it and why (task.Info.EndedBy); "" while it runs and in
+	// a journal older than these.
+	EndedBy   string `json:"ended_by,omitempty"`
+	EndReason string `json:"end_reason,omitempty"`
 }
 
 func taskJSON(t journal.Task) taskLine {
 	l := taskLine{Session: t.Session, TaskID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State,
 		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath,
-		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak, Sandbox: t.Sandbox}
+		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak, Sandbox: t.Sandbox, EndedBy: t.EndedBy, EndReason: t.EndReason}
 	if !t.Started.IsZero() {
 		s := t.Started.UTC()
 		l.Started = &s
@@ -489,6 +495,13 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintf(w, ", exit %d", *t.ExitCode)
 	}
 	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), took(t, now))
+	if t.EndedBy != "" {
+		fmt.Fprintf(w, "  ended by: %s", t.EndedBy)
+		if t.EndReason != "" {
+			fmt.Fprintf(w, " (%s)", t.EndReason)
+		}
+		fmt.Fprintln(w)
+	}
 	if used := usedLine(t); used != "" {
 		fmt.Fprintf(w, "  used:    %s\n", used)
 	}

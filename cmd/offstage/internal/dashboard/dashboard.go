@@ -323,6 +323,9 @@ type taskJSON struct {
 	Log      string `json:"log,omitempty"`
 	Error    string `json:"error,omitempty"`
 	Result   string `json:"result,omitempty"` // in a task's detail only
+	// Who ended it and why (task.Info.EndedBy); "" while it runs.
+	EndedBy   string `json:"ended_by,omitempty"`
+	EndReason string `json:"end_reason,omitempty"`
 }
 
 func millis(t time.Time) int64 {
@@ -335,7 +338,7 @@ func millis(t time.Time) int64 {
 func toJSON(t journal.Task, detail bool) taskJSON {
 	j := taskJSON{Session: t.Session, ID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State.String(),
 		Created: millis(t.Created), Started: millis(t.Started), Finished: millis(t.Finished), Exit: t.ExitCode,
-		Host: t.Hostname, Log: t.LogPath, Error: t.Error}
+		Host: t.Hostname, Log: t.LogPath, Error: t.Error, EndedBy: t.EndedBy, EndReason: t.EndReason}
 	if detail {
 		j.Result = t.Result
 	}
@@ -588,7 +591,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	t, err := h.opts.Cancel(ctx, session, id, "dashboard ("+remoteHost(r)+")", reason)
+	t, err := h.opts.Cancel(ctx, session, id, journal.DashboardBy+" ("+remoteHost(r)+")", reason)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusConflict)
 		return

@@ -201,6 +201,10 @@ func TestTheListFollowsTheJournal(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"state":"canceled"`) {
 		t.Errorf("cancel: %d %s", resp.StatusCode, b)
 	}
+	// A person at the dashboard is a user (issue 38), and says why.
+	if !strings.Contains(string(b), `"ended_by":"user","end_reason":"dashboard (127.0.0.1): runaway"`) {
+		t.Errorf("cancel: %s\nwant ended_by user, end_reason naming the dashboard and the reason", b)
+	}
 	f.mu.Lock()
 	if len(f.canceled) != 1 || !strings.Contains(f.canceled[0], "runaway") || !strings.Contains(f.canceled[0], "dashboard (127.0.0.1)") {
 		t.Errorf("Cancel was called %q", f.canceled)

@@ -66,7 +66,8 @@ func newFleetEvery(t testing.TB, withCancel bool, interval time.Duration) *fleet
 			if session != f.session {
 				return journal.Task{}, fmt.Errorf("no session %s here", session)
 			}
-			if already, err := f.table.Cancel(id); err != nil || already {
+			// As the task's host does with the request (journal.Recorder).
+			if already, err := f.table.CancelCause(id, &journal.OperatorCancel{By: by, Reason: reason}); err != nil || already {
 				return journal.Task{}, fmt.Errorf("task %s: already finished %v, %v", id, already, err)
 			}
 			f.mu.Lock()

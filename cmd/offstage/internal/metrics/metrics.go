@@ -8,13 +8,15 @@
 // a Journal records), so nothing polls: a change is counted under the
 // table's lock, in a map bounded by the tasks still unfinished. Label
 // values are bounded: a task's kind is "shell", "agent" or "other", its
-// state one of journal.States, a notice's kind one of offstage's own or
-// "other". No label carries a task or session id.
+// state one of journal.States, the reason a task ended one of
+// task.Enders (who ended it: self, model, user, …) or "other", a
+// notice's kind one of offstage's own or "other". No label carries a
+// task or session id.
 //
 // The metrics, all prefixed offstage_:
 //
 //	tasks_started_total{kind}            tasks whose work began
-//	tasks_finished_total{kind,state}     tasks that ended, by final state
+//	tasks_finished_total{kind,state,reason}  tasks that ended, by final state and who ended them
 //	tasks_running{kind}, tasks_queued{kind}  unfinished tasks now
 //	task_duration_seconds{kind}          from start to end (histogram)
 //	task_output_bytes_total              output of the shells that ended
@@ -29,6 +31,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +74,7 @@ type Sources struct {
 func New(src Sources) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.started = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "offstage_tasks_started_total", Help: "Tasks whose work began, by kind."}, []string{"kind"})
-	m.finished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "offstage_tasks_finished_total", Help: "Tasks that ended, by kind and final state."}, []string{"kind", "state"})
+	m.finished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "offstage_tasks_finished_total", Help: "Tasks that ended, by kind, final state and who or what ended them (reason: self, model, user, operator, parent, timeout, limit, session, supervisor, host)."}, []string{"kind", "state", "reason"})
 	m.running = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "offstage_tasks_running", Help: "Tasks running now, by kind."}, []string{"kind"})
 	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "offstage_tasks_queued", Help: "Tasks waiting for a slot now, by kind."}, []string{"kind"})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "offstage_task_duration_seconds", Help: "How long tasks ran, from their start to their end, by kind.",
@@ -125,6 +128,14 @@ func noticeLabel(k string) string {
 	switch k {
 	case tools.NoticeWaitingForInput, tools.NoticeWatch, task.NoticesDropped:
 		return k
+	}
+	return "other"
+}
+
+// reasonLabel is who ended a task, as task.Enders names it.
+func reasonLabel(by string) string {
+	if slices.Contains(task.Enders, by) {
+		return by
 	}
 	return "other"
 }
@@ -256,7 +267,7 @@ func (t *tally) count(e *task.Event) {
 	case task.EventFinished:
 		// Counted before the gauge drops (one scrape is no snapshot,
 		// though: the registry gathers each metric on its own).
-		m.finished.WithLabelValues(kind, stateLabel(e.State)).Inc()
+		m.finished.WithLabelValues(kind, stateLabel(e.State), reasonLabel(e.EndedBy)).Inc()
 		if l, ok := t.live[e.ID]; ok {
 			t.gauge(l.state).WithLabelValues(kind).Dec()
 			if !l.started.IsZero() {

@@ -75,11 +75,11 @@ func TestTasksAreCountedByKindAndState(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		check(t, m, map[string]float64{
-			`offstage_tasks_running{kind="shell"}`:                          0,
-			`offstage_tasks_queued{kind="other"}`:                           0,
-			`offstage_tasks_started_total{kind="other"}`:                    1,
-			`offstage_tasks_finished_total{kind="shell",state="completed"}`: 1,
-			`offstage_tasks_finished_total{kind="other",state="failed"}`:    1,
+			`offstage_tasks_running{kind="shell"}`:                                        0,
+			`offstage_tasks_queued{kind="other"}`:                                         0,
+			`offstage_tasks_started_total{kind="other"}`:                                  1,
+			`offstage_tasks_finished_total{kind="shell",reason="self",state="completed"}`: 1,
+			`offstage_tasks_finished_total{kind="other",reason="self",state="failed"}`:    1,
 		})
 		if n := testutil.CollectAndCount(m.Registry(), "offstage_task_duration_seconds"); n != 2 {
 			t.Errorf("duration series = %d, want 2 (shell, other)", n)
@@ -139,4 +139,27 @@ func check(t *testing.T, m *metrics.Metrics, want map[string]float64) {
 			t.Errorf("%s = %v (present %v), want %v", name, g, ok, v)
 		}
 	}
+}
+
+// TestFinishesAreCountedByWhoEndedThem: the reason label is who ended a
+// task (task.Enders), and anything else a cause names is "other", so the
+// label stays bounded (issue 38).
+func TestFinishesAreCountedByWhoEndedThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := metrics.New(metrics.Sources{})
+		tb := open(t, m, nil, task.Options{})
+		v := tb.View("")
+		block := func(ctx context.Context, _ *task.Handle) (string, error) { <-ctx.Done(); return "", nil }
+		byModel, _ := v.Spawn(task.Spec{Kind: "shell"}, block)
+		madeUp, _ := v.Spawn(task.Spec{Kind: "shell"}, block)
+		synctest.Wait()
+		v.Cancel(byModel)
+		v.CancelCause(madeUp, task.Ended("budget-of-"+madeUp, "a name outside task.Enders"))
+		synctest.Wait()
+		check(t, m, map[string]float64{
+			`offstage_tasks_finished_total{kind="shell",reason="model",state="canceled"}`: 1,
+			`offstage_tasks_finished_total{kind="shell",reason="other",state="canceled"}`: 1,
+		})
+		tb.Close(context.Background())
+	})
 }

@@ -159,6 +159,7 @@
     fact(dl, "Created", clock(t.created));
     fact(dl, "Took", took(t));
     if (t.exit !== undefined) fact(dl, "Exit code", String(t.exit));
+    if (t.ended_by) fact(dl, "Ended by", t.ended_by + (t.end_reason ? " (" + t.end_reason + ")" : ""));
     fact(dl, "Error", t.error);
     fact(dl, "Result", t.result);
     fact(dl, "Output log", t.log, true);

@@ -98,10 +98,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (answer string, err error) {
 		ctx, span := tracing.Task(ctx, callCtx, TaskKind, h.ID(), label)
 		span.SetAttributes(tracing.AgentName.String(profile.Name))
-		defer func() {
-			tracing.Fail(span, err)
-			span.End()
-		}()
+		defer tracing.EndTask(span, v, h.ID())
 		system := profile.System
 		if !profile.NoProjectInstructions {
 			system = withInstructions(system, s.cfg.ProjectInstructions)

@@ -84,7 +84,8 @@ func TestATurnIsOneTrace(t *testing.T) {
 		t.Errorf("chat spans: %d, want 3", len(m["chat"]))
 	}
 	shell := one(t, m, "offstage.task shell")
-	if shell.Parent().SpanID() != bashCall.SpanContext().SpanID() || !strings.HasPrefix(attr(shell, "offstage.task.id"), "shell:") || attr(shell, "process.exit.code") != "0" {
+	if shell.Parent().SpanID() != bashCall.SpanContext().SpanID() || !strings.HasPrefix(attr(shell, "offstage.task.id"), "shell:") || attr(shell, "process.exit.code") != "0" ||
+		attr(shell, "offstage.task.state") != "completed" || attr(shell, "offstage.task.ended_by") != "self" {
 		t.Errorf("shell task span: parent %v, attributes %v", shell.Parent(), shell.Attributes())
 	}
 	agentTask := one(t, m, "offstage.task agent")

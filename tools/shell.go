@@ -219,10 +219,7 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 	if opts.call != nil {
 		var span trace.Span
 		ctx, span = tracing.Task(ctx, opts.call, "shell", h.ID(), opts.Label)
-		defer func() {
-			tracing.Fail(span, err)
-			span.End()
-		}()
+		defer tracing.EndTask(span, v, h.ID())
 		if tp := tracing.Traceparent(ctx); tp != "" {
 			// A traced program joins the trace (W3C trace context in the
 			// environment, as otel-cli and the SDKs' env propagators read it).
@@ -231,11 +228,6 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 			}
 			cfg.Env = append(slices.Clip(cfg.Env), "TRACEPARENT="+tp)
 		}
-		defer func() {
-			if info, ierr := v.Info(h.ID()); ierr == nil && info.ExitCode != nil {
-				span.SetAttributes(tracing.ExitCode.Int(*info.ExitCode))
-			}
-		}()
 	}
 	var p *proc.Process
 	running := make(chan struct{})

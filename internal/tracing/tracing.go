@@ -25,6 +25,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/offstage/offstage/task"
 )
 
 // scope names offstage's instrumentation.
@@ -89,6 +91,30 @@ func Task(taskCtx, callCtx context.Context, kind, id, label string) (context.Con
 	return tracer.Start(ctx, "offstage.task "+kind, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithLinks(trace.Link{SpanContext: parent}),
 		trace.WithAttributes(TaskID.String(id), TaskKind.String(kind), TaskLabel.String(label)))
+}
+
+// EndTask ends a task's span once the task has finished and its table
+// has said how: its state, who ended it and why (ended_by, end_reason),
+// its exit code. A span that records nothing ends at once.
+func EndTask(span trace.Span, v *task.View, id string) {
+	done, err := v.Done(id)
+	if !span.IsRecording() || err != nil {
+		span.End()
+		return
+	}
+	go func() {
+		<-done
+		if info, err := v.Info(id); err == nil {
+			span.SetAttributes(TaskState.String(info.State.String()), TaskEndedBy.String(info.EndedBy), TaskEndReason.String(info.EndReason))
+			if info.ExitCode != nil {
+				span.SetAttributes(ExitCode.Int(*info.ExitCode))
+			}
+			if info.State != task.Completed {
+				span.SetStatus(codes.Error, info.State.String()+": "+info.EndReason)
+			}
+		}
+		span.End()
+	}()
 }
 
 // Fail marks a span failed with err, if any.

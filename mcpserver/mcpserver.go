@@ -290,6 +290,8 @@ type conn struct {
 	subs   map[string]int64    // guarded by mu: subscribed resource URI → output bytes last notified
 	listed map[string]struct{} // guarded by mu: the output resources in resources/list (live shells)
 
+	briefs []task.Brief // listResources' buffer; only follow uses it
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -405,11 +407,11 @@ func (c *conn) notice(e *task.Event) {
 // A finished shell's output stays readable through the template. Only
 // follow calls it, so its additions and removals stay in order.
 func (c *conn) listResources() {
-	live := make(map[string]task.Info)
-	for _, i := range c.view.List() {
-		if i.Kind == "shell" && !i.State.Finished() {
-			live[resourcePrefix+i.ID+resourceSuffix] = i
-		}
+	c.briefs, _ = c.view.AppendBriefs(c.briefs[:0], task.Query{Kind: "shell", States: []task.State{task.Queued, task.Running}})
+	live := make(map[string]*task.Brief, len(c.briefs))
+	for k := range c.briefs {
+		i := &c.briefs[k]
+		live[resourcePrefix+i.ID+resourceSuffix] = i
 	}
 	var add []*mcp.Resource
 	var remove []string

@@ -64,6 +64,7 @@ type Brief struct {
 	ID    string
 	Kind  string
 	Label string
+	Owner string // "" for the top level, else the owning task's id
 	State State
 	// Created is when the task was spawned; LastActivity when it last
 	// reported progress (Started before that, zero while queued).
@@ -127,7 +128,7 @@ func (tb *Table) appendBriefs(dst []Brief, owner string, scoped bool, q Query) (
 			continue
 		}
 		shown++
-		out = append(out, Brief{ID: t.id, Kind: t.kind, Label: t.label, State: t.state,
+		out = append(out, Brief{ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
 			Created: t.created, LastActivity: t.lastActive, ExitCode: t.exitCode, HasExit: t.hasExit})
 	}
 	return out, more

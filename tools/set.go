@@ -120,7 +120,7 @@ func New(cfg Config) *Set {
 	}
 	s.tools = []*Tool{
 		classify(newTool("bash", bashText, b, s.bash), "Run a shell command", Execute, false, true),
-		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false),
+		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false).Enum("status", listStatuses...),
 		classify(newTool("task_inspect", Describe(taskInspectMD, push), b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
 		classify(newTool("task_output", Describe(taskOutputMD, push), b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),
 		classify(newTool("task_wait", Describe(taskWaitMD, push), b, s.taskWait), "Wait for tasks", ReadOnly, false, false).Enum("mode", "any", "all"),

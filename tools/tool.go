@@ -367,10 +367,27 @@ func (t *Tool) result(out any, isError bool) Result {
 	}
 	if len(text) > t.budget {
 		var whole bool
-		out, text, whole = fitBudget(out, t.budget)
+		out, text, whole = fitBudget(out, t.budget, t.askLess())
 		isError = isError || !whole
 	}
 	return Result{Text: string(text), IsError: isError, Data: out}
+}
+
+// askLess is what a result too large to show says: ask for less, with
+// the parameters the tool has (a model told to pass "a filter" to a tool
+// that takes none is stuck).
+func (t *Tool) askLess() string {
+	var names []string
+	if t.InputSchema != nil {
+		for name := range t.InputSchema.Properties {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "Ask for less."
+	}
+	slices.Sort(names)
+	return "Ask for less with its parameters (" + strings.Join(names, ", ") + ")."
 }
 
 // plain turns what jsonschema.For makes of pointers and slices, a union

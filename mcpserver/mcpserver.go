@@ -110,11 +110,12 @@ type Config struct {
 
 // Service makes per-session MCP servers and owns what they start.
 type Service struct {
-	cfg    Config
-	ctx    context.Context
-	cancel context.CancelFunc
-	probe  *mcp.Server   // serves version checks of requests for existing HTTP sessions
-	defs   []*tools.Tool // the tools every session serves (definitions; each session calls its own)
+	cfg       Config
+	ctx       context.Context
+	cancel    context.CancelFunc
+	probe     *mcp.Server   // serves version checks of requests for existing HTTP sessions
+	defs      []*tools.Tool // the tools every session serves (definitions; each session calls its own)
+	published []*mcp.Tool   // defs as MCP publishes them, in the same order
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // guarded by mu: sessions with a task table
@@ -152,6 +153,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	s.defs = defs
+	for _, t := range defs { // built once, shared read-only by every session's server
+		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
+		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
+			tool.OutputSchema = t.OutputSchema
+		}
+		s.published = append(s.published, tool)
+	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.probe = mcp.NewServer(s.implementation(), nil)
 	return s, nil
@@ -174,12 +182,8 @@ func (s *Service) Server() *mcp.Server {
 		SubscribeHandler:   c.subscribe,
 		UnsubscribeHandler: c.unsubscribe,
 	})
-	for _, t := range s.defs {
-		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
-		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
-			tool.OutputSchema = t.OutputSchema
-		}
-		c.server.AddTool(tool, c.handler(t.Name, t.OutputSchema != nil))
+	for i, t := range s.defs {
+		c.server.AddTool(s.published[i], c.handler(t.Name, t.OutputSchema != nil))
 	}
 	c.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "task-output",

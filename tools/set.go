@@ -137,6 +137,42 @@ func New(cfg Config) *Set {
 // panics on a template that does not parse or run, which is a
 // programming error (the descriptions are embedded).
 func Describe(md string, push bool) string {
+	key := describeKey{md, push}
+	described.mu.Lock()
+	text, ok := described.m[key]
+	described.mu.Unlock()
+	if ok {
+		return text
+	}
+	text = describe(md, push)
+	described.mu.Lock()
+	defer described.mu.Unlock()
+	if described.m == nil {
+		described.m = make(map[describeKey]string)
+	}
+	if len(described.m) < maxDescribed {
+		described.m[key] = text
+	}
+	return text
+}
+
+// described keeps what Describe rendered, for the life of the process:
+// the descriptions are embedded, a fixed few, and every Set (one or two
+// per session) renders the same ones. Beyond maxDescribed (a caller
+// rendering texts of its own) it renders without keeping.
+var described struct {
+	mu sync.Mutex
+	m  map[describeKey]string // guarded by mu
+}
+
+type describeKey struct {
+	md   string
+	push bool
+}
+
+const maxDescribed = 64
+
+func describe(md string, push bool) string {
 	t := template.Must(template.New("").Option("missingkey=error").Parse(md))
 	var b strings.Builder
 	if err := t.Execute(&b, struct{ Push bool }{push}); err != nil {

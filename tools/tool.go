@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -49,7 +51,8 @@ type Tool struct {
 	decode   func(args json.RawMessage) error // decodes into the typed input, to check it
 	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
 	budget   int
-	asSent   bool // DefineSchema's: ids are not normalized, the arguments are another program's
+	asSent   bool     // DefineSchema's: ids are not normalized, the arguments are another program's
+	shared   *schemas // the schemas newTool shares; nil for DefineSchema's
 }
 
 // Safety classes what calling a tool can do. Every surface uses the same
@@ -98,20 +101,47 @@ type Result struct {
 }
 
 // Enum publishes the values field takes as its enum in InputSchema (for
-// an array, the values of its items), and returns t. It panics if the
-// input has no such field, which is a programming error.
+// an array, the values of its items), and returns t. InputSchema becomes
+// a new schema: the one it replaces may be shared with other tools, and
+// is left alone (tools built by Define share one schema per pair of types,
+// and the schema with a given enum, too). It panics if the input has no
+// such field, which is a programming error.
 func (t *Tool) Enum(field string, values ...string) *Tool {
-	prop := t.InputSchema.Properties[field]
+	base := t.InputSchema
+	prop := base.Properties[field]
 	if prop == nil {
 		panic(fmt.Sprintf("tools: %s has no input field %q", t.Name, field))
 	}
-	if prop.Type == "array" && prop.Items != nil {
-		prop = prop.Items
+	if t.shared != nil {
+		key := enumKey{base, field, strings.Join(values, "\x00")}
+		t.shared.mu.Lock()
+		defer t.shared.mu.Unlock()
+		if s, ok := t.shared.published[key]; ok {
+			t.InputSchema = s
+			return t
+		}
+		defer func() {
+			if t.shared.published == nil {
+				t.shared.published = make(map[enumKey]*jsonschema.Schema)
+			}
+			t.shared.published[key] = t.InputSchema
+		}()
 	}
-	prop.Enum = make([]any, len(values))
+	s := *base
+	s.Properties = maps.Clone(base.Properties)
+	p := *prop
+	target := &p
+	if p.Type == "array" && p.Items != nil {
+		items := *p.Items
+		p.Items = &items
+		target = &items
+	}
+	target.Enum = make([]any, len(values))
 	for i, v := range values {
-		prop.Enum[i] = v
+		target.Enum[i] = v
 	}
+	s.Properties[field] = &p
+	t.InputSchema = &s
 	return t
 }
 
@@ -307,9 +337,37 @@ func DefineSchema(name, description string, schema *jsonschema.Schema, budget in
 		resolved: resolved, budget: budget, call: run, asSent: true}, nil
 }
 
-// newTool binds a typed run function: arguments are decoded into In after
-// validation, and the output is marshalled compactly.
-func newTool[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
+// schemas is what newTool derives from a tool's input and output types
+// by reflection. It is the same for every Set, so it is built once per
+// process and shared, read-only, by every tool of those types: a server
+// with hundreds of sessions held hundreds of copies (81% of an idle MCP
+// session's memory was tools.New rebuilding them).
+type schemas struct {
+	input     *jsonschema.Schema // published (Enum derives new ones, never changes it)
+	output    *jsonschema.Schema // nil when the output is not a struct
+	resolved  *jsonschema.Resolved
+	published map[enumKey]*jsonschema.Schema // guarded by mu: input with an enum set
+	mu        sync.Mutex
+}
+
+// enumKey names a schema derived by Enum.
+type enumKey struct {
+	base          *jsonschema.Schema
+	field, values string
+}
+
+// schemaCache maps the pair of a tool's input and output types to their
+// *schemas. It is the package's one piece of shared state: a cache of
+// values that never change once stored.
+var schemaCache sync.Map
+
+// schemasFor returns the schemas of In and Out, building them the first
+// time.
+func schemasFor[In, Out any](name string) *schemas {
+	key := [2]reflect.Type{reflect.TypeFor[In](), reflect.TypeFor[Out]()}
+	if sc, ok := schemaCache.Load(key); ok {
+		return sc.(*schemas)
+	}
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema for %s: %v", name, err)) // a bug in this package
@@ -330,6 +388,17 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		}
 		output.Properties["truncated"] = &jsonschema.Schema{Type: "string", Description: "set when the result was cut to fit its budget"}
 	}
+	// The published schema is a copy, so that validation never sees what
+	// Enum derives from it.
+	sc := &schemas{input: schema.CloneSchemas(), output: output, resolved: resolved}
+	actual, _ := schemaCache.LoadOrStore(key, sc)
+	return actual.(*schemas)
+}
+
+// newTool binds a typed run function: arguments are decoded into In after
+// validation, and the output is marshalled compactly.
+func newTool[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
+	sc := schemasFor[In, Out](name)
 	decode := func(args json.RawMessage, in *In) error {
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.DisallowUnknownFields()
@@ -339,9 +408,8 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		return nil
 	}
 	return &Tool{
-		// The published schema is a copy, so that Enum leaves validation alone.
-		Name: name, Description: strings.TrimSpace(description), InputSchema: schema.CloneSchemas(), OutputSchema: output,
-		resolved: resolved, budget: budget,
+		Name: name, Description: strings.TrimSpace(description), InputSchema: sc.input, OutputSchema: sc.output,
+		resolved: sc.resolved, budget: budget, shared: sc,
 		decode: func(args json.RawMessage) error {
 			var in In
 			return decode(args, &in)

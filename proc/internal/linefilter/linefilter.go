@@ -116,7 +116,7 @@ func (f *Filter) Skip(data []byte) int {
 		return 0
 	}
 	data = data[:bytes.LastIndexByte(data, '\n')+1] // whole lines only
-	first := len(data)                                // where the first line that may match starts, at the latest
+	first := len(data)                              // where the first line that may match starts, at the latest
 	for _, lit := range f.lits {
 		if i := bytes.Index(data[:first], lit); i >= 0 {
 			first = i
@@ -142,7 +142,7 @@ func notPlain(b []byte) int {
 	for ; i+8 <= len(b); i += 8 {
 		w := binary.LittleEndian.Uint64(b[i:])
 		below := (w - ones*0x20) &^ w & highs // a byte below 0x20 (or above 0x7f, caught next)
-		del := (w ^ ones*0x7f)                 // zero where a byte is 0x7f
+		del := (w ^ ones*0x7f)                // zero where a byte is 0x7f
 		del = (del - ones) &^ del & highs
 		if below|del|w&highs != 0 {
 			if j := notPlainBytes(b[i : i+8]); j >= 0 {

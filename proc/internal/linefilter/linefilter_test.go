@@ -53,8 +53,8 @@ func TestSkipPassesOverPlainLinesWithoutTheLiterals(t *testing.T) {
 		{"ok\nan ERROR here\nfine\n", 3},
 		{"ok\npanic: x\n", 3},
 		{"panic: x\n", 0},
-		{"ok\nER\x1b[0mROR\nfine\n", 3},  // an escape could hide a literal: not plain
-		{"ok\nERR\x07OR\n", 3},           // so could a control character
+		{"ok\nER\x1b[0mROR\nfine\n", 3}, // an escape could hide a literal: not plain
+		{"ok\nERR\x07OR\n", 3},          // so could a control character
 		{"ok\ncafé ERR\xc2\x85OR\n", 3}, // or a C1 control
 		{"tab\tok\nfine\n", 12},
 		{"ok\nno\x7fdel\n", 3},

@@ -174,7 +174,7 @@ const instructions = `offstage runs shell commands and sub-agents in the backgro
 // Server returns a new server for one MCP session. It is cheap until its
 // session initialises: only then does it get a task table.
 func (s *Service) Server() *mcp.Server {
-	c := &conn{svc: s, done: make(chan struct{}), subs: make(map[string]int64), listed: make(map[string]struct{})}
+	c := &conn{svc: s, done: make(chan struct{}), kick: make(chan struct{}, 1), subs: make(map[string]int64), listed: make(map[string]struct{})}
 	c.server = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             sdkLogger(s.cfg.Logger),
@@ -281,6 +281,7 @@ type conn struct {
 	svc    *Service
 	server *mcp.Server
 	done   chan struct{}      // closed when the session's state is released
+	kick   chan struct{}      // capacity 1: output may have grown (follow to updates)
 	ss     *mcp.ServerSession // set by start before the conn is listed in svc.conns; nil in tests without a session
 
 	once    sync.Once
@@ -369,6 +370,7 @@ func (c *conn) follow() {
 			return
 		}
 		relist := errors.Is(err, task.ErrEventsDropped)
+		grew := relist
 		for i := range evs {
 			e := &evs[i]
 			seq = e.Seq
@@ -377,6 +379,10 @@ func (c *conn) follow() {
 			case task.EventSpawned, task.EventStarted, task.EventFinished:
 				relist = relist || e.Owner == ""
 			}
+			grew = grew || (e.Type == task.EventOutput || e.Type == task.EventFinished) && e.Owner == ""
+		}
+		if grew {
+			c.wake()
 		}
 		if relist {
 			c.listResources()
@@ -625,39 +631,60 @@ func (c *conn) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) err
 }
 
 // updates notifies subscribers of output growth, at most once per
-// interval per resource, until the session's state is released.
+// interval per resource, until the session's state is released. It is
+// woken by follow when a shell reports output or finishes (kick), never
+// by a ticker: two hundred idle sessions cost no wake-ups (issue 35).
 func (c *conn) updates() {
-	ticker := time.NewTicker(c.svc.cfg.UpdateInterval)
-	defer ticker.Stop()
 	for {
 		select {
 		case <-c.done:
 			return
-		case <-ticker.C:
+		case <-c.kick:
 		}
+		c.notifyUpdated()
+		pause := time.NewTimer(c.svc.cfg.UpdateInterval)
+		select {
+		case <-c.done:
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+	}
+}
+
+// wake tells updates that output may have grown.
+func (c *conn) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// notifyUpdated sends notifications/resources/updated for each
+// subscribed output that grew since it was last notified.
+func (c *conn) notifyUpdated() {
+	c.mu.Lock()
+	uris := make([]string, 0, len(c.subs))
+	for uri := range c.subs {
+		uris = append(uris, uri)
+	}
+	c.mu.Unlock()
+	slices.Sort(uris)
+	for _, uri := range uris {
+		p, err := c.process(uri)
+		if err != nil || p == nil {
+			continue
+		}
+		n := p.Written()
 		c.mu.Lock()
-		uris := make([]string, 0, len(c.subs))
-		for uri := range c.subs {
-			uris = append(uris, uri)
+		last, ok := c.subs[uri]
+		changed := ok && n != last
+		if changed {
+			c.subs[uri] = n
 		}
 		c.mu.Unlock()
-		slices.Sort(uris)
-		for _, uri := range uris {
-			p, err := c.process(uri)
-			if err != nil || p == nil {
-				continue
-			}
-			n := p.Written()
-			c.mu.Lock()
-			last, ok := c.subs[uri]
-			changed := ok && n != last
-			if changed {
-				c.subs[uri] = n
-			}
-			c.mu.Unlock()
-			if changed {
-				c.server.ResourceUpdated(c.svc.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
-			}
+		if changed {
+			c.server.ResourceUpdated(c.svc.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -111,5 +113,31 @@ func TestTooLargeNamesTheToolsParameters(t *testing.T) {
 	res, err := tl.Call(t.Context(), nil, nil)
 	if err != nil || !res.IsError || !strings.Contains(res.Text, "Ask for less with its parameters (kind, limit).") {
 		t.Errorf("Call() = %+v, %v; want an error naming kind and limit", res, err)
+	}
+}
+
+// TestShellReportsOutputWhenItArrives (issue 35, item 3): a shell looked
+// for new output on a ticker (every Heartbeat), whether it printed or not:
+// a thousand sleeping shells woke a thousand times a second. It now waits
+// for output, and reports its first at once: with a heartbeat of an hour
+// the report still comes (a ticker would send none for an hour).
+func TestShellReportsOutputWhenItArrives(t *testing.T) {
+	tb, v := table(t)
+	seq := tb.Events().Last()
+	id, p := startShell(t, v, proc.Config{Command: "echo hello; exec sleep 100"}, tools.ShellOptions{Heartbeat: time.Hour})
+	defer p.Stop(0)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		evs, err := tb.Events().Wait(ctx, seq)
+		if err != nil {
+			t.Fatalf("no output event for %s: %v", id, err)
+		}
+		for _, e := range evs {
+			if e.Type == task.EventOutput && e.ID == id {
+				return
+			}
+			seq = e.Seq
+		}
 	}
 }

@@ -335,7 +335,7 @@ func (s *Session) newLoop(agent, system string, model provider.Model, view *task
 	for _, t := range all {
 		if allowed == nil || slices.Contains(allowed, t.Name) {
 			l.tools = append(l.tools, t)
-			schema, err := json.Marshal(t.InputSchema)
+			schema, err := t.InputJSON() // shared by every session
 			if err != nil {
 				panic(fmt.Sprintf("agent: tool %s: %v", t.Name, err)) // checkSchemas let it through
 			}

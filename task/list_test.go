@@ -2,6 +2,8 @@ package task_test
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"testing"
 	"testing/synctest"
 
@@ -112,5 +114,45 @@ func TestAppendBriefsReusesTheSlice(t *testing.T) {
 	buf, _ := tb.AppendBriefs(nil, task.Query{})
 	if n := testing.AllocsPerRun(10, func() { buf, _ = tb.AppendBriefs(buf[:0], task.Query{}) }); n != 0 {
 		t.Errorf("AppendBriefs into a reused slice allocates %v times, want 0", n)
+	}
+}
+
+// TestEventLogGrowsAsEventsCome (issue 35, item 2): each table allocated
+// its whole event log up front, 110 KB of an idle MCP session's memory. It
+// grows as events come, and keeps the same events as before.
+func TestEventLogGrowsAsEventsCome(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const tables = 20
+	for range tables {
+		tb := task.New(context.Background(), task.Options{})
+		tb.Close(context.Background())
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / tables; per > 16<<10 {
+		t.Errorf("a new table allocates %d bytes, want at most 16 KiB", per)
+	}
+	// Across the growth and the wrap: 50 events in a log of 40.
+	tb := task.New(context.Background(), task.Options{EventLogSize: 40})
+	defer tb.Close(context.Background())
+	top := tb.View("")
+	for range 10 { // 5 events each: spawned, started, finished, delivered, and one more spawn below
+		id, err := top.Spawn(task.Spec{Kind: "agent"}, returns("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _ := top.Done(id)
+		<-done
+		top.Drain()
+	}
+	last := tb.Events().Last()
+	evs, err := tb.Events().After(0)
+	if !errors.Is(err, task.ErrEventsDropped) || len(evs) != 40 || evs[39].Seq != last || evs[0].Seq != last-39 {
+		t.Fatalf("After(0) = %d events (%d..%d), %v; want the last 40 of %d and ErrEventsDropped", len(evs), evs[0].Seq, evs[len(evs)-1].Seq, err, last)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq != evs[i-1].Seq+1 {
+			t.Fatalf("events out of order at %d: %d after %d", i, evs[i].Seq, evs[i-1].Seq)
+		}
 	}
 }

@@ -141,3 +141,34 @@ func TestShellReportsOutputWhenItArrives(t *testing.T) {
 		}
 	}
 }
+
+// TestSetsShareTheirSchemas (issue 35, item 2): every Set rebuilt each
+// tool's JSON schemas by reflection, identical in every session: 81% of
+// an idle MCP session's memory. Sets built anywhere, at once, share one
+// schema per tool, its JSON, and the enums set on it.
+func TestSetsShareTheirSchemas(t *testing.T) {
+	sets := make(chan *tools.Set, 8)
+	for range cap(sets) {
+		go func() { sets <- tools.New(tools.Config{NoPush: true}) }()
+	}
+	first := <-sets
+	for range cap(sets) - 1 {
+		s := <-sets
+		for i, tl := range s.Tools() {
+			want := first.Tools()[i]
+			a, _ := tl.InputJSON()
+			b, _ := want.InputJSON()
+			if tl.InputSchema != want.InputSchema || tl.OutputSchema != want.OutputSchema || &a[0] != &b[0] {
+				t.Errorf("%s: a second Set has schemas of its own", tl.Name)
+			}
+		}
+	}
+	wait := first.Tool("task_wait")
+	if got := wait.InputSchema.Properties["mode"].Enum; len(got) != 2 {
+		t.Errorf("task_wait's mode enum = %v", got)
+	}
+	raw, _ := wait.InputJSON()
+	if !strings.Contains(string(raw), `"enum":["any","all"]`) {
+		t.Errorf("task_wait's schema JSON = %s, want its enum", raw)
+	}
+}

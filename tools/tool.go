@@ -53,6 +53,10 @@ type Tool struct {
 	budget   int
 	asSent   bool     // DefineSchema's: ids are not normalized, the arguments are another program's
 	shared   *schemas // the schemas newTool shares; nil for DefineSchema's
+	// inputJSON is jsonOf marshalled, shared like it; InputJSON checks
+	// that InputSchema is still jsonOf.
+	inputJSON json.RawMessage
+	jsonOf    *jsonschema.Schema
 }
 
 // Safety classes what calling a tool can do. Every surface uses the same
@@ -116,15 +120,20 @@ func (t *Tool) Enum(field string, values ...string) *Tool {
 		key := enumKey{base, field, strings.Join(values, "\x00")}
 		t.shared.mu.Lock()
 		defer t.shared.mu.Unlock()
-		if s, ok := t.shared.published[key]; ok {
-			t.InputSchema = s
+		if p, ok := t.shared.published[key]; ok {
+			t.InputSchema, t.inputJSON, t.jsonOf = p.schema, p.json, p.schema
 			return t
 		}
 		defer func() {
 			if t.shared.published == nil {
-				t.shared.published = make(map[enumKey]*jsonschema.Schema)
+				t.shared.published = make(map[enumKey]publishedSchema)
 			}
-			t.shared.published[key] = t.InputSchema
+			raw, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				panic(fmt.Sprintf("tools: marshal schema for %s: %v", t.Name, err))
+			}
+			t.inputJSON, t.jsonOf = raw, t.InputSchema
+			t.shared.published[key] = publishedSchema{t.InputSchema, raw}
 		}()
 	}
 	s := *base
@@ -344,10 +353,17 @@ func DefineSchema(name, description string, schema *jsonschema.Schema, budget in
 // session's memory was tools.New rebuilding them).
 type schemas struct {
 	input     *jsonschema.Schema // published (Enum derives new ones, never changes it)
+	inputJSON json.RawMessage    // input, marshalled
 	output    *jsonschema.Schema // nil when the output is not a struct
 	resolved  *jsonschema.Resolved
-	published map[enumKey]*jsonschema.Schema // guarded by mu: input with an enum set
+	published map[enumKey]publishedSchema // guarded by mu: input with an enum set
 	mu        sync.Mutex
+}
+
+// publishedSchema is a schema derived by Enum, and its JSON.
+type publishedSchema struct {
+	schema *jsonschema.Schema
+	json   json.RawMessage
 }
 
 // enumKey names a schema derived by Enum.
@@ -391,6 +407,9 @@ func schemasFor[In, Out any](name string) *schemas {
 	// The published schema is a copy, so that validation never sees what
 	// Enum derives from it.
 	sc := &schemas{input: schema.CloneSchemas(), output: output, resolved: resolved}
+	if sc.inputJSON, err = json.Marshal(sc.input); err != nil {
+		panic(fmt.Sprintf("tools: marshal schema for %s: %v", name, err))
+	}
 	actual, _ := schemaCache.LoadOrStore(key, sc)
 	return actual.(*schemas)
 }
@@ -409,7 +428,7 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 	}
 	return &Tool{
 		Name: name, Description: strings.TrimSpace(description), InputSchema: sc.input, OutputSchema: sc.output,
-		resolved: sc.resolved, budget: budget, shared: sc,
+		resolved: sc.resolved, budget: budget, shared: sc, inputJSON: sc.inputJSON, jsonOf: sc.input,
 		decode: func(args json.RawMessage) error {
 			var in In
 			return decode(args, &in)
@@ -439,6 +458,15 @@ func (t *Tool) result(out any, isError bool) Result {
 		isError = isError || !whole
 	}
 	return Result{Text: string(text), IsError: isError, Data: out}
+}
+
+// InputJSON returns InputSchema marshalled. Tools of the same input type
+// share one, built once per process; it must not be changed.
+func (t *Tool) InputJSON() (json.RawMessage, error) {
+	if t.inputJSON != nil && t.jsonOf == t.InputSchema {
+		return t.inputJSON, nil
+	}
+	return json.Marshal(t.InputSchema)
 }
 
 // askLess is what a result too large to show says: ask for less, with

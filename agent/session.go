@@ -381,7 +381,7 @@ func (s *Session) checkSchemas() error {
 		all = append(all, t)
 	}
 	for _, t := range all {
-		if _, err := json.Marshal(t.InputSchema); err != nil {
+		if _, err := t.InputJSON(); err != nil { // built once per process for offstage's own
 			return fmt.Errorf("agent: tool %s: its input schema cannot be marshalled: %w", t.Name, err)
 		}
 	}

@@ -192,7 +192,9 @@ func classify(t *Tool, title string, safety Safety, idempotent, openWorld bool) 
 	return t
 }
 
-// Tools returns the tools, in a stable order.
+// Tools returns the tools, in a stable order. Their schemas are built
+// once per process and shared by every Set: read them, do not change them
+// (Define makes a tool whose schemas are its own).
 func (s *Set) Tools() []*Tool { return s.tools }
 
 // Tool returns the tool called name, or nil if the set has none. A name a

@@ -312,13 +312,21 @@ func Fail(format string, args ...any) error { return fail(format, args...) }
 // any other error when the runtime itself failed. When Out is a struct
 // (or a pointer to one), the output schema is generated from it, with no
 // null in it: a slice, map or pointer field that may be nil must then be
-// omitempty. Otherwise (any, say) the tool has no output schema. It
-// panics if In or Out has no valid schema, which is a programming error.
+// omitempty. Otherwise (any, say) the tool has no output schema. The
+// tool's schemas are its own, the caller's to change (Enum); the tools of
+// a Set share theirs with every Set, and must not be changed. It panics
+// if In or Out has no valid schema, which is a programming error.
 func Define[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
 	if budget <= 0 {
 		budget = defaultBudget
 	}
-	return newTool(name, description, budget, run)
+	t := newTool(name, description, budget, run)
+	// The caller's to change (a Set's tools share theirs): its own copies.
+	t.InputSchema, t.shared, t.inputJSON, t.jsonOf = t.InputSchema.CloneSchemas(), nil, nil, nil
+	if t.OutputSchema != nil {
+		t.OutputSchema = t.OutputSchema.CloneSchemas()
+	}
+	return t
 }
 
 // DefineSchema makes a tool whose input schema is given rather than

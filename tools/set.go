@@ -251,9 +251,10 @@ func resolve(v *task.View, raw string) (string, error) {
 	}
 	if n, err := strconv.ParseUint(id, 10, 64); err == nil {
 		suffix := ":" + strconv.FormatUint(n, 10)
-		for _, info := range v.List() {
-			if strings.HasSuffix(info.ID, suffix) {
-				return info.ID, nil
+		if n > 0 { // the caller's first task numbered n or more, without copying the list
+			page, _ := v.AppendBriefs(make([]task.Brief, 0, 1), task.Query{After: "task:" + strconv.FormatUint(n-1, 10), Limit: 1})
+			if len(page) == 1 && strings.HasSuffix(page[0].ID, suffix) {
+				return page[0].ID, nil
 			}
 		}
 		for _, kind := range []string{"shell", "agent"} {

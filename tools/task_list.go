@@ -86,7 +86,7 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 	if err != nil {
 		return ListOutput{}, err
 	}
-	briefs, more := v.AppendBriefs(make([]task.Brief, 0, q.Limit), q)
+	briefs, more := v.AppendBriefs(nil, q) // grown as rows come: most lists are short
 	now := time.Now()
 	out := ListOutput{Tasks: make([]ListedTask, 0, len(briefs)), Count: len(briefs) + more}
 	// Rows go in while they fit the budget, with room for the notes; the

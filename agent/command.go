@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +46,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"help", "", "list the commands", (*Session).cmdHelp},
-		{"tasks", "", "list every background task of this session", (*Session).cmdTasks},
+		{"tasks", "", "list this session's background tasks, 50 at a time (/tasks unfinished, /tasks shell; /tasks ID: the page after ID)", (*Session).cmdTasks},
 		{"inspect", "task id", "show a task's state, recent steps or output", (*Session).cmdInspect},
 		{"output", "task id", "show the last lines of a shell's output", (*Session).cmdOutput},
 		{"cancel", "task id", "cancel a task (a shell gets SIGTERM, then SIGKILL, with everything it started)", (*Session).cmdCancel},
@@ -108,17 +109,46 @@ func (s *Session) cmdHelp(_ context.Context, _ string, out func(string)) {
 	}
 }
 
-func (s *Session) cmdTasks(_ context.Context, _ string, out func(string)) {
-	infos := s.table.List()
-	if len(infos) == 0 {
+// tasksPage is how many tasks /tasks shows at once.
+const tasksPage = 50
+
+// cmdTasks lists the table's tasks, a page at a time: arg may name a
+// status (unfinished, finished, or one state), a kind, and the id after
+// which the page starts.
+func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
+	q := task.Query{Limit: tasksPage}
+	var filters []string
+	for _, w := range strings.Fields(arg) {
+		switch {
+		case strings.Contains(w, ":"):
+			q.After = w
+			continue
+		case w == "unfinished":
+			q.States = []task.State{task.Queued, task.Running}
+		case w == "finished":
+			q.States = []task.State{task.Completed, task.Failed, task.Canceled, task.TimedOut}
+		case slices.Contains([]string{"queued", "running", "completed", "failed", "canceled", "timed_out"}, w):
+			i := slices.IndexFunc([]task.State{task.Queued, task.Running, task.Completed, task.Failed, task.Canceled, task.TimedOut}, func(st task.State) bool { return st.String() == w })
+			q.States = []task.State{task.State(i)}
+		default:
+			q.Kind = w
+		}
+		filters = append(filters, w)
+	}
+	briefs, more := s.table.AppendBriefs(nil, q)
+	if len(briefs) == 0 {
 		out("no tasks")
 	}
-	for _, i := range infos {
+	for _, i := range briefs {
 		owner := ""
 		if i.Owner != "" {
 			owner = " (of " + i.Owner + ")"
 		}
 		out(fmt.Sprintf("%-10s %-9s %6s  %s%s", i.ID, i.State, time.Since(i.Created).Round(time.Second), i.Label, owner))
+	}
+	if more > 0 {
+		next := strings.Join(append(filters, briefs[len(briefs)-1].ID), " ")
+		out(fmt.Sprintf("… %d more: /tasks %s (narrow with unfinished, finished, a status or a kind)", more, next))
 	}
 }
 

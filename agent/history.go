@@ -24,6 +24,25 @@ type history struct {
 	mu    sync.Mutex
 	msgs  []provider.Message // guarded by mu
 	bytes int                // guarded by mu: the text bytes in msgs
+	// A view (see view) aliases msgs and the Content of its messages:
+	// they are copied before anything in them changes (appending a
+	// message changes nothing a view sees). shared says a view aliases
+	// msgs itself; views counts the views taken, and made[i] is views
+	// when msgs[i].Content was made, so a view may alias it if
+	// made[i] < views. Guarded by mu.
+	shared bool
+	views  uint64
+	made   []uint64
+}
+
+// ownLocked makes msgs the history's own again before one of its
+// messages changes, if a view aliases it: a copy of the message headers,
+// not of their blocks.
+func (h *history) ownLocked() {
+	if h.shared {
+		h.msgs = slices.Clone(h.msgs)
+		h.shared = false
+	}
 }
 
 func newHistory(budget int) *history { return &history{budget: budget} }
@@ -40,15 +59,31 @@ func (h *history) append(m provider.Message) {
 		h.bytes += blockBytes(b)
 	}
 	if n := len(h.msgs); n > 0 && h.msgs[n-1].Role == m.Role {
+		h.ownLocked()
 		last := &h.msgs[n-1]
-		last.Content = append(slices.Clip(last.Content), m.Content...)
+		last.Content = append(slices.Clip(last.Content), m.Content...) // a new array: a view keeps the old
+		h.made[n-1] = h.views
 	} else {
 		h.msgs = append(h.msgs, provider.Message{Role: m.Role, Content: slices.Clone(m.Content)})
+		h.made = append(h.made, h.views)
 	}
 	h.guardLocked()
 }
 
-// messages returns a copy of the conversation, safe to hand to a model.
+// view returns the conversation as it is now, for the model: it shares
+// the history's arrays (later appends and changes do not show in it, see
+// shared), so the caller must not change it. Copying the whole
+// conversation for each model call made a prompt's cost grow with the
+// conversation's length (issue 35).
+func (h *history) view() []provider.Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.shared = true
+	h.views++
+	return h.msgs[:len(h.msgs):len(h.msgs)]
+}
+
+// messages returns a copy of the conversation, the caller's to change.
 func (h *history) messages() []provider.Message {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -100,6 +135,7 @@ func (h *history) guardLocked() {
 	if h.budget <= 0 || h.bytes <= h.budget {
 		return
 	}
+	h.ownLocked()
 	keep := len(h.msgs) - 2 // the last two messages stay whole
 	for pass := 0; pass < 2 && h.bytes > h.budget; pass++ {
 		for i := 0; i < keep && h.bytes > h.budget; i++ {
@@ -111,6 +147,11 @@ func (h *history) guardLocked() {
 				}
 				if !cuttable || len(b.Text) <= 200 {
 					continue
+				}
+				if h.made[i] < h.views { // a view may hold this message's blocks
+					h.msgs[i].Content = slices.Clone(h.msgs[i].Content)
+					h.made[i] = h.views
+					b = &h.msgs[i].Content[j]
 				}
 				note := cutNote(len(b.Text))
 				h.bytes += len(note) - len(b.Text)

@@ -50,7 +50,7 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 	for iter := 1; iter <= l.maxIter; iter++ {
 		l.reflow(sink)
 		l.progress(iter, "waiting for the model")
-		req := provider.Request{System: l.system, Messages: l.hist.messages(), Tools: l.defs, Agent: l.agent}
+		req := provider.Request{System: l.system, Messages: l.hist.view(), Tools: l.defs, Agent: l.agent}
 		res, err := l.generate(ctx, req, sink)
 		if err != nil {
 			return "", "", err

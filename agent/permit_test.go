@@ -9,6 +9,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
 )
 
 // TestPermitGatesEveryAgentsCalls: a refused call is not run and the
@@ -148,5 +149,38 @@ func TestIsCommand(t *testing.T) {
 		if !agent.IsCommand("/" + c.Name) {
 			t.Errorf("Commands() lists %s, which IsCommand refuses", c.Name)
 		}
+	}
+}
+
+// TestTasksCommandPages (issue 35): /tasks printed every task, a thousand
+// lines at a thousand tasks. It shows 50, says how many more and how to
+// see them, and narrows by status and kind.
+func TestTasksCommandPages(t *testing.T) {
+	s := newSession(t, `{"turns": [{"text": "nothing"}]}`, agent.Config{Tasks: task.Options{MaxRunning: 100}})
+	top := s.Table().View("")
+	block := func(ctx context.Context, _ *task.Handle) (string, error) { <-ctx.Done(); return "", nil }
+	for range 60 {
+		if _, err := top.Spawn(task.Spec{Kind: "job", Label: "a job"}, block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer s.Table().CancelAll()
+	run := func(line string) []string {
+		var lines []string
+		s.Command(t.Context(), line, func(l string) { lines = append(lines, l) })
+		return lines
+	}
+	first := run("/tasks")
+	if len(first) != 51 || !strings.HasPrefix(first[50], "… 10 more: /tasks job:50 ") {
+		t.Fatalf("/tasks = %d lines, last %q; want 50 and a line saying 10 more", len(first), first[len(first)-1])
+	}
+	if next := run("/tasks job:50"); len(next) != 10 || !strings.HasPrefix(next[0], "job:51 ") {
+		t.Errorf("/tasks job:50 = %q, want the last 10", next)
+	}
+	if got := run("/tasks finished"); len(got) != 1 || got[0] != "no tasks" {
+		t.Errorf("/tasks finished = %q", got)
+	}
+	if got := run("/tasks running shell"); len(got) != 1 || got[0] != "no tasks" {
+		t.Errorf("/tasks running shell = %q", got)
 	}
 }

@@ -343,7 +343,7 @@ func (s *Session) newLoop(agent, system string, model provider.Model, view *task
 	for _, t := range all {
 		if allowed == nil || slices.Contains(allowed, t.Name) {
 			l.tools = append(l.tools, t)
-			schema, err := json.Marshal(t.InputSchema)
+			schema, err := t.InputJSON() // shared by every session
 			if err != nil {
 				panic(fmt.Sprintf("agent: tool %s: %v", t.Name, err)) // checkSchemas let it through
 			}
@@ -389,7 +389,7 @@ func (s *Session) checkSchemas() error {
 		all = append(all, t)
 	}
 	for _, t := range all {
-		if _, err := json.Marshal(t.InputSchema); err != nil {
+		if _, err := t.InputJSON(); err != nil { // built once per process for offstage's own
 			return fmt.Errorf("agent: tool %s: its input schema cannot be marshalled: %w", t.Name, err)
 		}
 	}

@@ -125,11 +125,12 @@ type Config struct {
 
 // Service makes per-session MCP servers and owns what they start.
 type Service struct {
-	cfg    Config
-	ctx    context.Context
-	cancel context.CancelFunc
-	probe  *mcp.Server   // serves version checks of requests for existing HTTP sessions
-	defs   []*tools.Tool // the tools every session serves (definitions; each session calls its own)
+	cfg       Config
+	ctx       context.Context
+	cancel    context.CancelFunc
+	probe     *mcp.Server   // serves version checks of requests for existing HTTP sessions
+	defs      []*tools.Tool // the tools every session serves (definitions; each session calls its own)
+	published []*mcp.Tool   // defs as MCP publishes them, in the same order
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // guarded by mu: sessions with a task table
@@ -167,6 +168,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	s.defs = defs
+	for _, t := range defs { // built once, shared read-only by every session's server
+		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
+		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
+			tool.OutputSchema = t.OutputSchema
+		}
+		s.published = append(s.published, tool)
+	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.probe = mcp.NewServer(s.implementation(), nil)
 	return s, nil
@@ -181,7 +189,7 @@ const instructions = `offstage runs shell commands and sub-agents in the backgro
 // Server returns a new server for one MCP session. It is cheap until its
 // session initialises: only then does it get a task table.
 func (s *Service) Server() *mcp.Server {
-	c := &conn{svc: s, done: make(chan struct{}), subs: make(map[string]int64), listed: make(map[string]struct{})}
+	c := &conn{svc: s, done: make(chan struct{}), kick: make(chan struct{}, 1), subs: make(map[string]int64), listed: make(map[string]struct{})}
 	c.server = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions:       instructions,
 		Logger:             sdkLogger(s.cfg.Logger),
@@ -191,12 +199,8 @@ func (s *Service) Server() *mcp.Server {
 		Capabilities:       capabilities(),
 	})
 	c.serveTasks()
-	for _, t := range s.defs {
-		tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, Annotations: annotations(t)}
-		if t.OutputSchema != nil { // a nil *jsonschema.Schema in the interface would be published as null
-			tool.OutputSchema = t.OutputSchema
-		}
-		c.server.AddTool(tool, c.handler(t.Name, t.OutputSchema != nil))
+	for i, t := range s.defs {
+		c.server.AddTool(s.published[i], c.handler(t.Name, t.OutputSchema != nil))
 	}
 	c.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name:        "task-output",
@@ -303,6 +307,7 @@ type conn struct {
 	svc    *Service
 	server *mcp.Server
 	done   chan struct{}      // closed when the session's state is released
+	kick   chan struct{}      // capacity 1: output may have grown (follow to updates)
 	ss     *mcp.ServerSession // set by start before the conn is listed in svc.conns; nil in tests without a session
 
 	once    sync.Once
@@ -317,6 +322,8 @@ type conn struct {
 	subs   map[string]int64    // guarded by mu: subscribed resource URI → output bytes last notified
 	listed map[string]struct{} // guarded by mu: the output resources in resources/list (live shells)
 	why    string              // guarded by mu: why the session is ending, when known before it ends (closingFor)
+
+	briefs []task.Brief // listResources' buffer; only follow uses it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -391,6 +398,7 @@ func (c *conn) follow() {
 			return
 		}
 		relist := errors.Is(err, task.ErrEventsDropped)
+		grew := relist
 		for i := range evs {
 			e := &evs[i]
 			seq = e.Seq
@@ -399,6 +407,10 @@ func (c *conn) follow() {
 			case task.EventSpawned, task.EventStarted, task.EventFinished:
 				relist = relist || e.Owner == ""
 			}
+			grew = grew || (e.Type == task.EventOutput || e.Type == task.EventFinished) && e.Owner == ""
+		}
+		if grew {
+			c.wake()
 		}
 		if relist {
 			c.listResources()
@@ -433,11 +445,11 @@ func (c *conn) notice(e *task.Event) {
 // A finished shell's output stays readable through the template. Only
 // follow calls it, so its additions and removals stay in order.
 func (c *conn) listResources() {
-	live := make(map[string]task.Info)
-	for _, i := range c.view.List() {
-		if i.Kind == "shell" && !i.State.Finished() {
-			live[resourcePrefix+i.ID+resourceSuffix] = i
-		}
+	c.briefs, _ = c.view.AppendBriefs(c.briefs[:0], task.Query{Kind: "shell", States: []task.State{task.Queued, task.Running}})
+	live := make(map[string]*task.Brief, len(c.briefs))
+	for k := range c.briefs {
+		i := &c.briefs[k]
+		live[resourcePrefix+i.ID+resourceSuffix] = i
 	}
 	var add []*mcp.Resource
 	var remove []string
@@ -678,39 +690,60 @@ func (c *conn) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) err
 }
 
 // updates notifies subscribers of output growth, at most once per
-// interval per resource, until the session's state is released.
+// interval per resource, until the session's state is released. It is
+// woken by follow when a shell reports output or finishes (kick), never
+// by a ticker: two hundred idle sessions cost no wake-ups (issue 35).
 func (c *conn) updates() {
-	ticker := time.NewTicker(c.svc.cfg.UpdateInterval)
-	defer ticker.Stop()
 	for {
 		select {
 		case <-c.done:
 			return
-		case <-ticker.C:
+		case <-c.kick:
 		}
+		c.notifyUpdated()
+		pause := time.NewTimer(c.svc.cfg.UpdateInterval)
+		select {
+		case <-c.done:
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+	}
+}
+
+// wake tells updates that output may have grown.
+func (c *conn) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// notifyUpdated sends notifications/resources/updated for each
+// subscribed output that grew since it was last notified.
+func (c *conn) notifyUpdated() {
+	c.mu.Lock()
+	uris := make([]string, 0, len(c.subs))
+	for uri := range c.subs {
+		uris = append(uris, uri)
+	}
+	c.mu.Unlock()
+	slices.Sort(uris)
+	for _, uri := range uris {
+		p, err := c.process(uri)
+		if err != nil || p == nil {
+			continue
+		}
+		n := p.Written()
 		c.mu.Lock()
-		uris := make([]string, 0, len(c.subs))
-		for uri := range c.subs {
-			uris = append(uris, uri)
+		last, ok := c.subs[uri]
+		changed := ok && n != last
+		if changed {
+			c.subs[uri] = n
 		}
 		c.mu.Unlock()
-		slices.Sort(uris)
-		for _, uri := range uris {
-			p, err := c.process(uri)
-			if err != nil || p == nil {
-				continue
-			}
-			n := p.Written()
-			c.mu.Lock()
-			last, ok := c.subs[uri]
-			changed := ok && n != last
-			if changed {
-				c.subs[uri] = n
-			}
-			c.mu.Unlock()
-			if changed {
-				c.server.ResourceUpdated(c.svc.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
-			}
+		if changed {
+			c.server.ResourceUpdated(c.svc.ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/tools"
 )
 
 // TestLiveShellsAreListedResources (issue 23, item 15): resources/list was
@@ -63,5 +65,38 @@ func listChanged(t *testing.T, changed <-chan struct{}) {
 	case <-changed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notifications/resources/list_changed")
+	}
+}
+
+// TestResourceUpdatesComeFromOutput (issue 35, item 3): each session
+// looked for output growth on a ticker, whether or not anything ran, so
+// two hundred idle sessions woke hundreds of times a second. Updates now
+// follow the shells' output: with an interval of an hour, one still comes
+// as soon as output arrives (a ticker would send none for an hour).
+func TestResourceUpdatesComeFromOutput(t *testing.T) {
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{UpdateInterval: time.Hour, Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	updates := make(chan string, 10)
+	cs := client(t, svc, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		updates <- req.Params.URI
+	}})
+	defer cs.Close()
+	call(t, cs, "bash", `{"command": "read line; echo got $line; sleep 100", "run_in_background": true, "interactive": true}`, nil)
+	const uri = "offstage://task/shell:1/output"
+	pidOf(t, cs, "shell:1")
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	call(t, cs, "task_input", `{"task_id": "shell:1", "text": "go\n"}`, nil)
+	select {
+	case got := <-updates:
+		if got != uri {
+			t.Errorf("update for %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no resource update as output arrived, with an update interval of an hour")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+
+	"github.com/offstage/offstage/proc/internal/linefilter"
 )
 
 // waitLineChunk bounds each read WaitLine makes of the output.
@@ -83,6 +85,7 @@ func (p *Process) ScanLines(ctx context.Context, since int64, re *regexp.Regexp,
 // is woken by output, never by polling.
 func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp, match func(line string, next int64) bool, skip func(n int64)) (next, skipped int64, err error) {
 	next = since
+	filter := linefilter.New(re)
 	for {
 		// Finished is looked at before the read: output is all captured
 		// before done is closed, so a read after it misses nothing.
@@ -105,6 +108,9 @@ func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp,
 		}
 		data, at := ch.Data, ch.Start
 		for {
+			if n := filter.Skip(data); n > 0 { // lines re cannot match: not cleaned, not matched
+				data, at = data[n:], at+int64(n)
+			}
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
 				break

@@ -152,3 +152,34 @@ func BenchmarkSpawnDrainRecorder(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendBriefs: the same list as BenchmarkList, as compact
+// Briefs into the slice of the last call.
+func BenchmarkAppendBriefs(b *testing.B) {
+	const n = 10000
+	b.Run(fmt.Sprint("tasks=", n), func(b *testing.B) {
+		tb, _ := fill(b, n)
+		defer tb.Close(context.Background())
+		var buf []task.Brief
+		for b.Loop() {
+			if buf, _ = tb.AppendBriefs(buf[:0], task.Query{}); len(buf) != n {
+				b.Fatalf("AppendBriefs() has %d tasks, want %d", len(buf), n)
+			}
+		}
+	})
+}
+
+// BenchmarkAppendBriefsPage: one page of 50 of the 10,000, running ones,
+// as task_list asks for.
+func BenchmarkAppendBriefsPage(b *testing.B) {
+	const n = 10000
+	tb, _ := fill(b, n)
+	defer tb.Close(context.Background())
+	var buf []task.Brief
+	q := task.Query{States: []task.State{task.Queued, task.Running}, Limit: 50}
+	for b.Loop() {
+		if buf, _ = tb.AppendBriefs(buf[:0], q); len(buf) != 50 {
+			b.Fatalf("AppendBriefs() has %d tasks, want 50", len(buf))
+		}
+	}
+}

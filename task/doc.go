@@ -114,9 +114,11 @@
 // events as they come instead.
 //
 // Costs: Spawn, Cancel and a Drain that finds nothing are O(1); Drain is
-// O(results returned); List is O(tasks held). Memory is bounded:
+// O(results returned); List is O(tasks held) and copies an Info per task,
+// while AppendBriefs fills the caller's slice with compact rows, narrowed
+// and paged by a Query, allocating nothing more. Memory is bounded:
 // Options.MaxTasks tasks that may not be evicted (Spawn fails with
 // [ErrFull] beyond it), Options.MaxRetained evictable ones, result text cut
 // to Options.MaxResultBytes, traces to Options.MaxTrace lines, and the
-// event log to Options.EventLogSize events.
+// event log to Options.EventLogSize events (it grows as events come).
 package task

@@ -60,21 +60,38 @@ type Event struct {
 // anyway (events must be in the order of the changes), so appending costs
 // no extra locking; readers hold it only to copy events out.
 type EventLog struct {
-	mu      *sync.Mutex   // the table's
-	ring    []Event       // guarded by mu; ring[(seq-1) % len] holds event seq
+	mu   *sync.Mutex // the table's
+	size uint64      // how many events the log retains
+	// ring[(seq-1) % size] holds event seq. It grows as events come, up
+	// to size: until then it holds every event so far, at seq-1 (a table
+	// of a session that does little never pays for the whole log: 1,024
+	// events were 110 KB per idle MCP session).
+	ring    []Event       // guarded by mu
 	last    uint64        // guarded by mu; seq of the newest event, 0 if none
 	changed chan struct{} // guarded by mu; closed and replaced on append, nil until a reader waits
 }
 
+// firstEvents is the room the log starts with.
+const firstEvents = 16
+
 func newEventLog(mu *sync.Mutex, size int) *EventLog {
-	return &EventLog{mu: mu, ring: make([]Event, size)}
+	return &EventLog{mu: mu, size: uint64(size)}
 }
 
 // appendLocked records e, stamping its sequence number. It never blocks.
 func (l *EventLog) appendLocked(e Event) Event {
 	l.last++
 	e.Seq = l.last
-	l.ring[(e.Seq-1)%uint64(len(l.ring))] = e
+	if n := uint64(len(l.ring)); n < l.size {
+		if n == uint64(cap(l.ring)) { // grow by doubling, up to size
+			ring := make([]Event, n, min(max(2*n, firstEvents), l.size))
+			copy(ring, l.ring)
+			l.ring = ring
+		}
+		l.ring = append(l.ring, e)
+	} else {
+		l.ring[(e.Seq-1)%l.size] = e
+	}
 	if l.changed != nil {
 		close(l.changed)
 		l.changed = nil
@@ -106,7 +123,7 @@ func (l *EventLog) afterLocked(seq uint64) ([]Event, error) {
 		return nil, nil
 	}
 	var err error
-	size := uint64(len(l.ring))
+	size := l.size
 	if oldest := l.oldestLocked(); seq+1 < oldest {
 		err = fmt.Errorf("%w: %d events after seq %d were overwritten", ErrEventsDropped, oldest-seq-1, seq)
 		seq = oldest - 1
@@ -119,7 +136,7 @@ func (l *EventLog) afterLocked(seq uint64) ([]Event, error) {
 }
 
 func (l *EventLog) oldestLocked() uint64 {
-	if size := uint64(len(l.ring)); l.last > size {
+	if size := l.size; l.last > size {
 		return l.last - size + 1
 	}
 	return 1

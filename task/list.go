@@ -1,5 +1,11 @@
 package task
 
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
 // queue is an intrusive FIFO of tasks with O(1) push, pop and removal from
 // anywhere. A task is in at most one queue at a time, which lets one pair of
 // links serve all three the table keeps: the run queue (queued tasks), each
@@ -48,4 +54,82 @@ func (q *queue) pop() *task {
 		q.remove(t)
 	}
 	return t
+}
+
+// Brief is a compact snapshot of a task, what a row of a list needs. Its
+// strings are the task's own, so filling a slice of Briefs allocates
+// nothing but the slice (a List of 10,000 tasks copies 10,000 Infos and
+// an exit code each). Info gives the rest of a task.
+type Brief struct {
+	ID    string
+	Kind  string
+	Label string
+	Owner string // "" for the top level, else the owning task's id
+	State State
+	// Created is when the task was spawned; LastActivity when it last
+	// reported progress (Started before that, zero while queued).
+	Created, LastActivity time.Time
+	// ExitCode is the exit code the task reported, if HasExit.
+	ExitCode int
+	HasExit  bool
+}
+
+// Query says which tasks a list of Briefs holds. Its zero value selects
+// every task.
+type Query struct {
+	// States, if not empty, selects the tasks in one of these states.
+	States []State
+	// Kind, if set, selects the tasks of this kind ("shell", "agent").
+	Kind string
+	// After, if set, selects only tasks after this id in id order: the
+	// ID of the last Brief of the page before. The task it names need
+	// not exist any more; an id that is not one (no ":N") selects from
+	// the first.
+	After string
+	// Limit, if positive, is the most Briefs returned; the tasks selected
+	// beyond it are counted instead.
+	Limit int
+}
+
+func (q *Query) selects(t *task) bool {
+	if q.Kind != "" && t.kind != q.Kind {
+		return false
+	}
+	return len(q.States) == 0 || slices.Contains(q.States, t.state)
+}
+
+// AppendBriefs appends to dst a Brief of each task q selects, in id order,
+// and returns the extended slice and how many more tasks q selects beyond
+// its Limit. Pass dst[:0] of the last call to list again without
+// allocating. It is meant for UIs; the model sees only its own tasks,
+// through View.AppendBriefs. It holds the table's lock for the length of
+// one pass over the table, without calling out.
+func (tb *Table) AppendBriefs(dst []Brief, q Query) ([]Brief, int) {
+	return tb.appendBriefs(dst, "", false, q)
+}
+
+func (tb *Table) appendBriefs(dst []Brief, owner string, scoped bool, q Query) (out []Brief, more int) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.evictLocked(time.Now())
+	from := 0
+	if q.After != "" {
+		after := parseID(q.After)
+		from, _ = slices.BinarySearchFunc(tb.all, after+1, func(t *task, n uint64) int { return cmp.Compare(t.n, n) })
+	}
+	out = dst
+	shown := 0
+	for _, t := range tb.all[from:] {
+		if t.evicted || scoped && t.owner.id != owner || !q.selects(t) {
+			continue
+		}
+		if q.Limit > 0 && shown == q.Limit {
+			more++
+			continue
+		}
+		shown++
+		out = append(out, Brief{ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
+			Created: t.created, LastActivity: t.lastActive, ExitCode: t.exitCode, HasExit: t.hasExit})
+	}
+	return out, more
 }

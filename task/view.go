@@ -33,6 +33,12 @@ func (v *View) Spawn(spec Spec, fn Func) (string, error) {
 // List returns snapshots of the owner's tasks in id order.
 func (v *View) List() []Info { return v.tb.list(v.owner, true) }
 
+// AppendBriefs appends to dst a Brief of each of the owner's tasks that q
+// selects, in id order; see Table.AppendBriefs.
+func (v *View) AppendBriefs(dst []Brief, q Query) ([]Brief, int) {
+	return v.tb.appendBriefs(dst, v.owner, true, q)
+}
+
 // Info returns a snapshot of one of the owner's tasks.
 func (v *View) Info(id string) (Info, error) { return v.tb.info(v.owner, true, id) }
 

@@ -76,7 +76,7 @@ func promises(noPush bool) map[string][]string {
 			fmt.Sprintf("stops for %d seconds", int(procPromptAfter.Seconds())),
 			"`waiting_for_input`",
 		},
-		"task_list": {fmt.Sprintf("at most %d tasks", tools.MaxListed), "task_wait once", "`waiting_for_input`", "`listening`", "`memory_mib`", "`memory_peak_mib`", "`cpu_seconds`", "`processes`"},
+		"task_list": {fmt.Sprintf("at most %d tasks", tools.MaxListed), fmt.Sprintf("default %d", tools.DefaultListed), "task_wait once", "`waiting_for_input`", "`cursor`", "task_inspect's"},
 		"task_inspect": {
 			fmt.Sprintf("(default %d, at most %d)", tools.DefaultRecent, tools.MaxRecent),
 			sent,

@@ -10,6 +10,7 @@ const (
 	MaxRecent           = maxRecent
 	OutputBytes         = outputBytes
 	MaxListed           = maxListed
+	DefaultListed       = defaultListed
 	MaxNotifyOnChars    = maxNotifyOnChars
 	DefaultWatchLines   = defaultWatchLines
 	DefaultWatchEvery   = defaultWatchEvery

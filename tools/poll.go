@@ -73,16 +73,24 @@ func (s *Set) taskPollNote(v *task.View, i task.Info) string {
 	return s.pollNote(v.Owner(), i.ID, seen, i.ID, []string{i.ID})
 }
 
-// listPollNote returns the note for a task_list that shows infos.
-func (s *Set) listPollNote(v *task.View, infos []task.Info) string {
+// listPollNote returns the note for a task_list that shows briefs.
+func (s *Set) listPollNote(v *task.View, briefs []task.Brief) string {
 	var b strings.Builder
 	var running []string
-	for _, i := range infos {
+	for _, i := range briefs {
 		if !i.State.Finished() {
 			running = append(running, i.ID)
 		}
-		// A finished task counts too: one that ends, or is read, changes the list.
-		fmt.Fprintf(&b, "%s:%s:%t;", i.ID, fingerprint(v, i), i.Delivered)
+		// A finished task counts too: one that ends changes the list.
+		var written int64
+		var prompt string
+		if i.State == task.Running && i.Kind == "shell" {
+			if p, ok := Shell(v, i.ID); ok {
+				written = p.Written()
+				prompt, _ = p.WaitingForInput()
+			}
+		}
+		fmt.Fprintf(&b, "%s:%s:%d:%d:%q;", i.ID, i.State, i.LastActivity.UnixNano(), written, prompt)
 	}
 	seen := b.String()
 	if len(running) == 0 {

@@ -130,7 +130,7 @@ func New(cfg Config) *Set {
 	}
 	s.tools = []*Tool{
 		classify(newTool("bash", bashText, b, s.bash), "Run a shell command", Execute, false, true),
-		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false),
+		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false).Enum("status", listStatuses...),
 		classify(newTool("task_inspect", Describe(taskInspectMD, push), b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
 		classify(newTool("task_output", Describe(taskOutputMD, push), b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),
 		classify(newTool("task_wait", Describe(taskWaitMD, push), b, s.taskWait), "Wait for tasks", ReadOnly, false, false).Enum("mode", "any", "all"),
@@ -147,6 +147,42 @@ func New(cfg Config) *Set {
 // panics on a template that does not parse or run, which is a
 // programming error (the descriptions are embedded).
 func Describe(md string, push bool) string {
+	key := describeKey{md, push}
+	described.mu.Lock()
+	text, ok := described.m[key]
+	described.mu.Unlock()
+	if ok {
+		return text
+	}
+	text = describe(md, push)
+	described.mu.Lock()
+	defer described.mu.Unlock()
+	if described.m == nil {
+		described.m = make(map[describeKey]string)
+	}
+	if len(described.m) < maxDescribed {
+		described.m[key] = text
+	}
+	return text
+}
+
+// described keeps what Describe rendered, for the life of the process:
+// the descriptions are embedded, a fixed few, and every Set (one or two
+// per session) renders the same ones. Beyond maxDescribed (a caller
+// rendering texts of its own) it renders without keeping.
+var described struct {
+	mu sync.Mutex
+	m  map[describeKey]string // guarded by mu
+}
+
+type describeKey struct {
+	md   string
+	push bool
+}
+
+const maxDescribed = 64
+
+func describe(md string, push bool) string {
 	t := template.Must(template.New("").Option("missingkey=error").Parse(md))
 	var b strings.Builder
 	if err := t.Execute(&b, struct{ Push bool }{push}); err != nil {
@@ -166,7 +202,9 @@ func classify(t *Tool, title string, safety Safety, idempotent, openWorld bool) 
 	return t
 }
 
-// Tools returns the tools, in a stable order.
+// Tools returns the tools, in a stable order. Their schemas are built
+// once per process and shared by every Set: read them, do not change them
+// (Define makes a tool whose schemas are its own).
 func (s *Set) Tools() []*Tool { return s.tools }
 
 // Tool returns the tool called name, or nil if the set has none. A name a
@@ -223,9 +261,10 @@ func resolve(v *task.View, raw string) (string, error) {
 	}
 	if n, err := strconv.ParseUint(id, 10, 64); err == nil {
 		suffix := ":" + strconv.FormatUint(n, 10)
-		for _, info := range v.List() {
-			if strings.HasSuffix(info.ID, suffix) {
-				return info.ID, nil
+		if n > 0 { // the caller's first task numbered n or more, without copying the list
+			page, _ := v.AppendBriefs(make([]task.Brief, 0, 1), task.Query{After: "task:" + strconv.FormatUint(n-1, 10), Limit: 1})
+			if len(page) == 1 && strings.HasSuffix(page[0].ID, suffix) {
+				return page[0].ID, nil
 			}
 		}
 		for _, kind := range []string{"shell", "agent"} {

@@ -273,20 +273,7 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 			watchOutput(h, p, opts)
 		}()
 	}
-	ticker := time.NewTicker(opts.Heartbeat)
-	defer ticker.Stop()
-	var reported int64
-	for done := false; !done; {
-		select {
-		case <-ticker.C:
-			if n := p.Written(); n != reported {
-				reported = n
-				h.OutputArrived(n)
-			}
-		case <-p.Done():
-			done = true
-		}
-	}
+	reportOutput(h, p, opts.Heartbeat)
 	e, _ := p.Exit()
 	if opts.OnExit != nil {
 		opts.OnExit(h.ID(), p)
@@ -315,6 +302,31 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		}
 	}
 	return result, e.Err()
+}
+
+// reportOutput tells the task's owner of p's output as it grows, at most
+// once per every (the first growth at once), until p has finished. It is
+// woken by output, never by a ticker: a thousand quiet shells cost no
+// wake-ups (issue 35).
+func reportOutput(h *task.Handle, p *proc.Process, every time.Duration) {
+	var reported int64
+	for {
+		n, _ := p.WaitOutput(context.Background(), reported) // returns once p has finished, too
+		select {
+		case <-p.Done():
+			return
+		default:
+		}
+		reported = n
+		h.OutputArrived(n)
+		pause := time.NewTimer(every)
+		select {
+		case <-pause.C:
+		case <-p.Done():
+			pause.Stop()
+			return
+		}
+	}
 }
 
 // failedByItself says whether a process ended with a failure of its own:

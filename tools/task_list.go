@@ -3,7 +3,9 @@ package tools
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/offstage/offstage/task"
@@ -12,47 +14,116 @@ import (
 //go:embed task_list.md
 var taskListMD string
 
-type listInput struct{}
+type listInput struct {
+	Status string `json:"status,omitempty" jsonschema:"only tasks in this state: unfinished (queued or running), finished, or one of queued, running, completed, failed, canceled, timed_out; default all"`
+	Kind   string `json:"kind,omitempty" jsonschema:"only tasks of this kind, such as shell or agent; default all"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many tasks; default 50, at most 100"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"the cursor of the list before, to see the page after it"`
+}
 
-// ListedTask is a task as task_list shows it: a running shell also says
-// what it uses and the ports it listens on.
+// listStatuses are the values of task_list's status.
+var listStatuses = []string{"unfinished", "finished", "queued", "running", "completed", "failed", "canceled", "timed_out"}
+
+// ListedTask is a task as task_list shows it: one short row. Progress,
+// what a shell uses and the ports it listens on are task_inspect's.
 type ListedTask struct {
-	TaskInfo
-	ShellUsage
+	ID         string  `json:"task_id"`
+	Kind       string  `json:"kind"`
+	Status     string  `json:"status"`
+	AgeSeconds float64 `json:"age_seconds"`
+	Label      string  `json:"label"`
+	ExitCode   *int    `json:"exit_code,omitempty"`
+	// WaitingForInput is the prompt a running shell seems to wait on.
+	WaitingForInput string `json:"waiting_for_input,omitempty"`
 }
 
 // ListOutput is the task_list tool's result.
 type ListOutput struct {
 	Tasks []ListedTask `json:"tasks"`
-	Count int          `json:"count"`
-	Note  string       `json:"note,omitempty"`
+	// Count is how many tasks the list selects, on this page and after.
+	Count int `json:"count"`
+	// Cursor, set when more tasks follow, is what to pass as cursor for
+	// the next page.
+	Cursor string `json:"cursor,omitempty"`
+	Note   string `json:"note,omitempty"`
 }
 
-func (s *Set) taskList(_ context.Context, v *task.View, _ listInput) (ListOutput, error) {
-	infos, now := v.List(), time.Now()
-	out := ListOutput{Tasks: []ListedTask{}, Count: len(infos)}
-	if len(infos) > maxListed {
-		out.Note = fmt.Sprintf("Showing the newest %d of %d tasks.", maxListed, len(infos))
-		infos = infos[len(infos)-maxListed:]
+const (
+	defaultListed = 50 // task_list's default limit
+	listLabel     = 80 // bytes of a label in a row
+)
+
+// query turns task_list's input into a table query, or a tool error.
+func (in listInput) query() (task.Query, error) {
+	q := task.Query{Kind: in.Kind, After: in.Cursor, Limit: in.Limit}
+	switch {
+	case in.Limit < 0:
+		return q, fail("limit must not be negative (default %d, at most %d).", defaultListed, maxListed)
+	case in.Limit == 0:
+		q.Limit = defaultListed
+	case in.Limit > maxListed:
+		q.Limit = maxListed
 	}
-	unmeasured := false
-	for _, i := range infos {
-		t := ListedTask{TaskInfo: liveInfo(v, i, now)}
-		if i.Kind == "shell" && i.State == task.Running {
-			if p, ok := Shell(v, i.ID); ok {
-				var u bool
-				t.ShellUsage, u = usageOf(p)
-				unmeasured = unmeasured || u
-			}
+	switch in.Status {
+	case "":
+	case "unfinished":
+		q.States = []task.State{task.Queued, task.Running}
+	case "finished":
+		q.States = []task.State{task.Completed, task.Failed, task.Canceled, task.TimedOut}
+	default:
+		i := slices.IndexFunc([]task.State{task.Queued, task.Running, task.Completed, task.Failed, task.Canceled, task.TimedOut},
+			func(s task.State) bool { return s.String() == in.Status })
+		if i < 0 {
+			return q, fail("status %q is not one task_list knows; pass one of %v, or none for every task.", shorten(in.Status, 40), listStatuses)
 		}
-		out.Tasks = append(out.Tasks, t)
+		q.States = []task.State{task.State(i)}
 	}
-	if unmeasured {
-		out.Note = joinNotes(out.Note, unmeasuredNote)
+	return q, nil
+}
+
+func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutput, error) {
+	q, err := in.query()
+	if err != nil {
+		return ListOutput{}, err
 	}
-	if len(infos) == 0 {
+	briefs, more := v.AppendBriefs(nil, q) // grown as rows come: most lists are short
+	now := time.Now()
+	out := ListOutput{Tasks: make([]ListedTask, 0, len(briefs)), Count: len(briefs) + more}
+	// Rows go in while they fit the budget, with room for the notes; the
+	// rest are left to the next page, never cut.
+	room := s.cfg.ResultBudget - 1024
+	for i, b := range briefs {
+		row := listed(v, b, now)
+		size, _ := json.Marshal(row)
+		if room -= len(size) + 1; room < 0 && i > 0 {
+			more += len(briefs) - i
+			briefs = briefs[:i]
+			break
+		}
+		out.Tasks = append(out.Tasks, row)
+	}
+	switch {
+	case out.Count == 0 && in == (listInput{}):
 		out.Note = "You have no background tasks."
+	case out.Count == 0:
+		out.Note = "None of your tasks is selected by this list; task_list without arguments shows them all."
+	case more > 0:
+		out.Cursor = briefs[len(briefs)-1].ID
+		out.Note = fmt.Sprintf("Showing %d of %d tasks; %d more: pass cursor=%q for the next page, or narrow the list with status or kind.", len(briefs), out.Count, more, out.Cursor)
 	}
-	out.Note = joinNotes(out.Note, s.listPollNote(v, infos))
+	out.Note = joinNotes(out.Note, s.listPollNote(v, briefs))
 	return out, nil
+}
+
+// listed is a task's row.
+func listed(v *task.View, b task.Brief, now time.Time) ListedTask {
+	row := ListedTask{ID: b.ID, Kind: b.Kind, Status: b.State.String(), AgeSeconds: seconds(now.Sub(b.Created)), Label: shorten(b.Label, listLabel)}
+	if b.HasExit {
+		code := b.ExitCode
+		row.ExitCode = &code
+	}
+	if b.State == task.Running && b.Kind == "shell" {
+		row.WaitingForInput = waitingFor(v, b.ID)
+	}
+	return row
 }

@@ -57,7 +57,7 @@ func shortenTail(s string, max int) string {
 // it fits. The object then comes back as a generic value (keys in
 // alphabetical order), with a "truncated" note. whole is false when
 // nothing could be cut to fit, and an error object replaced it.
-func fitBudget(out any, budget int) (_ any, _ []byte, whole bool) {
+func fitBudget(out any, budget int, less string) (_ any, _ []byte, whole bool) {
 	raw, _ := json.Marshal(out)
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -83,7 +83,7 @@ func fitBudget(out any, budget int) (_ any, _ []byte, whole bool) {
 	}
 	// Nothing left to cut that helps (thousands of tiny fields): give up
 	// on the content rather than break the budget.
-	tooLarge := ErrorOutput{Error: "the result was too large to show; ask for less (fewer ids, a filter, fewer lines)"}
+	tooLarge := ErrorOutput{Error: "The result was too large to show. " + less}
 	small, _ := json.Marshal(tooLarge)
 	return tooLarge, small, false
 }

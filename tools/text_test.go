@@ -16,7 +16,7 @@ func TestFitBudgetCutsTheLongestStringsUntilItFits(t *testing.T) {
 		"b": []any{strings.Repeat("日本", 3000), "short"},
 		"c": map[string]any{"d": strings.Repeat("y", 4000), "n": 7},
 	}
-	out, text, whole := tools.FitBudget(big, 1000)
+	out, text, whole := tools.FitBudget(big, 1000, "")
 	if len(text) > 1000 || !whole {
 		t.Fatalf("fitted result is %d bytes", len(text))
 	}
@@ -36,7 +36,7 @@ func TestFitBudgetCutsTheLongestStringsUntilItFits(t *testing.T) {
 	for i := range 2000 {
 		many[strings.Repeat("k", 8)+string(rune('a'+i%26))+strings.Repeat("z", i%7)+string(rune(i))] = 1
 	}
-	if _, text, whole := tools.FitBudget(many, 500); len(text) > 500 || whole || !strings.Contains(string(text), "too large") {
+	if _, text, whole := tools.FitBudget(many, 500, "Ask for less."); len(text) > 500 || whole || !strings.Contains(string(text), "too large") {
 		t.Errorf("unfittable result = %s", text)
 	}
 }

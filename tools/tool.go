@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -49,7 +51,12 @@ type Tool struct {
 	decode   func(args json.RawMessage) error // decodes into the typed input, to check it
 	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
 	budget   int
-	asSent   bool // DefineSchema's: ids are not normalized, the arguments are another program's
+	asSent   bool     // DefineSchema's: ids are not normalized, the arguments are another program's
+	shared   *schemas // the schemas newTool shares; nil for DefineSchema's
+	// inputJSON is jsonOf marshalled, shared like it; InputJSON checks
+	// that InputSchema is still jsonOf.
+	inputJSON json.RawMessage
+	jsonOf    *jsonschema.Schema
 }
 
 // Safety classes what calling a tool can do. Every surface uses the same
@@ -98,20 +105,52 @@ type Result struct {
 }
 
 // Enum publishes the values field takes as its enum in InputSchema (for
-// an array, the values of its items), and returns t. It panics if the
-// input has no such field, which is a programming error.
+// an array, the values of its items), and returns t. InputSchema becomes
+// a new schema: the one it replaces may be shared with other tools, and
+// is left alone (tools built by Define share one schema per pair of types,
+// and the schema with a given enum, too). It panics if the input has no
+// such field, which is a programming error.
 func (t *Tool) Enum(field string, values ...string) *Tool {
-	prop := t.InputSchema.Properties[field]
+	base := t.InputSchema
+	prop := base.Properties[field]
 	if prop == nil {
 		panic(fmt.Sprintf("tools: %s has no input field %q", t.Name, field))
 	}
-	if prop.Type == "array" && prop.Items != nil {
-		prop = prop.Items
+	if t.shared != nil {
+		key := enumKey{base, field, strings.Join(values, "\x00")}
+		t.shared.mu.Lock()
+		defer t.shared.mu.Unlock()
+		if p, ok := t.shared.published[key]; ok {
+			t.InputSchema, t.inputJSON, t.jsonOf = p.schema, p.json, p.schema
+			return t
+		}
+		defer func() {
+			if t.shared.published == nil {
+				t.shared.published = make(map[enumKey]publishedSchema)
+			}
+			raw, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				panic(fmt.Sprintf("tools: marshal schema for %s: %v", t.Name, err))
+			}
+			t.inputJSON, t.jsonOf = raw, t.InputSchema
+			t.shared.published[key] = publishedSchema{t.InputSchema, raw}
+		}()
 	}
-	prop.Enum = make([]any, len(values))
+	s := *base
+	s.Properties = maps.Clone(base.Properties)
+	p := *prop
+	target := &p
+	if p.Type == "array" && p.Items != nil {
+		items := *p.Items
+		p.Items = &items
+		target = &items
+	}
+	target.Enum = make([]any, len(values))
 	for i, v := range values {
-		prop.Enum[i] = v
+		target.Enum[i] = v
 	}
+	s.Properties[field] = &p
+	t.InputSchema = &s
 	return t
 }
 
@@ -273,13 +312,21 @@ func Fail(format string, args ...any) error { return fail(format, args...) }
 // any other error when the runtime itself failed. When Out is a struct
 // (or a pointer to one), the output schema is generated from it, with no
 // null in it: a slice, map or pointer field that may be nil must then be
-// omitempty. Otherwise (any, say) the tool has no output schema. It
-// panics if In or Out has no valid schema, which is a programming error.
+// omitempty. Otherwise (any, say) the tool has no output schema. The
+// tool's schemas are its own, the caller's to change (Enum); the tools of
+// a Set share theirs with every Set, and must not be changed. It panics
+// if In or Out has no valid schema, which is a programming error.
 func Define[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
 	if budget <= 0 {
 		budget = defaultBudget
 	}
-	return newTool(name, description, budget, run)
+	t := newTool(name, description, budget, run)
+	// The caller's to change (a Set's tools share theirs): its own copies.
+	t.InputSchema, t.shared, t.inputJSON, t.jsonOf = t.InputSchema.CloneSchemas(), nil, nil, nil
+	if t.OutputSchema != nil {
+		t.OutputSchema = t.OutputSchema.CloneSchemas()
+	}
+	return t
 }
 
 // DefineSchema makes a tool whose input schema is given rather than
@@ -307,9 +354,44 @@ func DefineSchema(name, description string, schema *jsonschema.Schema, budget in
 		resolved: resolved, budget: budget, call: run, asSent: true}, nil
 }
 
-// newTool binds a typed run function: arguments are decoded into In after
-// validation, and the output is marshalled compactly.
-func newTool[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
+// schemas is what newTool derives from a tool's input and output types
+// by reflection. It is the same for every Set, so it is built once per
+// process and shared, read-only, by every tool of those types: a server
+// with hundreds of sessions held hundreds of copies (81% of an idle MCP
+// session's memory was tools.New rebuilding them).
+type schemas struct {
+	input     *jsonschema.Schema // published (Enum derives new ones, never changes it)
+	inputJSON json.RawMessage    // input, marshalled
+	output    *jsonschema.Schema // nil when the output is not a struct
+	resolved  *jsonschema.Resolved
+	published map[enumKey]publishedSchema // guarded by mu: input with an enum set
+	mu        sync.Mutex
+}
+
+// publishedSchema is a schema derived by Enum, and its JSON.
+type publishedSchema struct {
+	schema *jsonschema.Schema
+	json   json.RawMessage
+}
+
+// enumKey names a schema derived by Enum.
+type enumKey struct {
+	base          *jsonschema.Schema
+	field, values string
+}
+
+// schemaCache maps the pair of a tool's input and output types to their
+// *schemas. It is the package's one piece of shared state: a cache of
+// values that never change once stored.
+var schemaCache sync.Map
+
+// schemasFor returns the schemas of In and Out, building them the first
+// time.
+func schemasFor[In, Out any](name string) *schemas {
+	key := [2]reflect.Type{reflect.TypeFor[In](), reflect.TypeFor[Out]()}
+	if sc, ok := schemaCache.Load(key); ok {
+		return sc.(*schemas)
+	}
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema for %s: %v", name, err)) // a bug in this package
@@ -330,6 +412,20 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		}
 		output.Properties["truncated"] = &jsonschema.Schema{Type: "string", Description: "set when the result was cut to fit its budget"}
 	}
+	// The published schema is a copy, so that validation never sees what
+	// Enum derives from it.
+	sc := &schemas{input: schema.CloneSchemas(), output: output, resolved: resolved}
+	if sc.inputJSON, err = json.Marshal(sc.input); err != nil {
+		panic(fmt.Sprintf("tools: marshal schema for %s: %v", name, err))
+	}
+	actual, _ := schemaCache.LoadOrStore(key, sc)
+	return actual.(*schemas)
+}
+
+// newTool binds a typed run function: arguments are decoded into In after
+// validation, and the output is marshalled compactly.
+func newTool[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
+	sc := schemasFor[In, Out](name)
 	decode := func(args json.RawMessage, in *In) error {
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.DisallowUnknownFields()
@@ -339,9 +435,8 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		return nil
 	}
 	return &Tool{
-		// The published schema is a copy, so that Enum leaves validation alone.
-		Name: name, Description: strings.TrimSpace(description), InputSchema: schema.CloneSchemas(), OutputSchema: output,
-		resolved: resolved, budget: budget,
+		Name: name, Description: strings.TrimSpace(description), InputSchema: sc.input, OutputSchema: sc.output,
+		resolved: sc.resolved, budget: budget, shared: sc, inputJSON: sc.inputJSON, jsonOf: sc.input,
 		decode: func(args json.RawMessage) error {
 			var in In
 			return decode(args, &in)
@@ -367,10 +462,36 @@ func (t *Tool) result(out any, isError bool) Result {
 	}
 	if len(text) > t.budget {
 		var whole bool
-		out, text, whole = fitBudget(out, t.budget)
+		out, text, whole = fitBudget(out, t.budget, t.askLess())
 		isError = isError || !whole
 	}
 	return Result{Text: string(text), IsError: isError, Data: out}
+}
+
+// InputJSON returns InputSchema marshalled. Tools of the same input type
+// share one, built once per process; it must not be changed.
+func (t *Tool) InputJSON() (json.RawMessage, error) {
+	if t.inputJSON != nil && t.jsonOf == t.InputSchema {
+		return t.inputJSON, nil
+	}
+	return json.Marshal(t.InputSchema)
+}
+
+// askLess is what a result too large to show says: ask for less, with
+// the parameters the tool has (a model told to pass "a filter" to a tool
+// that takes none is stuck).
+func (t *Tool) askLess() string {
+	var names []string
+	if t.InputSchema != nil {
+		for name := range t.InputSchema.Properties {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "Ask for less."
+	}
+	slices.Sort(names)
+	return "Ask for less with its parameters (" + strings.Join(names, ", ") + ")."
 }
 
 // plain turns what jsonschema.For makes of pointers and slices, a union

@@ -53,7 +53,7 @@ type BashOutput struct {
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
 	out, err := s.runBash(ctx, v, in)
 	if err == nil {
-		out.Note = joinNotes(out.Note, s.envNote(v.Owner()))
+		out.Note = joinNotes(out.Note, s.envNote(v))
 	}
 	return out, err
 }
@@ -388,20 +388,21 @@ func promptNotice(id, prompt string, inputOpen bool) string {
 // maxWithheldNames bounds the names envNote lists.
 const maxWithheldNames = 40
 
-// envNote returns, the first time it is called for owner, a note saying
+// envNote returns, the first time it is called for v's owner, a note saying
 // what the sandbox lets commands do (when there is one) and naming
 // the variables the environment policy keeps from commands, so that a
 // model whose gh says "not logged in" knows why and does not go looking
 // for the key; "" after that, and when nothing is withheld. Names only,
 // never values.
-func (s *Set) envNote(owner string) string {
+func (s *Set) envNote(v *task.View) string {
+	c := callerOf(v)
 	s.mu.Lock()
-	told := s.told[owner]
+	told := s.told[c]
 	if !told {
 		if len(s.told) >= maxCursors {
 			clear(s.told) // bounded: an owner may be told twice
 		}
-		s.told[owner] = true
+		s.told[c] = true
 	}
 	s.mu.Unlock()
 	if told {

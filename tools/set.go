@@ -189,7 +189,9 @@ func (s *Set) Tool(name string) *Tool {
 }
 
 // cursor returns where v's owner last stopped reading id's output.
-func (s *Set) cursor(v *task.View, id string) int64 { return s.cursorOf(cursorKey{callerOf(v), id, false}) }
+func (s *Set) cursor(v *task.View, id string) int64 {
+	return s.cursorOf(cursorKey{callerOf(v), id, false})
+}
 
 // matchCursor returns where v's owner's last task_wait with until stopped
 // looking at id's output (just after the line it matched).
@@ -197,7 +199,9 @@ func (s *Set) matchCursor(v *task.View, id string) int64 {
 	return s.cursorOf(cursorKey{callerOf(v), id, true})
 }
 
-func (s *Set) setCursor(v *task.View, id string, c int64) { s.set(cursorKey{callerOf(v), id, false}, c) }
+func (s *Set) setCursor(v *task.View, id string, c int64) {
+	s.set(cursorKey{callerOf(v), id, false}, c)
+}
 func (s *Set) setMatchCursor(v *task.View, id string, c int64) {
 	s.set(cursorKey{callerOf(v), id, true}, c)
 }

@@ -105,7 +105,11 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	cfg.Command, cfg.Stdin, cfg.TTY = in.Command, interactive, in.TTY
 	if in.Sandbox != nil && !*in.Sandbox && cfg.Sandbox.On() {
 		if s.cfg.Escalate == nil {
-			return BashOutput{}, fail("Running a command outside the sandbox is not allowed here (the user did not allow escalation: --sandbox-escalation allow). Work within the sandbox (%s), or tell the user what the command needs.", cfg.Sandbox.Mode)
+			how := "the user did not allow escalation"
+			if a := s.cfg.Advice.Escalation; a != "" {
+				how += ": " + a
+			}
+			return BashOutput{}, fail("Running a command outside the sandbox is not allowed here (%s). Work within the sandbox (%s), or tell the user what the command needs.", how, cfg.Sandbox.Mode)
 		}
 		if err := s.cfg.Escalate(ctx, v.Owner(), in.Command); err != nil {
 			return BashOutput{}, fail("The user did not let this command run outside the sandbox: %v. Do not ask again for the same command; work within the sandbox, or ask the user what to do.", err)
@@ -122,7 +126,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 		cfg.Dir = dir
 	}
-	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil,
+	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil, Advice: s.cfg.Advice,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit})
 	switch {
 	case errors.Is(err, task.ErrFull):
@@ -300,7 +304,7 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		}
 		if failedByItself(e) {
 			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
-			out.Note = joinNotes(out.Note, sandboxNote(p.Sandbox(), out.Output, s.cfg.Escalate != nil))
+			out.Note = joinNotes(out.Note, sandboxNote(p.Sandbox(), out.Output, s.cfg.Escalate != nil, s.cfg.Advice))
 		}
 		if e.MemoryKills > 0 && e.Err() == nil {
 			out.Note = joinNotes(out.Note, memoryNote(e))
@@ -426,5 +430,5 @@ func (s *Set) withheldNote() string {
 	if len(names) == 1 {
 		what = "1 environment variable that looks like a secret"
 	}
-	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through (offstage --env-keep NAME).", what, list)
+	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through%s.", what, list, parens(s.cfg.Advice.KeepEnv))
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// such a call is refused with a tool error. The model never widens
 	// the sandbox alone.
 	Escalate Escalate
+	// Advice words what the model is told the user can do about a
+	// refusal (the sandbox, a withheld variable), in the terms of the
+	// program around the tools; empty, it is said in general.
+	Advice Advice
 }
 
 // Defaults and caps the descriptions promise; a test checks that the

@@ -53,7 +53,9 @@ const DefaultMaxSessions = 64
 // deleted, closed for idleness, or found ended.
 //
 // Once the Service is closing, requests that would start a session get
-// 503.
+// 503. Close the Service before shutting its http.Server down: Close ends
+// the sessions' open streams, which http.Server.Shutdown would otherwise
+// wait for until its own ctx ends.
 //
 // An application that authenticates requests itself uses Handler instead.
 func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handler {

@@ -213,12 +213,12 @@ type harness struct {
 
 func start(t *testing.T, script string, cfg acpserver.Config) *harness {
 	t.Helper()
-	if cfg.Model == nil {
+	if cfg.Agent.Model == nil {
 		m, err := scripted.Parse([]byte(script))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Model = m
+		cfg.Agent.Model = m
 	}
 	agentIn, clientOut := io.Pipe()
 	clientIn, agentOut := io.Pipe()
@@ -386,9 +386,9 @@ func TestCloseReapsEverything(t *testing.T) {
 			marker := "OFFSTAGE_ACP_TEST=" + strings.ReplaceAll(t.Name(), "/", ".")
 			script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000 & sleep 1000", "run_in_background": true}}]}, {"text": "started"}]}`
 			cfg := acpserver.Config{AllowAll: true}
-			cfg.Tools.Process.Env = append(os.Environ(), marker)
+			cfg.Agent.Tools.Process.Env = append(os.Environ(), marker)
 			ends := &endRecorder{}
-			cfg.Tasks.Recorder = ends
+			cfg.Agent.Tasks.Recorder = ends
 			h := start(t, script, cfg)
 			id := h.session(t)
 			h.prompt(t, id, "start")
@@ -564,7 +564,7 @@ func TestMalformedLines(t *testing.T) {
 	clientIn, agentOut := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Model: m}, agentIn, agentOut)
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}}, agentIn, agentOut)
 		agentOut.Close()
 	}()
 	replies := bufio.NewReader(clientIn)
@@ -603,7 +603,7 @@ func TestCardsOfBackgroundTasks(t *testing.T) {
 		{"tool_calls": [{"name": "task_list", "input": {}}], "delay_ms": 100},
 		{"text": "Nothing else is running here.", "delay_ms": 100}
 	]}}`
-	cfg := acpserver.Config{AllowAll: true, Profiles: []agent.Profile{{Name: "helper", Description: "looks", Tools: []string{"task_list"}}}}
+	cfg := acpserver.Config{AllowAll: true, Agent: agent.Config{Profiles: []agent.Profile{{Name: "helper", Description: "looks", Tools: []string{"task_list"}}}}}
 	h := start(t, script, cfg)
 	id := h.session(t)
 	h.prompt(t, id, "start both")
@@ -704,7 +704,7 @@ func TestANoticeReachesTheEditorWhileIdle(t *testing.T) {
 		{"text": "Cancelled it."},
 		{"text": "Done."}
 	]}`
-	h := start(t, script, acpserver.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}})
+	h := start(t, script, acpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}}})
 	id := h.session(t)
 	h.prompt(t, id, "go")
 	h.client.await(t, "the autonomous turn's answer arrives", func(us []acp.SessionNotification) bool {
@@ -773,7 +773,7 @@ func TestLoadSessionReplaysAndContinues(t *testing.T) {
 		{"expect": "shell:5", "text": "Tested."}
 	]}`
 	rec := &recorded{}
-	h := start(t, script, acpserver.Config{Journal: rec})
+	h := start(t, script, acpserver.Config{Surface: agent.Surface{Journal: rec}})
 	rec.cwd = h.dir
 	list, err := h.conn.ListSessions(t.Context(), acp.ListSessionsRequest{Cwd: acp.Ptr(h.dir)})
 	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionId != "old" {
@@ -836,7 +836,7 @@ func TestParamErrorsSayWhatToSend(t *testing.T) {
 	clientIn, agentOut := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Model: m}, agentIn, agentOut)
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}}, agentIn, agentOut)
 		agentOut.Close()
 	}()
 	replies := bufio.NewReader(clientIn)

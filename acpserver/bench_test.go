@@ -89,7 +89,7 @@ func acpSessions(b *testing.B, n int) {
 	clientIn, agentOut := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Model: turnsScript(b, 1+n), AllowAll: true}, agentIn, agentOut)
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1+n)}, AllowAll: true}, agentIn, agentOut)
 		agentOut.Close()
 	}()
 	c := newClient()

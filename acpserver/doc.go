@@ -4,7 +4,14 @@
 // messages, thoughts and tool calls stream, and see background work
 // arrive while no prompt runs.
 //
-//	err := acpserver.Serve(ctx, acpserver.Config{Model: m}, os.Stdin, os.Stdout)
+//	err := acpserver.Serve(ctx, acpserver.Config{Agent: agent.Config{Model: m}}, os.Stdin, os.Stdout)
+//
+// Config.Agent and Config.Surface are the template of every session:
+// what agent.Open is given, with only the session's own fields (its
+// directory, id, permission requests and the editor's tools) set per
+// session, so an ACP session runs with the same system prompt, profiles,
+// limits, sandbox, environment policy and journal as any other surface
+// built from the same template.
 //
 // # Sessions
 //
@@ -12,13 +19,13 @@
 // shells running in the session's cwd (absolute; checked). Sessions of one
 // connection are independent and see only their own tasks. session/close
 // (advertised) and the connection closing cancel the running turn and
-// every task of the session and reap every process. With Config.Sessions
-// (the CLI gives it the journal), session/list and session/load are
+// every task of the session and reap every process. With
+// Config.Surface.Journal (the CLI gives it the journal), session/list and session/load are
 // offered: a loaded session replays its recorded conversation as updates
 // (user messages, answers, thoughts, tool calls with their results;
 // background results and notices as thoughts) before session/load
 // answers, numbers its tasks on, and its next prompt brings the model the
-// results it never saw and the tasks a restart orphaned. Config.Record
+// results it never saw and the tasks a restart orphaned. The journal
 // records each session as it runs. session/resume is not offered. A
 // connection holds
 // at most Config.MaxSessions (64) sessions at once; session/new past that
@@ -39,7 +46,7 @@
 // so. A server's error result, a JSON-RPC error or a server that died is
 // the call's error result, which the model reads. A stdio server runs in
 // the session's directory, with the host's environment less what
-// Config.Tools.Process.EnvPolicy withholds, plus the variables the editor
+// Config.Agent.Tools.Process.EnvPolicy withholds, plus the variables the editor
 // gave, as a proc.Process (MCP over its stdin and stdout, Config.Stdout
 // feeding the SDK): contained as the model's shells are, by a cgroup or
 // marks, not by its process group alone, so what it starts in a session

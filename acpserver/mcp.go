@@ -225,7 +225,7 @@ func (s *mcpServer) startError(ctx context.Context, err error) error {
 // model's request, as shells do), plus the variables the editor gave for
 // it, which it always gets.
 func (srv *server) startStdio(ctx context.Context, s *mcpServer, spec *acp.McpServerStdio, cwd string) (mcp.Transport, error) {
-	env, _ := srv.cfg.Tools.Process.EnvPolicy.Apply(os.Environ())
+	env, _ := srv.cfg.Agent.Tools.Process.EnvPolicy.Apply(os.Environ())
 	for _, v := range spec.Env {
 		env = append(env, v.Name+"="+v.Value)
 	}
@@ -370,7 +370,7 @@ func (srv *server) mcpTool(s *mcpServer, t *mcp.Tool) (*tools.Tool, error) {
 		return nil, fmt.Errorf("its input schema is not JSON Schema: %v", err)
 	}
 	remote, cs := t.Name, s.cs
-	tool, err := tools.DefineSchema(name, text.Clip(t.Description, mcpDescriptionBytes), &schema, srv.cfg.Tools.ResultBudget,
+	tool, err := tools.DefineSchema(name, text.Clip(t.Description, mcpDescriptionBytes), &schema, srv.cfg.Agent.Tools.ResultBudget,
 		func(ctx context.Context, _ *task.View, args json.RawMessage) (any, error) {
 			return callMCP(ctx, cs, s.name, remote, args)
 		})

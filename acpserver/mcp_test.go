@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc/proctest"
 )
 
@@ -206,7 +207,7 @@ func TestLoadedSessionConnectsTheEditorsMCPServers(t *testing.T) {
 		{"text": "unused"},
 		{"expect": "greet", "tool_calls": [{"name": "mcp__web__greet", "input": {"name": "loader"}}]},
 		{"expect": "hello, loader", "text": "greeted"}
-	]}`, acpserver.Config{Journal: rec})
+	]}`, acpserver.Config{Surface: agent.Surface{Journal: rec}})
 	rec.cwd = h.dir
 	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "old", McpServers: httpServer(url)}); err != nil {
 		t.Fatal(err)

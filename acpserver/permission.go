@@ -137,10 +137,10 @@ type subCall struct {
 func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
 	if s.outsideSandbox(c) {
 		if s.srv.cfg.NoEscalation {
-			return errors.New("running a command outside the sandbox is not allowed here (--sandbox-escalation deny); work within the sandbox, or tell the user what the command needs")
+			return errors.New("running a command outside the sandbox is not allowed here (the user turned escalation off); work within the sandbox, or tell the user what the command needs")
 		}
 		// Never granted for good, nor by AllowAll: each such command is
-		// the user's to allow (see Config.Tools.Escalate).
+		// the user's to allow (see tools.Config.Escalate).
 		if err := s.dialogs.acquire(ctx, func() {}); err != nil {
 			return fmt.Errorf("%s while waiting to ask the user", cancelledWhat(c))
 		}
@@ -176,7 +176,7 @@ func (s *session) permit(ctx context.Context, c agent.ToolCall) error {
 // outsideSandbox says whether c is a bash call asking to run outside the
 // session's sandbox (sandbox: false while one is on).
 func (s *session) outsideSandbox(c agent.ToolCall) bool {
-	if c.Tool == nil || c.Tool.Name != "bash" || !s.srv.cfg.Tools.Process.Sandbox.On() {
+	if c.Tool == nil || c.Tool.Name != "bash" || !s.srv.cfg.Agent.Tools.Process.Sandbox.On() {
 		return false
 	}
 	var in struct {

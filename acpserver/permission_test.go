@@ -82,7 +82,7 @@ func TestSubAgentCallsAskWhileIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := heldModel{Model: m, open: make(chan struct{})}
-	h := start(t, "", acpserver.Config{Model: held})
+	h := start(t, "", acpserver.Config{Agent: agent.Config{Model: held}})
 	id := h.session(t)
 	if got := h.prompt(t, id, "go"); got != acp.StopReasonEndTurn {
 		t.Fatalf("stopReason = %s", got)
@@ -229,7 +229,7 @@ func TestSubAgentRequestsAreOneAtATime(t *testing.T) {
 	}
 	held := heldModel{Model: m, open: make(chan struct{})} // both exist before either asks
 	queued := &queuedAgents{changed: make(chan struct{})}
-	h := start(t, "", acpserver.Config{Model: held, Logger: slog.New(queuedLog{queued})})
+	h := start(t, "", acpserver.Config{Agent: agent.Config{Model: held}, Logger: slog.New(queuedLog{queued})})
 	var mu sync.Mutex
 	open, maxOpen := 0, 0
 	var order []string
@@ -313,7 +313,7 @@ func TestAlwaysAllowScopes(t *testing.T) {
 		{"expect": "one", "tool_calls": [{"name": "bash", "input": {"command": "echo two"}}]},
 		{"expect": "two", "text": "done"}
 	]}}`
-	h := start(t, script, acpserver.Config{Profiles: []agent.Profile{{Name: "a", Description: "does things"}}})
+	h := start(t, script, acpserver.Config{Agent: agent.Config{Profiles: []agent.Profile{{Name: "a", Description: "does things"}}}})
 	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
 		switch titleOf(p) {
 		case "agent:1 (a) wants to run: echo one":
@@ -358,7 +358,7 @@ func TestAlwaysForASubAgentCoversItsSubAgents(t *testing.T) {
 			{"expect": "deep", "text": "dug"}
 		]
 	}}`
-	h := start(t, script, acpserver.Config{Profiles: []agent.Profile{{Name: "lead", Description: "leads"}, {Name: "b", Description: "digs"}}})
+	h := start(t, script, acpserver.Config{Agent: agent.Config{Profiles: []agent.Profile{{Name: "lead", Description: "leads"}, {Name: "b", Description: "digs"}}}})
 	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
 		if titleOf(p) == "agent:1 (lead) wants to run: echo one" {
 			return "allow_always_agent"

@@ -7,6 +7,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
 )
@@ -26,7 +27,7 @@ func TestOutsideTheSandboxIsAskedEveryTime(t *testing.T) {
 		{"expect": "again", "text": "done"}
 	]}`
 	h := start(t, script, acpserver.Config{AllowAll: true,
-		Tools: tools.Config{Process: proc.Config{Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}}}})
+		Agent: agent.Config{Tools: tools.Config{Process: proc.Config{Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}}}}})
 	first := true
 	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
 		if first {

@@ -15,36 +15,38 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline"
-	"github.com/offstage/offstage/provider"
-	"github.com/offstage/offstage/task"
-	"github.com/offstage/offstage/tools"
 )
 
 // Config configures the agent.
 type Config struct {
-	// Model answers every session (and sub-agents without their own).
-	Model provider.Model
-	// System is the top level's system prompt; Profiles the sub-agents
-	// (nil means agent.DefaultProfiles()).
-	System   string
-	Profiles []agent.Profile
-	// Tools configures the tools; each session's shells run in the cwd
-	// its session/new gave, whatever Tools.Process.Dir says.
-	Tools tools.Config
-	// Tasks configures each session's task table.
-	Tasks task.Options
+	// Agent is every session's configuration, the template agent.Open is
+	// given: the model (required; it answers every session, and
+	// sub-agents without their own), the system prompt, the profiles (nil
+	// means agent.DefaultProfiles()), the tools, the task table's options,
+	// the limits. Each session sets on its copy what is its own: the
+	// shells' directory (Tools.Process.Dir, the cwd session/new gave),
+	// Permit (asked after the template's, if any: the editor's permission
+	// requests), ExtraTools (the template's, then the editor's MCP
+	// servers' tools) and Tools.Escalate (see NoEscalation).
+	Agent agent.Config
+	// Surface is every session's agent.Surface: Journal, if set, records
+	// each session (its conversation, tasks and their output logs) and
+	// answers session/list and session/load from the sessions recorded
+	// earlier (package journal's Recorder); Model describes the model in
+	// the record; NoProjectInstructions turns off reading each session's
+	// AGENTS.md (agent.FindProjectInstructions, from the session's cwd);
+	// Logger (nil: Config.Logger) hears what Open read. Each session sets
+	// Name ("acp"), ID and Resume.
+	Surface agent.Surface
 	// AllowAll runs every tool call without asking the client (the
 	// command's --yolo). Otherwise execute and destructive calls ask.
 	AllowAll bool
 	// NoEscalation refuses, without asking, every bash call with sandbox:
-	// false while Tools.Process.Sandbox is on. Otherwise each such call is
+	// false while Agent.Tools.Process.Sandbox is on. Otherwise each such call is
 	// a permission request saying "outside the sandbox", even with
 	// AllowAll (Tools.Escalate is not used: the request is the user's
 	// answer).
 	NoEscalation bool
-	// NoProjectInstructions turns off reading each session's AGENTS.md
-	// (agent.FindProjectInstructions, from the session's cwd).
-	NoProjectInstructions bool
 	// PromptWait bounds how long a prompt that arrives during an
 	// autonomous turn waits for it before cancelling it. Default 30s.
 	PromptWait time.Duration
@@ -56,12 +58,6 @@ type Config struct {
 	// once; session/new answers when all have or this passed). Default
 	// 30s.
 	MCPTimeout time.Duration
-	// Journal, if set, records each session (its conversation, tasks and
-	// their output logs) and answers session/list and session/load from
-	// the sessions recorded earlier (package journal's Recorder).
-	Journal agent.Journal
-	// ModelName describes the model in the journal's record.
-	ModelName string
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -79,8 +75,8 @@ const (
 // ends. Then every session is closed: its turn cancelled, its tasks
 // cancelled and every process reaped. It returns once that is done.
 func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
-	if cfg.Model == nil {
-		return errors.New("acpserver: Config.Model is nil")
+	if cfg.Agent.Model == nil {
+		return errors.New("acpserver: Config.Agent.Model is nil")
 	}
 	if cfg.PromptWait <= 0 {
 		cfg.PromptWait = defaultPromptWait
@@ -93,6 +89,9 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Surface.Logger == nil {
+		cfg.Surface.Logger = cfg.Logger
 	}
 	if cfg.Version == "" {
 		cfg.Version = "devel"
@@ -144,7 +143,7 @@ func (srv *server) Initialize(ctx context.Context, p acp.InitializeRequest) (acp
 			// model.
 			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
 			SessionCapabilities: srv.sessionCapabilities(),
-			LoadSession:         srv.cfg.Journal != nil,
+			LoadSession:         srv.cfg.Surface.Journal != nil,
 			// The editor's MCP servers: stdio always, and these.
 			McpCapabilities: acp.McpCapabilities{Http: true, Sse: true},
 		},
@@ -225,21 +224,21 @@ func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) 
 
 func (srv *server) sessionCapabilities() acp.SessionCapabilities {
 	c := acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}}
-	if srv.cfg.Journal != nil {
+	if srv.cfg.Surface.Journal != nil {
 		c.List = &acp.SessionListCapabilities{}
 	}
 	return c
 }
 
 func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	if srv.cfg.Journal == nil {
-		return acp.ListSessionsResponse{}, notOffered(acp.AgentMethodSessionList, "this agent keeps no journal (offstage acp --no-journal)")
+	if srv.cfg.Surface.Journal == nil {
+		return acp.ListSessionsResponse{}, notOffered(acp.AgentMethodSessionList, "this agent keeps no journal")
 	}
 	cwd := ""
 	if p.Cwd != nil {
 		cwd = filepath.Clean(*p.Cwd)
 	}
-	all, err := srv.cfg.Journal.List(ctx, cwd, 200)
+	all, err := srv.cfg.Surface.Journal.List(ctx, cwd, 200)
 	if err != nil {
 		return acp.ListSessionsResponse{}, internal("listing the recorded sessions: %s", err.Error())
 	}
@@ -262,8 +261,8 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 // numbered on; results it had not been told and tasks a restart orphaned
 // reach the model with the next prompt.
 func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	if srv.cfg.Journal == nil {
-		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal (offstage acp --no-journal)")
+	if srv.cfg.Surface.Journal == nil {
+		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal")
 	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.LoadSessionResponse{}, err

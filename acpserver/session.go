@@ -3,6 +3,7 @@ package acpserver
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 // queueSize bounds a session's queue of updates not yet written. A full
@@ -38,7 +40,8 @@ type session struct {
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
 	turnEnds  chan agent.Event
 
-	announce sync.Once // the available commands, once the client knows the session
+	announce      sync.Once   // the available commands, once the client knows the session
+	announceTimer *time.Timer // set before the session is listed; stopped by close
 
 	mcp      []*mcpServer // the editor's MCP servers, closed with the session
 	problems []string     // what went wrong connecting them, told the user with the commands
@@ -82,21 +85,11 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 		subCalls:  make(map[string][]subCall),
 		spawns:    make(map[string][]string),
 	}
-	cfg := srv.cfg
-	toolCfg := cfg.Tools
-	toolCfg.Process.Dir = cwd
-	if toolCfg.Process.Sandbox.On() && !cfg.NoEscalation {
-		// permit asks the user about every sandbox: false call, so a
-		// call that gets this far was allowed.
-		toolCfg.Escalate = func(context.Context, string, string) error { return nil }
-	}
 	started := srv.connectMCP(srv.ctx, mcpServers, cwd)
 	s.mcp, s.problems = started.servers, started.problems
-	sess, err := agent.Open(srv.ctx, agent.Config{
-		Model: cfg.Model, System: cfg.System, Profiles: cfg.Profiles,
-		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit, ExtraTools: started.tools,
-	}, agent.Surface{Name: "acp", ID: string(id), Journal: cfg.Journal, Resume: resume, Model: cfg.ModelName,
-		NoProjectInstructions: cfg.NoProjectInstructions, Logger: cfg.Logger})
+	cfg, sf := srv.sessionConfig(cwd, s.permit, started.tools)
+	sf.ID, sf.Resume = string(id), resume
+	sess, err := agent.Open(srv.ctx, cfg, sf)
 	if err != nil {
 		closeMCP(s.mcp)
 		return nil, err
@@ -112,8 +105,32 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 	// The client learns the session's id from the response to
 	// session/new, written after this returns: the commands follow it
 	// shortly, or come first thing in the first prompt.
-	time.AfterFunc(100*time.Millisecond, s.announceCommands)
+	s.announceTimer = time.AfterFunc(100*time.Millisecond, s.announceCommands)
 	return s, nil
+}
+
+// sessionConfig returns a session's configuration in cwd: the template's
+// (Config.Agent, Config.Surface) with what is the session's own.
+func (srv *server) sessionConfig(cwd string, permit func(context.Context, agent.ToolCall) error, extra []*tools.Tool) (agent.Config, agent.Surface) {
+	cfg, sf := srv.cfg.Agent, srv.cfg.Surface
+	sf.Name = "acp"
+	cfg.Tools.Process.Dir = cwd
+	if cfg.Tools.Process.Sandbox.On() && !srv.cfg.NoEscalation {
+		// permit asks the user about every sandbox: false call, so a
+		// call that gets this far was allowed.
+		cfg.Tools.Escalate = func(context.Context, string, string) error { return nil }
+	}
+	cfg.ExtraTools = append(slices.Clip(cfg.ExtraTools), extra...)
+	cfg.Permit = permit
+	if first := srv.cfg.Agent.Permit; first != nil {
+		cfg.Permit = func(ctx context.Context, c agent.ToolCall) error {
+			if err := first(ctx, c); err != nil {
+				return err
+			}
+			return permit(ctx, c)
+		}
+	}
+	return cfg, sf
 }
 
 // announceCommands offers the slash commands, once, and says which of
@@ -369,6 +386,7 @@ func (s *session) cancel() {
 func (s *session) close(why string) error {
 	s.closeOnce.Do(func() {
 		close(s.done)
+		s.announceTimer.Stop() // a session closed at once announces nothing
 		s.sess.CancelTurn()
 		s.stopRun()
 		<-s.ran

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 	"github.com/offstage/offstage/proc/proctest"
 	"github.com/offstage/offstage/provider/scripted"
@@ -51,9 +52,9 @@ func startACP(tb testing.TB) *acpPeer {
 		tb.Fatal(err)
 	}
 	marker := fmt.Sprintf("ACPSERVER_FUZZ=%d-%d", os.Getpid(), time.Now().UnixNano())
-	cfg := acpserver.Config{Model: m, AllowAll: true, NoProjectInstructions: true}
-	cfg.Tools.Process.Shell = []string{os.Args[0]}
-	cfg.Tools.Process.Env = append(os.Environ(), testShellEnv+"=1", marker)
+	cfg := acpserver.Config{Agent: agent.Config{Model: m}, AllowAll: true, Surface: agent.Surface{NoProjectInstructions: true}}
+	cfg.Agent.Tools.Process.Shell = []string{os.Args[0]}
+	cfg.Agent.Tools.Process.Env = append(os.Environ(), testShellEnv+"=1", marker)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)
@@ -172,7 +173,7 @@ func TestStdioAnswersWhatWasReadBeforeEndOfInput(t *testing.T) {
 		in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
 			`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + t.TempDir() + `","mcpServers":[]}}` + "\n"
 		var out bytes.Buffer
-		if err := acpserver.Serve(t.Context(), acpserver.Config{Model: m}, strings.NewReader(in), &out); err != nil {
+		if err := acpserver.Serve(t.Context(), acpserver.Config{Agent: agent.Config{Model: m}}, strings.NewReader(in), &out); err != nil {
 			t.Errorf("Serve() = %v", err)
 		}
 		if !strings.Contains(out.String(), `"id":1,"result":`) || !strings.Contains(out.String(), `"id":2,"result":{"sessionId":`) {
@@ -247,7 +248,7 @@ func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
 	defer close(w.release)
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(ctx, acpserver.Config{Model: m, NoProjectInstructions: true}, inR, w)
+		served <- acpserver.Serve(ctx, acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, w)
 	}()
 	call := func(id int, method, params string) string {
 		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)

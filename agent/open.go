@@ -44,7 +44,8 @@ type Surface struct {
 type Journal interface {
 	// Record starts the record of a session and hooks cfg up to it: task
 	// changes (cfg.Tasks.Recorder), messages (cfg.OnMessage), the shells'
-	// output logs (cfg.Tools.LogDir, cfg.Tools.OnShell). info.Resume is
+	// output logs (cfg.Tools.LogDir, cfg.Tools.OnShell), and, for a
+	// resume, where its task ids go on (cfg.Tasks.FirstID). info.Resume is
 	// set for a resumed session, whose record continues its own: Record
 	// takes the session over in one step, before anything is written
 	// under it, and refuses it if another process took it since Load
@@ -67,7 +68,10 @@ type Record interface {
 	// ID is the session's id.
 	ID() string
 	// Delivered records that results reached the conversation outside the
-	// task table (a resume's, told at the first model request).
+	// task table (a resume's, told at the first model request). Open calls
+	// it for a resume's Resume.Delivered; a caller driving its own loop
+	// with a Journal must call it once it has told them, or a later resume
+	// tells them again.
 	Delivered(ids ...string)
 	// End records the session's end.
 	End()
@@ -128,6 +132,12 @@ const closeTimeout = 20 * time.Second
 // A nil Config.Model gives a session with the tools and no spawn_agent,
 // whose turns fail with ErrNoModel: what a tools-only surface (an MCP
 // server without a model) needs.
+//
+// ctx is the session's lifetime, not a time limit for Open (which reads
+// files and the journal): the session's tasks descend from it, and when
+// it ends the session closes as by Session.Close, its record ends and its
+// turns fail with ErrClosed. Give Open a ctx that lasts as long as the
+// conversation.
 func Open(ctx context.Context, cfg Config, sf Surface) (*Session, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err

@@ -82,8 +82,8 @@ func TestCloseEndsRunAndIsIdempotent(t *testing.T) {
 	}
 	input := make(chan string, 1)
 	input <- "go"
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(context.Background(), input, agent.Discard) }()
+	ran := make(chan struct{})
+	go func() { s.Run(context.Background(), input, agent.Discard); close(ran) }()
 	waitFor(t, func() bool { return len(s.Table().List()) == 1 })
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -160,5 +160,57 @@ func TestOpenBindsTheTableToARecordThatAsks(t *testing.T) {
 	defer s.Close(context.Background())
 	if j.table == nil || j.table != s.Table() {
 		t.Errorf("the record was given table %p, want the session's %p", j.table, s.Table())
+	}
+}
+
+// ending is a Journal whose record says when it ends.
+type ending struct{ ended chan struct{} }
+
+func (j *ending) Record(_ context.Context, info agent.SessionInfo, _ *agent.Config) (agent.Record, error) {
+	return endingRecord{j}, nil
+}
+func (*ending) Load(context.Context, string) (*agent.Resume, error) {
+	return nil, agent.ErrUnknownSession
+}
+func (*ending) List(context.Context, string, int) ([]agent.SessionSummary, error) { return nil, nil }
+
+type endingRecord struct{ j *ending }
+
+func (endingRecord) ID() string          { return "s" }
+func (endingRecord) Delivered(...string) {}
+func (r endingRecord) End()              { close(r.j.ended) }
+
+// TestOpenContextEndedClosesTheSession pins the half-alive session of the
+// embedder's trial: once the ctx given to Open ends, the session closes
+// (its tasks reaped, its record ended) and a turn fails with ErrClosed
+// instead of calling the model and finding every tool broken.
+func TestOpenContextEndedClosesTheSession(t *testing.T) {
+	called := make(chan struct{}, 1)
+	m := modelFunc(func(provider.Request) provider.Response {
+		called <- struct{}{}
+		return text("done")
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	j := &ending{ended: make(chan struct{})}
+	s, err := agent.Open(ctx, agent.Config{Model: m, Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}, agent.Surface{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := s.Turn(context.Background(), "hello", agent.Discard); !errors.Is(err, agent.ErrClosed) {
+		t.Errorf("Turn after Open's ctx ended = %v, want ErrClosed", err)
+	}
+	select {
+	case <-called:
+		t.Error("the model was called on a closed session")
+	default:
+	}
+	select {
+	case <-j.ended: // the session closed by itself: its record ended
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session's record did not end after Open's ctx ended")
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Errorf("Close() = %v", err)
 	}
 }

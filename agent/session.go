@@ -248,9 +248,11 @@ type Session struct {
 	autonomous atomic.Int64 // autonomous turns run so far
 	carried    *carried     // what a resumed conversation still has to hear; nil when none
 
-	id     string        // set by Open
-	record Record        // set by Open when recorded; ended by Close
-	closed chan struct{} // closed by Close: Run returns
+	id       string          // set by Open
+	record   Record          // set by Open when recorded; ended by Close
+	closed   chan struct{}   // closed by Close: Run returns
+	life     context.Context // New's ctx: the session's lifetime
+	stopLife func() bool     // stops the Close that life's end runs
 
 	closeOnce sync.Once
 	closeErr  error
@@ -275,13 +277,19 @@ func (c *carried) take() ([]task.Notice, []task.Result) {
 	return n, r
 }
 
+// ErrClosed is the error of a turn on a closed session: closed by Close,
+// or because the ctx it was opened with ended.
+var ErrClosed = errors.New("agent: the session is closed")
+
 // ErrNoModel is the error of a turn in a session without a model.
 var ErrNoModel = errors.New("agent: this session has no model (Config.Model is nil); it serves tools only")
 
 // New returns a session whose tasks descend from ctx: the runtime alone,
 // with nothing recorded and nothing read from disk (Open does that). A nil
 // Config.Model gives the tools without spawn_agent; its turns fail with
-// ErrNoModel.
+// ErrNoModel. ctx is the session's lifetime, not a time limit for New:
+// when it ends, the session closes as by Close, and its turns fail with
+// ErrClosed.
 func New(ctx context.Context, cfg Config) (*Session, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -311,6 +319,8 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		s.carried = &carried{notices: r.Notices, results: r.Results}
 	}
 	s.top.hist.onAppend = cfg.OnMessage
+	s.life = ctx
+	s.stopLife = context.AfterFunc(ctx, func() { s.Close(context.Background()) })
 	return s, nil
 }
 
@@ -440,14 +450,31 @@ func (s *Session) History() []provider.Message { return s.top.hist.messages() }
 // request. Cancelling ctx (the user's Ctrl-C) stops the model call and the
 // foreground tools; background tasks go on.
 func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, error) {
-	if s.cfg.Model == nil {
+	if err := s.closedErr(); err != nil || s.cfg.Model == nil {
+		if err == nil {
+			err = ErrNoModel
+		}
 		emit(sink, Event{Type: TurnStart})
-		emit(sink, Event{Type: TurnEnd, Err: ErrNoModel})
-		return "", ErrNoModel
+		emit(sink, Event{Type: TurnEnd, Err: err})
+		return "", err
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
 	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
+}
+
+// closedErr returns an error wrapping ErrClosed if the session is closed
+// or its ctx has ended (its Close may not have run yet), or nil.
+func (s *Session) closedErr() error {
+	select {
+	case <-s.closed:
+		return ErrClosed
+	default:
+	}
+	if s.life.Err() != nil {
+		return fmt.Errorf("%w: the context it was opened with ended (%v)", ErrClosed, context.Cause(s.life))
+	}
+	return nil
 }
 
 // ErrTurnCanceled is the cause CancelTurn gives the turn it cancels.
@@ -494,8 +521,9 @@ func turnEndCause(ctx context.Context) error {
 // most Config.MaxAutonomousTurns autonomous turns run, after which results
 // wait for the next user turn. Task events are forwarded to sink while Run
 // runs. A failed turn is reported to sink (TurnEnd with Err) and Run goes
-// on. Run returns nil when input is closed, ctx ends or Close is called.
-func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error {
+// on. Run returns when input is closed, ctx ends or Close is called; it
+// has no error to return (a turn's goes to sink).
+func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	from := s.table.Events().Last() // now, not when the goroutine gets to run
@@ -511,12 +539,12 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-s.closed:
-			return nil
+			return
 		case line, ok := <-input:
 			if !ok {
-				return nil
+				return
 			}
 			s.Turn(ctx, line, sink)
 		case <-ready:
@@ -525,7 +553,7 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error
 			}
 			if line, ok, more := s.settle(ctx, input, ready); more {
 				if !ok {
-					return nil
+					return
 				}
 				s.Turn(ctx, line, sink) // user input arrived meanwhile: its turn reflows the results
 				continue
@@ -589,13 +617,9 @@ func (s *Session) cancelTurnCause(cause error) bool {
 // AutonomousTurns returns how many autonomous turns Run has started.
 func (s *Session) AutonomousTurns() int { return int(s.autonomous.Load()) }
 
-// FollowTasks forwards the task table's events to sink until ctx ends. If
-// the sink falls behind the bounded log, it says so with one event and
-// goes on from the oldest event still held.
-func (s *Session) FollowTasks(ctx context.Context, sink Sink) {
-	s.followTasks(ctx, s.table.Events().Last(), sink)
-}
-
+// followTasks forwards the task table's events after from to sink until
+// ctx ends. If the sink falls behind the bounded log, it says so with one
+// event and goes on from the oldest event still held.
 func (s *Session) followTasks(ctx context.Context, from uint64, sink Sink) {
 	s.table.Events().FollowFrom(ctx, from, func(e *task.Event, err error) {
 		emit(sink, Event{Type: TaskEvent, Task: e, Err: err})
@@ -609,7 +633,8 @@ func (s *Session) followTasks(ctx context.Context, from uint64, sink Sink) {
 // at most 20 seconds or until ctx ends; then the session's record ends.
 // It is idempotent: later calls return the first one's error. The tasks
 // it ends record that the session closed (task.BySession); CloseCause
-// says why.
+// says why. When the ctx the session was opened with ends, the session
+// runs Close itself; calling Close then waits for that one.
 func (s *Session) Close(ctx context.Context) error { return s.CloseCause(ctx, nil) }
 
 // CloseCause is Close with why the session closed, which every task it
@@ -623,6 +648,7 @@ func (s *Session) CloseCause(ctx context.Context, cause error) error {
 	}
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		s.stopLife()
 		close(s.closed)
 		s.cancelTurnCause(fmt.Errorf("%w: %w", ErrTurnCanceled, cause))
 		ctx, cancel := context.WithTimeout(ctx, closeTimeout)

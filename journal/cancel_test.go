@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -140,5 +141,52 @@ func TestAnOlderPostgresJournalTakesCancelRequests(t *testing.T) {
 	conn.QueryRow(t.Context(), "SELECT version FROM offstage_schema").Scan(&v)
 	if v != len(journal.PostgresMigrations) {
 		t.Errorf("schema version %d, want %d", v, len(journal.PostgresMigrations))
+	}
+}
+
+// TestOpenPostgresMigratesUnderItsContext pins the bug where
+// OpenPostgres migrated on context.Background(): a start waiting behind
+// another instance's migration lock could not be cancelled.
+func TestOpenPostgresMigratesUnderItsContext(t *testing.T) {
+	pgOnce.Do(func() { pg, pgErr = pgtest.Run() })
+	if errors.Is(pgErr, pgtest.ErrNoPostgres) && os.Getenv(pgtest.RequireEnv) == "" {
+		t.Skipf("skipping: %v; apt-get install postgresql runs these tests", pgErr)
+	}
+	if pgErr != nil {
+		t.Fatal(pgErr)
+	}
+	url := pg.NewDatabase(t)
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// Another instance is migrating: it holds the migration lock.
+	if _, err := conn.Exec(t.Context(), "SELECT pg_advisory_lock(7390001)"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	opened := make(chan error, 1)
+	go func() {
+		s, err := journal.OpenPostgres(ctx, url)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	// Once Open waits for the lock, its ctx ends.
+	for waiting := 0; waiting == 0; time.Sleep(10 * time.Millisecond) {
+		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	// Without ctx reaching the migration, Open waits for the lock: it is
+	// let go only after a while, so that Open then succeeds and the test
+	// fails instead of hanging.
+	release := time.AfterFunc(20*time.Second, func() { conn.Exec(context.Background(), "SELECT pg_advisory_unlock(7390001)") })
+	defer release.Stop()
+	if err := <-opened; err == nil {
+		t.Fatal("OpenPostgres with its ctx cancelled while waiting for the migration lock succeeded, after the lock was let go; want it to give up")
 	}
 }

@@ -23,6 +23,25 @@
 // trip differ. The task table does not depend on this package: a
 // [SessionLog] is a task.Recorder the table is given.
 //
+// # Concurrency properties
+//
+// A DB, a Journal, a SessionLog and a Recorder are each safe for
+// concurrent use. Several processes share one journal: SQLite's file in
+// WAL mode (writers take turns, each waiting up to a 10 s busy timeout),
+// PostgreSQL's server (the schema is migrated under an advisory lock,
+// once). A Journal has one writer goroutine, started by New and
+// ended by Close: records are written in the order they were added, in
+// batches of one transaction each, so another process reading the store
+// sees a batch whole or not at all. Add and a SessionLog's methods never
+// block, except SessionLog.Pace, for at most Options.Backpressure (see
+// below); Flush blocks until what was queued before it is written or ctx
+// ends; Close, idempotent, writes what is queued until ctx ends and stops
+// the writer. After Close, records are dropped and counted. A Recorder
+// starts, besides its Journal's writer, a goroutine that hears of cancel
+// requests and, on a shared journal (PostgreSQL), one that keeps this
+// host's lease; its Close stops them all. Close a session (agent.Session
+// .Close, which ends its record) before its Recorder.
+//
 // # Writing off the hot path
 //
 // Add copies a record into a bounded queue (Options.QueueRecords, 8192)

@@ -327,9 +327,6 @@ func New(store Store, opts Options) *Journal {
 	return j
 }
 
-// Store returns the journal's store, for reads.
-func (j *Journal) Store() Store { return j.store }
-
 // entry is one queued record. A task change is kept by value, so the
 // queue of a busy table allocates nothing per change.
 type entry struct {
@@ -504,13 +501,6 @@ func (j *Journal) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return Stats{Written: j.written, Lost: j.lost, Err: j.why, Queued: len(j.queue) + j.held, WriteErrors: j.errs}
-}
-
-// Written returns how many records were written so far.
-func (j *Journal) Written() uint64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.written
 }
 
 // Flush waits until every record queued before the call is written (or

@@ -13,7 +13,8 @@ import (
 
 // OpenPostgres connects to the PostgreSQL journal at dsn (a postgres://
 // URL or a key=value connection string) and brings its schema up to date,
-// under an advisory lock, so instances starting at once migrate it once.
+// under an advisory lock, so instances starting at once migrate it once;
+// ctx bounds the whole of it, the wait for that lock included.
 // The journal is a Leaser: the instances sharing it hold leases, and one
 // of them orphans the tasks of an instance whose lease ran out. Errors
 // and Path never show the password.
@@ -31,7 +32,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	}
 	s := newDB(db, where, postgresDialect)
 	s.listen = cfg
-	if err := s.migrate(); err != nil {
+	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}

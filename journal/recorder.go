@@ -218,7 +218,12 @@ func (r *Recorder) Close(ctx context.Context) error {
 // once exactly one goes on, and the other is refused before anything is
 // written under the session or its logs. A journal that cannot write now
 // refuses the resume too: it could not tell. A resumed session numbers
-// its messages on after the ones it has.
+// its messages on after the ones it has, and its tasks after the ones it
+// had (cfg.Tasks.FirstID is raised to Resume.FirstID), so that an
+// embedder's own loop, which makes its task table from cfg.Tasks, never
+// overwrites the old tasks' records. The results the resume tells are
+// the caller's to mark: Record.Delivered(Resume.Delivered...) once told
+// (agent.Open does it).
 func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agent.Config) (agent.Record, error) {
 	id := info.ID
 	if id == "" {
@@ -230,6 +235,7 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 			return nil, err
 		}
 		log = r.j.continueSession(id, info.Resume.Seq)
+		cfg.Tasks.FirstID = max(cfg.Tasks.FirstID, info.Resume.FirstID)
 	} else {
 		r.mu.Lock()
 		r.open[id] = true

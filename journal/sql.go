@@ -339,7 +339,7 @@ func OpenSQLite(path string) (*DB, error) {
 	// busy timeout: a process opening the journal just as another creates
 	// it retries for a while.
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
-		err = s.migrate()
+		err = s.migrate(context.Background()) // OpenSQLite takes no ctx: SQLite's busy timeout bounds the wait
 		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || wait > 5*time.Second {
 			break
 		}
@@ -543,8 +543,9 @@ func (d *dialect) rebind(q string) string {
 	return b.String()
 }
 
-func (s *DB) migrate() error {
-	ctx := context.Background()
+// migrate brings the schema up to date, under ctx: a start waiting behind
+// another instance's migration (its lock) gives up when ctx ends.
+func (s *DB) migrate(ctx context.Context) error {
 	damaged := s.diagnose
 	if s.d != sqliteDialect {
 		damaged = func(err error) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/task"
 )
@@ -128,7 +129,7 @@ func BenchmarkIdleCPU(b *testing.B) {
 	const sessions, shells, window = 200, 1000, 10 * time.Second
 	var share float64
 	for b.Loop() {
-		svc, err := mcpserver.New(context.Background(), mcpserver.Config{Tasks: task.Options{MaxRunning: shells, MaxTasks: 2 * shells}})
+		svc, err := mcpserver.New(context.Background(), mcpserver.Config{Agent: agent.Config{Tasks: task.Options{MaxRunning: shells, MaxTasks: 2 * shells}}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,13 +48,29 @@ const DefaultMaxSessions = 64
 //
 // At most Config.MaxSessions sessions are open at once (those being
 // created count): a request that would start one more gets 503 with a
-// message naming the bound and --max-sessions, and the server's log says
-// so (at most once a minute). A session frees its place when it is
+// message naming the bound (and Config.FullAdvice), and the server's log
+// says so (at most once a minute). A session frees its place when it is
 // deleted, closed for idleness, or found ended.
 //
 // Once the Service is closing, requests that would start a session get
-// 503.
+// 503. Close the Service before shutting its http.Server down: Close ends
+// the sessions' open streams, which http.Server.Shutdown would otherwise
+// wait for until its own ctx ends.
+//
+// An application that authenticates requests itself uses Handler instead.
 func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handler {
+	return tokenChecked(token, s.Handler(allowedOrigins))
+}
+
+// Handler is HTTPHandler without the bearer token, for an application
+// that authenticates requests its own way: wrap Handler in that
+// authentication, and mount it where the application's clients connect.
+// Everything else of HTTPHandler holds: the Origin check against
+// loopback and allowedOrigins, the session cap (Config.MaxSessions) and
+// the idle timeout (Config.IdleTimeout). Serving Server() through the
+// SDK's own handler keeps none of those. Handler alone authenticates no
+// one: anyone who reaches it runs commands.
+func (s *Service) Handler(allowedOrigins []string) http.Handler {
 	idle := &idleSessions{svc: s, timeout: s.cfg.IdleTimeout, max: s.cfg.MaxSessions, byID: make(map[string]*idleSession)}
 	s.mu.Lock()
 	s.idle = append(s.idle, idle)
@@ -69,7 +85,7 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 		}
 		return srv
 	}, &mcp.StreamableHTTPOptions{Logger: sdkLogger(s.cfg.Logger)})
-	return Authorized(token, allowedOrigins, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return originChecked(allowedOrigins, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		idle.serve(w, r, mcpHandler)
 	}))
 }
@@ -80,14 +96,28 @@ func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handle
 // one of allowedOrigins. offstage mcp --http guards /metrics with it, so
 // every endpoint of the server has one rule.
 func Authorized(token string, allowedOrigins []string, next http.Handler) http.Handler {
+	return tokenChecked(token, originChecked(allowedOrigins, next))
+}
+
+// tokenChecked passes to next only the requests with "Authorization:
+// Bearer TOKEN" (constant time; an empty token refuses everything).
+func tokenChecked(token string, next http.Handler) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || subtle.ConstantTimeCompare(bearer(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="offstage"`)
-			http.Error(w, "401 Unauthorized: send Authorization: Bearer <token> (see the token offstage mcp printed, or OFFSTAGE_MCP_TOKEN)", http.StatusUnauthorized)
+			http.Error(w, "401 Unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
 		}
-		if o := r.Header.Get("Origin"); o != "" && !origin.Allowed(o, allowedOrigins) {
+		next.ServeHTTP(w, r)
+	})
+}
+
+// originChecked passes to next only the requests without an Origin
+// header, or with a loopback origin or one of allowed.
+func originChecked(allowed []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !origin.Allowed(o, allowed) {
 			http.Error(w, "403 Forbidden: origin "+o+" is not allowed", http.StatusForbidden)
 			return
 		}
@@ -143,7 +173,10 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			return
 		}
 		if !t.reserve() {
-			msg := fmt.Sprintf("503 Service Unavailable: this offstage serves at most %d MCP sessions at once, and that many are open; end one (HTTP DELETE), wait for an idle one to be closed, or start offstage mcp with a higher --max-sessions", t.max)
+			msg := fmt.Sprintf("503 Service Unavailable: this offstage serves at most %d MCP sessions at once, and that many are open; end one (HTTP DELETE) or wait for an idle one to be closed", t.max)
+			if a := t.svc.cfg.FullAdvice; a != "" {
+				msg += ", or " + a
+			}
 			w.Header().Set("Retry-After", "10")
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
@@ -183,7 +216,11 @@ func (t *idleSessions) reserve() bool {
 	if t.max > 0 && t.open >= t.max {
 		if now := time.Now(); now.Sub(t.lastWarn) >= time.Minute {
 			t.lastWarn = now
-			t.svc.cfg.Logger.Warn("refusing a new HTTP session: as many are open as --max-sessions allows (this is said at most once a minute)", "max_sessions", t.max)
+			msg := "refusing a new HTTP session: as many are open as allowed (this is said at most once a minute)"
+			if a := t.svc.cfg.FullAdvice; a != "" {
+				msg += "; to serve more, " + a
+			}
+			t.svc.cfg.Logger.Warn(msg, "max_sessions", t.max)
 		}
 		return false
 	}

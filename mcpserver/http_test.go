@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -105,7 +106,7 @@ func (s *rawSession) tool(name, args string, out any) {
 func TestHTTPIdleSessionsAreClosed(t *testing.T) {
 	var logged syncBuffer
 	ends := &endRecorder{}
-	svc := newService(t, mcpserver.Config{IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil)), Tasks: task.Options{Recorder: ends}})
+	svc := newService(t, mcpserver.Config{IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil)), Agent: agent.Config{Tasks: task.Options{Recorder: ends}}})
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	defer srv.Close()
 
@@ -244,7 +245,8 @@ func TestHTTPIdleTrackingStaysBounded(t *testing.T) {
 // session gives its place back.
 func TestHTTPSessionsAreBounded(t *testing.T) {
 	var logged syncBuffer
-	svc := newService(t, mcpserver.Config{MaxSessions: 2, IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	svc := newService(t, mcpserver.Config{MaxSessions: 2, IdleTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+		FullAdvice: "start it with a higher --max-sessions"})
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	defer srv.Close()
 	const initialize = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`
@@ -304,7 +306,7 @@ func TestHTTPSessionsAreBounded(t *testing.T) {
 	if !refused() {
 		t.Fatal("a third session was opened with --max-sessions 2")
 	}
-	if !strings.Contains(logged.String(), "refusing a new HTTP session") {
+	if !strings.Contains(logged.String(), "refusing a new HTTP session") || !strings.Contains(logged.String(), "--max-sessions") {
 		t.Errorf("the log does not say a session was refused:\n%s", logged.String())
 	}
 	// A DELETE frees a place.
@@ -351,4 +353,51 @@ func (r *endRecorder) of(id string) (by, reason string) {
 	defer r.mu.Unlock()
 	e := r.ends[id]
 	return e[0], e[1]
+}
+
+// An application with its own authentication serves Handler behind it,
+// and keeps the session cap and the Origin check (the embedder's trial:
+// falling back to the SDK's handler silently lost them). Without
+// Config.FullAdvice the refusal names no flag of offstage's CLI.
+func TestHandlerBehindOwnAuthentication(t *testing.T) {
+	svc := newService(t, mcpserver.Config{MaxSessions: 1})
+	h := svc.Handler(nil)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-App-Key") != "k" {
+			http.Error(w, "the app says no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	initialize := func(key, origin string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-App-Key", key)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, _ := initialize("", ""); code != http.StatusUnauthorized {
+		t.Errorf("without the app's key: %d, want the app's 401", code)
+	}
+	if code, _ := initialize("k", "http://evil.example"); code != http.StatusForbidden {
+		t.Errorf("a foreign origin: %d, want 403", code)
+	}
+	if code, body := initialize("k", ""); code != http.StatusOK {
+		t.Fatalf("the app's client, no bearer token: %d %s, want 200", code, body)
+	}
+	code, body := initialize("k", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "at most 1 MCP sessions") || strings.Contains(body, "--") {
+		t.Errorf("one session past MaxSessions: %d %q, want 503 naming the bound and no flag", code, body)
+	}
 }

@@ -15,7 +15,7 @@
 // # Tools, progress, resources
 //
 // The tools are package tools' (and spawn_agent, through package agent,
-// when Config.Model is set): the same names, schemas and results, each
+// when Config.Agent.Model is set): the same names, schemas and results, each
 // with its output schema, and the descriptions of the face where nothing
 // reaches the model unless it asks (tools.Config.NoPush: a result comes
 // from task_wait, never by itself; the session's sub-agents still get
@@ -72,37 +72,34 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/chanctx"
+	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
-	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
 // Config configures a Service.
 type Config struct {
-	// Tools configures the tools: the shells' template (working directory,
-	// environment, secrets) and result budgets.
-	Tools tools.Config
-	// Tasks configures each session's task table.
-	Tasks task.Options
-	// Model, when set, enables spawn_agent with Profiles (nil means
-	// agent.DefaultProfiles()).
-	Model    provider.Model
-	Profiles []agent.Profile
-	// ProjectInstructions (AGENTS.md) go to sub-agents, unless their
-	// profile opts out. Empty: each session reads them from
-	// Tools.Process.Dir when there is a model, unless
-	// NoProjectInstructions.
-	ProjectInstructions   string
-	NoProjectInstructions bool
+	// Agent is every session's configuration, the template agent.Open is
+	// given: the tools (the shells' template: working directory,
+	// environment and its policy, limits, sandbox; result budgets), the
+	// task table's options, and, when Model is set, spawn_agent with
+	// Profiles (nil means agent.DefaultProfiles()) and
+	// ProjectInstructions (AGENTS.md, for sub-agents unless their profile
+	// opts out; empty: each session reads them from Tools.Process.Dir,
+	// unless Surface.NoProjectInstructions). Each session's copy has
+	// Tools.NoPush and NoContinuation set: an MCP client is sent no result
+	// it did not ask for.
+	Agent agent.Config
+	// Surface is every session's agent.Surface: Journal, if set, records
+	// each MCP session (its tasks and their output logs; package
+	// journal's Recorder); Model describes the model in the record;
+	// Logger (nil: Config.Logger) hears what Open read. Each session sets
+	// Name ("mcp") and ID.
+	Surface agent.Surface
 	// KeepOnDisconnect leaves a session's tasks running after it ends;
 	// they are then cancelled and reaped by Service.Close.
 	KeepOnDisconnect bool
-	// Journal, if set, records each MCP session (its tasks and their
-	// output logs; package journal's Recorder). ModelName describes the
-	// model in the record.
-	Journal   agent.Journal
-	ModelName string
 	// Logger receives diagnostics; nil discards them. Never stdout: on
 	// stdio, stdout is the protocol.
 	Logger *slog.Logger
@@ -121,6 +118,11 @@ type Config struct {
 	// would start one more gets 503 (see HTTPHandler). Default
 	// DefaultMaxSessions; negative: no bound.
 	MaxSessions int
+	// FullAdvice is added to what a client refused for MaxSessions is
+	// told, and to the log line: how to serve more, in the terms of the
+	// program serving (offstage's: "start offstage mcp with a higher
+	// --max-sessions"). Empty: the refusal says what a client can do.
+	FullAdvice string
 }
 
 // Service makes per-session MCP servers and owns what they start.
@@ -161,9 +163,14 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
-	cfg.Tools.NoPush = true // an MCP client is sent no result it did not ask for
+	if cfg.Surface.Logger == nil {
+		cfg.Surface.Logger = cfg.Logger
+	}
+	cfg.Surface.Name = "mcp"
+	// An MCP client is sent no result it did not ask for.
+	cfg.Agent.Tools.NoPush, cfg.Agent.NoContinuation = true, true
 	s := &Service{cfg: cfg, conns: make(map[*conn]struct{})}
-	defs, err := agent.ToolDefs(s.agentConfig())
+	defs, err := agent.ToolDefs(s.cfg.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
@@ -232,10 +239,6 @@ func annotations(t *tools.Tool) *mcp.ToolAnnotations {
 		IdempotentHint:  t.Idempotent,
 		OpenWorldHint:   &openWorld,
 	}
-}
-
-func (s *Service) agentConfig() agent.Config {
-	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, ProjectInstructions: s.cfg.ProjectInstructions, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true}
 }
 
 // Close stops the service: it refuses new sessions, cancels and reaps
@@ -342,8 +345,9 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		if ss != nil {
 			id = ss.ID()
 		}
-		sess, err := agent.Open(svc.ctx, svc.agentConfig(), agent.Surface{Name: "mcp", ID: id, Journal: svc.cfg.Journal,
-			Model: svc.cfg.ModelName, NoProjectInstructions: svc.cfg.NoProjectInstructions, Logger: svc.cfg.Logger})
+		sf := svc.cfg.Surface
+		sf.ID = id
+		sess, err := agent.Open(svc.ctx, svc.cfg.Agent, sf)
 		if err != nil {
 			c.err = err
 			svc.cfg.Logger.Error("cannot open a session", "err", err)
@@ -566,6 +570,9 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 		if tool == nil {
 			return errorResult("no tool " + name), nil
 		}
+		ctx, span := tracing.Root(ctx, c.svc.cfg.Agent.Tracer, "execute_tool "+name, tracing.OperationName.String("execute_tool"),
+			tracing.ToolName.String(name), tracing.Conversation(c.session.ID()))
+		defer span.End()
 		if token := req.Params.GetProgressToken(); token != nil && name == "task_wait" && req.Session != nil {
 			stop := c.progress(ctx, req.Session, token, req.Params.Arguments)
 			defer stop()

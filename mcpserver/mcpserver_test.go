@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 
 func newService(t *testing.T, cfg mcpserver.Config) *mcpserver.Service {
 	t.Helper()
-	if cfg.Tools.Process.Dir == "" {
-		cfg.Tools.Process.Dir = t.TempDir()
+	if cfg.Agent.Tools.Process.Dir == "" {
+		cfg.Agent.Tools.Process.Dir = t.TempDir()
 	}
 	cfg.UpdateInterval, cfg.ProgressInterval = 100*time.Millisecond, 200*time.Millisecond
 	svc, err := mcpserver.New(context.Background(), cfg)
@@ -398,7 +398,7 @@ func TestOutputResourcesAndSubscriptions(t *testing.T) {
 }
 
 func TestHTTPNeedsTheTokenAndALocalOrigin(t *testing.T) {
-	svc := newService(t, mcpserver.Config{Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}})
+	svc := newService(t, mcpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}})
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	defer srv.Close()
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
@@ -475,7 +475,7 @@ func TestSpawnAgentWhenAModelIsConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := newService(t, mcpserver.Config{Model: model})
+	svc := newService(t, mcpserver.Config{Agent: agent.Config{Model: model}})
 	cs := client(t, svc, nil)
 	list, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
@@ -505,7 +505,7 @@ func TestToolAnnotations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := client(t, newService(t, mcpserver.Config{Model: model}), nil)
+	cs := client(t, newService(t, mcpserver.Config{Agent: agent.Config{Model: model}}), nil)
 	list, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -540,7 +540,7 @@ func TestToolAnnotations(t *testing.T) {
 
 func TestNoticesReachTheServersLog(t *testing.T) {
 	var logged syncBuffer
-	svc := newService(t, mcpserver.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}},
+	svc := newService(t, mcpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}},
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	cs := client(t, svc, nil)
 	call(t, cs, "bash", `{"command": "printf 'Overwrite? [y/N] '; read a; echo got $a", "run_in_background": true, "interactive": true}`, nil)
@@ -589,7 +589,7 @@ func TestABadProfileIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = mcpserver.New(context.Background(), mcpserver.Config{Model: m, Profiles: []agent.Profile{{Name: "review"}, {Name: "review"}}})
+	_, err = mcpserver.New(context.Background(), mcpserver.Config{Agent: agent.Config{Model: m, Profiles: []agent.Profile{{Name: "review"}, {Name: "review"}}}})
 	if err == nil || !strings.Contains(err.Error(), `repeated name "review"`) {
 		t.Errorf("New with a repeated profile = %v, want an error naming it", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/tools"
@@ -74,7 +75,7 @@ func listChanged(t *testing.T, changed <-chan struct{}) {
 // follow the shells' output: with an interval of an hour, one still comes
 // as soon as output arrives (a ticker would send none for an hour).
 func TestResourceUpdatesComeFromOutput(t *testing.T) {
-	svc, err := mcpserver.New(context.Background(), mcpserver.Config{UpdateInterval: time.Hour, Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}})
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{UpdateInterval: time.Hour, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/provider/scripted"
 )
@@ -26,7 +27,7 @@ func TestSchemasArePlainOverMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := client(t, newService(t, mcpserver.Config{Model: model}), nil)
+	cs := client(t, newService(t, mcpserver.Config{Agent: agent.Config{Model: model}}), nil)
 	list, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)

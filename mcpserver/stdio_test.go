@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
@@ -41,9 +42,9 @@ func startStdio(tb testing.TB) *stdioPeer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Tools: tools.Config{Process: proc.Config{
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
 		Dir: dir, Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
-	}}})
+	}}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

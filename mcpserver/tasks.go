@@ -395,7 +395,7 @@ func (c *conn) wireLocked(handle string, t *extTask) *wireTask {
 func inputKey(n int) string { return fmt.Sprintf("input-%d", n) }
 
 func (c *conn) retainFor() time.Duration {
-	if d := c.svc.cfg.Tasks.RetainFor; d > 0 {
+	if d := c.svc.cfg.Agent.Tasks.RetainFor; d > 0 {
 		return d
 	}
 	return time.Hour // task.Options' default

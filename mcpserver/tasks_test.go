@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/provider/scripted"
 )
@@ -238,7 +239,7 @@ func TestSpawnAgentAsATask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := taskSessionWith(t, mcpserver.Config{Model: model})
+	s := taskSessionWith(t, mcpserver.Config{Agent: agent.Config{Model: model}})
 	r := s.request("tools/call", `{"name":"spawn_agent","arguments":{"profile":"general","prompt":"report"},`+withTasks+`}`)
 	var created wireTask
 	json.Unmarshal(r.Result, &created)

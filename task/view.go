@@ -20,6 +20,11 @@ type View struct {
 // level).
 func (v *View) Owner() string { return v.owner }
 
+// Table returns the table the view is on: with Owner, what names a
+// caller's place among every table's (package tools keys what each caller
+// last read by it, so that one tool set can serve many tables).
+func (v *View) Table() *Table { return v.tb }
+
 // Spawn starts fn as a new task owned by the view's owner and returns its
 // id at once. The task runs now if fewer than Options.MaxRunning tasks are
 // running, otherwise it waits queued. Its context is a child of its owner's

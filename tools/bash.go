@@ -61,7 +61,7 @@ type BashOutput struct {
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
 	out, err := s.runBash(ctx, v, in)
 	if err == nil {
-		out.Note = joinNotes(out.Note, s.envNote(v.Owner()))
+		out.Note = joinNotes(out.Note, s.envNote(v))
 	}
 	return out, err
 }
@@ -119,7 +119,11 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	cfg.Command, cfg.Stdin, cfg.TTY = in.Command, interactive, in.TTY
 	if in.Sandbox != nil && !*in.Sandbox && cfg.Sandbox.On() {
 		if s.cfg.Escalate == nil {
-			return BashOutput{}, fail("Running a command outside the sandbox is not allowed here (the user did not allow escalation: --sandbox-escalation allow). Work within the sandbox (%s), or tell the user what the command needs.", cfg.Sandbox.Mode)
+			how := "the user did not allow escalation"
+			if a := s.cfg.Advice.Escalation; a != "" {
+				how += ": " + a
+			}
+			return BashOutput{}, fail("Running a command outside the sandbox is not allowed here (%s). Work within the sandbox (%s), or tell the user what the command needs.", how, cfg.Sandbox.Mode)
 		}
 		if err := s.cfg.Escalate(ctx, v.Owner(), in.Command); err != nil {
 			return BashOutput{}, fail("The user did not let this command run outside the sandbox: %v. Do not ask again for the same command; work within the sandbox, or ask the user what to do.", err)
@@ -147,7 +151,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 		cfg.Env = withPorts(cfg.Env, ports)
 	}
-	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil,
+	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil, Advice: s.cfg.Advice,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit, call: ctx})
 	if err != nil {
 		s.cfg.Ports.Release(ports)
@@ -387,7 +391,7 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		}
 		if failedByItself(e) {
 			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
-			out.Note = joinNotes(out.Note, sandboxNote(p.Sandbox(), out.Output, s.cfg.Escalate != nil))
+			out.Note = joinNotes(out.Note, sandboxNote(p.Sandbox(), out.Output, s.cfg.Escalate != nil, s.cfg.Advice))
 		}
 		if e.MemoryKills > 0 && e.Err() == nil {
 			out.Note = joinNotes(out.Note, memoryNote(e))
@@ -475,20 +479,21 @@ func promptNotice(id, prompt string, inputOpen bool) string {
 // maxWithheldNames bounds the names envNote lists.
 const maxWithheldNames = 40
 
-// envNote returns, the first time it is called for owner, a note saying
+// envNote returns, the first time it is called for v's owner, a note saying
 // what the sandbox lets commands do (when there is one) and naming
 // the variables the environment policy keeps from commands, so that a
 // model whose gh says "not logged in" knows why and does not go looking
 // for the key; "" after that, and when nothing is withheld. Names only,
 // never values.
-func (s *Set) envNote(owner string) string {
+func (s *Set) envNote(v *task.View) string {
+	c := callerOf(v)
 	s.mu.Lock()
-	told := s.told[owner]
+	told := s.told[c]
 	if !told {
 		if len(s.told) >= maxCursors {
 			clear(s.told) // bounded: an owner may be told twice
 		}
-		s.told[owner] = true
+		s.told[c] = true
 	}
 	s.mu.Unlock()
 	if told {
@@ -512,5 +517,5 @@ func (s *Set) withheldNote() string {
 	if len(names) == 1 {
 		what = "1 environment variable that looks like a secret"
 	}
-	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through (offstage --env-keep NAME).", what, list)
+	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through%s.", what, list, parens(s.cfg.Advice.KeepEnv))
 }

@@ -55,7 +55,10 @@
 //
 // # Concurrency properties
 //
-// A Set and its tools are safe for concurrent use by many callers. The set
-// keeps one piece of state: where each caller last stopped reading each
-// task's output (bounded; the oldest are forgotten).
+// A Set and its tools are safe for concurrent use by many callers, of one
+// task table or of many. The set keeps one piece of state: where each
+// caller (an owner in one table) last stopped reading each task's output,
+// and what it was last shown (bounded; the oldest are forgotten). It is
+// kept per table, so one Set may serve many conversations; it holds no
+// table alive.
 package tools

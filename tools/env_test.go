@@ -57,3 +57,23 @@ func TestBashSaysNothingWhenNothingIsWithheld(t *testing.T) {
 		t.Errorf("note = %q, want none", out.Note)
 	}
 }
+
+// The library names no flag of offstage's CLI to the model: how the user
+// lets a withheld variable through is the caller's advice (Config.Advice).
+func TestWithheldNoteAdviceIsTheCallers(t *testing.T) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "GITHUB_TOKEN=x"}
+	for _, c := range []struct {
+		advice tools.Advice
+		want   string
+	}{
+		{tools.Advice{}, "who can pass one through."},
+		{tools.Advice{KeepEnv: "--pass NAME"}, "who can pass one through (--pass NAME)."},
+	} {
+		e := newEnv(t, tools.Config{Process: proc.Config{Env: env}, Advice: c.advice})
+		var out tools.BashOutput
+		ok(t, e, e.top, "bash", `{"command": "true"}`, &out)
+		if !strings.HasSuffix(out.Note, c.want) || strings.Contains(out.Note, "offstage") {
+			t.Errorf("Advice %+v: note %q, want it to end %q and not name offstage", c.advice, out.Note, c.want)
+		}
+	}
+}

@@ -18,7 +18,10 @@ import (
 const pollPlainly = 3
 
 // pollKey names what a caller read: one task, or its whole list ("").
-type pollKey struct{ owner, id string }
+type pollKey struct {
+	caller
+	id string
+}
 
 // pollState is what a caller saw at its last read, and how many reads in
 // a row saw the same.
@@ -70,7 +73,7 @@ func (s *Set) taskPollNote(v *task.View, i task.Info) string {
 	if !i.State.Finished() {
 		seen = fingerprint(v, i)
 	}
-	return s.pollNote(v.Owner(), i.ID, seen, i.ID, []string{i.ID})
+	return s.pollNote(v, i.ID, seen, i.ID, []string{i.ID})
 }
 
 // listPollNote returns the note for a task_list that shows briefs.
@@ -96,13 +99,14 @@ func (s *Set) listPollNote(v *task.View, briefs []task.Brief) string {
 	if len(running) == 0 {
 		seen = ""
 	}
-	return s.pollNote(v.Owner(), "", seen, "your tasks", running)
+	return s.pollNote(v, "", seen, "your tasks", running)
 }
 
 // pollNote counts a read of key, and words the note of a poll of what
 // (a task id, or "your tasks") whose running tasks are ids.
-func (s *Set) pollNote(owner, key, seen, what string, ids []string) string {
-	n := s.noteRead(pollKey{owner, key}, seen)
+func (s *Set) pollNote(v *task.View, key, seen, what string, ids []string) string {
+	owner := v.Owner()
+	n := s.noteRead(pollKey{callerOf(v), key}, seen)
 	if n == 0 {
 		return ""
 	}

@@ -58,7 +58,7 @@ var (
 // sandbox refused it and how to go on: a path outside its writable
 // places, or the network while it is off. "" when its output shows
 // neither.
-func sandboxNote(st proc.SandboxStatus, output string, escalate bool) string {
+func sandboxNote(st proc.SandboxStatus, output string, escalate bool, advice Advice) string {
 	if st.Mode == "" || st.Mode == proc.SandboxOff {
 		return ""
 	}
@@ -83,7 +83,7 @@ func sandboxNote(st proc.SandboxStatus, output string, escalate bool) string {
 	if escalate {
 		how += " If the command really needs it, run it again with sandbox: false, which asks the user to let this one command run outside the sandbox; or ask the user to widen the sandbox."
 	} else {
-		how += " Running outside the sandbox is not allowed here; if the command really needs it, tell the user, who can widen the sandbox (--sandbox-write DIR, --sandbox-network on) or turn it off."
+		how += " Running outside the sandbox is not allowed here; if the command really needs it, tell the user, who can widen the sandbox" + parens(advice.Widen) + " or turn it off."
 	}
 	switch {
 	case len(outside) > 0:
@@ -138,6 +138,30 @@ func (s *Set) fenceNow() string {
 
 // escalationText says whether and how a command may run outside the
 // sandbox.
+// Advice is what the model is told a user can do about a refusal, in the
+// words of the program around the tools: its flags or its settings. The
+// library names none of its own; an empty field leaves the advice general
+// ("tell the user, who can widen the sandbox").
+type Advice struct {
+	// Escalation says how the user lets the model run a command outside
+	// the sandbox (offstage's: "--sandbox-escalation allow").
+	Escalation string
+	// Widen says how the user widens the sandbox (offstage's:
+	// "--sandbox-write DIR, --sandbox-network on").
+	Widen string
+	// KeepEnv says how the user lets commands see a variable the
+	// environment policy withholds (offstage's: "offstage --env-keep NAME").
+	KeepEnv string
+}
+
+// parens returns " (s)", or "" for no s.
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
 func escalationText(allowed bool) string {
 	if allowed {
 		return "If a command really needs more, pass `sandbox: false` to ask the user to let that one command run outside the sandbox; never to get around a refusal you can work around."

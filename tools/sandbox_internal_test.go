@@ -23,16 +23,16 @@ func TestSandboxNoteReadsRefusals(t *testing.T) {
 		{"cat: /dev/null: Permission denied", ""},                    // a device it may write
 	}
 	for _, c := range cases {
-		got := sandboxNote(st, c.output, true)
+		got := sandboxNote(st, c.output, true, Advice{})
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("sandboxNote(%q) = %q, want %q", c.output, got, c.want)
 		}
 	}
 	st.Network = true
-	if got := sandboxNote(st, "curl: (6) Could not resolve host: example.com", true); got != "" {
+	if got := sandboxNote(st, "curl: (6) Could not resolve host: example.com", true, Advice{}); got != "" {
 		t.Errorf("with the network on, a lookup failure is blamed on the sandbox: %q", got)
 	}
-	if got := sandboxNote(proc.SandboxStatus{Mode: proc.SandboxOff}, "touch: cannot touch '/etc/x': Permission denied", true); got != "" {
+	if got := sandboxNote(proc.SandboxStatus{Mode: proc.SandboxOff}, "touch: cannot touch '/etc/x': Permission denied", true, Advice{}); got != "" {
 		t.Errorf("without a sandbox: %q", got)
 	}
 }

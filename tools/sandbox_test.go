@@ -87,8 +87,13 @@ func TestSandboxEscalation(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"command": "touch " + target, "sandbox": false})
 
 	e := sandboxed(t, nil)
-	if msg := e.refused(t, e.top, "bash", string(args)); !strings.Contains(msg, "--sandbox-escalation allow") {
-		t.Errorf("without Escalate: %q", msg)
+	if msg := e.refused(t, e.top, "bash", string(args)); !strings.Contains(msg, "not allowed here (the user did not allow escalation)") || strings.Contains(msg, "--") {
+		t.Errorf("without Escalate: %q, want the refusal in general words, naming no flag", msg)
+	}
+	advised := newEnv(t, tools.Config{Process: proc.Config{Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}},
+		Advice: tools.Advice{Escalation: "--let-it-out"}})
+	if msg := advised.refused(t, advised.top, "bash", string(args)); !strings.Contains(msg, "did not allow escalation: --let-it-out)") {
+		t.Errorf("with Advice.Escalation: %q, want the caller's advice", msg)
 	}
 
 	var asked []string

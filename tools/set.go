@@ -10,6 +10,7 @@ import (
 	"sync"
 	"text/template"
 	"time"
+	"weak"
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
@@ -57,6 +58,10 @@ type Config struct {
 	// PortLeases (other Sets, other offstage processes) never overlap
 	// either way.
 	Ports *PortLeases
+	// Advice words what the model is told the user can do about a
+	// refusal (the sandbox, a withheld variable), in the terms of the
+	// program around the tools; empty, it is said in general.
+	Advice Advice
 }
 
 // Defaults and caps the descriptions promise; a test checks that the
@@ -79,9 +84,12 @@ const (
 )
 
 // Set is the model's toolset: bash, task_list, task_inspect, task_output,
-// task_wait, task_cancel, task_input. One Set serves many callers; each
-// call acts only through the caller's task.View. Its methods are safe for
-// concurrent use.
+// task_wait, task_cancel, task_input. One Set serves many callers, of one
+// task table or of many (several conversations, each with its own table);
+// each call acts only through the caller's task.View, and what the Set
+// remembers of a caller (where it last read each task's output) is kept
+// per table and owner, so shell:1 of one table is never taken for shell:1
+// of another. Its methods are safe for concurrent use.
 type Set struct {
 	cfg   Config
 	tools []*Tool
@@ -89,7 +97,7 @@ type Set struct {
 	mu      sync.Mutex
 	cursors map[cursorKey]int64 // guarded by mu; where each caller last stopped reading each task's output
 	order   []cursorKey         // guarded by mu; insertion order, to bound cursors
-	told    map[string]bool     // guarded by mu; owners told which variables their commands lack (envNote)
+	told    map[caller]bool     // guarded by mu; callers told which variables their commands lack (envNote)
 	fence   string              // what the sandbox lets commands do, for the model; "" when off
 
 	polls map[pollKey]pollState // guarded by mu; what each caller last saw of each task (poll.go)
@@ -97,11 +105,23 @@ type Set struct {
 	leased sync.Map // a shell task's done channel → the ports it holds ([]int), while it runs
 }
 
+// caller names who calls: an owner of one task table. The table is held
+// weakly, so that what the Set remembers of a closed table's callers does
+// not keep the table (and its tasks' output) in memory; a key of a table
+// that is gone matches no live caller.
+type caller struct {
+	table weak.Pointer[task.Table]
+	owner string
+}
+
+func callerOf(v *task.View) caller { return caller{table: weak.Make(v.Table()), owner: v.Owner()} }
+
 // cursorKey names a caller's place in a task's output: where it last read
 // (task_output), or where its last wait with until matched.
 type cursorKey struct {
-	owner, id string
-	match     bool
+	caller
+	id    string
+	match bool
 }
 
 // New returns a Set.
@@ -112,7 +132,7 @@ func New(cfg Config) *Set {
 	if cfg.Ports == nil {
 		cfg.Ports = &PortLeases{}
 	}
-	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
+	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[caller]bool), polls: make(map[pollKey]pollState)}
 	if sb := &cfg.Process.Sandbox; sb.On() && sb.Workspace == "" {
 		// The session's directory, fixed here: a call's cwd must not move
 		// the fence.
@@ -220,15 +240,23 @@ func (s *Set) Tool(name string) *Tool {
 	return nil
 }
 
-// cursor returns where owner last stopped reading id's output.
-func (s *Set) cursor(owner, id string) int64 { return s.cursorOf(cursorKey{owner, id, false}) }
+// cursor returns where v's owner last stopped reading id's output.
+func (s *Set) cursor(v *task.View, id string) int64 {
+	return s.cursorOf(cursorKey{callerOf(v), id, false})
+}
 
-// matchCursor returns where owner's last task_wait with until stopped
+// matchCursor returns where v's owner's last task_wait with until stopped
 // looking at id's output (just after the line it matched).
-func (s *Set) matchCursor(owner, id string) int64 { return s.cursorOf(cursorKey{owner, id, true}) }
+func (s *Set) matchCursor(v *task.View, id string) int64 {
+	return s.cursorOf(cursorKey{callerOf(v), id, true})
+}
 
-func (s *Set) setCursor(owner, id string, c int64)      { s.set(cursorKey{owner, id, false}, c) }
-func (s *Set) setMatchCursor(owner, id string, c int64) { s.set(cursorKey{owner, id, true}, c) }
+func (s *Set) setCursor(v *task.View, id string, c int64) {
+	s.set(cursorKey{callerOf(v), id, false}, c)
+}
+func (s *Set) setMatchCursor(v *task.View, id string, c int64) {
+	s.set(cursorKey{callerOf(v), id, true}, c)
+}
 
 func (s *Set) cursorOf(k cursorKey) int64 {
 	s.mu.Lock()

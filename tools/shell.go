@@ -61,8 +61,10 @@ type ShellOptions struct {
 	// that, beyond the 1 MiB ring, starts to pass a watch without a log by.
 	// CanEscalate says that the model may ask to run a command outside
 	// the sandbox (bash with sandbox: false): the note on a sandbox's
-	// refusal says so, or that it may not.
+	// refusal says so, or that it may not; Advice words what the user
+	// can do (Config.Advice).
 	CanEscalate bool
+	Advice      Advice
 
 	NotifyOn     *regexp.Regexp
 	WatchBatch   time.Duration // default 1s
@@ -297,7 +299,7 @@ func runShell(ctx context.Context, v *task.View, h *task.Handle, cfg proc.Config
 		if note := inUseNote(v, h.ID(), cfg.Command, tail); note != "" {
 			result += "\n" + note
 		}
-		if note := sandboxNote(p.Sandbox(), tail, opts.CanEscalate); note != "" {
+		if note := sandboxNote(p.Sandbox(), tail, opts.CanEscalate, opts.Advice); note != "" {
 			result += "\n" + note
 		}
 	}

@@ -66,20 +66,19 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (TaskO
 		out.Note = joinNotes("It has no output: it has not started yet (it is queued behind other tasks), or it could not start.", poll)
 		return out, nil
 	}
-	owner := v.Owner()
 	var ch proc.Chunk
 	if in.TailLines > 0 {
 		ch = p.TailLines(proc.Combined, in.TailLines, outputBytes)
 		ch.Next = ch.Total // the next read goes on from here
 	} else {
-		since := s.cursor(owner, id)
+		since := s.cursor(v, id)
 		if in.Since != nil {
 			since = *in.Since
 		}
 		ch = p.Read(proc.Combined, since, outputBytes)
 		ch = wholeLines(ch)
 	}
-	s.setCursor(owner, id, ch.Next)
+	s.setCursor(v, id, ch.Next)
 	out.Output = filterLines(proc.Clean(ch.Data), re)
 	out.NextCursor, out.TotalBytes, out.SkippedBytes = ch.Next, ch.Total, ch.Skipped
 	out.More = ch.Next < ch.Total

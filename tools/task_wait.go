@@ -408,7 +408,7 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 			if re == nil {
 				return
 			}
-			from := max(s.cursor(v.Owner(), id), s.matchCursor(v.Owner(), id))
+			from := max(s.cursor(v, id), s.matchCursor(v, id))
 			m, err := p.WaitLine(lines, from, re)
 			if m.Skipped > 0 {
 				blindMu.Lock()
@@ -435,7 +435,7 @@ func (s *Set) waitUntil(ctx context.Context, v *task.View, ids []string, mode ta
 	var listening *Listening
 	select {
 	case m := <-matches:
-		s.setMatchCursor(v.Owner(), m.TaskID, m.Cursor)
+		s.setMatchCursor(v, m.TaskID, m.Cursor)
 		match = &m
 	default:
 	}

@@ -7,8 +7,6 @@ import (
 	"os"
 
 	"github.com/offstage/offstage/acpserver"
-	"github.com/offstage/offstage/proc"
-	"github.com/offstage/offstage/tools"
 )
 
 const acpUsage = `Usage: offstage acp [flags]
@@ -68,10 +66,9 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	srv.logger.Info("serving ACP on stdio", "yolo", *yolo)
 	// Profiles come from where offstage acp was started (and --agents);
 	// each session's AGENTS.md from the session's own directory.
-	return acpserver.Serve(srv.ctx, acpserver.Config{
-		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox}},
-		Model: model, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
-		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
-		Tasks: *sf.tasks,
+	cfg, surface := sf.template(model, sf.agents.profiles(cwd, sf.model, stderr), srv.policy, "", srv.rec.journal())
+	cfg.Tracer = srv.tracer
+	return acpserver.Serve(srv.ctx, acpserver.Config{Agent: cfg, Surface: surface,
+		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(),
 	}, stdin, stdout)
 }

@@ -92,8 +92,8 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	})
 	input := make(chan string, 1)
 	input <- demo.Prompt
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx, input, sink) }()
+	ran := make(chan struct{})
+	go func() { s.Run(ctx, input, sink); close(ran) }()
 	var turnErr error
 	for range 2 {
 		select {

@@ -35,19 +35,20 @@ func (f *envFlags) register(fs *flag.FlagSet) {
 	fs.Func("env-drop", "withhold this environment variable from commands too (a name or a pattern); repeatable", add(&f.drop))
 }
 
-// policy returns the shells' environment policy: the default rule, then
-// the user's config file, then the flags.
-func (f envFlags) policy() (proc.EnvPolicy, error) {
+// check refuses flags that contradict each other.
+func (f envFlags) check() error {
 	for _, name := range f.keep {
 		if slices.Contains(f.drop, name) {
-			return proc.EnvPolicy{}, usagef("--env-keep and --env-drop both name %s; give one of them", name)
+			return usagef("--env-keep and --env-drop both name %s; give one of them", name)
 		}
 	}
-	cfg, err := loadUserConfig(userConfigPath())
-	if err != nil {
-		return proc.EnvPolicy{}, err
-	}
-	return cfg.policy().Then(proc.EnvPolicy{Keep: f.keep, Drop: f.drop}), nil
+	return nil
+}
+
+// policy returns the shells' environment policy: the default rule, then
+// the user's config file's (file), then the flags.
+func (f envFlags) policy(file proc.EnvPolicy) proc.EnvPolicy {
+	return file.Then(proc.EnvPolicy{Keep: f.keep, Drop: f.drop})
 }
 
 // userConfigDir is $XDG_CONFIG_HOME/offstage, or ~/.config/offstage; ""
@@ -147,9 +148,30 @@ func (c userConfig) policy() proc.EnvPolicy {
 // maxUserConfigBytes bounds the user's config file.
 const maxUserConfigBytes = 256 << 10
 
-// loadUserConfig reads path; a file that does not exist is an empty
-// config, one that cannot be read or understood a usage error naming it.
-func loadUserConfig(path string) (userConfig, error) {
+// loadUserConfig reads path into the policy it sets, checked; a file
+// that does not exist is an empty config, one that cannot be read or
+// understood a usage error naming it. It is called once per start (see
+// sessionFlags.policy).
+func loadUserConfig(path string) (policy, error) {
+	c, err := readUserConfig(path)
+	if err != nil {
+		return policy{}, err
+	}
+	p := policy{env: c.policy()}
+	if err := p.env.Validate(); err != nil {
+		return policy{}, usagef("the config file %s: env: %v", path, err)
+	}
+	if p.limits, err = c.limits(); err != nil {
+		return policy{}, usagef("the config file %s: limits: %v", path, err)
+	}
+	if p.sandbox, err = c.sandbox(); err != nil {
+		return policy{}, usagef("the config file %s: sandbox: %v", path, err)
+	}
+	return p, nil
+}
+
+// readUserConfig reads and decodes path.
+func readUserConfig(path string) (userConfig, error) {
 	var c userConfig
 	if path == "" {
 		return c, nil
@@ -174,15 +196,6 @@ func loadUserConfig(path string) (userConfig, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]}, limits: {memory: SIZE, pids: N, cpus: N} and sandbox: {mode: MODE, write: [DIR…], network: BOOL, best_effort: BOOL})", path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if err := c.policy().Validate(); err != nil {
-		return c, usagef("the config file %s: env: %v", path, err)
-	}
-	if _, err := c.limits(); err != nil {
-		return c, usagef("the config file %s: limits: %v", path, err)
-	}
-	if _, err := c.sandbox(); err != nil {
-		return c, usagef("the config file %s: sandbox: %v", path, err)
 	}
 	return c, nil
 }

@@ -45,16 +45,12 @@ func (f *limitFlags) register(fs *flag.FlagSet) {
 	})
 }
 
-// limits returns the shells' limits: the user's config file, then the
-// flags; a usage error if they are invalid, or if this host cannot
-// enforce them (then offstage does not start: a limit the user asked for
-// must not silently not hold).
-func (f limitFlags) limits() (proc.Limits, error) {
-	cfg, err := loadUserConfig(userConfigPath())
-	if err != nil {
-		return proc.Limits{}, err
-	}
-	l, _ := cfg.limits() // validated by loadUserConfig
+// limits returns the shells' limits: the user's config file's (file),
+// then the flags; a usage error if they are invalid, or if this host
+// cannot enforce them (then offstage does not start: a limit the user
+// asked for must not silently not hold).
+func (f limitFlags) limits(file proc.Limits) (proc.Limits, error) {
+	l := file
 	if f.memory != nil {
 		l.Memory = *f.memory
 	}
@@ -67,6 +63,8 @@ func (f limitFlags) limits() (proc.Limits, error) {
 	if err := l.Validate(); err != nil {
 		return l, usagef("--task-*: %v", trimProc(err))
 	}
+	// CheckLimits validates too; Validate first names the flags for a
+	// value wrong anywhere, CheckLimits says what this host lacks.
 	if err := proc.CheckLimits(l); err != nil {
 		return l, usagef("cannot limit the shells: %v", trimProc(err))
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
-	"github.com/offstage/offstage/tools"
 )
 
 // minTokenLen is the length under which a given bearer token is warned
@@ -120,20 +119,17 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		m = metrics.New(src)
 		journal = m.Wrap(journal)
 	}
+	cfg, surface := sf.template(model, profiles, srv.policy, *dir, journal)
+	cfg.Tools.Escalate, cfg.Tracer = sf.sandbox.escalate(false), srv.tracer
 	svc, err = mcpserver.New(ctx, mcpserver.Config{
-		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox},
-			Escalate: sf.sandbox.escalate(false)},
-		Model:                 model,
-		Profiles:              profiles,
-		NoProjectInstructions: sf.agents.noInstructions,
-		KeepOnDisconnect:      *keep,
-		IdleTimeout:           *idle,
-		MaxSessions:           *maxSessions,
-		Tasks:                 *sf.tasks,
-		Journal:               journal,
-		ModelName:             mf.describe(os.Getenv),
-		Logger:                logger,
-		Version:               version(),
+		Agent:            cfg,
+		Surface:          surface,
+		KeepOnDisconnect: *keep,
+		IdleTimeout:      *idle,
+		MaxSessions:      *maxSessions,
+		FullAdvice:       "start offstage mcp with a higher --max-sessions",
+		Logger:           logger,
+		Version:          version(),
 	})
 	if err != nil {
 		return usagef("%v", err)

@@ -18,10 +18,8 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
-	"github.com/offstage/offstage/tools"
 )
 
 const runUsage = `Usage: offstage run [flags] [prompt]
@@ -100,15 +98,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	envPolicy, err := sf.env.policy()
-	if err != nil {
-		return err
-	}
-	limits, err := sf.limits.limits()
-	if err != nil {
-		return err
-	}
-	sandbox, err := sf.sandbox.sandbox()
+	policy, err := sf.policy()
 	if err != nil {
 		return err
 	}
@@ -132,23 +122,16 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer rec.closeInto(&err)
-	surface := agent.Surface{Name: "run", Journal: rec.journal(), Model: mf.describe(os.Getenv), NoProjectInstructions: af.noInstructions,
-		Logger: warnings(stderr)}
+	cfg, surface := sf.template(model, af.profiles(*dir, mf, stderr), policy, *dir, rec.journal())
+	cfg.Tools.Escalate, cfg.Tracer = escalate, tp
+	surface.Name, surface.Logger = "run", warnings(stderr)
 	if resume.set {
 		if surface.ID, err = rec.resumeID(ctx, resume); err != nil {
 			return err
 		}
 		surface.Resume = true
 	}
-	s, err := agent.Open(ctx, agent.Config{
-		Model:    model,
-		System:   systemPrompt,
-		Profiles: af.profiles(*dir, mf, stderr),
-		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits, Sandbox: sandbox},
-			Escalate: escalate},
-		Tasks:  *sf.tasks,
-		Tracer: tp,
-	}, surface)
+	s, err := agent.Open(ctx, cfg, surface)
 	if err != nil {
 		return openError(err)
 	}
@@ -301,8 +284,8 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	})
 	input := make(chan string, 1)
 	input <- prompt
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx, input, sink) }()
+	ran := make(chan struct{})
+	go func() { s.Run(ctx, input, sink); close(ran) }()
 
 	select {
 	case <-ended:
@@ -407,8 +390,8 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 			answered <- struct{}{}
 		}
 	})
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(runCtx, input, sink) }()
+	ran := make(chan struct{})
+	go func() { s.Run(runCtx, input, sink); close(ran) }()
 	lines := make(chan inputLine)
 	left := make(chan struct{}) // the conversation is over: the reader stops
 	defer close(left)

@@ -78,16 +78,13 @@ func expandHome(s string) string {
 	return s
 }
 
-// sandbox returns the shells' sandbox: the user's config file, then the
-// flags, checked against this host: a sandbox the user asked for that
-// cannot hold stops offstage from starting (unless best effort), saying
-// what is missing. Workspace is left to the session's directory.
-func (f sandboxFlags) sandbox() (proc.Sandbox, error) {
-	cfg, err := loadUserConfig(userConfigPath())
-	if err != nil {
-		return proc.Sandbox{}, err
-	}
-	s, _ := cfg.sandbox() // validated by loadUserConfig
+// sandbox returns the shells' sandbox: the user's config file's (file),
+// then the flags, checked against this host: a sandbox the user asked
+// for that cannot hold stops offstage from starting (unless best effort),
+// saying what is missing. Workspace is left to the session's directory.
+func (f sandboxFlags) sandbox(file proc.Sandbox) (proc.Sandbox, error) {
+	s := file
+	s.Write = slices.Clip(s.Write)
 	if f.mode != nil {
 		s.Mode = *f.mode
 	}

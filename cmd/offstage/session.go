@@ -5,8 +5,10 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
 
-	"github.com/offstage/offstage/proc"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offstage/offstage/task"
 )
 
@@ -61,24 +63,24 @@ type server struct {
 	// shells are contained, where it serves, that it stopped. To the same
 	// place as logger, at info.
 	status   *slog.Logger
-	env      proc.EnvPolicy
-	limits   proc.Limits  // each shell's
-	sandbox  proc.Sandbox // each shell's; Workspace is the session's directory
-	rec      *recorder    // nil with --no-journal
+	policy   policy               // each shell's
+	rec      *recorder            // nil with --no-journal
+	tracer   trace.TracerProvider // nil unless the OTLP environment names a collector
 	stop     func()
 	closeLog func()
+	closeTr  func()
 }
 
 // open checks a server command's arguments (it takes none) and opens what
-// it runs with, in order: the commands' environment policy, the log, the
-// containment it says it uses and the shells' limits, the interrupt
-// handling and the journal.
+// it runs with, in order: the shells' policy (environment, limits,
+// sandbox: sessionFlags.policy), the log, the containment it says it uses
+// and the policy's lines, the interrupt handling and the journal.
 // close undoes it; a journal's loss becomes *errp.
 func (f *serverFlags) open(ctx context.Context, name string, rest []string, stderr io.Writer) (*server, error) {
 	if len(rest) > 0 {
 		return nil, usagef("%s takes no arguments (got %q)", name, rest[0])
 	}
-	env, err := f.env.policy()
+	p, err := f.policy()
 	if err != nil {
 		return nil, err
 	}
@@ -90,30 +92,29 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 		closeLog()
 		return nil, err
 	}
-	limits, err := f.limits.limits()
+	if !p.limits.IsZero() {
+		status.Info("shell limits", "limits", p.limits.String())
+	}
+	if p.sandbox.On() {
+		status.Info("sandbox", "sandbox", sandboxStatus(p.sandbox, f.workspace))
+	}
+	tracer, closeTr, err := openTracing(ctx, stderr)
 	if err != nil {
 		closeLog()
 		return nil, err
 	}
-	if !limits.IsZero() {
-		status.Info("shell limits", "limits", limits.String())
-	}
-	sandbox, err := f.sandbox.sandbox()
-	if err != nil {
-		closeLog()
-		return nil, err
-	}
-	if sandbox.On() {
-		status.Info("sandbox", "sandbox", sandboxStatus(sandbox, f.workspace))
+	if tracer != nil {
+		status.Info("tracing", "otlp", endpointOf(os.Getenv))
 	}
 	ctx, stop := cancelOnInterrupt(ctx)
 	rec, err := openRecorder(ctx, f.journal, stderr)
 	if err != nil {
 		stop()
+		closeTr()
 		closeLog()
 		return nil, err
 	}
-	return &server{ctx: ctx, logger: logger, status: status, env: env, limits: limits, sandbox: sandbox, rec: rec, stop: stop, closeLog: closeLog}, nil
+	return &server{ctx: ctx, logger: logger, status: status, policy: p, rec: rec, tracer: tracer, stop: stop, closeLog: closeLog, closeTr: closeTr}, nil
 }
 
 // close closes the journal (its loss, if any, becomes *errp), stops
@@ -121,5 +122,6 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 func (s *server) close(errp *error) {
 	s.rec.closeInto(errp)
 	s.stop()
+	s.closeTr()
 	s.closeLog()
 }

@@ -31,11 +31,13 @@ type Change struct {
 	ExitCode *int
 	Result   string
 	Err      string
+	// Usage is the task's usage (Info.Usage) as of this change.
+	Usage Usage
 }
 
 func (tb *Table) recordLocked(t *task, e *Event) {
 	c := &tb.change // one per table: the lock is held, and Record copies
-	*c = Change{Event: *e, Label: t.label}
+	*c = Change{Event: *e, Label: t.label, Usage: t.usage}
 	if e.Type == EventFinished {
 		c.ExitCode, c.Result = t.exitCodeLocked(), t.text
 		if t.err != nil {

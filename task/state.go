@@ -82,6 +82,10 @@ type Info struct {
 	// Delivered reports whether the result has reached the owner (through
 	// Drain or Wait).
 	Delivered bool
+
+	// Usage is what the task spent calling a model, with the tasks it
+	// started (Handle.AddUsage); zero for a shell.
+	Usage Usage
 }
 
 // Result is the outcome of a finished task, delivered to its owner exactly

@@ -104,6 +104,7 @@ type task struct {
 	output       Output
 	trace        []string
 	traceDropped int
+	usage        Usage // its own model calls' and its descendants' (Handle.AddUsage)
 	text         string
 	err          error
 	delivered    bool
@@ -597,7 +598,7 @@ func (t *task) infoLocked() Info {
 		ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
 		Created: t.created, Started: t.started, Finished: t.finished,
 		Iteration: t.iteration, Activity: t.activity, LastActivity: t.lastActive,
-		ExitCode: t.exitCodeLocked(), Delivered: t.delivered,
+		ExitCode: t.exitCodeLocked(), Delivered: t.delivered, Usage: t.usage,
 	}
 }
 

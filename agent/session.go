@@ -27,6 +27,12 @@ type Profile struct {
 	Tools []string
 	// MaxIterations caps its turn; 0 means Config.MaxIterations.
 	MaxIterations int
+	// Budget bounds what each of its sub-agents may spend, with the
+	// sub-agents it starts (see Budget); spawn_agent's budget_tokens,
+	// budget_calls and budget_seconds can only tighten it. A sub-agent
+	// that reaches it ends failed with a *BudgetError, its partial
+	// answer kept as its result.
+	Budget Budget
 	// Model answers for it; nil means Config.Model.
 	Model provider.Model
 	// ModelName is the model its file named, for a surface to resolve
@@ -141,6 +147,35 @@ type Config struct {
 	OnMessage func(provider.Message)
 	// Resume, if set, continues a conversation recorded before a restart.
 	Resume *Resume
+	// Budget bounds the whole session: every model call, the top
+	// level's and every sub-agent's, and the wall time since New (for a
+	// resumed session, its usage counts from what it had spent before).
+	// Once it is reached no further model call is made: a turn fails
+	// with a *BudgetError, sub-agents end failed with it, autonomous
+	// turns stop and the sink hears so (BudgetStop). Zero: none.
+	Budget Budget
+	// AutonomousBudget bounds each chain of autonomous turns (those Run
+	// starts between two user turns): the top level's model calls in
+	// them, and the wall time since the chain's first turn began. Once
+	// reached, no autonomous turn starts (nor makes a further call) until
+	// the next user turn, and the sink hears so (BudgetStop). Zero: none.
+	AutonomousBudget Budget
+	// OnUsage, if set, is called after each model call of the session
+	// (any agent's) with the session's usage so far (a journal records
+	// it; Resume.Usage gives it back). Calls may come from several
+	// goroutines at once, and out of order: the larger Total.ModelCalls
+	// is the newer. It must not block.
+	OnUsage func(Usage)
+}
+
+// Usage is what a session spent calling models.
+type Usage struct {
+	// Total is every model call's: the top level's and every
+	// sub-agent's.
+	Total task.Usage `json:"total"`
+	// Autonomous is the top level's calls in autonomous turns (those that
+	// background results and notices started): what waiting cost.
+	Autonomous task.Usage `json:"autonomous"`
 }
 
 // Resume is a conversation recorded before a restart, to continue (see
@@ -166,6 +201,8 @@ type Resume struct {
 	// Seq is how many messages the old conversation recorded: new ones
 	// are numbered on after it.
 	Seq int
+	// Usage is what the session had spent: its totals go on from it.
+	Usage Usage
 	// Claim is what the Journal's Load saw of who last held the session,
 	// in the Journal's own terms (journal.Recorder: its host and end).
 	// Record takes the session over only if that is still so, in one
@@ -240,6 +277,14 @@ type Session struct {
 	autonomous atomic.Int64 // autonomous turns run so far
 	carried    *carried     // what a resumed conversation still has to hear; nil when none
 
+	started time.Time // when New made it: the session budget's time starts here
+
+	usageMu sync.Mutex
+	usage   Usage       // guarded by usageMu
+	turn    task.Usage  // guarded by usageMu: the running turn's top-level calls
+	chain   chain       // guarded by usageMu
+	inAuto  atomic.Bool // an autonomous turn is running
+
 	id     string        // set by Open
 	record Record        // set by Open when recorded; ended by Close
 	closed chan struct{} // closed by Close: Run returns
@@ -279,7 +324,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Session{cfg: cfg, profileSets: make(map[string]*tools.Set), closed: make(chan struct{})}
+	s := &Session{cfg: cfg, profileSets: make(map[string]*tools.Set), closed: make(chan struct{}), started: time.Now()}
 	s.toolSets()
 	if err := s.checkSchemas(); err != nil {
 		return nil, err
@@ -301,6 +346,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 			s.top.hist.append(m)
 		}
 		s.carried = &carried{notices: r.Notices, results: r.Results}
+		s.usage = r.Usage
 	}
 	s.top.hist.onAppend = cfg.OnMessage
 	return s, nil
@@ -439,6 +485,9 @@ func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, er
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
+	s.usageMu.Lock()
+	s.chain = chain{} // a user turn ends the chain of autonomous turns
+	s.usageMu.Unlock()
 	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
 }
 
@@ -456,9 +505,17 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		s.cancelMu.Unlock()
 		cancel(nil)
 	}()
+	s.inAuto.Store(autonomous)
+	defer s.inAuto.Store(false)
+	s.usageMu.Lock()
+	s.turn = task.Usage{}
+	s.usageMu.Unlock()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
 	text, stop, err := s.top.turn(ctx, blocks, sink)
-	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err})
+	s.usageMu.Lock()
+	used := s.turn
+	s.usageMu.Unlock()
+	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err, Usage: &used})
 	return text, err
 }
 
@@ -536,6 +593,9 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
+	if s.autonomousStopped(sink) {
+		return // the results wait for the next user turn
+	}
 	blocks, ids, noticeIDs := drainBackground(s.top.view, s.carried)
 	if len(blocks) == 0 {
 		return // a stale wake-up: a wait already took them

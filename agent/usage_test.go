@@ -300,3 +300,19 @@ func TestAutonomousBudgetStopsTheChain(t *testing.T) {
 		}
 	}
 }
+
+// The model sees what a sub-agent spent: task_list's tokens, and
+// task_inspect's usage.
+func TestTheModelSeesASubAgentsUsage(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "work"}}]},
+		{"tool_calls": [{"name": "task_list", "input": {}}]},
+		{"expect": "\"tokens\":120[,}]", "tool_calls": [{"name": "task_inspect", "input": {"task_id": "agent:1"}}]},
+		{"expect": "\"usage\":\\{\"input_tokens\":100,\"output_tokens\":20,\"cached_input_tokens\":60,\"model_calls\":1\\}", "text": "seen"}
+	], "agents": {"worker": [{"text": "done", "usage": {"input_tokens": 100, "output_tokens": 20, "cached_input_tokens": 60}}]}}`
+	profiles := []agent.Profile{{Name: "worker", Description: "w"}}
+	s := newSession(t, script, agent.Config{Profiles: profiles})
+	if answer, err := s.Turn(t.Context(), "go", agent.Discard); err != nil || answer != "seen" {
+		t.Fatalf("Turn() = %q, %v", answer, err)
+	}
+}

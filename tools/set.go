@@ -52,6 +52,12 @@ type Config struct {
 	// such a call is refused with a tool error. The model never widens
 	// the sandbox alone.
 	Escalate Escalate
+	// WaitFloor is the shortest wait task_wait makes: a shorter
+	// timeout_seconds is lengthened to it, and the result says so. A wait
+	// ends as soon as its tasks do, so a longer one costs nothing, while
+	// each short wait that times out costs a model call to poll again.
+	// Default 5s; negative: no floor.
+	WaitFloor time.Duration
 }
 
 // Defaults and caps the descriptions promise; a test checks that the
@@ -60,6 +66,7 @@ const (
 	defaultBudget       = 16 << 10
 	defaultYieldSeconds = 30  // bash: a foreground command is adopted after this
 	defaultWaitSeconds  = 30  // task_wait
+	defaultWaitFloor    = 5   // task_wait lengthens a shorter timeout to this
 	maxWaitSeconds      = 300 // task_wait clamps to this
 	maxWaitIDs          = 20  // task_wait
 	defaultRecent       = 10  // task_inspect: blocks or lines
@@ -101,6 +108,9 @@ type cursorKey struct {
 func New(cfg Config) *Set {
 	if cfg.ResultBudget <= 0 {
 		cfg.ResultBudget = defaultBudget
+	}
+	if cfg.WaitFloor == 0 {
+		cfg.WaitFloor = defaultWaitFloor * time.Second
 	}
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[string]bool), polls: make(map[pollKey]pollState)}
 	if sb := &cfg.Process.Sandbox; sb.On() && sb.Workspace == "" {

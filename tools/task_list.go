@@ -19,6 +19,9 @@ type listInput struct{}
 type ListedTask struct {
 	TaskInfo
 	ShellUsage
+	// Tokens is what a sub-agent spent so far, input and output, with
+	// its own sub-agents'.
+	Tokens int64 `json:"tokens,omitempty"`
 }
 
 // ListOutput is the task_list tool's result.
@@ -37,7 +40,7 @@ func (s *Set) taskList(_ context.Context, v *task.View, _ listInput) (ListOutput
 	}
 	unmeasured := false
 	for _, i := range infos {
-		t := ListedTask{TaskInfo: liveInfo(v, i, now)}
+		t := ListedTask{TaskInfo: liveInfo(v, i, now), Tokens: i.Usage.Tokens()}
 		if i.Kind == "shell" && i.State == task.Running {
 			if p, ok := Shell(v, i.ID); ok {
 				var u bool

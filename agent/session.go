@@ -122,6 +122,13 @@ type Config struct {
 	// Settle batches results finishing this close together into one
 	// autonomous turn. Default 250ms.
 	Settle time.Duration
+	// NoticeSettle coalesces wake-ups that bring only notices (a watch's
+	// matched lines, a shell's prompt) and no finished result: Run waits
+	// this long after the first of them before it starts an autonomous
+	// turn, so that one model call hears every notice of the window. A
+	// result finishing, or user input, ends the wait at once. Default
+	// 30s; negative: no coalescing (a turn per wake-up, after Settle).
+	NoticeSettle time.Duration
 	// MaxAutonomousTurns caps the turns Run starts by itself in a session;
 	// after it, results wait for the next user turn. Default 50.
 	MaxAutonomousTurns int
@@ -227,6 +234,7 @@ type ToolCall struct {
 const (
 	defaultMaxIterations = 20
 	defaultSettle        = 250 * time.Millisecond
+	defaultNoticeSettle  = 30 * time.Second
 	defaultAutonomous    = 50
 	defaultHistoryBytes  = 2 << 20
 	// maxDepth: the top level is depth 0; its sub-agents (1) may start
@@ -240,6 +248,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Settle <= 0 {
 		c.Settle = defaultSettle
+	}
+	if c.NoticeSettle == 0 {
+		c.NoticeSettle = defaultNoticeSettle
 	}
 	if c.MaxAutonomousTurns <= 0 {
 		c.MaxAutonomousTurns = defaultAutonomous
@@ -555,7 +566,11 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) error
 			if s.cfg.NoContinuation {
 				continue // the next user turn reflows them
 			}
-			if line, ok, more := s.settle(ctx, input, ready); more {
+			line, ok, more := s.settle(ctx, input, ready)
+			if !more && !s.resultsWaiting() {
+				line, ok, more = s.gatherNotices(ctx, input, ready)
+			}
+			if more {
 				if !ok {
 					return nil
 				}
@@ -580,6 +595,52 @@ func (s *Session) settle(ctx context.Context, input <-chan string, ready <-chan 
 		case line, ok := <-input:
 			return line, ok, true
 		case <-ctx.Done():
+			return "", false, false
+		}
+	}
+}
+
+// resultsWaiting reports whether a finished result waits for the top
+// level (not only notices).
+func (s *Session) resultsWaiting() bool {
+	if c := s.carried; c != nil {
+		c.mu.Lock()
+		n := len(c.results)
+		c.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	for _, i := range s.top.view.List() {
+		if i.State.Finished() && !i.Delivered {
+			return true
+		}
+	}
+	return false
+}
+
+// gatherNotices waits Config.NoticeSettle for more notices to batch with
+// those waiting, unless a result finishes (then it settles as for
+// results) or user input arrives (then it returns it, with more set).
+func (s *Session) gatherNotices(ctx context.Context, input <-chan string, ready <-chan struct{}) (line string, ok, more bool) {
+	if s.cfg.NoticeSettle < 0 {
+		return "", false, false
+	}
+	timer := time.NewTimer(s.cfg.NoticeSettle)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return "", false, false
+		case <-ready:
+			if s.resultsWaiting() {
+				return s.settle(ctx, input, ready)
+			}
+		case line, ok := <-input:
+			return line, ok, true
+		case <-ctx.Done():
+			return "", false, false
+		case <-s.closed:
 			return "", false, false
 		}
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	// their output logs) and answers session/list and session/load from
 	// the sessions recorded earlier (package journal's Recorder).
 	Journal agent.Journal
+	// Budget and AutonomousBudget bound each session's model calls (see
+	// agent.Config).
+	Budget, AutonomousBudget agent.Budget
 	// ModelName describes the model in the journal's record.
 	ModelName string
 	// Logger receives diagnostics; nil discards them. Never stdout: on

@@ -80,6 +80,9 @@ type Config struct {
 	// NoProjectInstructions.
 	ProjectInstructions   string
 	NoProjectInstructions bool
+	// Budget bounds each session's model calls: its sub-agents' (see
+	// agent.Config.Budget).
+	Budget agent.Budget
 	// KeepOnDisconnect leaves a session's tasks running after it ends;
 	// they are then cancelled and reaped by Service.Close.
 	KeepOnDisconnect bool
@@ -205,7 +208,7 @@ func annotations(t *tools.Tool) *mcp.ToolAnnotations {
 }
 
 func (s *Service) agentConfig() agent.Config {
-	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, ProjectInstructions: s.cfg.ProjectInstructions, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true}
+	return agent.Config{Model: s.cfg.Model, Profiles: s.cfg.Profiles, ProjectInstructions: s.cfg.ProjectInstructions, Tools: s.cfg.Tools, Tasks: s.cfg.Tasks, NoContinuation: true, Budget: s.cfg.Budget}
 }
 
 // Close stops the service: it refuses new sessions, cancels and reaps

@@ -72,6 +72,6 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox}},
 		Model: model, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
 		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
-		Tasks: *sf.tasks,
+		Tasks: *sf.tasks, Budget: sf.budget.session, AutonomousBudget: sf.budget.autonomous,
 	}, stdin, stdout)
 }

@@ -86,6 +86,8 @@ func userConfigPath() string {
 //	  write: [~/.cache/go-build, ~/go/pkg/mod, ~/.npm]
 //	  network: false
 //	  best_effort: false
+//	prices:                  # per million tokens, to show what tokens cost (see price)
+//	  gpt-4.1: {input: 2, output: 8, cached_input: 0.5}
 type userConfig struct {
 	Env struct {
 		Keep []string `yaml:"keep"`
@@ -102,6 +104,7 @@ type userConfig struct {
 		Network    bool     `yaml:"network"`
 		BestEffort bool     `yaml:"best_effort"`
 	} `yaml:"sandbox"`
+	Prices prices `yaml:"prices"`
 }
 
 // sandbox returns the shells' sandbox the file sets.
@@ -173,7 +176,7 @@ func loadUserConfig(path string) (userConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]}, limits: {memory: SIZE, pids: N, cpus: N} and sandbox: {mode: MODE, write: [DIR…], network: BOOL, best_effort: BOOL})", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]}, limits: {memory: SIZE, pids: N, cpus: N} and sandbox: {mode: MODE, write: [DIR…], network: BOOL, best_effort: BOOL} and prices: {MODEL: {input: N, output: N, cached_input: N}})", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if err := c.policy().Validate(); err != nil {
 		return c, usagef("the config file %s: env: %v", path, err)
@@ -183,6 +186,9 @@ func loadUserConfig(path string) (userConfig, error) {
 	}
 	if _, err := c.sandbox(); err != nil {
 		return c, usagef("the config file %s: sandbox: %v", path, err)
+	}
+	if err := c.Prices.validate(); err != nil {
+		return c, usagef("the config file %s: prices: %v", path, err)
 	}
 	return c, nil
 }

@@ -121,6 +121,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		journal = m.Wrap(journal)
 	}
 	svc, err = mcpserver.New(ctx, mcpserver.Config{
+		Budget: sf.budget.session,
 		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox},
 			Escalate: sf.sandbox.escalate(false)},
 		Model:                 model,

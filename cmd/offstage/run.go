@@ -141,7 +141,9 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Profiles: af.profiles(*dir, mf, stderr),
 		Tools: tools.Config{Process: proc.Config{Dir: *dir, EnvPolicy: envPolicy, Limits: limits, Sandbox: sandbox},
 			Escalate: escalate},
-		Tasks: *sf.tasks,
+		Tasks:            *sf.tasks,
+		Budget:           sf.budget.session,
+		AutonomousBudget: sf.budget.autonomous,
 	}, surface)
 	if err != nil {
 		return openError(err)

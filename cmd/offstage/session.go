@@ -20,6 +20,7 @@ type sessionFlags struct {
 	limits  limitFlags
 	sandbox sandboxFlags
 	journal journalFlags
+	budget  budgetFlags
 	tasks   *task.Options
 }
 
@@ -32,6 +33,7 @@ func (f *sessionFlags) register(fs *flag.FlagSet, modelNote string) {
 	f.limits.register(fs)
 	f.sandbox.register(fs)
 	f.journal.register(fs)
+	f.budget.register(fs)
 	f.tasks = taskFlags(fs)
 }
 

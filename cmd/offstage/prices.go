@@ -23,6 +23,12 @@ type price struct {
 	CachedInput *float64 `yaml:"cached_input"`
 }
 
+// pricing is the session's model and the user's prices, for the views.
+type pricing struct {
+	model  string
+	prices prices
+}
+
 // prices are the user's, by model name.
 type prices map[string]price
 

@@ -173,6 +173,20 @@ type Config struct {
 	// goroutines at once, and out of order: the larger Total.ModelCalls
 	// is the newer. It must not block.
 	OnUsage func(Usage)
+	// OnModelCall, if set, is called after each model call of the
+	// session with whose it was and what it spent (metrics count tokens
+	// by profile). Calls may come from several goroutines at once. It
+	// must not block.
+	OnModelCall func(ModelCall)
+}
+
+// ModelCall is one model call, as Config.OnModelCall hears of it.
+type ModelCall struct {
+	// Agent is the sub-agent's task id, "" for the top level; Profile
+	// its profile.
+	Agent, Profile string
+	// Usage is the call's: ModelCalls is 1.
+	Usage task.Usage
 }
 
 // Usage is what a session spent calling models.

@@ -57,6 +57,13 @@ func (l *loop) account(pu provider.Usage) {
 	if s.cfg.OnUsage != nil {
 		s.cfg.OnUsage(now)
 	}
+	if s.cfg.OnModelCall != nil {
+		call := ModelCall{Profile: l.agent, Usage: u}
+		if l.handle != nil {
+			call.Agent = l.handle.ID()
+		}
+		s.cfg.OnModelCall(call)
+	}
 }
 
 // overBudget returns the budget error that forbids l's next model call,

@@ -63,6 +63,9 @@ type Config struct {
 	// Budget and AutonomousBudget bound each session's model calls (see
 	// agent.Config).
 	Budget, AutonomousBudget agent.Budget
+	// NoticeSettle coalesces wake-ups that bring only notices (see
+	// agent.Config.NoticeSettle): default 30s.
+	NoticeSettle time.Duration
 	// ModelName describes the model in the journal's record.
 	ModelName string
 	// Logger receives diagnostics; nil discards them. Never stdout: on

@@ -94,7 +94,7 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 	sess, err := agent.Open(srv.ctx, agent.Config{
 		Model: cfg.Model, System: cfg.System, Profiles: cfg.Profiles,
 		Tools: toolCfg, Tasks: cfg.Tasks, Permit: s.permit, ExtraTools: started.tools,
-		Budget: cfg.Budget, AutonomousBudget: cfg.AutonomousBudget,
+		Budget: cfg.Budget, AutonomousBudget: cfg.AutonomousBudget, NoticeSettle: cfg.NoticeSettle,
 	}, agent.Surface{Name: "acp", ID: string(id), Journal: cfg.Journal, Resume: resume, Model: cfg.ModelName,
 		NoProjectInstructions: cfg.NoProjectInstructions, Logger: cfg.Logger})
 	if err != nil {

@@ -43,6 +43,7 @@ import (
 
 	"github.com/offstage/offstage/internal/origin"
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
 )
 
 //go:embed static
@@ -323,6 +324,9 @@ type taskJSON struct {
 	Log      string `json:"log,omitempty"`
 	Error    string `json:"error,omitempty"`
 	Result   string `json:"result,omitempty"` // in a task's detail only
+	// Usage is what an agent task spent calling models, with the tasks
+	// it started.
+	Usage *task.Usage `json:"usage,omitempty"`
 }
 
 func millis(t time.Time) int64 {
@@ -338,6 +342,10 @@ func toJSON(t journal.Task, detail bool) taskJSON {
 		Host: t.Hostname, Log: t.LogPath, Error: t.Error}
 	if detail {
 		j.Result = t.Result
+	}
+	if !t.Usage.IsZero() {
+		u := t.Usage
+		j.Usage = &u
 	}
 	return j
 }

@@ -322,7 +322,7 @@ func (p *printer) drawStatusLocked() {
 		if !i.LastActivity.IsZero() {
 			part += fmt.Sprintf(" (heard %s ago)", now.Sub(i.LastActivity).Round(time.Second))
 		}
-		if i.Usage.ModelCalls > 0 {
+		if i.Usage.Tokens() > 0 {
 			part += " " + agent.FormatTokens(i.Usage.Tokens()) + " tokens"
 		}
 		parts = append(parts, part)
@@ -341,19 +341,19 @@ func (p *printer) drawStatusLocked() {
 	// The last column stays empty: a character there leaves some
 	// terminals about to wrap, and the next redraw would land a line down.
 	// Memory is shown when the whole line fits with it.
-	lead := "⋯ "
+	// The session's tokens come last: a narrow terminal cuts them first.
+	var spent string
 	if p.usage != nil {
-		if u := p.usage().Total; u.ModelCalls > 0 {
-			lead += "session " + agent.FormatTokens(u.Tokens()) + " tokens"
+		if u := p.usage().Total; u.Tokens() > 0 {
+			spent = " · session " + agent.FormatTokens(u.Tokens()) + " tokens"
 			if c, ok := p.pricing.prices.cost(p.pricing.model, u); ok {
-				lead += " (" + money(c) + ")"
+				spent += " (" + money(c) + ")"
 			}
-			lead += " · "
 		}
 	}
-	line := lead + strings.Join(withMemory, " · ")
+	line := "⋯ " + strings.Join(withMemory, " · ") + spent
 	if columns(line) > cols-1 {
-		line = lead + strings.Join(parts, " · ")
+		line = "⋯ " + strings.Join(parts, " · ") + spent
 	}
 	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitColumns(line, cols-1))
 	p.status = true

@@ -704,7 +704,7 @@ func TestANoticeReachesTheEditorWhileIdle(t *testing.T) {
 		{"text": "Cancelled it."},
 		{"text": "Done."}
 	]}`
-	h := start(t, script, acpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}}})
+	h := start(t, script, acpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}, NoticeSettle: 100 * time.Millisecond}})
 	id := h.session(t)
 	h.prompt(t, id, "go")
 	h.client.await(t, "the autonomous turn's answer arrives", func(us []acp.SessionNotification) bool {

@@ -327,7 +327,11 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 	case <-s.done:
 		return acp.PromptResponse{}, internal("%s", "the session was closed")
 	}
-	return stopReason(end)
+	r, err := stopReason(end)
+	if err != nil {
+		return r, err
+	}
+	return withUsage(r, end.Usage, s.sess.Usage()), nil
 }
 
 // stopReason maps how a turn ended to ACP.

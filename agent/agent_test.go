@@ -547,7 +547,7 @@ func TestANoticeWakesAnIdleSessionOnceAndIsNotAResult(t *testing.T) {
 		{"expect": "(?s)has something to tell you.*background-notice task_id=\"custom:1\" label=\"watcher\" kind=\"test\">\nsaw ERROR", "text": "I saw the notice."},
 		{"expect": "background-result task_id=\"custom:1\"", "text": "And now its result."}
 	]}`
-	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond})
+	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond, NoticeSettle: -1})
 	rec := &recorder{}
 	input := make(chan string)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -593,7 +593,7 @@ func TestAWatchWakesAnIdleSession(t *testing.T) {
 		{"expect": "(?s)background-notice task_id=\"shell:1\".*kind=\"watch\">\nshell:1 printed 10 lines matching \"\\^ERROR\":\nERROR 10000\nERROR 20000", "text": "Errors at every ten thousand."},
 		{"expect": "background-result task_id=\"shell:1\"", "text": "The job finished."}
 	]}`
-	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond})
+	s := newSession(t, script, agent.Config{Settle: 10 * time.Millisecond, NoticeSettle: -1})
 	rec := &recorder{}
 	input := make(chan string)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -62,6 +62,29 @@
 // none starts after Close; at most Config.MaxAutonomousTurns (50) run,
 // after which results wait for the next user turn.
 //
+// Wake-ups that bring only notices (a watch's lines, a shell's prompt)
+// are coalesced: Run waits Config.NoticeSettle (30s) after the first, so
+// one model call hears them all; a result or user input ends the wait.
+//
+// # Tokens and budgets
+//
+// Every model call's usage (provider.Usage: input, cached input, output
+// tokens) is added once, right after the call: to the sub-agent's task
+// and every task above it (task.Handle.AddUsage, task.Info.Usage), to the
+// session (Session.Usage: in all, and the top level's autonomous turns
+// apart, which is what waiting cost; Config.OnUsage records it, a resume
+// goes on from Resume.Usage), and to the turn (TurnEnd's Event.Usage).
+//
+// A Budget bounds tokens, model calls and wall time: a profile's and
+// spawn_agent's (budget_tokens, budget_calls, budget_seconds; the
+// tighter holds) for each sub-agent with its own sub-agents,
+// Config.Budget for the session, Config.AutonomousBudget for each chain
+// of autonomous turns. Budgets are checked before each model call. A
+// sub-agent that reaches its own ends failed with a *BudgetError ("token
+// budget of 200k reached after 31 calls"; errors.Is(err, ErrBudget)), its
+// partial answer kept as its result; the session's stops every further
+// call; either stops autonomous turns, which the sink hears (BudgetStop).
+//
 // # Sub-agents
 //
 // spawn_agent starts a sub-agent from a Profile (DefaultProfiles gives a

@@ -19,6 +19,10 @@ const (
 	ToolResultEvent EventType = "tool_result"       // a tool returned
 	Reflow          EventType = "background_reflow" // finished background results (TaskIDs) and notices (NoticeIDs) were added to the history
 	TaskEvent       EventType = "task"              // a change in the task table (Task)
+	// BudgetStop: a budget stopped autonomous turns (Err is the
+	// *BudgetError, the session's or the autonomous chain's); results
+	// wait for the next user turn. Said once per chain.
+	BudgetStop EventType = "budget_stop"
 )
 
 // Event is something a session did, for a UI or a log. Sub-agents report
@@ -36,9 +40,13 @@ type Event struct {
 	NoticeIDs  []string        `json:"notice_ids,omitempty"`
 	// Stop is why the model ended a turn that ended without error
 	// (provider.EndTurn, provider.Refusal, provider.MaxTokens).
-	Stop  provider.StopReason `json:"stop,omitempty"`
-	Err   error               `json:"-"`
-	Error string              `json:"error,omitempty"`
+	Stop provider.StopReason `json:"stop,omitempty"`
+	// Usage is, on TurnEnd, what the turn's top-level model calls spent
+	// (its sub-agents' calls count in their tasks, see task.Info.Usage;
+	// Session.Usage has the session's).
+	Usage *task.Usage `json:"usage,omitempty"`
+	Err   error       `json:"-"`
+	Error string      `json:"error,omitempty"`
 }
 
 // Sink receives a session's events. Event is called from several

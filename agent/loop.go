@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -32,6 +33,8 @@ type loop struct {
 	maxIter int
 	hist    *history
 	handle  *task.Handle // sub-agents: progress and trace; nil at the top level
+	budget  Budget       // a sub-agent's own (see overBudget)
+	start   time.Time    // when a sub-agent began: its time budget's start
 }
 
 // ErrIterationCap is returned (wrapped) when a turn reached the iteration
@@ -49,12 +52,16 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 	}
 	for iter := 1; iter <= l.maxIter; iter++ {
 		l.reflow(sink)
+		if err := l.overBudget(); err != nil {
+			return "", "", err
+		}
 		l.progress(iter, "waiting for the model")
 		req := provider.Request{System: l.system, Messages: l.hist.view(), Tools: l.defs, Agent: l.agent}
 		res, err := l.generate(ctx, req, sink)
 		if err != nil {
 			return "", "", err
 		}
+		l.account(res.Usage)
 		res.Message.Role = provider.Assistant
 		l.hist.append(res.Message)
 		calls := res.Message.ToolCalls()
@@ -165,6 +172,20 @@ func (l *loop) callTool(ctx context.Context, c provider.Block) (out provider.Blo
 	}
 	out.Text, out.IsError = res.Text, res.IsError
 	return out
+}
+
+// partial returns the text of the last assistant message that has some:
+// what a sub-agent stopped by a budget had said so far.
+func (l *loop) partial() string {
+	msgs := l.hist.messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == provider.Assistant {
+			if t := msgs[i].TextOf(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 func (l *loop) toolNames() string {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -26,6 +27,10 @@ import (
 //	tools: bash, task_list        # or a YAML list; default: all tools
 //	model: gpt-4.1-mini           # optional; default: the session's model
 //	max_iterations: 10            # offstage's own: the sub-agent's turn cap
+//	budget_tokens: 200k           # offstage's own: what each sub-agent may
+//	budget_calls: 40              # spend, with its own sub-agents (tokens,
+//	budget_seconds: 600           # model calls, wall time); spawn_agent can
+//	                              # only tighten these
 //	project_instructions: false   # offstage's own: leave AGENTS.md out
 //	env_keep: GITHUB_TOKEN        # offstage's own: variables its shells see
 //	env_drop: [CORP_*]            # although withheld, or withheld besides
@@ -149,6 +154,9 @@ type frontMatter struct {
 	Tools               yaml.Node `yaml:"tools"`
 	Model               string    `yaml:"model"`
 	MaxIterations       int       `yaml:"max_iterations"`
+	BudgetTokens        string    `yaml:"budget_tokens"`
+	BudgetCalls         int64     `yaml:"budget_calls"`
+	BudgetSeconds       int64     `yaml:"budget_seconds"`
 	ProjectInstructions *bool     `yaml:"project_instructions"`
 	EnvKeep             yaml.Node `yaml:"env_keep"`
 	EnvDrop             yaml.Node `yaml:"env_drop"`
@@ -215,6 +223,15 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if fm.MaxIterations < 0 {
 		return Profile{}, notes, skip(2, "max_iterations must not be negative")
 	}
+	budget := Budget{Calls: fm.BudgetCalls, Time: time.Duration(fm.BudgetSeconds) * time.Second}
+	if fm.BudgetTokens != "" {
+		if budget.Tokens, err = ParseTokens(fm.BudgetTokens); err != nil {
+			return Profile{}, notes, skip(2, "budget_tokens: %v", err)
+		}
+	}
+	if budget.Validate() != nil {
+		return Profile{}, notes, skip(2, "budget_calls and budget_seconds must not be negative")
+	}
 	tools, toolNotes, err := profileTools(path, fm.Tools)
 	notes = append(notes, toolNotes...)
 	if err != nil {
@@ -244,7 +261,7 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	}
 	p := Profile{
 		Name: fm.Name, Description: strings.TrimSpace(fm.Description), System: strings.TrimSpace(string(body)),
-		Tools: tools, MaxIterations: fm.MaxIterations, ModelName: strings.TrimSpace(fm.Model),
+		Tools: tools, MaxIterations: fm.MaxIterations, ModelName: strings.TrimSpace(fm.Model), Budget: budget,
 		NoProjectInstructions: fm.ProjectInstructions != nil && !*fm.ProjectInstructions,
 		Env:                   env,
 		Limits:                limits,
@@ -320,7 +337,7 @@ func fileLines(msg string) string {
 }
 
 // profileKeys are the keys of a profile's front matter (frontMatter's).
-var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "project_instructions", "env_keep", "env_drop", "task_memory", "task_pids", "task_cpus", "sandbox", "sandbox_network"}
+var profileKeys = []string{"name", "description", "tools", "model", "max_iterations", "budget_tokens", "budget_calls", "budget_seconds", "project_instructions", "env_keep", "env_drop", "task_memory", "task_pids", "task_cpus", "sandbox", "sandbox_network"}
 
 // claudeKeys are Claude Code's front matter keys that offstage has no
 // use for: a file written for Claude Code loads without a note.

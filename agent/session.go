@@ -30,6 +30,12 @@ type Profile struct {
 	Tools []string
 	// MaxIterations caps its turn; 0 means Config.MaxIterations.
 	MaxIterations int
+	// Budget bounds what each of its sub-agents may spend, with the
+	// sub-agents it starts (see Budget); spawn_agent's budget_tokens,
+	// budget_calls and budget_seconds can only tighten it. A sub-agent
+	// that reaches it ends failed with a *BudgetError, its partial
+	// answer kept as its result.
+	Budget Budget
 	// Model answers for it; nil means Config.Model.
 	Model provider.Model
 	// ModelName is the model its file named, for a surface to resolve
@@ -119,6 +125,13 @@ type Config struct {
 	// Settle batches results finishing this close together into one
 	// autonomous turn. Default 250ms.
 	Settle time.Duration
+	// NoticeSettle coalesces wake-ups that bring only notices (a watch's
+	// matched lines, a shell's prompt) and no finished result: Run waits
+	// this long after the first of them before it starts an autonomous
+	// turn, so that one model call hears every notice of the window. A
+	// result finishing, or user input, ends the wait at once. Default
+	// 30s; negative: no coalescing (a turn per wake-up, after Settle).
+	NoticeSettle time.Duration
 	// MaxAutonomousTurns caps the turns Run starts by itself in a session;
 	// after it, results wait for the next user turn. Default 50.
 	MaxAutonomousTurns int
@@ -149,6 +162,49 @@ type Config struct {
 	// (chat), its tool calls (execute_tool) and the tasks they start, which
 	// a traced command joins through TRACEPARENT. nil traces nothing.
 	Tracer trace.TracerProvider
+	// Budget bounds the whole session: every model call, the top
+	// level's and every sub-agent's, and the wall time since New (for a
+	// resumed session, its usage counts from what it had spent before).
+	// Once it is reached no further model call is made: a turn fails
+	// with a *BudgetError, sub-agents end failed with it, autonomous
+	// turns stop and the sink hears so (BudgetStop). Zero: none.
+	Budget Budget
+	// AutonomousBudget bounds each chain of autonomous turns (those Run
+	// starts between two user turns): the top level's model calls in
+	// them, and the wall time since the chain's first turn began. Once
+	// reached, no autonomous turn starts (nor makes a further call) until
+	// the next user turn, and the sink hears so (BudgetStop). Zero: none.
+	AutonomousBudget Budget
+	// OnUsage, if set, is called after each model call of the session
+	// (any agent's) with the session's usage so far (a journal records
+	// it; Resume.Usage gives it back). Calls may come from several
+	// goroutines at once, and out of order: the larger Total.ModelCalls
+	// is the newer. It must not block.
+	OnUsage func(Usage)
+	// OnModelCall, if set, is called after each model call of the
+	// session with whose it was and what it spent (metrics count tokens
+	// by profile). Calls may come from several goroutines at once. It
+	// must not block.
+	OnModelCall func(ModelCall)
+}
+
+// ModelCall is one model call, as Config.OnModelCall hears of it.
+type ModelCall struct {
+	// Agent is the sub-agent's task id, "" for the top level; Profile
+	// its profile.
+	Agent, Profile string
+	// Usage is the call's: ModelCalls is 1.
+	Usage task.Usage
+}
+
+// Usage is what a session spent calling models.
+type Usage struct {
+	// Total is every model call's: the top level's and every
+	// sub-agent's.
+	Total task.Usage `json:"total"`
+	// Autonomous is the top level's calls in autonomous turns (those that
+	// background results and notices started): what waiting cost.
+	Autonomous task.Usage `json:"autonomous"`
 }
 
 // Resume is a conversation recorded before a restart, to continue (see
@@ -174,6 +230,8 @@ type Resume struct {
 	// Seq is how many messages the old conversation recorded: new ones
 	// are numbered on after it.
 	Seq int
+	// Usage is what the session had spent: its totals go on from it.
+	Usage Usage
 	// Claim is what the Journal's Load saw of who last held the session,
 	// in the Journal's own terms (journal.Recorder: its host and end).
 	// Record takes the session over only if that is still so, in one
@@ -198,6 +256,7 @@ type ToolCall struct {
 const (
 	defaultMaxIterations = 20
 	defaultSettle        = 250 * time.Millisecond
+	defaultNoticeSettle  = 30 * time.Second
 	defaultAutonomous    = 50
 	defaultHistoryBytes  = 2 << 20
 	// maxDepth: the top level is depth 0; its sub-agents (1) may start
@@ -211,6 +270,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Settle <= 0 {
 		c.Settle = defaultSettle
+	}
+	if c.NoticeSettle == 0 {
+		c.NoticeSettle = defaultNoticeSettle
 	}
 	if c.MaxAutonomousTurns <= 0 {
 		c.MaxAutonomousTurns = defaultAutonomous
@@ -247,6 +309,14 @@ type Session struct {
 	closing    atomic.Bool
 	autonomous atomic.Int64 // autonomous turns run so far
 	carried    *carried     // what a resumed conversation still has to hear; nil when none
+
+	started time.Time // when New made it: the session budget's time starts here
+
+	usageMu sync.Mutex
+	usage   Usage       // guarded by usageMu
+	turn    task.Usage  // guarded by usageMu: the running turn's top-level calls
+	chain   chain       // guarded by usageMu
+	inAuto  atomic.Bool // an autonomous turn is running
 
 	id       string          // set by Open
 	record   Record          // set by Open when recorded; ended by Close
@@ -295,7 +365,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Session{cfg: cfg, profileSets: make(map[string]*tools.Set), closed: make(chan struct{})}
+	s := &Session{cfg: cfg, profileSets: make(map[string]*tools.Set), closed: make(chan struct{}), started: time.Now()}
 	s.toolSets()
 	if err := s.checkSchemas(); err != nil {
 		return nil, err
@@ -317,6 +387,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 			s.top.hist.append(m)
 		}
 		s.carried = &carried{notices: r.Notices, results: r.Results}
+		s.usage = r.Usage
 	}
 	s.top.hist.onAppend = cfg.OnMessage
 	s.life = ctx
@@ -460,6 +531,9 @@ func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, er
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
+	s.usageMu.Lock()
+	s.chain = chain{} // a user turn ends the chain of autonomous turns
+	s.usageMu.Unlock()
 	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
 }
 
@@ -491,6 +565,11 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 		s.cancelMu.Unlock()
 		cancel(nil)
 	}()
+	s.inAuto.Store(autonomous)
+	defer s.inAuto.Store(false)
+	s.usageMu.Lock()
+	s.turn = task.Usage{}
+	s.usageMu.Unlock()
 	ctx, span := tracing.Root(ctx, s.cfg.Tracer, "invoke_agent offstage", tracing.OperationName.String("invoke_agent"),
 		tracing.AgentName.String("offstage"), tracing.Conversation(s.id), tracing.Autonomous.Bool(autonomous))
 	defer span.End()
@@ -499,7 +578,11 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 	text, stop, err := s.top.turn(tools.WithTurn(ctx, turn), blocks, sink)
 	turn.End(context.WithoutCancel(ctx), turnEndCause(ctx))
 	tracing.Fail(span, err)
-	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err})
+	s.usageMu.Lock()
+	used := s.turn
+	s.usageMu.Unlock()
+	span.SetAttributes(tracing.InputTokens.Int64(used.InputTokens), tracing.OutputTokens.Int64(used.OutputTokens))
+	emit(sink, Event{Type: TurnEnd, Autonomous: autonomous, Text: text, Stop: stop, Err: err, Usage: &used})
 	return text, err
 }
 
@@ -551,7 +634,11 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 			if s.cfg.NoContinuation {
 				continue // the next user turn reflows them
 			}
-			if line, ok, more := s.settle(ctx, input, ready); more {
+			line, ok, more := s.settle(ctx, input, ready)
+			if !more && !s.resultsWaiting() {
+				line, ok, more = s.gatherNotices(ctx, input, ready)
+			}
+			if more {
 				if !ok {
 					return
 				}
@@ -581,6 +668,52 @@ func (s *Session) settle(ctx context.Context, input <-chan string, ready <-chan 
 	}
 }
 
+// resultsWaiting reports whether a finished result waits for the top
+// level (not only notices).
+func (s *Session) resultsWaiting() bool {
+	if c := s.carried; c != nil {
+		c.mu.Lock()
+		n := len(c.results)
+		c.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	for _, i := range s.top.view.List() {
+		if i.State.Finished() && !i.Delivered {
+			return true
+		}
+	}
+	return false
+}
+
+// gatherNotices waits Config.NoticeSettle for more notices to batch with
+// those waiting, unless a result finishes (then it settles as for
+// results) or user input arrives (then it returns it, with more set).
+func (s *Session) gatherNotices(ctx context.Context, input <-chan string, ready <-chan struct{}) (line string, ok, more bool) {
+	if s.cfg.NoticeSettle < 0 {
+		return "", false, false
+	}
+	timer := time.NewTimer(s.cfg.NoticeSettle)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return "", false, false
+		case <-ready:
+			if s.resultsWaiting() {
+				return s.settle(ctx, input, ready)
+			}
+		case line, ok := <-input:
+			return line, ok, true
+		case <-ctx.Done():
+			return "", false, false
+		case <-s.closed:
+			return "", false, false
+		}
+	}
+}
+
 // autonomousTurn runs a turn on the finished results, if there are any and
 // the session is neither closing nor over its cap.
 func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
@@ -589,6 +722,9 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	}
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
+	if s.autonomousStopped(sink) {
+		return // the results wait for the next user turn
+	}
 	blocks, ids, noticeIDs := drainBackground(s.top.view, s.carried)
 	if len(blocks) == 0 {
 		return // a stale wake-up: a wait already took them

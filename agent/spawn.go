@@ -22,6 +22,9 @@ type spawnInput struct {
 	Prompt          string `json:"prompt" jsonschema:"the task, with all it needs to know"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"return its id at once"`
 	Lifetime        string `json:"lifetime,omitempty" jsonschema:"session (the default: it may run until the session closes) or turn (cancelled when this turn ends)"`
+	BudgetTokens    int64  `json:"budget_tokens,omitempty" jsonschema:"most tokens (input and output) it may spend, with its own sub-agents; within its profile's"`
+	BudgetCalls     int64  `json:"budget_calls,omitempty" jsonschema:"most model calls it may make, with its own sub-agents; within its profile's"`
+	BudgetSeconds   int64  `json:"budget_seconds,omitempty" jsonschema:"most seconds it may run; within its profile's"`
 }
 
 // SpawnOutput is the spawn_agent tool's result.
@@ -38,6 +41,10 @@ type SpawnOutput struct {
 // a UI that follows task events tells a sub-agent from a shell by
 // comparing task.Event.Kind with it.
 const TaskKind = "agent"
+
+// errTimeBudget is the cause a sub-agent's time budget cancels its turn
+// with; it becomes a *BudgetError.
+var errTimeBudget = errors.New("time budget reached")
 
 // answerBytes caps a foreground sub-agent's answer in the tool result.
 const answerBytes = 8 << 10
@@ -81,10 +88,13 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		return SpawnOutput{}, tools.Fail("There is no profile %q; the profiles are: %s.", in.Profile, strings.Join(names, ", "))
 	case strings.TrimSpace(in.Prompt) == "":
 		return SpawnOutput{}, tools.Fail("prompt is empty; say what the sub-agent should do, with everything it needs to know.")
+	case in.BudgetTokens < 0 || in.BudgetCalls < 0 || in.BudgetSeconds < 0:
+		return SpawnOutput{}, tools.Fail("budget_tokens, budget_calls and budget_seconds must not be negative; leave them out for no budget beyond the profile's.")
 	}
 	if err := tools.CheckLifetime(ctx, v, in.Lifetime); err != nil {
 		return SpawnOutput{}, err
 	}
+	budget := profile.Budget.Narrow(Budget{Tokens: in.BudgetTokens, Calls: in.BudgetCalls, Time: time.Duration(in.BudgetSeconds) * time.Second})
 	model := profile.Model
 	if model == nil {
 		model = s.cfg.Model
@@ -104,8 +114,22 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 			system = withInstructions(system, s.cfg.ProjectInstructions)
 		}
 		sub := s.newLoop(profile.Name, system, model, h.View(), profile.Tools, depth+1, h, maxIter)
+		sub.budget, sub.start = budget, time.Now()
 		h.AttachHistory(sub.hist)
+		if budget.Time > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, budget.Time, errTimeBudget)
+			defer cancel()
+		}
 		answer, _, err = sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)
+		if errors.Is(err, errTimeBudget) {
+			err = &BudgetError{Scope: ScopeAgent, Budget: BudgetTime, Limit: int64(budget.Time), Used: h.Usage(), Elapsed: time.Since(sub.start)}
+		}
+		if errors.Is(err, ErrBudget) {
+			answer = sub.partial() // what it found so far is kept
+			h.Activity("stopped: " + err.Error())
+			return answer, err
+		}
 		h.Activity("finished")
 		return answer, err
 	})

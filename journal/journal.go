@@ -42,6 +42,9 @@ type Session struct {
 	// its end recorded (see Journal): what the journal shows of it is
 	// incomplete.
 	Lost int
+	// Usage is what it spent calling models in all (every agent's
+	// calls), Autonomous what its top level spent in autonomous turns.
+	Usage, Autonomous task.Usage
 }
 
 // Task is what the journal knows of one task.
@@ -82,6 +85,9 @@ type Task struct {
 	// runs, and for a task recorded before the journal kept them.
 	EndedBy   string
 	EndReason string
+	// Usage is what an agent task spent calling models, with the tasks
+	// it started, as of its last recorded progress or its end.
+	Usage task.Usage
 }
 
 // Message is one message of a session's conversation, as the runtime
@@ -94,8 +100,14 @@ type Message struct {
 
 // A Record is one change the journal writes: *Host, *Session (started),
 // SessionEnd, *Message, *TaskChange, TaskProcess, TaskSandbox, TaskUsage,
-// Delivered.
+// SessionTokens, Delivered.
 type Record interface{ record() }
+
+// SessionTokens records what a session spent so far (agent.Usage).
+type SessionTokens struct {
+	Session           string
+	Total, Autonomous task.Usage
+}
 
 // SessionEnd records that a session ended, and how many of its records
 // the journal lost.
@@ -153,16 +165,17 @@ type Delivered struct {
 	IDs     []string
 }
 
-func (*Host) record()       {}
-func (*Session) record()    {}
-func (SessionEnd) record()  {}
-func (*Message) record()    {}
-func (*TaskChange) record() {}
-func (TaskProcess) record() {}
-func (TaskSandbox) record() {}
-func (TaskUsage) record()   {}
-func (HostPeer) record()    {}
-func (Delivered) record()   {}
+func (*Host) record()         {}
+func (*Session) record()      {}
+func (SessionEnd) record()    {}
+func (*Message) record()      {}
+func (*TaskChange) record()   {}
+func (TaskProcess) record()   {}
+func (TaskSandbox) record()   {}
+func (TaskUsage) record()     {}
+func (SessionTokens) record() {}
+func (HostPeer) record()      {}
+func (Delivered) record()     {}
 
 // TaskFilter selects tasks in Store.Tasks. Zero fields select everything.
 type TaskFilter struct {
@@ -799,6 +812,10 @@ type SessionLog struct {
 
 	mu  sync.Mutex
 	seq int // messages recorded
+	// calls is the model calls recorded of each running agent task, so
+	// that progress is recorded only when its usage grew; an entry goes
+	// when its task finishes.
+	calls map[string]int64
 }
 
 // StartSession records a session's start and returns its log. Messages
@@ -829,9 +846,43 @@ func (l *SessionLog) Pace() { l.j.pace() }
 // Record queues a change of the session's task table and returns at once.
 func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
-	case task.EventSpawned, task.EventStarted, task.EventFinished, task.EventDelivered:
+	case task.EventSpawned, task.EventStarted, task.EventDelivered:
 		l.j.addChange(l.id, c)
+	case task.EventFinished:
+		if !c.Usage.IsZero() {
+			l.mu.Lock()
+			delete(l.calls, c.ID)
+			l.mu.Unlock()
+		}
+		l.j.addChange(l.id, c)
+	case task.EventProgress:
+		if l.usageGrew(c) {
+			l.j.addChange(l.id, c)
+		}
 	}
+}
+
+// usageGrew reports whether c carries more model calls than the last
+// recorded change of its task, and notes them.
+func (l *SessionLog) usageGrew(c *task.Change) bool {
+	if c.Usage.ModelCalls == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls[c.ID] >= c.Usage.ModelCalls {
+		return false
+	}
+	if l.calls == nil {
+		l.calls = make(map[string]int64)
+	}
+	l.calls[c.ID] = c.Usage.ModelCalls
+	return true
+}
+
+// Tokens records what the session spent so far (agent.Config.OnUsage).
+func (l *SessionLog) Tokens(total, autonomous task.Usage) {
+	l.j.Add(SessionTokens{Session: l.id, Total: total, Autonomous: autonomous})
 }
 
 // Message records the next message of the conversation.

@@ -252,6 +252,13 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 			onMessage(m)
 		}
 	}
+	onUsage := cfg.OnUsage
+	cfg.OnUsage = func(u agent.Usage) {
+		log.Tokens(u.Total, u.Autonomous)
+		if onUsage != nil {
+			onUsage(u)
+		}
+	}
 	if r.opts.LogDir != "" && cfg.Tools.LogDir == "" {
 		dir := filepath.Join(r.opts.LogDir, id)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -480,7 +487,7 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading session %s: %w", s.ID, r.store.Explain(err))
 	}
-	out := &agent.Resume{ID: s.ID, Claim: claimOf(s)}
+	out := &agent.Resume{ID: s.ID, Claim: claimOf(s), Usage: agent.Usage{Total: s.Usage, Autonomous: s.Autonomous}}
 	for _, m := range msgs {
 		var pm provider.Message
 		if err := json.Unmarshal(m.Body, &pm); err != nil {

@@ -112,7 +112,29 @@ var sqliteMigrations = []string{
 	// in rows written before this version.
 	`ALTER TABLE tasks ADD COLUMN ended_by TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN end_reason TEXT NOT NULL DEFAULT '';`,
+	// 9: tokens: what an agent task spent calling models (with the tasks
+	// it started), and what a session spent in all and in autonomous
+	// turns (auto_*), which a resumed session goes on from.
+	tokensMigration("INTEGER"),
 }
+
+// tokensMigration adds the token columns (schema 8) with the dialect's
+// integer type.
+func tokensMigration(integer string) string {
+	var b strings.Builder
+	for _, c := range tokenColumns {
+		fmt.Fprintf(&b, "ALTER TABLE tasks ADD COLUMN %s %s NOT NULL DEFAULT 0;\n", c, integer)
+	}
+	for _, prefix := range []string{"", "auto_"} {
+		for _, c := range tokenColumns {
+			fmt.Fprintf(&b, "ALTER TABLE sessions ADD COLUMN %s%s %s NOT NULL DEFAULT 0;\n", prefix, c, integer)
+		}
+	}
+	return b.String()
+}
+
+// tokenColumns are the columns of a task.Usage, in its fields' order.
+var tokenColumns = []string{"input_tokens", "output_tokens", "cached_input_tokens", "model_calls"}
 
 // lostVersion is the SQLite schema version that added sessions.lost, and
 // usageVersion the one that added tasks.cpu_ns and memory_peak.
@@ -122,6 +144,7 @@ const (
 	fleetVersion   = 6 // cancels, hosts.addr, secret, bell
 	sandboxVersion = 7
 	endsVersion    = 8 // tasks.ended_by, end_reason
+	tokensVersion  = 9 // tasks and sessions: input_tokens, output_tokens, cached_input_tokens, model_calls (sessions also auto_*)
 )
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
@@ -201,6 +224,7 @@ var postgresMigrations = []string{
 	`ALTER TABLE tasks ADD COLUMN sandbox text NOT NULL DEFAULT '';`,
 	`ALTER TABLE tasks ADD COLUMN ended_by text NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN end_reason text NOT NULL DEFAULT '';`,
+	tokensMigration("bigint"),
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -282,9 +306,11 @@ type DB struct {
 	sandbox string
 	// ends is the expression of tasks.ended_by and end_reason: the
 	// columns, or '', '' in a file opened to read whose schema predates
-	// them.
-	ends    string
-	reading bool // opened by OpenSQLiteReadOnly
+	// them. taskTokens and sessionTokens are the expressions of the token
+	// columns, or zeros likewise.
+	ends                      string
+	taskTokens, sessionTokens string
+	reading                   bool // opened by OpenSQLiteReadOnly
 	// noFleet: a file opened to read whose schema predates cancel
 	// requests and peer addresses; it has none.
 	noFleet bool
@@ -425,6 +451,9 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if v < endsVersion {
 		s.ends = "'', ''"
 	}
+	if v < tokensVersion {
+		s.taskTokens, s.sessionTokens = noTaskTokens, noSessionTokens
+	}
 	s.reading = true
 	return s, nil
 }
@@ -514,7 +543,7 @@ func (s *DB) overwritten() error {
 }
 
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox", ends: "t.ended_by, t.end_reason"}
+	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox", ends: "t.ended_by, t.end_reason", taskTokens: taskTokenColumns, sessionTokens: sessionTokenColumns}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -690,7 +719,12 @@ const (
 	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
 	updatePeer     = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
 	updateSandbox  = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
-	insertTask     = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+	// Token figures only grow: a record that arrives after a newer one
+	// (OnUsage is called from several goroutines) changes nothing.
+	updateTaskTokens    = `UPDATE tasks SET input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, model_calls = ? WHERE session_id = ? AND id = ? AND model_calls <= ?`
+	updateSessionTokens = `UPDATE sessions SET input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, model_calls = ?,
+		auto_input_tokens = ?, auto_output_tokens = ?, auto_cached_input_tokens = ?, auto_model_calls = ? WHERE id = ? AND model_calls <= ?`
+	insertTask = `INSERT INTO tasks (session_id, id, kind, label, owner, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, id) DO UPDATE SET kind = excluded.kind, label = excluded.label, owner = excluded.owner, state = excluded.state, created_at = excluded.created_at`
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
 	updateFinished = `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ?, ended_by = ?, end_reason = ? WHERE session_id = ? AND id = ?`
@@ -717,6 +751,10 @@ func (w *writer) record(r Record) error {
 		return w.exec(updatePeer, r.Addr, r.Secret, r.Bell, r.ID)
 	case TaskSandbox:
 		return w.exec(updateSandbox, r.Sandbox, r.Session, r.ID)
+	case SessionTokens:
+		t, a := r.Total, r.Autonomous
+		return w.exec(updateSessionTokens, t.InputTokens, t.OutputTokens, t.CachedInputTokens, t.ModelCalls,
+			a.InputTokens, a.OutputTokens, a.CachedInputTokens, a.ModelCalls, r.Session, t.ModelCalls)
 	case TaskUsage:
 		return w.exec(updateUsage, nullIfZero(int64(r.CPU)), nullIfZero(r.MemoryPeak), r.Session, r.ID)
 	case Delivered:
@@ -735,6 +773,11 @@ func (w *writer) record(r Record) error {
 func (w *writer) change(c *TaskChange) error {
 	state := c.State.String()
 	var err error
+	if u := c.Usage; !u.IsZero() && (c.Type == task.EventProgress || c.Type == task.EventFinished) {
+		if err := w.exec(updateTaskTokens, u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.ModelCalls, c.Session, c.ID, u.ModelCalls); err != nil {
+			return err
+		}
+	}
 	switch c.Type {
 	case task.EventSpawned:
 		err = w.exec(insertTask, c.Session, c.ID, c.Kind, c.Label, c.Owner, state, c.Time.UnixNano())
@@ -940,12 +983,17 @@ const (
 	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''), `
 	usageColumns = `COALESCE(t.cpu_ns, 0), COALESCE(t.memory_peak, 0)`
 	noUsage      = `0, 0`
-	taskFrom     = `
+	// the tokens of a task, then of a session (schema 8)
+	taskTokenColumns    = `t.input_tokens, t.output_tokens, t.cached_input_tokens, t.model_calls`
+	noTaskTokens        = `0, 0, 0, 0`
+	sessionTokenColumns = `s.input_tokens, s.output_tokens, s.cached_input_tokens, s.model_calls, s.auto_input_tokens, s.auto_output_tokens, s.auto_cached_input_tokens, s.auto_model_calls`
+	noSessionTokens     = `0, 0, 0, 0, 0, 0, 0, 0`
+	taskFrom            = `
 	FROM tasks t LEFT JOIN sessions s ON s.id = t.session_id LEFT JOIN hosts h ON h.id = s.host_id `
 )
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+", "+s.ends+taskFrom+where), args...)
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+", "+s.ends+", "+s.taskTokens+taskFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -956,7 +1004,8 @@ func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...an
 		var created, cpu int64
 		var started, finished, code sql.NullInt64
 		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
-			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak, &t.Sandbox, &t.EndedBy, &t.EndReason); err != nil {
+			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak, &t.Sandbox, &t.EndedBy, &t.EndReason,
+			&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.Usage.CachedInputTokens, &t.Usage.ModelCalls); err != nil {
 			return nil, err
 		}
 		t.CPU = time.Duration(cpu)
@@ -1017,7 +1066,7 @@ const sessionColumns = `SELECT s.id, s.host_id, s.surface, s.cwd, s.model, s.sta
 const sessionFrom = ` FROM sessions s LEFT JOIN hosts h ON h.id = s.host_id `
 
 func (s *DB) querySessions(ctx context.Context, where string, args ...any) ([]Session, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(sessionColumns+s.lost+sessionFrom+where), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(sessionColumns+s.lost+", "+s.sessionTokens+sessionFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -1027,7 +1076,9 @@ func (s *DB) querySessions(ctx context.Context, where string, args ...any) ([]Se
 		var x Session
 		var started int64
 		var ended sql.NullInt64
-		if err := rows.Scan(&x.ID, &x.HostID, &x.Surface, &x.Cwd, &x.Model, &started, &ended, &x.Tasks, &x.Hostname, &x.Lost); err != nil {
+		if err := rows.Scan(&x.ID, &x.HostID, &x.Surface, &x.Cwd, &x.Model, &started, &ended, &x.Tasks, &x.Hostname, &x.Lost,
+			&x.Usage.InputTokens, &x.Usage.OutputTokens, &x.Usage.CachedInputTokens, &x.Usage.ModelCalls,
+			&x.Autonomous.InputTokens, &x.Autonomous.OutputTokens, &x.Autonomous.CachedInputTokens, &x.Autonomous.ModelCalls); err != nil {
 			return nil, err
 		}
 		x.Started, x.Ended = time.Unix(0, started), fromNanos(ended)

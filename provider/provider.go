@@ -133,10 +133,15 @@ const (
 	Refusal   StopReason = "refusal"
 )
 
-// Usage counts tokens, where the provider reports them.
+// Usage counts the tokens of one model call, where the provider reports
+// them. InputTokens are all the request's tokens, CachedInputTokens
+// included (the part the provider read from its prompt cache, billed
+// cheaper): OpenAI's prompt_tokens with prompt_tokens_details.cached_tokens,
+// Anthropic's input_tokens plus its cache reads and writes, with the reads.
 type Usage struct {
-	InputTokens  int
-	OutputTokens int
+	InputTokens       int
+	OutputTokens      int
+	CachedInputTokens int
 }
 
 // Response is a complete model response.

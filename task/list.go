@@ -72,6 +72,9 @@ type Brief struct {
 	// ExitCode is the exit code the task reported, if HasExit.
 	ExitCode int
 	HasExit  bool
+	// Tokens is what an agent task spent so far calling models, input and
+	// output, with the tasks it started (Usage.Tokens).
+	Tokens int64
 }
 
 // Query says which tasks a list of Briefs holds. Its zero value selects
@@ -129,7 +132,7 @@ func (tb *Table) appendBriefs(dst []Brief, owner string, scoped bool, q Query) (
 		}
 		shown++
 		out = append(out, Brief{ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
-			Created: t.created, LastActivity: t.lastActive, ExitCode: t.exitCode, HasExit: t.hasExit})
+			Created: t.created, LastActivity: t.lastActive, ExitCode: t.exitCode, HasExit: t.hasExit, Tokens: t.usage.Tokens()})
 	}
 	return out, more
 }

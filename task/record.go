@@ -34,11 +34,13 @@ type Change struct {
 	// For EventFinished: who ended the task and why (Info.EndedBy,
 	// Info.EndReason).
 	EndedBy, EndReason string
+	// Usage is the task's usage (Info.Usage) as of this change.
+	Usage Usage
 }
 
 func (tb *Table) recordLocked(t *task, e *Event) {
 	c := &tb.change // one per table: the lock is held, and Record copies
-	*c = Change{Event: *e, Label: t.label}
+	*c = Change{Event: *e, Label: t.label, Usage: t.usage}
 	if e.Type == EventFinished {
 		c.ExitCode, c.Result = t.exitCodeLocked(), t.text
 		if t.err != nil {

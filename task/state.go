@@ -90,6 +90,9 @@ type Info struct {
 	// the task runs. See EndOf.
 	EndedBy   string
 	EndReason string
+	// Usage is what the task spent calling a model, with the tasks it
+	// started (Handle.AddUsage); zero for a shell.
+	Usage Usage
 }
 
 // Result is the outcome of a finished task, delivered to its owner exactly

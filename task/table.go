@@ -106,6 +106,7 @@ type task struct {
 	output       Output
 	trace        []string
 	traceDropped int
+	usage        Usage // its own model calls' and its descendants' (Handle.AddUsage)
 	text         string
 	err          error
 	cause        error  // why the task itself was cancelled (cancelLocked), if it was before its context ended
@@ -627,7 +628,7 @@ func (t *task) infoLocked() Info {
 		ID: t.id, Kind: t.kind, Label: t.label, Owner: t.owner.id, State: t.state,
 		Created: t.created, Started: t.started, Finished: t.finished,
 		Iteration: t.iteration, Activity: t.activity, LastActivity: t.lastActive,
-		ExitCode: t.exitCodeLocked(), Delivered: t.delivered,
+		ExitCode: t.exitCodeLocked(), Delivered: t.delivered, Usage: t.usage,
 		EndedBy: t.endedBy, EndReason: t.endReason,
 	}
 }

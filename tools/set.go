@@ -62,6 +62,12 @@ type Config struct {
 	// refusal (the sandbox, a withheld variable), in the terms of the
 	// program around the tools; empty, it is said in general.
 	Advice Advice
+	// WaitFloor is the shortest wait task_wait makes: a shorter
+	// timeout_seconds is lengthened to it, and the result says so. A wait
+	// ends as soon as its tasks do, so a longer one costs nothing, while
+	// each short wait that times out costs a model call to poll again.
+	// Default 5s; negative: no floor.
+	WaitFloor time.Duration
 }
 
 // Defaults and caps the descriptions promise; a test checks that the
@@ -70,6 +76,7 @@ const (
 	defaultBudget       = 16 << 10
 	defaultYieldSeconds = 30  // bash: a foreground command is adopted after this
 	defaultWaitSeconds  = 30  // task_wait
+	defaultWaitFloor    = 5   // task_wait lengthens a shorter timeout to this
 	maxWaitSeconds      = 300 // task_wait clamps to this
 	maxWaitIDs          = 20  // task_wait
 	defaultRecent       = 10  // task_inspect: blocks or lines
@@ -131,6 +138,9 @@ func New(cfg Config) *Set {
 	}
 	if cfg.Ports == nil {
 		cfg.Ports = &PortLeases{}
+	}
+	if cfg.WaitFloor == 0 {
+		cfg.WaitFloor = defaultWaitFloor * time.Second
 	}
 	s := &Set{cfg: cfg, cursors: make(map[cursorKey]int64), told: make(map[caller]bool), polls: make(map[pollKey]pollState)}
 	if sb := &cfg.Process.Sandbox; sb.On() && sb.Workspace == "" {

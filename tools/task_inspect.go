@@ -40,7 +40,10 @@ type InspectOutput struct {
 	// Ports are the ports leased for a running shell (bash with port).
 	Ports []int `json:"ports,omitempty"`
 	ShellUsage
-	Note string `json:"note,omitempty"`
+	// Usage is what a sub-agent spent calling the model, with its own
+	// sub-agents; nil for a shell.
+	Usage *task.Usage `json:"usage,omitempty"`
+	Note  string      `json:"note,omitempty"`
 }
 
 func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (InspectOutput, error) {
@@ -68,6 +71,9 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 	}
 	now := time.Now()
 	out := InspectOutput{TaskInfo: liveInfo(v, p.Info, now), TotalSteps: p.TotalBlocks, OutputTail: shortenTail(p.Output, tailBytes), Ports: s.portsOf(v, id)}
+	if u := p.Info.Usage; !u.IsZero() {
+		out.Usage = &u
+	}
 	for _, b := range p.Blocks {
 		out.Recent = append(out.Recent, Step{Kind: b.Kind.String(), Tool: b.Tool, Text: shorten(b.Text, fieldBytes)})
 	}

@@ -35,6 +35,9 @@ type ListedTask struct {
 	ExitCode   *int    `json:"exit_code,omitempty"`
 	// WaitingForInput is the prompt a running shell seems to wait on.
 	WaitingForInput string `json:"waiting_for_input,omitempty"`
+	// Tokens is what a sub-agent spent so far, input and output, with
+	// its own sub-agents'.
+	Tokens int64 `json:"tokens,omitempty"`
 }
 
 // ListOutput is the task_list tool's result.
@@ -117,7 +120,7 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 
 // listed is a task's row.
 func listed(v *task.View, b task.Brief, now time.Time) ListedTask {
-	row := ListedTask{ID: b.ID, Kind: b.Kind, Status: b.State.String(), AgeSeconds: seconds(now.Sub(b.Created)), Label: shorten(b.Label, listLabel)}
+	row := ListedTask{ID: b.ID, Kind: b.Kind, Status: b.State.String(), AgeSeconds: seconds(now.Sub(b.Created)), Label: shorten(b.Label, listLabel), Tokens: b.Tokens}
 	if b.HasExit {
 		code := b.ExitCode
 		row.ExitCode = &code

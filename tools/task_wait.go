@@ -83,6 +83,10 @@ func (s *Set) taskWait(ctx context.Context, v *task.View, in waitInput) (WaitOut
 	if err != nil {
 		return WaitOutput{}, err
 	}
+	if floor := s.cfg.WaitFloor; a.timeout < floor {
+		a.note = fmt.Sprintf("timeout_seconds was raised to %s, the shortest wait: a wait ends as soon as the tasks do, so waiting longer costs nothing, while polling again costs a model call.", floor)
+		a.timeout = floor
+	}
 	w, err := s.waitFor(ctx, v, a)
 	if err != nil {
 		return WaitOutput{}, err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -52,6 +53,9 @@ func newEnvWith(t *testing.T, cfg tools.Config, opts task.Options) *env {
 	})
 	if cfg.Process.Dir == "" {
 		cfg.Process.Dir = t.TempDir()
+	}
+	if cfg.WaitFloor == 0 {
+		cfg.WaitFloor = -1 // these tests time short waits out; TestAShortWaitIsLengthened has the floor
 	}
 	return &env{tb: tb, set: tools.New(cfg), top: tb.View("")}
 }
@@ -631,4 +635,44 @@ func TestBashResultSaysTheLogWasNotKept(t *testing.T) {
 	if want := "the output log stopped at byte 0 because writing it failed (no space left on device)"; !strings.Contains(out.Note, want) {
 		t.Errorf("bash note %q, want it to say %q", out.Note, want)
 	}
+}
+
+// A task_wait shorter than the floor is lengthened to it (each poll that
+// times out costs the model a call), but still ends when the task does.
+func TestAShortWaitIsLengthened(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb := task.New(t.Context(), task.Options{})
+		defer tb.Close(context.Background())
+		set := tools.New(tools.Config{Process: proc.Config{Dir: t.TempDir()}})
+		var wait *tools.Tool
+		for _, tool := range set.Tools() {
+			if tool.Name == "task_wait" {
+				wait = tool
+			}
+		}
+		v := tb.View("")
+		id, err := v.Spawn(task.Spec{Kind: "agent", Label: "slow"}, func(ctx context.Context, _ *task.Handle) (string, error) {
+			select {
+			case <-time.After(8 * time.Second):
+				return "done", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		res, err := wait.Call(t.Context(), v, json.RawMessage(`{"task_ids": ["`+id+`"], "timeout_seconds": 0.5}`))
+		if err != nil || !strings.Contains(res.Text, "raised to 5s") || !strings.Contains(res.Text, `"timed_out":true`) {
+			t.Errorf("task_wait = %s, %v; want a timeout after the 5s floor, saying so", res.Text, err)
+		}
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Errorf("waited %v, want the floor, 5s", waited)
+		}
+		res, err = wait.Call(t.Context(), v, json.RawMessage(`{"task_ids": ["`+id+`"], "timeout_seconds": 1}`))
+		if waited := time.Since(start); err != nil || waited != 8*time.Second || !strings.Contains(res.Text, `"done"`) {
+			t.Errorf("second task_wait = %s, %v after %v; want the result when the task ended, at 8s", res.Text, err, waited)
+		}
+	})
 }

@@ -87,6 +87,8 @@ func userConfigPath() string {
 //	  write: [~/.cache/go-build, ~/go/pkg/mod, ~/.npm]
 //	  network: false
 //	  best_effort: false
+//	prices:                  # per million tokens, to show what tokens cost (see price)
+//	  gpt-4.1: {input: 2, output: 8, cached_input: 0.5}
 type userConfig struct {
 	Env struct {
 		Keep []string `yaml:"keep"`
@@ -103,6 +105,7 @@ type userConfig struct {
 		Network    bool     `yaml:"network"`
 		BestEffort bool     `yaml:"best_effort"`
 	} `yaml:"sandbox"`
+	Prices prices `yaml:"prices"`
 }
 
 // sandbox returns the shells' sandbox the file sets.
@@ -157,7 +160,7 @@ func loadUserConfig(path string) (policy, error) {
 	if err != nil {
 		return policy{}, err
 	}
-	p := policy{env: c.policy()}
+	p := policy{env: c.policy(), prices: c.Prices}
 	if err := p.env.Validate(); err != nil {
 		return policy{}, usagef("the config file %s: env: %v", path, err)
 	}
@@ -195,7 +198,10 @@ func readUserConfig(path string) (userConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]}, limits: {memory: SIZE, pids: N, cpus: N} and sandbox: {mode: MODE, write: [DIR…], network: BOOL, best_effort: BOOL})", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return c, usagef("the config file %s: %s (it takes env: {keep: [NAME…], drop: [NAME…]}, limits: {memory: SIZE, pids: N, cpus: N} and sandbox: {mode: MODE, write: [DIR…], network: BOOL, best_effort: BOOL} and prices: {MODEL: {input: N, output: N, cached_input: N}})", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := c.Prices.validate(); err != nil {
+		return c, usagef("the config file %s: prices: %v", path, err)
 	}
 	return c, nil
 }

@@ -26,6 +26,10 @@ type printer struct {
 	// live keeps the status line of running tasks on screen (a terminal):
 	// it is redrawn after whatever is printed, when no turn is printing.
 	live bool
+	// usage, if set, gives the session's usage for the status line, and
+	// pricing turns tokens into money there.
+	usage   func() agent.Usage
+	pricing pricing
 
 	mu       sync.Mutex
 	column   int               // guarded by mu: 0 at the start of a line
@@ -126,6 +130,9 @@ func (p *printer) eventLocked(e agent.Event) {
 		}
 	case agent.TaskEvent:
 		p.taskLocked(e)
+	case agent.BudgetStop:
+		p.endLineLocked()
+		p.lineLocked("⊘ " + safeText(e.Text))
 	}
 }
 
@@ -315,6 +322,9 @@ func (p *printer) drawStatusLocked() {
 		if !i.LastActivity.IsZero() {
 			part += fmt.Sprintf(" (heard %s ago)", now.Sub(i.LastActivity).Round(time.Second))
 		}
+		if i.Usage.Tokens() > 0 {
+			part += " " + agent.FormatTokens(i.Usage.Tokens()) + " tokens"
+		}
 		parts = append(parts, part)
 		withMemory = append(withMemory, part+shellMemory(p.table, i))
 	}
@@ -331,9 +341,19 @@ func (p *printer) drawStatusLocked() {
 	// The last column stays empty: a character there leaves some
 	// terminals about to wrap, and the next redraw would land a line down.
 	// Memory is shown when the whole line fits with it.
-	line := "⋯ " + strings.Join(withMemory, " · ")
+	// The session's tokens come last: a narrow terminal cuts them first.
+	var spent string
+	if p.usage != nil {
+		if u := p.usage().Total; u.Tokens() > 0 {
+			spent = " · session " + agent.FormatTokens(u.Tokens()) + " tokens"
+			if c, ok := p.pricing.prices.cost(p.pricing.model, u); ok {
+				spent += " (" + money(c) + ")"
+			}
+		}
+	}
+	line := "⋯ " + strings.Join(withMemory, " · ") + spent
 	if columns(line) > cols-1 {
-		line = "⋯ " + strings.Join(parts, " · ")
+		line = "⋯ " + strings.Join(parts, " · ") + spent
 	}
 	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitColumns(line, cols-1))
 	p.status = true

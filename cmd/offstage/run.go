@@ -139,10 +139,11 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
 			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
 	}
+	pr := pricing{model: mf.describe(os.Getenv), prices: policy.prices}
 	if prompt != "" {
-		return oneShot(ctx, s, prompt, *asJSON, *wait, stdout, stderr)
+		return oneShot(ctx, s, prompt, *asJSON, *wait, pr, stdout, stderr)
 	}
-	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID(), asks)
+	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID(), asks, pr)
 }
 
 // sessionArgPattern matches an argument after a bare --resume that is
@@ -249,14 +250,14 @@ func openError(err error) error {
 
 // oneShot runs the prompt's turn, then keeps the session alive (running
 // autonomous turns) until its background work is done, at most wait.
-func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, wait time.Duration, stdout, stderr io.Writer) error {
+func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, wait time.Duration, pr pricing, stdout, stderr io.Writer) error {
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
 	out := stderr // progress; the answer goes to stdout
 	if asJSON {
 		out = stdout
 	}
-	p := &printer{w: out, json: asJSON, table: s.Table()}
+	p := &printer{w: out, json: asJSON, table: s.Table(), usage: s.Usage, pricing: pr}
 	var (
 		mu      sync.Mutex
 		inTurn  bool
@@ -320,6 +321,9 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	}
 	mu.Unlock()
 	closeErr := s.CloseCause(context.Background(), task.Closed(why))
+	if line := sessionUsageLine(s.Usage(), pr.model, pr.prices); line != "" && !asJSON {
+		fmt.Fprintln(stderr, line)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
@@ -365,10 +369,10 @@ func settled(tb *task.Table) bool {
 // pipe or a file each line waits until the turns of the messages before
 // it have ended, and so does the end of the input, so a script's lines
 // run in order and its last message is answered before it leaves.
-func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string, asks <-chan escalation) error {
+func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string, asks <-chan escalation, pr pricing) error {
 	tty := isTerminal(stdout)
 	ordered := !isTTY(stdin)
-	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty}
+	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty, usage: s.Usage, pricing: pr}
 	resized, stopResized := resizes()
 	defer stopResized()
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
@@ -488,6 +492,9 @@ loop:
 	n := running(s.Table())
 	if err := s.CloseCause(context.Background(), task.Closed(why)); err != nil {
 		return err
+	}
+	if line := sessionUsageLine(s.Usage(), pr.model, pr.prices); line != "" && !asJSON {
+		p.line(line)
 	}
 	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))
 	return nil

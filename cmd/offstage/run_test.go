@@ -83,7 +83,14 @@ func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
 	})
 
 	t.Run("plain", func(t *testing.T) {
-		cmd, mark := offstage(t, env, "run", "--model", "fake", "start something")
+		config := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(config, "offstage"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(config, "offstage", "config.yaml"), []byte("prices:\n  fake: {input: 10000, output: 20000}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd, mark := offstage(t, append(env, "XDG_CONFIG_HOME="+config), "run", "--model", "fake", "start something")
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if code := exitOf(t, cmd.Run()); code != 0 {
@@ -94,6 +101,11 @@ func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
 		}
 		if !strings.Contains(errOut.String(), "→ bash") {
 			t.Errorf("stderr lacks the progress: %q", errOut.String())
+		}
+		// The fake reports 11 tokens in (3 cached) and 7 out a call; the
+		// third call is the autonomous turn's.
+		if want := "offstage: this session spent 33 tokens in (9 cached), 21 out, 3 model calls, cost 0.75; its autonomous turns 11 tokens in (3 cached), 7 out, 1 model call, cost 0.25.\n"; !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks the end-of-session line %q:\n%s", want, errOut.String())
 		}
 		noSurvivors(t, mark)
 	})

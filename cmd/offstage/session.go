@@ -22,6 +22,7 @@ type sessionFlags struct {
 	limits  limitFlags
 	sandbox sandboxFlags
 	journal journalFlags
+	budget  budgetFlags
 	tasks   *task.Options
 }
 
@@ -34,6 +35,7 @@ func (f *sessionFlags) register(fs *flag.FlagSet, modelNote string) {
 	f.limits.register(fs)
 	f.sandbox.register(fs)
 	f.journal.register(fs)
+	f.budget.register(fs)
 	f.tasks = taskFlags(fs)
 }
 

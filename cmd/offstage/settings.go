@@ -15,6 +15,7 @@ type policy struct {
 	env     proc.EnvPolicy
 	limits  proc.Limits
 	sandbox proc.Sandbox // Workspace is left to the session's directory
+	prices  prices       // the config file's, to show what tokens cost
 }
 
 // policy is the one place a command reads its shells' policy: the user's
@@ -29,7 +30,7 @@ func (f *sessionFlags) policy() (policy, error) {
 	if err != nil {
 		return policy{}, err
 	}
-	p := policy{env: f.env.policy(file.env)}
+	p := policy{env: f.env.policy(file.env), prices: file.prices}
 	if p.limits, err = f.limits.limits(file.limits); err != nil {
 		return policy{}, err
 	}
@@ -52,7 +53,9 @@ func (f *sessionFlags) template(model provider.Model, profiles []agent.Profile, 
 		Profiles: profiles,
 		Tools: tools.Config{Process: proc.Config{Dir: dir, EnvPolicy: p.env, Limits: p.limits, Sandbox: p.sandbox},
 			Advice: cliAdvice},
-		Tasks: *f.tasks,
+		Tasks:            *f.tasks,
+		Budget:           f.budget.session,
+		AutonomousBudget: f.budget.autonomous,
 	}
 	sf := agent.Surface{Journal: journal, Model: f.model.describe(os.Getenv), NoProjectInstructions: f.agents.noInstructions}
 	return cfg, sf

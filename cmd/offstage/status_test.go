@@ -347,3 +347,28 @@ func TestStatusLineShowsMemoryWhenItFits(t *testing.T) {
 		}
 	}
 }
+
+// The status line says what each running sub-agent and the session have
+// spent, with its cost where the user gave a price.
+func TestStatusLineShowsTokens(t *testing.T) {
+	tb := task.New(t.Context(), task.Options{})
+	defer tb.Close(t.Context())
+	release := make(chan struct{})
+	defer close(release)
+	added := make(chan struct{})
+	tb.View("").Spawn(task.Spec{Kind: "agent", Label: "review"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		h.AddUsage(task.Usage{InputTokens: 12000, OutputTokens: 500, ModelCalls: 3})
+		close(added)
+		<-release
+		return "", nil
+	})
+	<-added
+	session := agent.Usage{Total: task.Usage{InputTokens: 1_500_000, OutputTokens: 20_000, ModelCalls: 40}}
+	var out strings.Builder
+	p := &printer{w: &out, table: tb, width: func() int { return 200 }, live: true,
+		usage: func() agent.Usage { return session }, pricing: pricing{model: "openai m", prices: prices{"m": {Input: 1, Output: 10}}}}
+	p.drawStatus()
+	if line := out.String(); !strings.Contains(line, "agent:1 \"review\" running") || !strings.Contains(line, " 12.5k tokens") || !strings.HasSuffix(line, " · session 1.5M tokens (1.70)") {
+		t.Errorf("status line %q, want the sub-agent's 12.5k tokens and the session's 1.5M, cost 1.70", line)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
@@ -153,8 +154,11 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	markHostGone(ctx, store, tasks, stderr)
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
+		model, ps := sessionModels(ctx, store), userPrices()
 		for _, t := range tasks {
-			enc.Encode(taskJSON(t))
+			l := taskJSON(t)
+			l.priced(model(t.Session), ps)
+			enc.Encode(l)
 		}
 		return nil
 	}
@@ -297,7 +301,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // writeTasks prints aligned columns, with the state in colour if colour,
 // and with the instance (host name) of each task's session if fleet.
 func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet bool) {
-	rows := [][]string{{"TASK", "STATE", "STARTED", "TOOK", "EXIT", "SESSION", "LABEL"}}
+	rows := [][]string{{"TASK", "STATE", "STARTED", "TOOK", "EXIT", "TOKENS", "SESSION", "LABEL"}}
 	if fleet {
 		rows[0] = append([]string{"INSTANCE"}, rows[0]...)
 	}
@@ -310,7 +314,11 @@ func writeTasks(w io.Writer, tasks []journal.Task, now time.Time, colour, fleet 
 		if t.Owner != "" {
 			id += " ←" + t.Owner
 		}
-		row := []string{id, t.State.String(), ago(t.Created, now), took(t, now), exit, t.Session, clip(t.Label, 50)}
+		tokens := "-"
+		if t.Kind == agent.TaskKind {
+			tokens = agent.FormatTokens(t.Usage.Tokens())
+		}
+		row := []string{id, t.State.String(), ago(t.Created, now), took(t, now), exit, tokens, t.Session, clip(t.Label, 50)}
 		if fleet {
 			row = append([]string{cmp.Or(t.Hostname, "?")}, row...)
 		}
@@ -400,12 +408,46 @@ type taskLine struct {
 	// a journal older than these.
 	EndedBy   string `json:"ended_by,omitempty"`
 	EndReason string `json:"end_reason,omitempty"`
+	// Usage is what an agent task spent calling models, with the tasks
+	// it started; Cost is its price, where the config file gives the
+	// model's (in the user's currency).
+	Usage *task.Usage `json:"usage,omitempty"`
+	Cost  *float64    `json:"cost,omitempty"`
+}
+
+// sessionModels returns the model of each session asked of it, read once.
+func sessionModels(ctx context.Context, store *journal.DB) func(session string) string {
+	models := make(map[string]string)
+	return func(session string) string {
+		m, ok := models[session]
+		if !ok {
+			if s, err := store.Session(ctx, session); err == nil {
+				m = s.Model
+			}
+			models[session] = m
+		}
+		return m
+	}
+}
+
+// priced adds an agent task's cost to l, where ps has its model's price.
+func (l *taskLine) priced(model string, ps prices) {
+	if l.Usage == nil {
+		return
+	}
+	if c, ok := ps.cost(model, *l.Usage); ok {
+		l.Cost = &c
+	}
 }
 
 func taskJSON(t journal.Task) taskLine {
 	l := taskLine{Session: t.Session, TaskID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State,
 		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath,
 		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak, Sandbox: t.Sandbox, EndedBy: t.EndedBy, EndReason: t.EndReason}
+	if t.Kind == agent.TaskKind {
+		u := t.Usage
+		l.Usage = &u
+	}
 	if !t.Started.IsZero() {
 		s := t.Started.UTC()
 		l.Started = &s
@@ -456,11 +498,14 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 	}
 	var lost int
+	var model string
 	if s, err := store.Session(ctx, t.Session); err == nil {
-		lost = s.Lost
+		lost, model = s.Lost, s.Model
 	}
+	ps := userPrices()
 	if jsonOut {
 		l := taskJSON(t)
+		l.priced(model, ps)
 		l.Result, l.Error = t.Result, t.Error
 		type event struct {
 			At    time.Time `json:"at"`
@@ -504,6 +549,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	}
 	if used := usedLine(t); used != "" {
 		fmt.Fprintf(w, "  used:    %s\n", used)
+	}
+	if t.Kind == agent.TaskKind {
+		fmt.Fprintf(w, "  tokens:  %s\n", cmp.Or(usageText(t.Usage, model, ps), "none recorded"))
 	}
 	if t.Sandbox != "" {
 		fmt.Fprintf(w, "  sandbox: %s\n", t.Sandbox)

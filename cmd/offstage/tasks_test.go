@@ -51,7 +51,10 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 	change("20261122-090000-aaaaaa", task.EventDelivered, "shell:1", "make", task.Completed, 96*time.Second, nil)
 	change("20261122-090000-aaaaaa", task.EventSpawned, "agent:2", "reviewer: look at the diff", task.Running, time.Minute, nil)
 	change("20261122-090000-aaaaaa", task.EventStarted, "agent:2", "reviewer: look at the diff", task.Running, time.Minute, nil)
-	change("20261122-090000-aaaaaa", task.EventFinished, "agent:2", "reviewer: look at the diff", task.Failed, 2*time.Minute, func(c *task.Change) { c.Err = "model unavailable" })
+	change("20261122-090000-aaaaaa", task.EventFinished, "agent:2", "reviewer: look at the diff", task.Failed, 2*time.Minute, func(c *task.Change) {
+		c.Err = "model unavailable"
+		c.Usage = task.Usage{InputTokens: 48200, OutputTokens: 1300, CachedInputTokens: 40000, ModelCalls: 7}
+	})
 	j.StartSession(journal.Session{ID: "20261122-110000-bbbbbb", HostID: "h1", Surface: "mcp", Cwd: "/src", Started: at(2 * time.Hour)}, 0)
 	change("20261122-110000-bbbbbb", task.EventSpawned, "shell:1", "npm run dev   # the dev server, which runs until it is stopped", task.Running, 2*time.Hour, nil)
 	change("20261122-110000-bbbbbb", task.EventStarted, "shell:1", "npm run dev   # the dev server, which runs until it is stopped", task.Running, 2*time.Hour, nil)
@@ -367,5 +370,43 @@ func TestTasksHonoursNoColor(t *testing.T) {
 		if got := strings.Contains(string(out), "\x1b["); got != tc.colour {
 			t.Errorf("tasks %v %q: colour %v, want %v:\n%q", tc.env, tc.args, got, tc.colour, out)
 		}
+	}
+}
+
+// An agent task shows what it spent, and, with the user's prices, what
+// that cost: 8.2k uncached input at 2, 40k cached at 0.5 and 1.3k output
+// at 8 per million make 0.0468.
+func TestTasksShowTokensAndTheirCost(t *testing.T) {
+	dir, now := fixtureJournal(t)
+	timeNow = func() time.Time { return now }
+	defer func() { timeNow = time.Now }()
+	config := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", config)
+	if err := os.MkdirAll(filepath.Join(config, "offstage"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	prices := "prices:\n  gpt-4.1: {input: 2, output: 8, cached_input: 0.5}\n"
+	if err := os.WriteFile(filepath.Join(config, "offstage", "config.yaml"), []byte(prices), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := journal.OpenSQLiteReadOnly(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var out, errOut bytes.Buffer
+	if err := showTask(t.Context(), store, "20261122-090000-aaaaaa", "agent:2", false, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if want := "tokens:  48.2k tokens in (40k cached), 1.3k out, 7 model calls, cost 0.05\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("tasks show =\n%s\nwant the line %q", out.String(), want)
+	}
+	out.Reset()
+	if err := tasksCommand(t.Context(), []string{"--state-dir", dir, "--json", "--state", "failed"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var l taskLine
+	if err := json.Unmarshal(out.Bytes(), &l); err != nil || l.Cost == nil || fmt.Sprintf("%.4f", *l.Cost) != "0.0468" || l.Usage == nil || l.Usage.ModelCalls != 7 {
+		t.Errorf("tasks --json = %s (%v); want the usage and a cost of 0.0468", out.String(), err)
 	}
 }

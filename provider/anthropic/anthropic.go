@@ -142,7 +142,11 @@ func (m *Model) Generate(ctx context.Context, req provider.Request, onEvent func
 	}
 	res := provider.Response{
 		Message: provider.Message{Role: provider.Assistant},
-		Usage:   provider.Usage{InputTokens: int(msg.Usage.InputTokens), OutputTokens: int(msg.Usage.OutputTokens)},
+		Usage: provider.Usage{
+			InputTokens:       int(msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens + msg.Usage.CacheCreationInputTokens),
+			OutputTokens:      int(msg.Usage.OutputTokens),
+			CachedInputTokens: int(msg.Usage.CacheReadInputTokens),
+		},
 	}
 	for _, block := range msg.Content {
 		switch b := block.AsAny().(type) {

@@ -132,7 +132,8 @@ func (m *Model) Generate(ctx context.Context, req provider.Request, onEvent func
 	choice := acc.Choices[0]
 	res := provider.Response{
 		Message: provider.Message{Role: provider.Assistant},
-		Usage:   provider.Usage{InputTokens: int(acc.Usage.PromptTokens), OutputTokens: int(acc.Usage.CompletionTokens)},
+		Usage: provider.Usage{InputTokens: int(acc.Usage.PromptTokens), OutputTokens: int(acc.Usage.CompletionTokens),
+			CachedInputTokens: int(acc.Usage.PromptTokensDetails.CachedTokens)},
 	}
 	if choice.Message.Content != "" {
 		res.Message.Content = append(res.Message.Content, provider.Block{Type: provider.Text, Text: choice.Message.Content})

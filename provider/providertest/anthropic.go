@@ -109,7 +109,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	out := newSSE(w, r, s.opts)
 	if !out.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": "msg_fake", "type": "message", "role": "assistant", "content": []any{}, "model": in.Model,
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 11, "output_tokens": 1},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 8, "cache_read_input_tokens": 3, "output_tokens": 1},
 	}}) {
 		return
 	}

@@ -151,6 +151,6 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request) {
 	}
 	out.send("", chunk(map[string]any{}, finish))
 	out.send("", map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": in.Model, "choices": []any{},
-		"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+		"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18, "prompt_tokens_details": map[string]any{"cached_tokens": 3}}})
 	out.send("", "[DONE]")
 }

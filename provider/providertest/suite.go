@@ -71,8 +71,10 @@ func Suite(t *testing.T, endpoint Endpoint, connect Connect) {
 		if err := json.Unmarshal(call[0].Input, &input); err != nil || input["command"] != "ls -la" {
 			t.Errorf("tool input %s (split across chunks) = %v, %v", call[0].Input, input, err)
 		}
-		if res.Usage.OutputTokens == 0 {
-			t.Errorf("usage not reported: %+v", res.Usage)
+		// The fakes report 11 input tokens, 3 of them read from the cache,
+		// and 7 output tokens, each in its provider's own terms.
+		if want := (provider.Usage{InputTokens: 11, OutputTokens: 7, CachedInputTokens: 3}); res.Usage != want {
+			t.Errorf("usage = %+v, want %+v", res.Usage, want)
 		}
 		second := first
 		second.Messages = append(second.Messages, res.Message, provider.Message{Role: provider.User, Content: []provider.Block{

@@ -33,7 +33,9 @@
 //   - "delay_ms": how long to "think" before answering (the context can
 //     cancel it), and "stream_delay_ms": a pause between streamed words;
 //   - "stop": why a turn without tool calls ended, as a provider reports
-//     it: "end_turn" (the default), "refusal" or "max_tokens".
+//     it: "end_turn" (the default), "refusal" or "max_tokens";
+//   - "usage": the tokens the call reports, {"input_tokens",
+//     "output_tokens", "cached_input_tokens"}; none if absent.
 //
 // Which turn plays is the number of assistant messages already in the
 // request: the first call plays turn 0, the call after one answer turn 1,
@@ -67,8 +69,16 @@ type Turn struct {
 	DelayMS       int        `json:"delay_ms,omitempty"`
 	StreamDelayMS int        `json:"stream_delay_ms,omitempty"`
 	Stop          string     `json:"stop,omitempty"`
+	Usage         *Usage     `json:"usage,omitempty"`
 
 	expect *regexp.Regexp
+}
+
+// Usage is the tokens a scripted turn reports (provider.Usage).
+type Usage struct {
+	InputTokens       int `json:"input_tokens,omitempty"`
+	OutputTokens      int `json:"output_tokens,omitempty"`
+	CachedInputTokens int `json:"cached_input_tokens,omitempty"`
 }
 
 // ToolCall is one scripted tool call.
@@ -306,7 +316,11 @@ func (m *Model) Generate(ctx context.Context, req provider.Request, onEvent func
 	case t.Stop != "":
 		stop = provider.StopReason(t.Stop)
 	}
-	return provider.Response{Message: msg, StopReason: stop}, nil
+	res := provider.Response{Message: msg, StopReason: stop}
+	if u := t.Usage; u != nil {
+		res.Usage = provider.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens}
+	}
+	return res, nil
 }
 
 // lastText is the text of the last message: its text and tool result

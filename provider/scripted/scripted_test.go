@@ -158,3 +158,14 @@ func TestParseSaysWhereTheJSONGoesWrong(t *testing.T) {
 		}
 	}
 }
+
+func TestReportsScriptedUsage(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"text": "Hi.", "usage": {"input_tokens": 120, "output_tokens": 9, "cached_input_tokens": 100}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Generate(t.Context(), provider.Request{}, nil)
+	if want := (provider.Usage{InputTokens: 120, OutputTokens: 9, CachedInputTokens: 100}); err != nil || res.Usage != want {
+		t.Errorf("Generate() usage = %+v, %v; want %+v", res.Usage, err, want)
+	}
+}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/offstage/offstage/internal/origin"
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/task"
 )
 
 //go:embed static
@@ -326,6 +327,9 @@ type taskJSON struct {
 	// Who ended it and why (task.Info.EndedBy); "" while it runs.
 	EndedBy   string `json:"ended_by,omitempty"`
 	EndReason string `json:"end_reason,omitempty"`
+	// Usage is what an agent task spent calling models, with the tasks
+	// it started.
+	Usage *task.Usage `json:"usage,omitempty"`
 }
 
 func millis(t time.Time) int64 {
@@ -341,6 +345,10 @@ func toJSON(t journal.Task, detail bool) taskJSON {
 		Host: t.Hostname, Log: t.LogPath, Error: t.Error, EndedBy: t.EndedBy, EndReason: t.EndReason}
 	if detail {
 		j.Result = t.Result
+	}
+	if !t.Usage.IsZero() {
+		u := t.Usage
+		j.Usage = &u
 	}
 	return j
 }

@@ -193,7 +193,7 @@ func differ(a, b journal.Task) bool {
 		return *t.ExitCode
 	}
 	return a.State != b.State || !a.Started.Equal(b.Started) || !a.Finished.Equal(b.Finished) || exit(a) != exit(b) ||
-		a.LogPath != b.LogPath || a.Error != b.Error || a.Label != b.Label || a.Hostname != b.Hostname
+		a.LogPath != b.LogPath || a.Error != b.Error || a.Label != b.Label || a.Hostname != b.Hostname || a.Usage != b.Usage
 }
 
 func (h *hub) broadcast(cs []change) {

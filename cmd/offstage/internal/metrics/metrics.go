@@ -26,6 +26,13 @@
 //	journal_queue_records                records waiting to be written
 //	journal_write_errors_total           failed batch writes (each retry)
 //	journal_records_lost_total           records the journal could not keep
+//	model_tokens_total{kind,profile}     tokens of model calls: kind is input
+//	                                     (cached ones included), cached_input
+//	                                     or output; profile is the sub-agent's
+//	                                     profile, "top" for a session's top
+//	                                     level, "other" for a name the
+//	                                     session was not configured with
+//	model_calls_total{profile}           model calls
 package metrics
 
 import (
@@ -59,6 +66,8 @@ type Metrics struct {
 	output   prometheus.Counter
 	notices  *prometheus.CounterVec
 	leftover prometheus.Counter
+	tokens   *prometheus.CounterVec
+	calls    *prometheus.CounterVec
 }
 
 // Sources are read at each scrape; nil ones are not exported.
@@ -82,7 +91,9 @@ func New(src Sources) *Metrics {
 	m.output = prometheus.NewCounter(prometheus.CounterOpts{Name: "offstage_task_output_bytes_total", Help: "Bytes of output (stdout and stderr) of the shells that ended."})
 	m.notices = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "offstage_task_notices_total", Help: "Notices tasks posted to their owner (waiting_for_input, watch, other), by kind."}, []string{"kind"})
 	m.leftover = prometheus.NewCounter(prometheus.CounterOpts{Name: "offstage_containment_leftovers_killed_total", Help: "Processes a shell left behind when its leader exited, killed by the containment."})
-	m.reg.MustRegister(m.started, m.finished, m.running, m.queued, m.duration, m.output, m.notices, m.leftover,
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "offstage_model_tokens_total", Help: "Tokens of model calls, by kind (input, cached_input, output) and sub-agent profile (top for a session's top level)."}, []string{"kind", "profile"})
+	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "offstage_model_calls_total", Help: "Model calls, by sub-agent profile (top for a session's top level)."}, []string{"profile"})
+	m.reg.MustRegister(m.started, m.finished, m.running, m.queued, m.duration, m.output, m.notices, m.leftover, m.tokens, m.calls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range kinds {
 		m.started.WithLabelValues(k)
@@ -162,6 +173,21 @@ func (c *counted) Record(ctx context.Context, info agent.SessionInfo, cfg *agent
 		rec = r
 	}
 	cfg.Tasks.Recorder = c.m.recorder(cfg.Tasks.Recorder)
+	profiles := make(map[string]bool)
+	list := cfg.Profiles
+	if list == nil {
+		list = agent.DefaultProfiles() // what the session will have
+	}
+	for _, p := range list {
+		profiles[p.Name] = true
+	}
+	onCall := cfg.OnModelCall
+	cfg.OnModelCall = func(call agent.ModelCall) {
+		c.m.modelCall(call, profiles)
+		if onCall != nil {
+			onCall(call)
+		}
+	}
 	onExit := cfg.Tools.OnShellExit
 	cfg.Tools.OnShellExit = func(id string, p *proc.Process) {
 		c.m.shellExit(p)
@@ -192,6 +218,22 @@ type noRecord string
 func (n noRecord) ID() string        { return string(n) }
 func (noRecord) Delivered(...string) {}
 func (noRecord) End()                {}
+
+// modelCall counts a model call's tokens under its profile: one of the
+// session's (known), "top", or "other", so the label stays bounded.
+func (m *Metrics) modelCall(call agent.ModelCall, known map[string]bool) {
+	profile := call.Profile
+	switch {
+	case profile == "":
+		profile = "top"
+	case !known[profile]:
+		profile = "other"
+	}
+	m.calls.WithLabelValues(profile).Add(float64(call.Usage.ModelCalls))
+	m.tokens.WithLabelValues("input", profile).Add(float64(call.Usage.InputTokens))
+	m.tokens.WithLabelValues("cached_input", profile).Add(float64(call.Usage.CachedInputTokens))
+	m.tokens.WithLabelValues("output", profile).Add(float64(call.Usage.OutputTokens))
+}
 
 // shellExit counts what an ended shell printed and left behind.
 func (m *Metrics) shellExit(p *proc.Process) {

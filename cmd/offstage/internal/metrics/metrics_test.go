@@ -163,3 +163,27 @@ func TestFinishesAreCountedByWhoEndedThem(t *testing.T) {
 		tb.Close(context.Background())
 	})
 }
+
+// TestTokensAreCountedByKindAndProfile: a session's model calls count
+// under their profile, the top level as "top", a profile the session was
+// not configured with as "other" (labels stay bounded).
+func TestTokensAreCountedByKindAndProfile(t *testing.T) {
+	m := metrics.New(metrics.Sources{})
+	cfg := agent.Config{Profiles: []agent.Profile{{Name: "reviewer"}}}
+	if _, err := m.Wrap(nil).Record(t.Context(), agent.SessionInfo{ID: "s"}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	call := task.Usage{InputTokens: 100, CachedInputTokens: 60, OutputTokens: 10, ModelCalls: 1}
+	cfg.OnModelCall(agent.ModelCall{Usage: call})
+	cfg.OnModelCall(agent.ModelCall{Agent: "agent:1", Profile: "reviewer", Usage: call})
+	cfg.OnModelCall(agent.ModelCall{Agent: "agent:2", Profile: "reviewer", Usage: call})
+	cfg.OnModelCall(agent.ModelCall{Agent: "agent:3", Profile: "made-up", Usage: call})
+	check(t, m, map[string]float64{
+		`offstage_model_calls_total{profile="top"}`:                           1,
+		`offstage_model_calls_total{profile="reviewer"}`:                      2,
+		`offstage_model_calls_total{profile="other"}`:                         1,
+		`offstage_model_tokens_total{kind="input",profile="reviewer"}`:        200,
+		`offstage_model_tokens_total{kind="cached_input",profile="reviewer"}`: 120,
+		`offstage_model_tokens_total{kind="output",profile="top"}`:            10,
+	})
+}

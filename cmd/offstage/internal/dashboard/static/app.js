@@ -145,6 +145,11 @@
     if (mono) dd.className = "mono";
     dl.append(dt, dd);
   }
+  function tokens(n) {
+    if (n < 1000) return String(n);
+    const short = (v, unit) => v.toFixed(1).replace(/\.0$/, "") + unit;
+    return n < 1e6 ? short(n / 1e3, "k") : short(n / 1e6, "M");
+  }
   function showTask(t) {
     current = t;
     $("task-h").textContent = t.id + " · " + t.label;
@@ -160,6 +165,9 @@
     fact(dl, "Took", took(t));
     if (t.exit !== undefined) fact(dl, "Exit code", String(t.exit));
     if (t.ended_by) fact(dl, "Ended by", t.ended_by + (t.end_reason ? " (" + t.end_reason + ")" : ""));
+    if (t.usage) fact(dl, "Tokens", tokens(t.usage.input_tokens) + " in" +
+      (t.usage.cached_input_tokens ? " (" + tokens(t.usage.cached_input_tokens) + " cached)" : "") +
+      ", " + tokens(t.usage.output_tokens) + " out, " + t.usage.model_calls + " model call" + (t.usage.model_calls === 1 ? "" : "s"));
     fact(dl, "Error", t.error);
     fact(dl, "Result", t.result);
     fact(dl, "Output log", t.log, true);

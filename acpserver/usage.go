@@ -1,0 +1,34 @@
+package acpserver
+
+import (
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
+)
+
+// UsageMeta is the key of the _meta of a prompt's response that says
+// what the session spent: {"turn", "session", "autonomous"}, each
+// {input_tokens, output_tokens, cached_input_tokens, model_calls}. turn
+// is the turn's top-level model calls (its sub-agents count in their
+// tasks and in session); session is every call of the session, with what
+// it spent before a restart; autonomous the calls of the turns that
+// background results started. The response's usage (ACP's, unstable)
+// carries the turn's tokens.
+const UsageMeta = "offstage/usage"
+
+// withUsage adds the turn's and the session's usage to a prompt's
+// response.
+func withUsage(r acp.PromptResponse, turn *task.Usage, session agent.Usage) acp.PromptResponse {
+	var t task.Usage
+	if turn != nil {
+		t = *turn
+	}
+	cached := int(t.CachedInputTokens)
+	r.Usage = &acp.Usage{InputTokens: int(t.InputTokens), OutputTokens: int(t.OutputTokens), TotalTokens: int(t.Tokens()), CachedReadTokens: &cached}
+	if r.Meta == nil {
+		r.Meta = map[string]any{}
+	}
+	r.Meta[UsageMeta] = map[string]task.Usage{"turn": t, "session": session.Total, "autonomous": session.Autonomous}
+	return r
+}

@@ -3,7 +3,6 @@ package journal_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,10 +166,7 @@ func TestAResumeFailsClosedWhenItCannotTellTheHost(t *testing.T) {
 	var news said
 	rec = newRecorder(t, dir, journal.RecorderOptions{Report: news.report})
 	defer rec.Close(context.Background())
-	db, err := sql.Open("sqlite", filepath.Join(dir, "journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := rawSQLite(t, filepath.Join(dir, "journal.db"))
 	defer db.Close()
 	if _, err := db.Exec(`ALTER TABLE hosts DROP COLUMN version`); err != nil { // the hosts cannot be read any more
 		t.Fatal(err)

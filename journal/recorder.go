@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -500,7 +499,7 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 		}
 		switch {
 		case t.State == Orphaned:
-			orphaned = append(orphaned, describeOrphan(t))
+			orphaned = append(orphaned, describeOrphan(r.opts.LogDir, t))
 			out.Delivered = append(out.Delivered, t.ID)
 		case t.State.Finished():
 			out.Results = append(out.Results, resultOf(t))
@@ -606,13 +605,13 @@ func (r *Recorder) List(ctx context.Context, dir string, limit int) ([]agent.Ses
 }
 
 // describeOrphan says what an orphaned task was, with its last output
-// lines.
-func describeOrphan(t Task) string {
+// lines (read from its log if it lies in logDir).
+func describeOrphan(logDir string, t Task) string {
 	s := fmt.Sprintf("- %s (%s) started %s ago", t.ID, t.Label, time.Since(t.Created).Round(time.Second))
 	if t.LogPath == "" {
 		return s
 	}
-	tail, err := LogTail(t.LogPath, 5, 1024)
+	tail, err := LogTail(logDir, t.LogPath, 5, 1024)
 	switch {
 	case err != nil:
 		s += fmt.Sprintf("; its output log cannot be read (%v)", err)
@@ -620,31 +619,6 @@ func describeOrphan(t Task) string {
 		s += "; its last output:\n    " + strings.ReplaceAll(strings.TrimRight(tail, "\n"), "\n", "\n    ")
 	}
 	return s
-}
-
-// LogTail returns the last lines of an output log, cleaned for a person
-// or a model (no escapes, no carriage returns), at most maxBytes of it.
-func LogTail(path string, lines, maxBytes int) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	off := max(0, st.Size()-int64(maxBytes))
-	buf := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	text := strings.TrimRight(proc.Clean(buf), "\n")
-	all := strings.Split(text, "\n")
-	if off > 0 && len(all) > 1 {
-		all = all[1:] // the first line is cut
-	}
-	return strings.Join(all[max(0, len(all)-lines):], "\n"), nil
 }
 
 // resultOf turns a recorded task into the result a resumed session is

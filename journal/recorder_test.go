@@ -184,7 +184,8 @@ func TestARecorderMarksADeadProcessesTasksOrphaned(t *testing.T) {
 	dir := t.TempDir()
 	store := open(t, filepath.Join(dir, "journal.db"))
 	dead := journal.Host{ID: "dead", Hostname: hostname(t), PID: 1 << 22, Start: 1, Started: time.Now()}
-	logPath := filepath.Join(dir, "shell-1.log")
+	logPath := filepath.Join(dir, "logs", "20261125-000000-aaaaaa", "shell-1.log")
+	os.MkdirAll(filepath.Dir(logPath), 0o700)
 	os.WriteFile(logPath, []byte("compiling\nlinking\n"), 0o600)
 	j := journal.New(store, journal.Options{})
 	j.Add(&dead)

@@ -295,6 +295,38 @@ func TestOutputWaitsForTheLogAndSaysWhereItIs(t *testing.T) {
 	}
 }
 
+// TestOutputReadsOnlyWhereOffstageWritesLogs pins issue 34's third item:
+// a record naming /etc/shadow, or a symlink in the log directory, as its
+// log made the output stream send that file.
+func TestOutputReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
+	f := newFleet(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("the secret\n"), 0o600)
+	link := filepath.Join(f.dir, "link.log")
+	os.Symlink(secret, link)
+	for _, path := range []string{"/etc/shadow", secret, link} {
+		id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: "forged"}, func(ctx context.Context, h *task.Handle) (string, error) {
+			f.log.Process(h.ID(), 0, 0, path)
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.j.Flush(ctx)
+		out := get(t, f.srv.Client(), ctx, f.srv.URL+"/ui/output?session="+f.session+"&id="+id, true)
+		detail := events(t, out.Body)
+		next(t, detail, "task")
+		if e := next(t, detail, "trouble"); !strings.Contains(e.data, "this record's log is not where offstage writes logs") || strings.Contains(e.data, "secret\n") {
+			t.Errorf("log_path %s: trouble %s, want it refused", path, e.data)
+		}
+		out.Body.Close()
+		f.table.Cancel(id)
+	}
+}
+
 // TestWrongTokensAreCounted: after 10 wrong tokens from one host in a
 // minute, its logins are refused, the right token too, with 429 and why:
 // a short token a user chose cannot be guessed at network speed.

@@ -60,7 +60,7 @@ func newFleetEvery(t testing.TB, withCancel bool, interval time.Duration) *fleet
 	f.log = f.j.StartSession(journal.Session{ID: f.session, HostID: "host-1", Surface: "mcp", Started: now}, 0)
 	f.table = task.New(context.Background(), task.Options{Recorder: f.log})
 	f.view = f.table.View("")
-	opts := dashboard.Options{Store: store, Token: token, Interval: interval}
+	opts := dashboard.Options{Store: store, Token: token, Interval: interval, LogDir: f.dir}
 	if withCancel {
 		opts.Cancel = func(ctx context.Context, session, id, by, reason string) (journal.Task, error) {
 			if session != f.session {

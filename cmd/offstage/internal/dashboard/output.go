@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/offstage/offstage/journal"
@@ -33,7 +32,7 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 	}
 	follow := h.opts.Follow
 	if follow == nil {
-		follow = localFollow(h.opts.Store)
+		follow = localFollow(h.opts.Store, h.opts.LogDir)
 	}
 	ended := make(chan error, 1)
 	go func() {
@@ -122,9 +121,9 @@ const (
 	logWait     = 3 * time.Second // for a starting shell's log to be recorded
 )
 
-// localFollow follows a task's output log on this machine: the FollowFunc
-// used without Options.Follow.
-func localFollow(store journal.Store) FollowFunc {
+// localFollow follows a task's output log on this machine, if it lies in
+// logDir (journal.OpenLog): the FollowFunc used without Options.Follow.
+func localFollow(store journal.Store, logDir string) FollowFunc {
 	return func(ctx context.Context, session, id string, w io.Writer) error {
 		t, err := store.Task(ctx, session, id)
 		if err != nil {
@@ -147,7 +146,10 @@ func localFollow(store journal.Store) FollowFunc {
 			}
 			return errors.New("this task has no output log in the journal (only shells have one, and not with --no-journal); its result shows when it ends")
 		}
-		f, err := os.Open(t.LogPath)
+		f, err := journal.OpenLog(logDir, t.LogPath)
+		if errors.Is(err, journal.ErrLogElsewhere) {
+			return err
+		}
 		if err != nil {
 			where := ""
 			if t.Hostname != "" {

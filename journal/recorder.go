@@ -247,7 +247,11 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 	}
 	if r.opts.LogDir != "" && cfg.Tools.LogDir == "" {
 		dir := filepath.Join(r.opts.LogDir, id)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		err := os.MkdirAll(dir, 0o700)
+		if err == nil {
+			err = CheckDir(dir)
+		}
+		if err != nil {
 			r.opts.Report(fmt.Sprintf("journal: no output logs this session: %v", err))
 		} else {
 			cfg.Tools.LogDir = dir

@@ -1,10 +1,12 @@
 package journal_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -59,5 +61,92 @@ func TestOpenLogReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
 	}
 	if _, err := journal.OpenLog(dir, filepath.Join(dir, "s1", "gone.log")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("OpenLog(a log that is gone) = %v, want it not to exist", err)
+	}
+}
+
+// TestALooseStateDirectoryIsRefused pins issue 34's fourth item: root
+// given a state directory that nobody made world-writable, with
+// journal.db a symlink, created a root-owned file where nobody chose. A
+// directory of another user, one others may write, and a symlinked
+// journal are refused, as OpenSSH's StrictModes refuses a loose ~/.ssh.
+func TestALooseStateDirectoryIsRefused(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, mode os.FileMode) string {
+		dir := filepath.Join(base, name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, mode) // past the umask
+		return dir
+	}
+	foreign := "/" // owned by root: another user, unless this is root
+	if os.Geteuid() == 0 {
+		foreign = mk("nobodys", 0o700)
+		if err := os.Chown(foreign, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := mk("open", 0o777)
+	group := mk("group", 0o770)
+	linked := mk("linked", 0o700)
+	target := filepath.Join(t.TempDir(), "elsewhere.db")
+	os.Symlink(target, filepath.Join(linked, "journal.db"))
+	underOpen := filepath.Join(open, "state")
+	os.Mkdir(underOpen, 0o700)
+	linkedToAFile := mk("linked-to-a-file", 0o700) // for the reader, which wants a file
+	existing := filepath.Join(t.TempDir(), "existing.db")
+	os.WriteFile(existing, nil, 0o600)
+	os.Symlink(existing, filepath.Join(linkedToAFile, "journal.db"))
+	for _, dir := range []string{foreign, open, group, underOpen} {
+		if dir != "/" {
+			os.WriteFile(filepath.Join(dir, "journal.db"), nil, 0o600)
+		}
+	}
+
+	for _, c := range []struct{ dir, want string }{
+		{foreign, "not to this user"},
+		{open, "writable by its group and others (mode 0777)"},
+		{group, "writable by its group (mode 0770)"},
+		{underOpen, "writable by its group and others (mode 0777)"}, // a parent others could rename it in
+		{linked, "is a symlink"},
+		{linkedToAFile, "is a symlink"},
+	} {
+		path := filepath.Join(c.dir, "journal.db")
+		for name, open := range map[string]func(string) (*journal.DB, error){"OpenSQLite": journal.OpenSQLite, "OpenSQLiteReadOnly": journal.OpenSQLiteReadOnly} {
+			if c.dir == linked && name == "OpenSQLiteReadOnly" {
+				continue // nothing to read: the reader says so
+			}
+			db, err := open(path)
+			if err == nil {
+				db.Close()
+			}
+			if !errors.Is(err, journal.ErrLoose) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s(%s) = %v, want it refused: %q", name, path, err, c.want)
+			}
+		}
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the symlinked journal's target was made: %v", err)
+	}
+	if err := journal.CheckDir(filepath.Join(base, "sticky-ok")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CheckDir(missing) = %v", err)
+	}
+	own := mk("own", 0o700)
+	db, err := journal.OpenSQLite(filepath.Join(own, "journal.db"))
+	if err != nil {
+		t.Fatalf("a directory of this user's own, 0700: %v", err)
+	}
+	db.Close()
+
+	// The log directory, and the doorbell's, are checked as they are made.
+	var said strings.Builder
+	db, _ = journal.OpenSQLite(filepath.Join(own, "journal.db"))
+	rec, err := journal.NewRecorder(t.Context(), db, journal.RecorderOptions{LogDir: filepath.Join(open, "logs"), BellDir: filepath.Join(open, "run"), Report: func(m string) { said.WriteString(m + "\n") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	if !strings.Contains(said.String(), "writable by its group and others") {
+		t.Errorf("a doorbell in a loose directory: reported %q", said.String())
 	}
 }

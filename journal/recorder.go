@@ -503,7 +503,7 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 		}
 		switch {
 		case t.State == Orphaned:
-			orphaned = append(orphaned, describeOrphan(r.opts.LogDir, t))
+			orphaned = append(orphaned, describeOrphan(t))
 			out.Delivered = append(out.Delivered, t.ID)
 		case t.State.Finished():
 			out.Results = append(out.Results, resultOf(t))
@@ -609,13 +609,13 @@ func (r *Recorder) List(ctx context.Context, dir string, limit int) ([]agent.Ses
 }
 
 // describeOrphan says what an orphaned task was, with its last output
-// lines (read from its log if it lies in logDir).
-func describeOrphan(logDir string, t Task) string {
+// lines.
+func describeOrphan(t Task) string {
 	s := fmt.Sprintf("- %s (%s) started %s ago", t.ID, t.Label, time.Since(t.Created).Round(time.Second))
 	if t.LogPath == "" {
 		return s
 	}
-	tail, err := LogTail(logDir, t.LogPath, 5, 1024)
+	tail, err := LogTail(t, 5, 1024)
 	switch {
 	case err != nil:
 		s += fmt.Sprintf("; its output log cannot be read (%v)", err)

@@ -27,41 +27,41 @@ var ErrLogElsewhere = errors.New("this record's log is not where offstage writes
 // directory or file another user could have prepared or could change.
 var ErrLoose = errors.New("another user could have prepared or could change it")
 
-// OpenLog opens the output log path, as a record names it, for reading,
-// if it is a regular file inside dir, the log directory of the offstage
-// reading it (RecorderOptions.LogDir). Every name below dir is opened
-// without following symlinks, so neither the record nor a symlink in the
-// directory can make offstage read a file elsewhere (/etc/shadow, when
-// it runs as root); such a path is ErrLogElsewhere. A log that does not
-// exist is an error wrapping fs.ErrNotExist.
-func OpenLog(dir, path string) (*os.File, error) {
+// OpenLog opens task t's output log for reading, if t.LogPath is where
+// offstage writes it: LOGS/SESSION/ID.log (tools names a shell's log so,
+// in the log directory the journal's Recorder gives each session), with
+// SESSION and ID t's own, as a regular file whose every name below LOGS
+// is opened without following symlinks; the file must belong to whoever
+// owns LOGS, which nobody else may write. So a record cannot make
+// offstage read another file (/etc/shadow, when it runs as root), nor a
+// symlink or hard link planted in a log directory; such a path is
+// ErrLogElsewhere. A log that does not exist is an error wrapping
+// fs.ErrNotExist.
+//
+// The log directory is read from the path, not from this process's
+// options: an offstage follows the logs of the others of its fleet on
+// this machine, each in its own state directory.
+func OpenLog(t Task) (*os.File, error) {
+	path := t.LogPath
 	elsewhere := fmt.Errorf("%s: %w", path, ErrLogElsewhere)
-	if dir == "" || !filepath.IsAbs(path) {
+	sessionDir := filepath.Dir(path)
+	dir := filepath.Dir(sessionDir)
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path || filepath.Base(dir) != "logs" ||
+		filepath.Base(sessionDir) != t.Session || filepath.Base(path) != strings.ReplaceAll(t.ID, ":", "-")+".log" {
 		return nil, elsewhere
 	}
-	rdir, err := filepath.EvalSymlinks(dir) // dir itself is ours, wherever it lies
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	parent, err := filepath.EvalSymlinks(filepath.Dir(path))
-	if err != nil {
-		if rel, _ := filepath.Rel(filepath.Clean(dir), filepath.Clean(path)); !filepath.IsLocal(rel) {
-			return nil, elsewhere // not ours to probe
-		}
-		return nil, err
+	var owner unix.Stat_t
+	if err := unix.Fstat(fd, &owner); err != nil || owner.Mode&0o022 != 0 {
+		unix.Close(fd)
+		return nil, elsewhere // others could have put anything there
 	}
-	rel, err := filepath.Rel(rdir, filepath.Join(parent, filepath.Base(path)))
-	if err != nil || !filepath.IsLocal(rel) {
-		return nil, elsewhere
-	}
-	fd, err := unix.Open(rdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: rdir, Err: err}
-	}
-	parts := strings.Split(rel, string(filepath.Separator))
-	for i, name := range parts {
+	for i, name := range []string{t.Session, filepath.Base(path)} {
 		flag := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW
-		if i < len(parts)-1 {
+		if i == 0 {
 			flag |= unix.O_DIRECTORY
 		} else {
 			flag |= unix.O_NONBLOCK // a FIFO must not hang the open
@@ -77,7 +77,7 @@ func OpenLog(dir, path string) (*os.File, error) {
 		fd = next
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != owner.Uid {
 		unix.Close(fd)
 		return nil, elsewhere
 	}
@@ -88,11 +88,11 @@ func OpenLog(dir, path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// LogTail returns the last lines of the output log path, cleaned for a
+// LogTail returns the last lines of task t's output log, cleaned for a
 // person or a model (no escapes, no carriage returns), at most maxBytes
-// of it. The log is opened with OpenLog: it must lie in dir.
-func LogTail(dir, path string, lines, maxBytes int) (string, error) {
-	f, err := OpenLog(dir, path)
+// of it. The log is opened with OpenLog.
+func LogTail(t Task, lines, maxBytes int) (string, error) {
+	f, err := OpenLog(t)
 	if err != nil {
 		return "", err
 	}

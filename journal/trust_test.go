@@ -16,8 +16,8 @@ import (
 // TestOpenLogReadsOnlyWhereOffstageWritesLogs pins issue 34's third item:
 // a record's log_path was opened as any file, so whoever could write the
 // journal could make offstage tasks show, tasks follow and the dashboard
-// print /etc/shadow. A log is read only inside the log directory, with no
-// symlink on the way.
+// print /etc/shadow. A log is read only where offstage writes it, as
+// LOGS/SESSION/ID.log, with no symlink on the way.
 func TestOpenLogReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "logs")
 	outside := filepath.Join(t.TempDir(), "secret")
@@ -28,8 +28,11 @@ func TestOpenLogReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
 	os.Symlink(outside, filepath.Join(dir, "s1", "shell-2.log"))
 	os.Symlink(filepath.Dir(outside), filepath.Join(dir, "s2"))
 	syscall.Mkfifo(filepath.Join(dir, "s1", "shell-3.log"), 0o600)
+	task := func(session, id, path string) journal.Task {
+		return journal.Task{Session: session, ID: id, LogPath: path}
+	}
 
-	f, err := journal.OpenLog(dir, own)
+	f, err := journal.OpenLog(task("s1", "shell:1", own))
 	if err != nil {
 		t.Fatalf("OpenLog(its own log) = %v", err)
 	}
@@ -38,29 +41,36 @@ func TestOpenLogReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
 	if string(b) != "ours\n" {
 		t.Errorf("its own log reads %q", b)
 	}
-	for _, path := range []string{
-		"/etc/shadow",
-		outside,
-		dir + "/../../" + filepath.Base(filepath.Dir(outside)) + "/secret",
-		filepath.Join(dir, "s1", "shell-2.log"), // a symlink in the log directory, pointing out
-		filepath.Join(dir, "s2", "secret"),      // a symlinked directory in it
-		filepath.Join(dir, "s1", "shell-3.log"), // a FIFO: no hang, no read
-		"s1/shell-1.log",                        // relative: to what?
-		dir,
+	for _, tk := range []journal.Task{
+		task("s1", "shell:1", "/etc/shadow"),
+		task("s1", "shell:1", outside),
+		task("s1", "shell:1", dir+"/s1/../../"+filepath.Base(filepath.Dir(outside))+"/secret"),
+		task("s1", "shell:2", filepath.Join(dir, "s1", "shell-2.log")), // a symlink in the log directory, pointing out
+		task("s2", "shell:1", filepath.Join(dir, "s2", "shell-1.log")), // a symlinked session directory
+		task("s1", "shell:3", filepath.Join(dir, "s1", "shell-3.log")), // a FIFO: no hang, no read
+		task("s1", "shell:1", "logs/s1/shell-1.log"),                   // relative: to what?
+		task("s2", "shell:1", own),                                     // another session's log
+		task("s1", "shell:2", own),                                     // another task's log
+		task("etc", "shadow", "/etc/shadow"),                           // a record shaped to fit
 	} {
-		f, err := journal.OpenLog(dir, path)
+		f, err := journal.OpenLog(tk)
 		if err == nil {
 			f.Close()
 		}
 		if !errors.Is(err, journal.ErrLogElsewhere) {
-			t.Errorf("OpenLog(%s) = %v, want %v", path, err, journal.ErrLogElsewhere)
+			t.Errorf("OpenLog(%s/%s at %s) = %v, want %v", tk.Session, tk.ID, tk.LogPath, err, journal.ErrLogElsewhere)
 		}
-		if _, err := journal.LogTail(dir, path, 5, 1024); !errors.Is(err, journal.ErrLogElsewhere) {
-			t.Errorf("LogTail(%s) = %v, want %v", path, err, journal.ErrLogElsewhere)
+		if _, err := journal.LogTail(tk, 5, 1024); !errors.Is(err, journal.ErrLogElsewhere) {
+			t.Errorf("LogTail(%s/%s at %s) = %v, want %v", tk.Session, tk.ID, tk.LogPath, err, journal.ErrLogElsewhere)
 		}
 	}
-	if _, err := journal.OpenLog(dir, filepath.Join(dir, "s1", "gone.log")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := journal.OpenLog(task("s1", "shell:9", filepath.Join(dir, "s1", "shell-9.log"))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("OpenLog(a log that is gone) = %v, want it not to exist", err)
+	}
+	// A log directory others may write is anyone's.
+	os.Chmod(dir, 0o777)
+	if _, err := journal.OpenLog(task("s1", "shell:1", own)); !errors.Is(err, journal.ErrLogElsewhere) {
+		t.Errorf("OpenLog(a log in a directory anyone may write) = %v, want %v", err, journal.ErrLogElsewhere)
 	}
 }
 

@@ -90,7 +90,7 @@ func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		return w, func() { w.Close() }, nil
 	}
-	dash := mountDashboard(ctx, mux, store, filepath.Join(dir, "logs"), writable, token, splitOrigins(*origins))
+	dash := mountDashboard(ctx, mux, store, writable, token, splitOrigins(*origins))
 	defer dash.Close()
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "offstage dashboard: serving %s on http://%s/ui/\n", describeJournal(store), ln.Addr())
@@ -150,10 +150,9 @@ func splitOrigins(s string) []string {
 // the journal writable opens (store itself for offstage mcp; opened for
 // each request by offstage dashboard, which otherwise only reads), and a
 // task's page follows its output as offstage tasks follow does, through
-// the instance that runs it (package fleet), or from its log when that
-// lies in logDir.
-func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store, logDir string, writable func(context.Context) (journal.Store, func(), error), token string, allowed []string) *dashboard.Handler {
-	dash := dashboard.New(ctx, dashboard.Options{Store: store, Token: token, AllowedOrigins: allowed, LogDir: logDir,
+// the instance that runs it (package fleet).
+func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store, writable func(context.Context) (journal.Store, func(), error), token string, allowed []string) *dashboard.Handler {
+	dash := dashboard.New(ctx, dashboard.Options{Store: store, Token: token, AllowedOrigins: allowed,
 		Cancel: func(ctx context.Context, session, id, by, reason string) (journal.Task, error) {
 			w, done, err := writable(ctx)
 			if err != nil {
@@ -163,7 +162,7 @@ func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store
 			return fleet.Cancel(ctx, w, session, id, by, reason)
 		},
 		Follow: func(ctx context.Context, session, id string, w io.Writer) error {
-			return fleet.Follow(ctx, store, session, id, fleet.FollowOptions{Since: -1, Lines: 200, LogDir: logDir}, w)
+			return fleet.Follow(ctx, store, session, id, fleet.FollowOptions{Since: -1, Lines: 200}, w)
 		},
 	})
 	mux.Handle("/ui/", http.StripPrefix("/ui", dash))

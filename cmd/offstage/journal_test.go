@@ -141,7 +141,7 @@ func TestTasksSaysWhichSessionsLostRecords(t *testing.T) {
 	}
 	defer r.Close()
 	out.Reset()
-	if err := showTask(t.Context(), r, filepath.Join(dir, "logs"), "", "shell:1", false, &out, io.Discard); err != nil {
+	if err := showTask(t.Context(), r, "", "shell:1", false, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if want := "the journal lost 7 records of its session"; !strings.Contains(out.String(), want) {

@@ -166,7 +166,7 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		// record with the lease.
 		mux.Handle(fleet.OutputPath, fleet.Handler(srv.rec.Recorder))
 		srv.rec.SetPeerAddr(peerURL(addr))
-		dash = mountDashboard(ctx, mux, srv.rec.Store(), srv.rec.LogDir(), srv.rec.writable, token, allowed)
+		dash = mountDashboard(ctx, mux, srv.rec.Store(), srv.rec.writable, token, allowed)
 	}
 	defer func() {
 		if dash != nil {

@@ -68,10 +68,9 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 }
 
 // followTask prints the task's output as it comes until it ends, then
-// how it ended, on stderr. A log on this machine is read only if it lies
-// in logDir, where this offstage writes logs.
-func followTask(ctx context.Context, store *journal.DB, logDir, session, id string, since int64, lines int, stdout, stderr io.Writer) error {
-	opts := fleet.FollowOptions{Since: since, Lines: lines, LogDir: logDir}
+// how it ended, on stderr.
+func followTask(ctx context.Context, store *journal.DB, session, id string, since int64, lines int, stdout, stderr io.Writer) error {
+	opts := fleet.FollowOptions{Since: since, Lines: lines}
 	t, err := findTask(ctx, store, session, id)
 	if err != nil {
 		return err

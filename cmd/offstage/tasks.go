@@ -127,11 +127,11 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch verb {
 	case "show":
-		return readErr(store, showTask(ctx, store, filepath.Join(dir, "logs"), *session, rest[1], jsonOut, stdout, stderr))
+		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout, stderr))
 	case "cancel":
 		return readErr(store, cancelTask(ctx, store, *session, rest[1], *reason, stdout))
 	case "follow":
-		return readErr(store, followTask(ctx, store, filepath.Join(dir, "logs"), *session, rest[1], followFrom, *lines, stdout, stderr))
+		return readErr(store, followTask(ctx, store, *session, rest[1], followFrom, *lines, stdout, stderr))
 	}
 	// All that match, to say how many --limit leaves out.
 	f := journal.TaskFilter{Session: *session, State: want, Hostname: *instance}
@@ -426,9 +426,8 @@ func usedLine(t journal.Task) string {
 
 // showTask prints one task with its result and the end of its log; an
 // unfinished task whose offstage is gone shows orphaned, as in the list
-// (markHostGone, which says so on stderr). Its log is read only if it
-// lies in logDir, where this offstage writes logs (journal.OpenLog).
-func showTask(ctx context.Context, store *journal.DB, logDir, session, id string, jsonOut bool, w, stderr io.Writer) error {
+// (markHostGone, which says so on stderr).
+func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w, stderr io.Writer) error {
 	t, err := findTask(ctx, store, session, id)
 	if err != nil {
 		return err
@@ -438,7 +437,7 @@ func showTask(ctx context.Context, store *journal.DB, logDir, session, id string
 	t = one[0]
 	tail, tailErr := "", error(nil)
 	if t.LogPath != "" {
-		tail, tailErr = journal.LogTail(logDir, t.LogPath, 20, 4<<10)
+		tail, tailErr = journal.LogTail(t, 20, 4<<10)
 	}
 	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
 	req, reqErr := store.CancelRequest(ctx, t.Session, t.ID)

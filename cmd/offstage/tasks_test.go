@@ -157,7 +157,7 @@ func TestTasksShow(t *testing.T) {
 	}
 	defer store.Close()
 	var out bytes.Buffer
-	if err := showTask(t.Context(), store, filepath.Join(dir, "logs"), "", "20261122-09/shell:1", false, &out, io.Discard); err != nil {
+	if err := showTask(t.Context(), store, "", "20261122-09/shell:1", false, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "tasks-show.txt", out.String())

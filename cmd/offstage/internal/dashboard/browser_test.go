@@ -193,7 +193,7 @@ func TestBrowserShowsMarkupAsText(t *testing.T) {
 	login(t, ctx, f.srv.URL)
 	ready := make(chan struct{})
 	id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
-		path := filepath.Join(f.dir, "markup.log")
+		path := f.logPath(t, h.ID())
 		if err := os.WriteFile(path, []byte(printed), 0o600); err != nil {
 			return "", err
 		}

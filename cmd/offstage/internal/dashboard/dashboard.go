@@ -75,12 +75,8 @@ type Options struct {
 	// stop a task from its own session instead.
 	CancelNote string
 	// Follow streams a task's output; nil reads its output log, when the
-	// log is on this machine, in LogDir.
+	// log is on this machine (journal.OpenLog).
 	Follow FollowFunc
-	// LogDir is where this offstage writes logs (journal
-	// RecorderOptions.LogDir): without Follow, a log is read only if it
-	// lies there (journal.OpenLog), whatever path the record names.
-	LogDir string
 	// Interval is how often the journal is read for changes while a page
 	// is open. Default 250ms.
 	Interval time.Duration

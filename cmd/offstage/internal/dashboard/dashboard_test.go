@@ -259,7 +259,7 @@ func TestOutputWaitsForTheLogAndSaysWhereItIs(t *testing.T) {
 	late := make(chan struct{})
 	id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: "late log"}, func(ctx context.Context, h *task.Handle) (string, error) {
 		<-late
-		path := filepath.Join(f.dir, "late.log")
+		path := f.logPath(t, h.ID())
 		os.WriteFile(path, []byte("at last\n"), 0o600)
 		f.log.Process(h.ID(), 0, 0, path)
 		<-ctx.Done()
@@ -304,10 +304,12 @@ func TestOutputReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
 	defer cancel()
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("the secret\n"), 0o600)
-	link := filepath.Join(f.dir, "link.log")
-	os.Symlink(secret, link)
-	for _, path := range []string{"/etc/shadow", secret, link} {
+	for _, path := range []string{"/etc/shadow", secret, "a symlink in the log directory"} {
 		id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: "forged"}, func(ctx context.Context, h *task.Handle) (string, error) {
+			if path == "a symlink in the log directory" {
+				path = f.logPath(t, h.ID())
+				os.Symlink(secret, path)
+			}
 			f.log.Process(h.ID(), 0, 0, path)
 			<-ctx.Done()
 			return "", ctx.Err()

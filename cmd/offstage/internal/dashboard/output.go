@@ -32,7 +32,7 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 	}
 	follow := h.opts.Follow
 	if follow == nil {
-		follow = localFollow(h.opts.Store, h.opts.LogDir)
+		follow = localFollow(h.opts.Store)
 	}
 	ended := make(chan error, 1)
 	go func() {
@@ -121,9 +121,10 @@ const (
 	logWait     = 3 * time.Second // for a starting shell's log to be recorded
 )
 
-// localFollow follows a task's output log on this machine, if it lies in
-// logDir (journal.OpenLog): the FollowFunc used without Options.Follow.
-func localFollow(store journal.Store, logDir string) FollowFunc {
+// localFollow follows a task's output log on this machine, if it lies
+// where offstage writes logs (journal.OpenLog): the FollowFunc used
+// without Options.Follow.
+func localFollow(store journal.Store) FollowFunc {
 	return func(ctx context.Context, session, id string, w io.Writer) error {
 		t, err := store.Task(ctx, session, id)
 		if err != nil {
@@ -146,10 +147,7 @@ func localFollow(store journal.Store, logDir string) FollowFunc {
 			}
 			return errors.New("this task has no output log in the journal (only shells have one, and not with --no-journal); its result shows when it ends")
 		}
-		f, err := journal.OpenLog(logDir, t.LogPath)
-		if errors.Is(err, journal.ErrLogElsewhere) {
-			return err
-		}
+		f, err := journal.OpenLog(t)
 		if err != nil {
 			where := ""
 			if t.Hostname != "" {

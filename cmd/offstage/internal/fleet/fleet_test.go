@@ -326,7 +326,8 @@ func TestFollowReadsALocalLogUntilTheTaskEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close(context.Background())
-	log := filepath.Join(dir, "shell-1.log")
+	log := filepath.Join(dir, "logs", "s", "shell-1.log")
+	os.MkdirAll(filepath.Dir(log), 0o700)
 	os.WriteFile(log, []byte("a\nb\nc\n"), 0o600)
 	now := time.Now()
 	if err := store.Write(ctx, []journal.Record{
@@ -338,7 +339,7 @@ func TestFollowReadsALocalLogUntilTheTaskEnds(t *testing.T) {
 	}
 	w := lineWriter{make(chan string, 100)}
 	done := make(chan error, 1)
-	go func() { done <- Follow(ctx, store, "s", "shell:1", FollowOptions{Since: -1, Lines: 2, LogDir: dir}, w) }()
+	go func() { done <- Follow(ctx, store, "s", "shell:1", FollowOptions{Since: -1, Lines: 2}, w) }()
 	next := func(want string) {
 		t.Helper()
 		select {

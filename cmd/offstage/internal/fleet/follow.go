@@ -33,10 +33,6 @@ type FollowOptions struct {
 	// Note hears what a person should know besides the output (where it
 	// is read from, that the owner is gone); default dropped.
 	Note func(string)
-	// LogDir is where this offstage writes logs (journal
-	// RecorderOptions.LogDir): a log on this machine is read only if it
-	// lies there (journal.OpenLog), whatever path the record names.
-	LogDir string
 }
 
 // OutputPath is where an owner serves its tasks' output to peers
@@ -106,7 +102,7 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 	if peer.Hostname != here {
 		return fmt.Errorf("%s's output log is %s, not on this machine, and its offstage cannot serve it: read it there", id, where)
 	}
-	f, err := journal.OpenLog(opts.LogDir, t.LogPath)
+	f, err := journal.OpenLog(t)
 	if err != nil {
 		return fmt.Errorf("%s's output log %s cannot be read here: %w", id, where, err)
 	}
@@ -359,7 +355,7 @@ func Handler(o Owner) http.Handler {
 }
 
 // ownLog opens the log of a task of one of the owner's sessions, if it
-// lies in the owner's log directory (journal.OpenLog).
+// lies where offstage writes logs (journal.OpenLog).
 func ownLog(ctx context.Context, o Owner, session, id string) (*os.File, bool) {
 	t, err := o.Store().Task(ctx, session, id)
 	if err != nil || t.LogPath == "" {
@@ -368,7 +364,7 @@ func ownLog(ctx context.Context, o Owner, session, id string) (*os.File, bool) {
 	if p, err := o.Store().PeerOf(ctx, session); err != nil || p.ID != o.Host().ID {
 		return nil, false
 	}
-	f, err := journal.OpenLog(o.LogDir(), t.LogPath)
+	f, err := journal.OpenLog(t)
 	return f, err == nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -239,7 +240,51 @@ func testMCPServer() {
 	if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+	if os.Getenv(ignoreEOFEnv) != "" { // a server that outlives its input, and SIGTERM
+		signal.Ignore(syscall.SIGTERM)
+		select {}
+	}
 	os.Exit(0)
+}
+
+// ignoreEOFEnv makes testMCPServer go on after its input ends, ignoring
+// SIGTERM.
+const ignoreEOFEnv = "ACPSERVER_TEST_MCP_IGNORE_EOF"
+
+// TestAnMCPServerThatIgnoresEOFEndsWithTheSession pins issue 34's tenth
+// item: a stdio server that neither exits when its input ends nor on
+// SIGTERM is killed, with its daemon, by the time session/close returns.
+func TestAnMCPServerThatIgnoresEOFEndsWithTheSession(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("OFFSTAGE_ACP_MCP_TEST=%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
+	name, value, _ := strings.Cut(marker, "=")
+	h := start(t, `{"turns": [
+		{"tool_calls": [{"name": "mcp__stubborn__ping", "input": {}}]},
+		{"expect": "pong", "text": "pinged"}
+	]}`, acpserver.Config{})
+	r, err := h.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: h.dir, McpServers: []acp.McpServer{{Stdio: &acp.McpServerStdio{
+		Name: "stubborn", Command: exe, Args: []string{},
+		Env: []acp.EnvVariable{{Name: testMCPServerEnv, Value: "1"}, {Name: ignoreEOFEnv, Value: "1"}, {Name: name, Value: value}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProcs(t, marker, func(n int) bool { return n >= 2 })
+	if got := h.prompt(t, r.SessionId, "ping"); got != acp.StopReasonEndTurn {
+		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines(r.SessionId), "\n"))
+	}
+	if _, err := h.conn.CloseSession(t.Context(), acp.CloseSessionRequest{SessionId: r.SessionId}); err != nil {
+		t.Fatal(err)
+	}
+	if pids := proctest.Marked(marker); len(pids) != 0 {
+		t.Errorf("processes %v of an MCP server that ignores EOF and SIGTERM alive after session/close returned", pids)
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // TestMCPServersDaemonEndsWithTheSession: a stdio server is contained as

@@ -157,7 +157,23 @@
 // hosts of this machine that are gone while their sessions were open:
 // their unfinished tasks become orphaned, their sessions end, and shells
 // of theirs still running are killed by process group, but only when the
-// recorded leader's pid and start time both still match.
+// recorded leader's pid and start time both still match and the group
+// carries what offstage gave it (see Trust).
+//
+// # Trust
+//
+// A record is trusted only as far as whoever can write the journal (with
+// a shared PostgreSQL journal, every user of it): it may cancel tasks and
+// read their output, not choose what offstage signals or opens. Recovery
+// never signals pid 0 or 1 or its own group, and kills a recovered group
+// only if it carries an offstage mark (OFFSTAGE_MARK, or the RLIMIT_RTTIME
+// mark of package proc) or lies in a dead host's cgroup directory;
+// otherwise its task is orphaned and the process left alone. A log is
+// opened only with [OpenLog], which reads LOGS/SESSION/ID.log of the
+// task's own session and id, never through a symlink. A state directory,
+// log directory or journal another user could have prepared is refused
+// ([CheckDir], [ErrLoose]), as OpenSSH's StrictModes refuses a loose
+// ~/.ssh, and the journal is never opened through a symlink.
 //
 // # A fleet
 //

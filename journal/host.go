@@ -79,10 +79,11 @@ type Recovered struct {
 // tasks unfinished, and, in a journal several machines share (a Leaser),
 // for hosts anywhere whose lease ran out: their unfinished tasks become
 // orphaned, their sessions end, and the process groups of their shells
-// that still run on this machine (the leader's pid and start time both
-// match what was recorded; never a bare pid) are killed. Hosts still
-// alive, and self, are left alone; each dead host is handled once, by
-// one of the processes that look.
+// that still run on this machine are killed, if they provably are what
+// a dead host started (its mark, or its cgroup: see ours); a record
+// alone never names a process to kill.
+// Hosts still alive, and self, are left alone; each dead host is handled
+// once, by one of the processes that look.
 func Recover(ctx context.Context, store Store, self Host) (Recovered, error) {
 	var r Recovered
 	hosts, err := store.Hosts(ctx, self.ID)
@@ -97,27 +98,110 @@ func Recover(ctx context.Context, store Store, self Host) (Recovered, error) {
 		if err != nil {
 			return r, fmt.Errorf("journal: %w", err)
 		}
-		r.add(tasks)
+		r.add([]Host{h}, tasks)
 	}
 	if l, ok := store.(Leaser); ok {
-		_, tasks, err := l.OrphanExpired(ctx, time.Now())
+		dead, tasks, err := l.OrphanExpired(ctx, time.Now())
 		if err != nil {
 			return r, fmt.Errorf("journal: %w", err)
 		}
-		r.add(tasks)
+		r.add(dead, tasks)
 	}
 	return r, nil
 }
 
-// add records orphaned tasks, killing their shells that still run here.
-func (r *Recovered) add(tasks []Task) {
+// add records orphaned tasks of the dead hosts, killing their shells that
+// still run here and are provably theirs.
+func (r *Recovered) add(dead []Host, tasks []Task) {
 	name, _ := os.Hostname()
 	for _, t := range tasks {
-		if (t.Hostname == "" || t.Hostname == name) && Same(t.PID, t.PIDStart) && syscall.Kill(-t.PID, syscall.SIGKILL) == nil {
+		if (t.Hostname == "" || t.Hostname == name) && ours(t.PID, t.PIDStart, dead) && syscall.Kill(-t.PID, syscall.SIGKILL) == nil {
 			r.Killed++
 		}
 	}
 	r.Tasks = append(r.Tasks, tasks...)
+}
+
+// ours reports whether the process group led by pid is one an offstage
+// host started and may be killed for one of the dead hosts: a journal
+// record is trusted only as far as its writer, and whoever can write the
+// journal must not be able to name a process for offstage to kill. So it
+// is not pid 0 or 1, nor this process or its group; pid still started at
+// start and still leads its own group; and it carries what offstage gave
+// its commands, its mark (an OFFSTAGE_MARK in its environment or its
+// RLIMIT_RTTIME, see package proc) or a cgroup under one of the dead
+// hosts' directories. A process in the cgroup directory of another host
+// (alive, or not among the dead) is that host's. Anything else is left
+// alone: its task is orphaned all the same.
+func ours(pid int, start int64, dead []Host) bool {
+	if pid <= 1 || pid == os.Getpid() || pid == syscall.Getpgrp() || !Same(pid, start) {
+		return false
+	}
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		return false
+	}
+	if dir, ok := hostCgroupDir(pid); ok {
+		for _, h := range dead {
+			if strings.HasSuffix(dir, "-"+strconv.Itoa(h.PID)+"-"+strconv.FormatInt(h.Start, 10)) {
+				return true
+			}
+		}
+		return false // another host's command
+	}
+	return marked(pid)
+}
+
+// hostCgroupDir returns the name of the offstage host directory (see
+// package proc: offstage-PIDNS-PID-START) pid's cgroup v2 lies under, if
+// it lies under one.
+func hostCgroupDir(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return "", false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		path, ok := strings.CutPrefix(line, "0::")
+		if !ok {
+			continue
+		}
+		for part := range strings.SplitSeq(path, "/") {
+			if strings.HasPrefix(part, "offstage-") && strings.Count(part, "-") == 3 {
+				return part, true
+			}
+		}
+	}
+	return "", false
+}
+
+// markMagic is the top 16 bits of every mark proc gives (see package
+// proc, "Containment by marks").
+const markMagic = 0x5eed
+
+// marked reports whether pid carries an offstage mark: in its environment
+// (OFFSTAGE_MARK) or as its soft RLIMIT_RTTIME (/proc/PID/limits is
+// readable by anyone; the environment only by its owner and root).
+func marked(pid int) bool {
+	isMark := func(v string) bool {
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		return err == nil && n>>48 == markMagic
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ"); err == nil {
+		for kv := range strings.SplitSeq(string(b), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "OFFSTAGE_MARK="); ok && isMark(v) {
+				return true
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Max realtime timeout"); ok {
+				if f := strings.Fields(rest); len(f) > 0 && isMark(f[0]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // DefaultLease is how long a host's lease in a shared journal lasts; it

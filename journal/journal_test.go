@@ -341,7 +341,7 @@ func TestMigratesAnOlderSchema(t *testing.T) {
 		t.Fatalf("tasks after migration = %+v, %v", tasks, err)
 	}
 	var v int
-	db, _ := sql.Open("sqlite", "file:"+path)
+	db := rawSQLite(t, path)
 	defer db.Close()
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != journal.SchemaVersion {
@@ -355,7 +355,7 @@ func TestMigratesAnOlderSchema(t *testing.T) {
 func TestBadDatabasesAreClearErrors(t *testing.T) {
 	dir := t.TempDir()
 	newer := filepath.Join(dir, "newer.db")
-	db, _ := sql.Open("sqlite", "file:"+newer)
+	db := rawSQLite(t, newer)
 	db.Exec("PRAGMA user_version = 99")
 	db.Close()
 	if _, err := journal.OpenSQLite(newer); err == nil || !strings.Contains(err.Error(), newer) || !strings.Contains(err.Error(), "schema version 99, newer than this offstage understands") {
@@ -421,6 +421,7 @@ func testRecoverOrphans(t *testing.T, connect func(*testing.T) *journal.DB) {
 	}
 	ours := exec.Command("sleep", "60")
 	ours.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ours.Env = append(os.Environ(), offstageMark) // as proc marks its commands
 	reused := exec.Command("sleep", "60")
 	for _, c := range []*exec.Cmd{ours, reused} {
 		if err := c.Start(); err != nil {
@@ -467,6 +468,107 @@ func testRecoverOrphans(t *testing.T, connect func(*testing.T) *journal.DB) {
 	if sess, _ := s.Session(t.Context(), "s1"); sess.Ended.IsZero() {
 		t.Error("the dead host's session is still open")
 	}
+}
+
+// offstageMark is a mark as package proc gives each command (its magic
+// 0x5eed in the top 16 bits).
+const offstageMark = "OFFSTAGE_MARK=6840123409045651457"
+
+// TestRecoverKillsOnlyWhatOffstageStarted pins issue 34's first item: a
+// journal record of an unfinished task once made recovery run
+// kill(-PID, SIGKILL) for any pid whose start time it named, pid 1
+// (kill(-1): every process the caller may signal) or a group of the
+// user's that offstage never started. Such records are orphaned, and
+// their processes left alone.
+func TestRecoverKillsOnlyWhatOffstageStarted(t *testing.T) {
+	suite(t, testRecoverKillsOnlyOurs)
+}
+
+func testRecoverKillsOnlyOurs(t *testing.T, connect func(*testing.T) *journal.DB) {
+	j := newJournal(t, connect(t), journal.Options{})
+	dead := exec.Command("true")
+	dead.Run()
+	name, _ := os.Hostname()
+	host := journal.Host{ID: "dead", Hostname: name, PID: dead.Process.Pid, Start: 1, Started: time.Now()}
+	j.Add(&host)
+	log := j.StartSession(journal.Session{ID: "s1", HostID: "dead", Started: time.Now()}, 0)
+	tb := task.New(t.Context(), task.Options{Recorder: log})
+	release := make(chan struct{})
+	for range 4 {
+		tb.View("").Spawn(task.Spec{Kind: "shell"}, func(ctx context.Context, h *task.Handle) (string, error) {
+			<-release
+			return "", nil
+		})
+	}
+	// Not offstage's: a group of ours without a mark, and one whose mark
+	// is not offstage's (the wrong magic).
+	unmarked := exec.Command("sleep", "60")
+	unmarked.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	foreign := exec.Command("sleep", "60")
+	foreign.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	foreign.Env = append(os.Environ(), "OFFSTAGE_MARK=12345")
+	for _, c := range []*exec.Cmd{unmarked, foreign} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Wait()
+		defer c.Process.Kill()
+	}
+	initStart, err := journal.ProcessStart(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfStart, _ := journal.ProcessStart(os.Getpid())
+	log.Process("shell:1", 1, initStart, "")
+	log.Process("shell:2", unmarked.Process.Pid, mustStart(t, unmarked.Process.Pid), "")
+	log.Process("shell:3", foreign.Process.Pid, mustStart(t, foreign.Process.Pid), "")
+	log.Process("shell:4", os.Getpid(), selfStart, "") // this test's own group
+	flush(t, j)
+	j.Close(t.Context())
+	close(release)
+	tb.Close(t.Context())
+	s := connect(t)
+	defer s.Close()
+
+	got, err := journal.Recover(t.Context(), s, journal.ThisHost("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tasks) != 4 || got.Killed != 0 {
+		t.Errorf("Recover = %d tasks orphaned, %d groups killed; want 4 and 0", len(got.Tasks), got.Killed)
+	}
+	for _, c := range []*exec.Cmd{unmarked, foreign} {
+		if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("%v (pid %d) was hit: %v", c.Args, c.Process.Pid, err)
+		}
+	}
+	tasks, _ := s.Tasks(t.Context(), journal.TaskFilter{State: journal.Orphaned})
+	if len(tasks) != 4 {
+		t.Errorf("orphaned tasks = %d, want 4", len(tasks))
+	}
+}
+
+// rawSQLite opens path as a second connection beside a journal's, for a
+// test that edits the database behind its back. It waits for the
+// journal's writes as the journal waits for others' (busy_timeout):
+// without it, a statement that meets the journal's write lock fails at
+// once with SQLITE_BUSY, 1 time in 40 beside busy processes (issue 34).
+func rawSQLite(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func mustStart(t *testing.T, pid int) int64 {
+	t.Helper()
+	start, err := journal.ProcessStart(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start
 }
 
 // TestAFullDiskKeepsTheSessionGoing: a process whose file size is
@@ -618,10 +720,7 @@ func v1Journal(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := rawSQLite(t, path)
 	defer db.Close()
 	if _, err := db.Exec(string(fixture)); err != nil {
 		t.Fatal(err)

@@ -126,6 +126,9 @@ func (r *Recorder) openBell() (net.Listener, error) {
 	if err := os.MkdirAll(r.opts.BellDir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := CheckDir(r.opts.BellDir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(r.opts.BellDir, strconv.Itoa(r.host.PID)+".sock")
 	os.Remove(path) // a dead process's of the same pid
 	ln, err := net.Listen("unix", path)

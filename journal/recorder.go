@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -261,7 +260,11 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 	}
 	if r.opts.LogDir != "" && cfg.Tools.LogDir == "" {
 		dir := filepath.Join(r.opts.LogDir, id)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		err := os.MkdirAll(dir, 0o700)
+		if err == nil {
+			err = CheckDir(dir)
+		}
+		if err != nil {
 			r.opts.Report(fmt.Sprintf("journal: no output logs this session: %v", err))
 		} else {
 			cfg.Tools.LogDir = dir
@@ -625,7 +628,7 @@ func describeOrphan(t Task) string {
 	if t.LogPath == "" {
 		return s
 	}
-	tail, err := LogTail(t.LogPath, 5, 1024)
+	tail, err := LogTail(t, 5, 1024)
 	switch {
 	case err != nil:
 		s += fmt.Sprintf("; its output log cannot be read (%v)", err)
@@ -633,31 +636,6 @@ func describeOrphan(t Task) string {
 		s += "; its last output:\n    " + strings.ReplaceAll(strings.TrimRight(tail, "\n"), "\n", "\n    ")
 	}
 	return s
-}
-
-// LogTail returns the last lines of an output log, cleaned for a person
-// or a model (no escapes, no carriage returns), at most maxBytes of it.
-func LogTail(path string, lines, maxBytes int) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	off := max(0, st.Size()-int64(maxBytes))
-	buf := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	text := strings.TrimRight(proc.Clean(buf), "\n")
-	all := strings.Split(text, "\n")
-	if off > 0 && len(all) > 1 {
-		all = all[1:] // the first line is cut
-	}
-	return strings.Join(all[max(0, len(all)-lines):], "\n"), nil
 }
 
 // resultOf turns a recorded task into the result a resumed session is

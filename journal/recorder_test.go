@@ -3,7 +3,6 @@ package journal_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,10 +166,7 @@ func TestAResumeFailsClosedWhenItCannotTellTheHost(t *testing.T) {
 	var news said
 	rec = newRecorder(t, dir, journal.RecorderOptions{Report: news.report})
 	defer rec.Close(context.Background())
-	db, err := sql.Open("sqlite", filepath.Join(dir, "journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := rawSQLite(t, filepath.Join(dir, "journal.db"))
 	defer db.Close()
 	if _, err := db.Exec(`ALTER TABLE hosts DROP COLUMN version`); err != nil { // the hosts cannot be read any more
 		t.Fatal(err)
@@ -188,7 +184,8 @@ func TestARecorderMarksADeadProcessesTasksOrphaned(t *testing.T) {
 	dir := t.TempDir()
 	store := open(t, filepath.Join(dir, "journal.db"))
 	dead := journal.Host{ID: "dead", Hostname: hostname(t), PID: 1 << 22, Start: 1, Started: time.Now()}
-	logPath := filepath.Join(dir, "shell-1.log")
+	logPath := filepath.Join(dir, "logs", "20261125-000000-aaaaaa", "shell-1.log")
+	os.MkdirAll(filepath.Dir(logPath), 0o700)
 	os.WriteFile(logPath, []byte("compiling\nlinking\n"), 0o600)
 	j := journal.New(store, journal.Options{})
 	j.Add(&dead)

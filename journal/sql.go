@@ -341,10 +341,15 @@ func sqliteURI(path string, q url.Values) string {
 // their owner only (0600), whatever the umask. Trouble is a *StoreError
 // that names the file and says what to do: a damaged file (ErrDamaged), a
 // read-only file system (ErrReadOnlyFS), files this user may not write
-// (ErrPermission); a file written by a newer offstage is refused too.
+// (ErrPermission); a file written by a newer offstage is refused too, and
+// so is a directory or file another user could have prepared (ErrLoose,
+// see CheckDir): the journal is never a symlink.
 func OpenSQLite(path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, diagnose(path, err, false)
+	}
+	if err := checkJournal(path); err != nil {
+		return nil, err
 	}
 	id, err := createPrivate(path)
 	if err != nil {
@@ -379,13 +384,28 @@ func OpenSQLite(path string) (*DB, error) {
 	return s, nil
 }
 
+// checkJournal refuses the journal at path if another user could have
+// prepared its directory or its files (CheckDir), or if any of them is a
+// symlink.
+func checkJournal(path string) error {
+	if err := CheckDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("journal %s: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := checkFile(p); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
+	return nil
+}
+
 // createPrivate creates the journal's file 0600 if it does not exist, so
 // that SQLite, which gives the -wal and -shm files the mode of the
 // database, never makes any of them readable by others; a journal made
 // 0644 by an older offstage is narrowed, with the side files that exist.
 // It returns the file's identity.
 func createPrivate(path string) (fileID, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fileID{}, err
 	}
@@ -416,6 +436,9 @@ func createPrivate(path string) (fileID, error) {
 func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, diagnose(path, err, true)
+	}
+	if err := checkJournal(path); err != nil {
+		return nil, err
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")

@@ -3,7 +3,6 @@ package journal_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -392,7 +391,7 @@ func TestReadingAnOlderSchema(t *testing.T) {
 		t.Errorf("Sessions() = %+v, %v; want 1 session, nothing lost", ss, err)
 	}
 	var v int
-	db, _ := sql.Open("sqlite", "file:"+path)
+	db := rawSQLite(t, path)
 	defer db.Close()
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != 1 {

@@ -1,9 +1,11 @@
 package tools_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -66,5 +68,50 @@ func TestPollNoteOverMCP(t *testing.T) {
 	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`"}`, &out)
 	if !strings.Contains(out.Note, "task_wait") || strings.Contains(out.Note, "end your turn") {
 		t.Errorf("note = %q, want task_wait and no promise of a result by itself", out.Note)
+	}
+}
+
+// TestPollsAreCountedPerOwner pins the poll counter's key (issue 34,
+// item 10): each caller's reads are its own. The top level and a
+// sub-agent each list their own running task in turn: each one's second
+// look is a poll of its own tasks, though the other looked in between at
+// something else; keyed by the task list alone, the two would reset each
+// other's count forever.
+func TestPollsAreCountedPerOwner(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	views := make(chan *task.View, 1)
+	if _, err := e.top.Spawn(task.Spec{Kind: "agent"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		views <- h.View() // a sub-agent's view: its own tasks
+		<-ctx.Done()
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	agent := <-views
+	ids := map[*task.View]string{}
+	for _, v := range []*task.View{e.top, agent} {
+		var started tools.BashOutput
+		ok(t, e, v, "bash", `{"command": "sleep 1000", "run_in_background": true}`, &started)
+		ids[v] = started.TaskID
+	}
+	var notes []string
+	for range 2 {
+		for _, v := range []*task.View{e.top, agent} {
+			var list tools.ListOutput
+			ok(t, e, v, "task_list", `{}`, &list)
+			notes = append(notes, list.Note)
+		}
+	}
+	if notes[0] != "" || notes[1] != "" {
+		t.Errorf("first looks: %q, %q; want no note", notes[0], notes[1])
+	}
+	for i, v := range []*task.View{e.top, agent} {
+		other := ids[agent]
+		if v == agent {
+			other = ids[e.top]
+		}
+		if n := notes[2+i]; !strings.Contains(n, "Nothing has changed in your tasks") || strings.Contains(n, `"`+other+`"`) {
+			t.Errorf("owner %q's second look: note %q, want a poll of its own tasks, not of %s", v.Owner(), n, other)
+		}
 	}
 }

@@ -485,7 +485,7 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	t = one[0]
 	tail, tailErr := "", error(nil)
 	if t.LogPath != "" {
-		tail, tailErr = journal.LogTail(t.LogPath, 20, 4<<10)
+		tail, tailErr = journal.LogTail(t, 20, 4<<10)
 	}
 	events, _ := store.TaskEvents(ctx, t.Session, t.ID)
 	req, reqErr := store.CancelRequest(ctx, t.Session, t.ID)

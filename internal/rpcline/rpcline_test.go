@@ -257,6 +257,38 @@ func TestCloseStopsTheDrain(t *testing.T) {
 // line has exactly one outcome: passed on as one well-formed JSON-RPC 2.0
 // message the SDKs can take, answered with one JSON-RPC error (or an array
 // of them for a batch), or, for a malformed response only, dropped.
+// nested is a request whose params nest n levels below the envelope, so
+// that the whole message nests n+1 deep; before is put in params first.
+func nested(before string, n int) string {
+	return `{"jsonrpc":"2.0","id":3,"method":"ping","params":{` + before + `"a":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}}`
+}
+
+// TestDepthIsCountedAtTheLimitAndOutsideStrings pins the depth limit at
+// its edge (128 levels pass, 129 are refused) and what the count skips:
+// brackets inside strings, which an escaped quote does not end and an
+// escaped backslash before a quote does.
+func TestDepthIsCountedAtTheLimitAndOutsideStrings(t *testing.T) {
+	manyOpen := strings.Repeat("[", 300) + strings.Repeat("{", 300)
+	for _, tc := range []struct {
+		name, line string
+		pass       bool
+	}{
+		{"128 levels", nested("", 127), true},
+		{"129 levels", nested("", 128), false},
+		{"brackets in a string", nested(`"s":"`+manyOpen+`",`, 127), true},
+		{"brackets after an escaped quote", nested(`"s":"\"`+manyOpen+`",`, 127), true},
+		{"closing brackets in a string", nested(`"s":"]]]]]]]]}}}}",`, 128), false},
+		{"an escaped backslash ends before the quote", nested(`"s":"\\",`, 128), false},
+		{"an escaped backslash, then brackets in the next string", nested(`"s":"\\","t":"`+manyOpen+`",`, 127), true},
+	} {
+		passed, replies := filter([]byte(tc.line+"\n"), rpcline.Options{MaxLine: 1 << 20})
+		refused := strings.Contains(string(replies), "nests deeper than 128 levels")
+		if tc.pass && (len(passed) == 0 || len(replies) > 0) || !tc.pass && (len(passed) > 0 || !refused) {
+			t.Errorf("%s: passed %.60q, replied %.200s; want it %s", tc.name, passed, replies, map[bool]string{true: "passed on", false: "refused for its depth"}[tc.pass])
+		}
+	}
+}
+
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("garbage\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"))
 	f.Add([]byte("[1,2\n{}\n\n\"x\"\n"))

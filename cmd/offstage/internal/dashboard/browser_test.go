@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/offstage/offstage/task"
 )
 
 // The browser tests drive Debian's chromium (apt-get install chromium)
@@ -174,4 +176,62 @@ func TestBrowserListDetailStop(t *testing.T) {
 	run(t, ctx, "back to the list",
 		chromedp.Click(chromedp.CSS("#back")),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-key="%s/%s"][data-state="canceled"]`, f.session, id))))
+}
+
+// TestBrowserShowsMarkupAsText pins issue 34's seventh item: nothing
+// showed the dashboard escapes what tasks say, so setting a label or the
+// output with innerHTML passed every test. A task labelled with an
+// <img> whose onerror sets a global, printing <b>x</b>, shows both
+// literally: no element in the row's label cell, the heading or #output,
+// and the global unset (the page's Content-Security-Policy would block
+// the handler too; the elements are what innerHTML would leave).
+func TestBrowserShowsMarkupAsText(t *testing.T) {
+	const label = `<img src=x onerror="window.pwned=1">`
+	const printed = "<b>x</b>\n"
+	ctx := browser(t)
+	f := newFleet(t, false)
+	login(t, ctx, f.srv.URL)
+	ready := make(chan struct{})
+	id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
+		path := f.logPath(t, h.ID())
+		if err := os.WriteFile(path, []byte(printed), 0o600); err != nil {
+			return "", err
+		}
+		f.log.Process(h.ID(), 0, 0, path)
+		close(ready)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ready
+	row := fmt.Sprintf(`tr[data-key="%s/%s"]`, f.session, id)
+	run(t, ctx, "waiting for the task in the list", chromedp.WaitVisible(chromedp.CSS(row)))
+	type shown struct {
+		Text     string `json:"text"`
+		Elements int    `json:"elements"`
+		Pwned    bool   `json:"pwned"`
+		Images   int    `json:"images"`
+	}
+	look := func(what, el string) shown {
+		return value(t, ctx, "reading "+what, chromedp.Evaluate[shown](fmt.Sprintf(`(() => { const el = %s;
+			return {text: el.textContent, elements: el.querySelectorAll("*").length,
+				pwned: typeof window.pwned !== "undefined", images: document.querySelectorAll("img").length}; })()`, el)))
+	}
+	cell := look("the label cell", fmt.Sprintf(`document.querySelector(%q).cells[2]`, row))
+	if cell != (shown{Text: label}) {
+		t.Errorf("the list's label cell: %+v, want the label as text, no element, no image, window.pwned unset", cell)
+	}
+	run(t, ctx, "opening the task",
+		chromedp.Click(chromedp.CSS(row+` a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#task-view`)),
+		until(`document.getElementById("output").textContent.includes("x")`),
+	)
+	if out := look("the output", `document.getElementById("output")`); out != (shown{Text: printed}) {
+		t.Errorf("#output: %+v, want %q as text, no element, no image, window.pwned unset", out, printed)
+	}
+	if h := look("the heading", `document.getElementById("task-h")`); !strings.Contains(h.Text, label) || h.Elements != 0 || h.Pwned || h.Images != 0 {
+		t.Errorf("the task's heading: %+v, want the label as text, no element", h)
+	}
 }

@@ -76,7 +76,7 @@ type Options struct {
 	// stop a task from its own session instead.
 	CancelNote string
 	// Follow streams a task's output; nil reads its output log, when the
-	// log is on this machine.
+	// log is on this machine (journal.OpenLog).
 	Follow FollowFunc
 	// Interval is how often the journal is read for changes while a page
 	// is open. Default 250ms.
@@ -182,17 +182,17 @@ func (h *Handler) authorized(r *http.Request) bool {
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	host := remoteHost(r)
-	if !h.wrong.allow(host, time.Now()) {
+	if !h.wrong.take(host, time.Now()) {
 		h.loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("%d wrong tokens from %s in the last minute: wait a minute before the next try.", maxWrongLogins, host))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	token := r.PostFormValue("token")
 	if h.opts.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(h.opts.Token)) != 1 {
-		h.wrong.add(host, time.Now())
 		h.loginPage(w, http.StatusUnauthorized, "That token is not this server's. It is the one offstage printed when it started, or its OFFSTAGE_MCP_TOKEN.")
 		return
 	}
+	h.wrong.forgive(host)
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: h.cookie, Path: cookiePath(r), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, cookiePath(r), http.StatusSeeOther)
 }
@@ -217,16 +217,12 @@ type wrongHost struct {
 	since time.Time
 }
 
-// allow says whether host may try a token now.
-func (l *wrongLogins) allow(host string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.hosts[host]
-	return w == nil || now.Sub(w.since) >= wrongWindow || w.n < maxWrongLogins
-}
-
-// add counts a wrong token from host.
-func (l *wrongLogins) add(host string, now time.Time) {
+// take says whether host may try a token now, and if so counts the try
+// as wrong until forgive says it was right: checking the count and
+// counting are one step, so that 300 logins at once from one host are
+// still at most maxWrongLogins guesses (checked, then counted after the
+// comparison, they were 11 and more).
+func (l *wrongLogins) take(host string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.hosts == nil {
@@ -244,7 +240,21 @@ func (l *wrongLogins) add(host string, now time.Time) {
 		w = &wrongHost{since: now}
 		l.hosts[host] = w
 	}
+	if w.n >= maxWrongLogins {
+		return false
+	}
 	w.n++
+	return true
+}
+
+// forgive uncounts a try of host's that take counted, whose token was
+// right.
+func (l *wrongLogins) forgive(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w := l.hosts[host]; w != nil && w.n > 0 {
+		w.n--
+	}
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {

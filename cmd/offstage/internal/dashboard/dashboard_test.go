@@ -263,7 +263,7 @@ func TestOutputWaitsForTheLogAndSaysWhereItIs(t *testing.T) {
 	late := make(chan struct{})
 	id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: "late log"}, func(ctx context.Context, h *task.Handle) (string, error) {
 		<-late
-		path := filepath.Join(f.dir, "late.log")
+		path := f.logPath(t, h.ID())
 		os.WriteFile(path, []byte("at last\n"), 0o600)
 		f.log.Process(h.ID(), 0, 0, path)
 		<-ctx.Done()
@@ -299,6 +299,40 @@ func TestOutputWaitsForTheLogAndSaysWhereItIs(t *testing.T) {
 	}
 }
 
+// TestOutputReadsOnlyWhereOffstageWritesLogs pins issue 34's third item:
+// a record naming /etc/shadow, or a symlink in the log directory, as its
+// log made the output stream send that file.
+func TestOutputReadsOnlyWhereOffstageWritesLogs(t *testing.T) {
+	f := newFleet(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("the secret\n"), 0o600)
+	for _, path := range []string{"/etc/shadow", secret, "a symlink in the log directory"} {
+		id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: "forged"}, func(ctx context.Context, h *task.Handle) (string, error) {
+			if path == "a symlink in the log directory" {
+				path = f.logPath(t, h.ID())
+				os.Symlink(secret, path)
+			}
+			f.log.Process(h.ID(), 0, 0, path)
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.j.Flush(ctx)
+		out := get(t, f.srv.Client(), ctx, f.srv.URL+"/ui/output?session="+f.session+"&id="+id, true)
+		detail := events(t, out.Body)
+		next(t, detail, "task")
+		if e := next(t, detail, "trouble"); !strings.Contains(e.data, "this record's log is not where offstage writes logs") || strings.Contains(e.data, "secret\n") {
+			t.Errorf("log_path %s: trouble %s, want it refused", path, e.data)
+		}
+		out.Body.Close()
+		f.table.Cancel(id)
+	}
+}
+
 // TestWrongTokensAreCounted: after 10 wrong tokens from one host in a
 // minute, its logins are refused, the right token too, with 429 and why:
 // a short token a user chose cannot be guessed at network speed.
@@ -321,5 +355,68 @@ func TestWrongTokensAreCounted(t *testing.T) {
 	}
 	if code, body := login(token); code != http.StatusTooManyRequests || !strings.Contains(body, "wait a minute") {
 		t.Errorf("the right token after 10 wrong ones: %d %q, want 429 and why", code, body)
+	}
+}
+
+// TestALoginIsCountedBeforeItsTokenIsRead pins issue 34's fifth item:
+// 300 logins at once from one host had 11 (and more) tokens compared,
+// since the count was checked before the token was read and compared,
+// and raised after. Ten logins whose bodies have not arrived yet hold
+// all ten tries, so the right token is refused until they end, and all
+// ten are then compared.
+func TestALoginIsCountedBeforeItsTokenIsRead(t *testing.T) {
+	f := newFleet(t, false)
+	c := *f.srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	type held struct {
+		w    *io.PipeWriter
+		code chan int
+	}
+	var slow []held
+	for i := range 10 { // maxWrongLogins
+		pr, pw := io.Pipe()
+		h := held{pw, make(chan int, 1)}
+		slow = append(slow, h)
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/ui/login", pr)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		go func() {
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Errorf("login %d: %v", i, err)
+				h.code <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			h.code <- resp.StatusCode
+		}()
+	}
+	defer func() {
+		for _, h := range slow {
+			h.w.Close()
+		}
+	}()
+	right := func() int {
+		resp, err := c.PostForm(f.srv.URL+"/ui/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Until the held logins reach the handler the right one gets in (and
+	// is not counted); once they have, it is refused.
+	for deadline := time.Now().Add(10 * time.Second); right() != http.StatusTooManyRequests; {
+		if time.Now().After(deadline) {
+			t.Fatal("ten logins are waiting for their tokens, and the right token is still let in: they were not counted as they came")
+		}
+	}
+	for i, h := range slow {
+		io.WriteString(h.w, "token=guess-"+strconv.Itoa(i))
+		h.w.Close()
+		if code := <-h.code; code != http.StatusUnauthorized {
+			t.Errorf("held login %d: %d, want 401 (its token compared, and wrong)", i, code)
+		}
 	}
 }

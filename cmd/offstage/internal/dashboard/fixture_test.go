@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func (f *fleet) ticker(t testing.TB, label string, every time.Duration) string {
 	t.Helper()
 	ready := make(chan string, 1)
 	id, err := f.view.Spawn(task.Spec{Kind: "shell", Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
-		path := filepath.Join(f.dir, h.ID()+".log")
+		path := f.logPath(t, h.ID())
 		out, err := os.Create(path)
 		if err != nil {
 			return "", err
@@ -128,4 +129,14 @@ func (f *fleet) ticker(t testing.TB, label string, every time.Duration) string {
 	}
 	<-ready
 	return id
+}
+
+// logPath is where offstage would write task id's log: LOGS/SESSION/ID.log
+// (journal.OpenLog reads no other); its directory is made.
+func (f *fleet) logPath(t testing.TB, id string) string {
+	dir := filepath.Join(f.dir, "logs", f.session)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Error(err)
+	}
+	return filepath.Join(dir, strings.ReplaceAll(id, ":", "-")+".log")
 }

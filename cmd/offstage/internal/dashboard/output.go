@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/offstage/offstage/journal"
@@ -122,8 +121,9 @@ const (
 	logWait     = 3 * time.Second // for a starting shell's log to be recorded
 )
 
-// localFollow follows a task's output log on this machine: the FollowFunc
-// used without Options.Follow.
+// localFollow follows a task's output log on this machine, if it lies
+// where offstage writes logs (journal.OpenLog): the FollowFunc used
+// without Options.Follow.
 func localFollow(store journal.Store) FollowFunc {
 	return func(ctx context.Context, session, id string, w io.Writer) error {
 		t, err := store.Task(ctx, session, id)
@@ -147,7 +147,7 @@ func localFollow(store journal.Store) FollowFunc {
 			}
 			return errors.New("this task has no output log in the journal (only shells have one, and not with --no-journal); its result shows when it ends")
 		}
-		f, err := os.Open(t.LogPath)
+		f, err := journal.OpenLog(t)
 		if err != nil {
 			where := ""
 			if t.Hostname != "" {

@@ -169,11 +169,15 @@ func TestTheOwnerServesOnlyItsOwnLogs(t *testing.T) {
 	os.MkdirAll(filepath.Dir(own), 0o700)
 	os.WriteFile(own, []byte("one\ntwo\n"), 0o600)
 	os.WriteFile(secret, []byte("not for peers\n"), 0o600)
+	link := filepath.Join(logs, "mine", "shell-3.log") // in the log directory, pointing out
+	os.Symlink(secret, link)
 	now := time.Now()
 	var records []journal.Record
 	for _, x := range []struct{ session, host, id, log string }{
 		{"mine", rec.Host().ID, "shell:1", own},
 		{"mine", rec.Host().ID, "shell:2", secret},
+		{"mine", rec.Host().ID, "shell:3", link},
+		{"mine", rec.Host().ID, "shell:4", "/etc/shadow"},
 		{"theirs", "another-host", "shell:1", own},
 	} {
 		if x.id == "shell:1" {
@@ -194,6 +198,8 @@ func TestTheOwnerServesOnlyItsOwnLogs(t *testing.T) {
 	}{
 		{"mine", "shell:1", 200, "one\ntwo\n"},
 		{"mine", "shell:2", 404, ""},
+		{"mine", "shell:3", 404, ""},
+		{"mine", "shell:4", 404, ""},
 		{"theirs", "shell:1", 404, ""},
 	} {
 		r := httptest.NewRequest(http.MethodGet, OutputPath+"?since=0&session="+c.session+"&id="+c.id, nil)
@@ -320,7 +326,8 @@ func TestFollowReadsALocalLogUntilTheTaskEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close(context.Background())
-	log := filepath.Join(dir, "shell-1.log")
+	log := filepath.Join(dir, "logs", "s", "shell-1.log")
+	os.MkdirAll(filepath.Dir(log), 0o700)
 	os.WriteFile(log, []byte("a\nb\nc\n"), 0o600)
 	now := time.Now()
 	if err := store.Write(ctx, []journal.Record{

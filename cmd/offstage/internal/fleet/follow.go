@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -103,12 +102,14 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 	if peer.Hostname != here {
 		return fmt.Errorf("%s's output log is %s, not on this machine, and its offstage cannot serve it: read it there", id, where)
 	}
-	if _, err := os.Stat(t.LogPath); err != nil {
+	f, err := journal.OpenLog(t)
+	if err != nil {
 		return fmt.Errorf("%s's output log %s cannot be read here: %w", id, where, err)
 	}
+	defer f.Close()
 	if gone {
 		opts.Note(fmt.Sprintf("its offstage (pid %d on %s) is gone; this is what it logged, read from %s", peer.PID, peer.Hostname, t.LogPath))
-		return fromFile(ctx, t.LogPath, opts, w, func() bool { return true })
+		return fromFile(ctx, f, opts, w, func() bool { return true })
 	}
 	if peer.Addr != "" {
 		opts.Note("reading what it logged from " + t.LogPath + " on this machine instead")
@@ -127,7 +128,7 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 		}
 		return false
 	}
-	return fromFile(ctx, t.LogPath, opts, w, finished)
+	return fromFile(ctx, f, opts, w, finished)
 }
 
 // loopback says whether a peer address names a loopback host.
@@ -196,20 +197,17 @@ func fromPeer(ctx context.Context, p journal.Peer, session, id string, opts Foll
 // log of a process that serves no peers.
 const followPoll = 100 * time.Millisecond
 
-// fromFile writes the log at path from the start the options choose,
-// then what is appended to it until finished says the task ended (and
-// what it wrote before is read) or ctx ends.
-func fromFile(ctx context.Context, path string, opts FollowOptions, w io.Writer, finished func() bool) error {
-	return fromFileAt(ctx, path, opts, w, finished, func(int64) {})
+// fromFile writes the log f from the start the options choose, then what
+// is appended to it until finished says the task ended (and what it wrote
+// before is read) or ctx ends. The caller opened f (journal.OpenLog) and
+// closes it.
+func fromFile(ctx context.Context, f *os.File, opts FollowOptions, w io.Writer, finished func() bool) error {
+	return fromFileAt(ctx, f, opts, w, finished, func(int64) {})
 }
 
 // fromFileAt is fromFile, telling start where it starts before it writes.
-func fromFileAt(ctx context.Context, path string, opts FollowOptions, w io.Writer, finished func() bool, start func(int64)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+func fromFileAt(ctx context.Context, f *os.File, opts FollowOptions, w io.Writer, finished func() bool, start func(int64)) error {
+	var err error
 	next := opts.Since
 	if next < 0 {
 		if next, err = lastLinesFrom(f, opts.Lines); err != nil {
@@ -344,37 +342,30 @@ func Handler(o Owner) http.Handler {
 			serveLive(r.Context(), p, opts, w)
 			return
 		}
-		path, ok := ownLog(r.Context(), o, session, id)
+		f, ok := ownLog(r.Context(), o, session, id)
 		if !ok {
 			http.Error(w, fmt.Sprintf("404 Not Found: no output of %s/%s here", session, id), http.StatusNotFound)
 			return
 		}
-		fromFileAt(r.Context(), path, opts, flusher(w), func() bool { return true }, func(at int64) {
+		defer f.Close()
+		fromFileAt(r.Context(), f, opts, flusher(w), func() bool { return true }, func(at int64) {
 			w.Header().Set(startHeader, strconv.FormatInt(at, 10))
 		})
 	})
 }
 
-// ownLog returns the log of a task of one of the owner's sessions, if
-// it lies in the owner's log directory.
-func ownLog(ctx context.Context, o Owner, session, id string) (string, bool) {
+// ownLog opens the log of a task of one of the owner's sessions, if it
+// lies where offstage writes logs (journal.OpenLog).
+func ownLog(ctx context.Context, o Owner, session, id string) (*os.File, bool) {
 	t, err := o.Store().Task(ctx, session, id)
-	if err != nil || t.LogPath == "" || o.LogDir() == "" {
-		return "", false
+	if err != nil || t.LogPath == "" {
+		return nil, false
 	}
 	if p, err := o.Store().PeerOf(ctx, session); err != nil || p.ID != o.Host().ID {
-		return "", false
+		return nil, false
 	}
-	dir, err1 := filepath.EvalSymlinks(o.LogDir())
-	path, err2 := filepath.EvalSymlinks(t.LogPath)
-	if err1 != nil || err2 != nil {
-		return "", false
-	}
-	rel, err := filepath.Rel(dir, path)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return "", false
-	}
-	return path, true
+	f, err := journal.OpenLog(t)
+	return f, err == nil
 }
 
 // serveLive writes a live shell's output from the cursor the options

@@ -319,3 +319,63 @@ func TestAServerErrorIsNotUnreachable(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// Issue 37 items 1, 4 and 6: the first slips with a local server are
+// configuration errors (exit 2) that say what to do: a base URL without
+// /v1 (whatever the body's shape), no --model (naming the models the
+// server lists), an invalid key reported in the stream.
+func TestFirstSlipsWithALocalServer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer bad" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"error":{"message":"Invalid API key provided","code":401}}`+"\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"message":"model \"gpt-4.1\" not found, try pulling it first","type":"api_error"}}`)
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"qwen3:8b","object":"model"},{"id":"llama3.2","object":"model"}]}`)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":"boom"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"no /v1", nil, []string{"--base-url", srv.URL, "--model", "m"},
+			[]string{"HTTP 404: boom", "most OpenAI-compatible servers want " + srv.URL + "/v1"}},
+		{"no --model", nil, []string{"--base-url", srv.URL + "/v1"},
+			[]string{`no model "gpt-4.1", the default for --model: pass --model NAME; the server lists qwen3:8b, llama3.2`}},
+		{"invalid key in the stream", []string{"OPENAI_API_KEY=bad"}, []string{"--base-url", srv.URL + "/v1", "--model", "m"},
+			[]string{"refused the key", "Invalid API key provided"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"run", "--no-journal"}, tc.args...), "hi")
+			cmd, _ := offstage(t, tc.env, args...)
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			code := exitOf(t, cmd.Run())
+			last := strings.TrimSpace(errOut.String())
+			last = last[strings.LastIndexByte(last, '\n')+1:]
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("stderr ends with %q, want %q", last, w)
+				}
+			}
+			if code != 2 || strings.Contains(last, "malformed") || strings.Contains(last, "Go value") {
+				t.Errorf("exit %d, stderr ends with %q; want 2, no internals", code, last)
+			}
+		})
+	}
+}

@@ -24,6 +24,11 @@ import (
 type Config struct {
 	// Model answers every session (and sub-agents without their own).
 	Model provider.Model
+	// NoModel, with Model nil, says why there is no model and what to set
+	// (no key, say): initialize is still answered, so an editor shows a
+	// live agent, and session/new and session/load fail with NoModel as
+	// their error's message, which the editor shows.
+	NoModel string
 	// System is the top level's system prompt; Profiles the sub-agents
 	// (nil means agent.DefaultProfiles()).
 	System   string
@@ -79,8 +84,8 @@ const (
 // ends. Then every session is closed: its turn cancelled, its tasks
 // cancelled and every process reaped. It returns once that is done.
 func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
-	if cfg.Model == nil {
-		return errors.New("acpserver: Config.Model is nil")
+	if cfg.Model == nil && cfg.NoModel == "" {
+		return errors.New("acpserver: Config.Model is nil, and Config.NoModel does not say why")
 	}
 	if cfg.PromptWait <= 0 {
 		cfg.PromptWait = defaultPromptWait
@@ -155,6 +160,9 @@ func (srv *server) Authenticate(ctx context.Context, p acp.AuthenticateRequest) 
 }
 
 func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	if err := srv.noModel(); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -171,6 +179,15 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	}
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+// noModel is the error of a session asked for while the agent has no
+// model (Config.NoModel), or nil.
+func (srv *server) noModel() error {
+	if srv.cfg.Model != nil {
+		return nil
+	}
+	return internal("%s", srv.cfg.NoModel)
 }
 
 // checkCwd refuses a session directory that is not an absolute path to a
@@ -262,6 +279,9 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	if srv.cfg.Journal == nil {
 		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal (offstage acp --no-journal)")
+	}
+	if err := srv.noModel(); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.LoadSessionResponse{}, err

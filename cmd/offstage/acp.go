@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 
@@ -52,8 +54,18 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	// Without a model (no key, the likeliest first slip in an editor's
+	// settings) the agent still answers initialize: an editor shows an
+	// agent that exits at once as dead, and the message on stderr where
+	// nobody looks. Each session/new then fails with the advice.
+	var noModel string
 	model, err := newModel(sf.model, os.Getenv)
-	if err != nil {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		noModel = "offstage has no model: " + ue.msg + `; in the editor's settings, give it in the agent's "env"`
+		fmt.Fprintln(stderr, "offstage:", ue.msg)
+	case err != nil:
 		return err
 	}
 	cwd, err := workDir("")
@@ -70,7 +82,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// each session's AGENTS.md from the session's own directory.
 	return acpserver.Serve(srv.ctx, acpserver.Config{
 		Tools: tools.Config{Process: proc.Config{EnvPolicy: srv.env, Limits: srv.limits, Sandbox: srv.sandbox}},
-		Model: model, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
+		Model: model, NoModel: noModel, Profiles: sf.agents.profiles(cwd, sf.model, stderr), NoProjectInstructions: sf.agents.noInstructions,
 		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(), Journal: srv.rec.journal(), ModelName: sf.model.describe(os.Getenv),
 		Tasks: *sf.tasks,
 	}, stdin, stdout)

@@ -113,3 +113,34 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	}
 	noSurvivors(t, mark2)
 }
+
+// Issue 37 item 2: with no key, offstage acp exited 2 before answering
+// initialize, and the editor showed a dead agent. Now it answers, and
+// session/new fails with the CLI's advice, which the editor shows.
+func TestACPWithoutAKeyAnswersAndSaysWhy(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	cwd := t.TempDir()
+	cmd, mark := offstage(t, nil)
+	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "acp-nokey.mjs"), cwd, os.Args[0], "acp"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		ProtocolVersion int
+		NewSession      *string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("node printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	if got.ProtocolVersion != 1 {
+		t.Errorf("initialize answered protocol version %d, want 1", got.ProtocolVersion)
+	}
+	if got.NewSession == nil || !strings.Contains(*got.NewSession, "no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY") ||
+		!strings.Contains(*got.NewSession, `"env"`) {
+		t.Errorf("session/new without a model: error %v, want the CLI's advice", got.NewSession)
+	}
+	noSurvivors(t, mark)
+}

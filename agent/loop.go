@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -134,7 +134,7 @@ func (l *loop) toolNames() string {
 }
 
 func errorJSON(msg string) string {
-	b, _ := json.Marshal(tools.ErrorOutput{Error: msg})
+	b, _ := text.JSON(tools.ErrorOutput{Error: msg})
 	return string(b)
 }
 

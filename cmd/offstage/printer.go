@@ -254,7 +254,7 @@ func (p *printer) line(s string) {
 	defer p.mu.Unlock()
 	p.tasksLocked()
 	if p.json {
-		b, _ := json.Marshal(map[string]string{"type": "note", "text": s})
+		b, _ := text.JSON(map[string]string{"type": "note", "text": s})
 		fmt.Fprintf(p.w, "%s\n", b)
 		return
 	}
@@ -447,7 +447,7 @@ func (p *printer) printJSON(e agent.Event) {
 		set("text", ev.Text, ev.Text != "")
 		out["task"] = t
 	}
-	b, err := json.Marshal(out)
+	b, err := text.JSON(out)
 	if err != nil {
 		return
 	}

@@ -152,6 +152,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	markHostGone(ctx, store, tasks, stderr)
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
 		for _, t := range tasks {
 			enc.Encode(taskJSON(t))
 		}
@@ -474,7 +475,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		if tailErr != nil {
 			out.LogError = tailErr.Error()
 		}
-		return json.NewEncoder(w).Encode(out)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(out)
 	}
 	// Labels, reasons, errors and output are anyone's text: no escape
 	// sequence of theirs reaches the terminal.

@@ -1,11 +1,14 @@
 // Package text holds the small string helpers offstage's surfaces share
 // to show things to people and models: one line of at most n characters,
-// a byte-bounded cut that says what it cut, and "1 task" / "2 tasks".
+// a byte-bounded cut that says what it cut, "1 task" / "2 tasks", and
+// JSON as a model or a person reads it (no HTML escaping).
 //
 // All of them are pure functions, safe for concurrent use.
 package text
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -69,4 +72,17 @@ func Bytes(n int64) string {
 		return fmt.Sprintf("%.0f %ciB", f, "KMGTP"[i])
 	}
 	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
+}
+
+// JSON is json.Marshal without its HTML escaping: `>`, `<` and `&` stay
+// as they are, not \u003e, \u003c and \u0026, for a reader that is a
+// model or a person (`2>&1`, `>>>`, `<background-result>`), not a page.
+func JSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -77,12 +77,18 @@ func (l *loop) turn(ctx context.Context, blocks []provider.Block, sink Sink) (st
 func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, sink Sink) []provider.Block {
 	results := make([]provider.Block, len(calls))
 	var wg sync.WaitGroup
+	var prev <-chan struct{} // the last call that may start a task: its ids come first
 	for i, c := range calls {
 		emit(sink, Event{Type: ToolCallEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Input: c.Input})
 		l.progress(iter, "running tool "+c.ToolName)
 		l.trace(c)
+		cctx, done := ctx, func() {}
+		if t := l.tool(c.ToolName); t != nil && t.StartsTasks {
+			cctx, prev, done = tools.InCallOrder(ctx, prev)
+		}
 		wg.Go(func() {
-			results[i] = l.callTool(ctx, c)
+			defer done()
+			results[i] = l.callTool(cctx, c)
 			emit(sink, Event{Type: ToolResultEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Text: results[i].Text, IsError: results[i].IsError})
 		})
 	}
@@ -92,12 +98,7 @@ func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, 
 
 func (l *loop) callTool(ctx context.Context, c provider.Block) provider.Block {
 	out := provider.Block{Type: provider.ToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
-	var tool *tools.Tool
-	for _, t := range l.tools {
-		if t.Name == c.ToolName {
-			tool = t
-		}
-	}
+	tool := l.tool(c.ToolName)
 	if tool == nil {
 		out.Text, out.IsError = errorJSON(fmt.Sprintf("There is no tool %q here; the tools are: %s.", c.ToolName, l.toolNames())), true
 		return out
@@ -123,6 +124,17 @@ func (l *loop) callTool(ctx context.Context, c provider.Block) provider.Block {
 	}
 	out.Text, out.IsError = res.Text, res.IsError
 	return out
+}
+
+// tool is the tool called name, or nil.
+func (l *loop) tool(name string) *tools.Tool {
+	var tool *tools.Tool
+	for _, t := range l.tools {
+		if t.Name == name {
+			tool = t
+		}
+	}
+	return tool
 }
 
 func (l *loop) toolNames() string {

@@ -57,7 +57,7 @@ func (s *Session) spawnTool(depth int) *tools.Tool {
 		return s.spawn(ctx, v, depth, in)
 	})
 	// A sub-agent runs whatever its tools can run, and calls a model.
-	t.Title, t.Safety, t.OpenWorld = "Start a sub-agent", tools.Execute, true
+	t.Title, t.Safety, t.OpenWorld, t.StartsTasks = "Start a sub-agent", tools.Execute, true, true
 	names := make([]string, len(s.cfg.Profiles))
 	for i, p := range s.cfg.Profiles {
 		names[i] = p.Name
@@ -89,6 +89,8 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		maxIter = s.cfg.MaxIterations
 	}
 	label := tools.Label(profile.Name + ": " + in.Prompt)
+	started := tools.TurnToStart(ctx)
+	defer started()
 	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (string, error) {
 		system := profile.System
 		if !profile.NoProjectInstructions {
@@ -106,12 +108,17 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case err != nil:
 		return SpawnOutput{}, err
 	}
+	started()
 	if in.RunInBackground {
-		note := fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)
-		if !s.pushes(depth) {
-			note = fmt.Sprintf("Started in the background as %s. Keep working: its report does not come back by itself, so get it with task_wait when you need it.", id)
+		state := task.Running
+		if info, err := v.Info(id); err == nil {
+			state = info.State
 		}
-		return SpawnOutput{TaskID: id, Status: "running", Note: note}, nil
+		note := fmt.Sprintf("%s. Keep working: its report will come back to you when it finishes.", tools.StartedAs(id, state))
+		if !s.pushes(depth) {
+			note = fmt.Sprintf("%s. Keep working: its report does not come back by itself, so get it with task_wait when you need it.", tools.StartedAs(id, state))
+		}
+		return SpawnOutput{TaskID: id, Status: state.String(), Note: note}, nil
 	}
 	return s.waitAgent(ctx, v, id)
 }

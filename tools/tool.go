@@ -44,6 +44,10 @@ type Tool struct {
 	// more. OpenWorld: it reaches beyond offstage's own state (commands
 	// may touch anything; a sub-agent calls a model).
 	Idempotent, OpenWorld bool
+	// StartsTasks: a call may start a task (bash, spawn_agent). A surface
+	// that runs a turn's calls at once orders these with InCallOrder, so
+	// their task ids follow the order of the calls.
+	StartsTasks bool
 
 	resolved *jsonschema.Resolved
 	decode   func(args json.RawMessage) error // decodes into the typed input, to check it

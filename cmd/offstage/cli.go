@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/internal/chanctx"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 )
 
@@ -96,9 +97,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, mainUsage)
 		return nil
 	}
-	fmt.Fprint(stderr, mainUsage)
-	return usagef("unknown command %q", args[0])
+	if near := text.Nearest(args[0], commands); near != "" {
+		return usagef("unknown command %q; did you mean %s? (offstage help lists the commands)", args[0], near)
+	}
+	return usagef("unknown command %q; the commands are %s (offstage help says what each does)", args[0], strings.Join(commands, ", "))
 }
+
+// commands are the CLI's commands, as mainUsage lists them.
+var commands = []string{"demo", "run", "mcp", "acp", "agents", "tasks", "dashboard", "version", "help"}
 
 func version() string {
 	info, ok := debug.ReadBuildInfo()
@@ -145,7 +151,13 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 			}
 			msg := err.Error()
 			if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-				msg = "unknown flag " + rest
+				name := strings.TrimLeft(rest, "-")
+				msg = "unknown flag --" + name
+				var names []string
+				shown(fs, io.Discard).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+				if near := text.Nearest(name, names); near != "" {
+					msg += "; did you mean --" + near + "?"
+				}
 			}
 			msg = badValue(fs, msg)
 			return nil, usagef("%s; see \"offstage %s --help\"", msg, fs.Name())

@@ -114,7 +114,10 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"no key for openai", nil, []string{"run", "--provider", "openai", "hi"}, "no API key (set OPENAI_API_KEY"},
 		{"no key for anthropic", nil, []string{"run", "--provider", "anthropic", "hi"}, "no API key (set ANTHROPIC_API_KEY)"},
 		{"unreachable", []string{"OPENAI_API_KEY=k"}, []string{"run", "--base-url", "http://127.0.0.1:1/v1", "hi"}, "cannot reach the model endpoint"},
-		{"unknown flag", nil, []string{"run", "--bogus"}, `unknown flag -bogus; see "offstage run --help"`},
+		{"unknown flag", nil, []string{"run", "--bogus"}, `unknown flag --bogus; see "offstage run --help"`},
+		// Issue 37 item 11: typos get a suggestion.
+		{"mistyped command", nil, []string{"rnu"}, `unknown command "rnu"; did you mean run?`},
+		{"mistyped flag", nil, []string{"run", "--modle", "m", "hi"}, `unknown flag --modle; did you mean --model?`},
 		{"wait without a unit", nil, []string{"run", "--wait", "5", "hi"}, `--wait "5" is not a duration: give one with a unit, such as 30s, 5m or 1h30m; see "offstage run --help"`},
 		{"lease without a unit", nil, []string{"mcp", "--lease", "90"}, `--lease "90" is not a duration`},
 		{"max-running 0", nil, []string{"run", "--max-running", "0", "hi"}, `invalid value "0" for flag -max-running: want a whole number, at least 1`},
@@ -133,7 +136,6 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"demo with arguments", nil, []string{"demo", "extra"}, "demo takes no arguments"},
 		{"mcp on all interfaces", nil, []string{"mcp", "--http", "0.0.0.0:0"}, "pass --allow-remote if you mean it"},
 		{"mcp with a bad address", nil, []string{"mcp", "--http", "nonsense"}, "is not host:port"},
-		{"acp without a model", nil, []string{"acp"}, "no model is configured"},
 		{"acp with arguments", nil, []string{"acp", "--script", script, "extra"}, "acp takes no arguments"},
 		{"acp with a bad log", nil, []string{"acp", "--script", script, "--log", "/no/such/dir/log"}, "cannot open the log file"},
 	} {

@@ -149,6 +149,11 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if res := s.Resumed(); res != nil {
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
 			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
+		if resume.id == "" && len(rest) > 0 {
+			// --resume WORD "prompt": WORD was not taken for a session
+			// (see sessionArgPattern); say so before the model gets it.
+			fmt.Fprintf(stderr, "offstage: the latest session, since %q is not a session id; the prompt is %q (--resume=SESSION picks another session).\n", rest[0], text.OneLine(prompt, 200))
+		}
 	}
 	if prompt != "" {
 		explain := func(ctx context.Context, err error) error { return modelError(ctx, err, model, mf) }

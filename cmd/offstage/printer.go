@@ -248,6 +248,19 @@ func (s *safeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// session starts --json's stream with the session's id, so a script can
+// --resume=ID what it ran; it prints nothing for a person (the
+// conversation says it in a line of its own) or without an id.
+func (p *printer) session(id string) {
+	if !p.json || id == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, _ := text.JSON(map[string]string{"type": "session", "session_id": id})
+	fmt.Fprintf(p.w, "%s\n", b)
+}
+
 // line prints a line of the CLI's own (a user message, a note).
 func (p *printer) line(s string) {
 	p.mu.Lock()

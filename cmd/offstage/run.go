@@ -307,6 +307,7 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		out = stdout
 	}
 	p := &printer{w: out, json: asJSON, table: s.Table()}
+	p.session(s.ID())
 	var (
 		mu      sync.Mutex
 		inTurn  bool
@@ -414,6 +415,7 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty}
 	resized, stopResized := resizes()
 	defer stopResized()
+	p.session(sessionID)
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
 	if sessionID != "" {
 		p.line("offstage: session " + sessionID + "; offstage run --resume " + sessionID + " continues it later.")

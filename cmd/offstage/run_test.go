@@ -55,6 +55,14 @@ func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
 		}
 		types := map[string]int{}
 		var answers []string
+		// Issue 37 item 8: the first event names the session, for --resume=.
+		var first struct {
+			Type      string
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal([]byte(out.String()[:strings.IndexByte(out.String(), '\n')]), &first); first.Type != "session" || first.SessionID == "" {
+			t.Errorf("the first event is %+v, want the session and its id", first)
+		}
 		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 			var e map[string]any
 			if err := json.Unmarshal([]byte(line), &e); err != nil {

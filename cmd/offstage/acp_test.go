@@ -103,9 +103,19 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	if !loaded.LoadSession || len(loaded.Listed) != 1 || loaded.Listed[0].SessionID != sessions[0].ID || loaded.Listed[0].Title != "build it" {
 		t.Errorf("listed = %+v", loaded)
 	}
-	for _, want := range []string{"user build it", "message Starting the build.", "tool_call in_progress execute Run: echo building", "message The build finished."} {
+	// Issue 37 item 5: the thread looks as it did live: the background
+	// result ends the card that started it, announced as live, and
+	// neither the runtime's framing nor raw JSON shows.
+	for _, want := range []string{"user build it", "message Starting the build.", "tool_call in_progress execute Run: echo building",
+		"tool_call_update  Running in the background as shell:1.", "tool_call_update completed shell:1 completed (exit 0)", "building\nbuilt",
+		"thought Background work finished (shell:1); looking at the results.", "message The build finished."} {
 		if !strings.Contains(replay, want) {
 			t.Errorf("the replay lacks %q:\n%s", want, replay)
+		}
+	}
+	for _, unwanted := range []string{"[offstage]", "background-result", `{"`} {
+		if strings.Contains(replay, unwanted) {
+			t.Errorf("the replay shows %q:\n%s", unwanted, replay)
 		}
 	}
 	if after := strings.Join(loaded.Updates[loaded.Replayed:], "\n"); loaded.StopReason != "end_turn" || !strings.Contains(after, "message Still here.") {

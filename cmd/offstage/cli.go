@@ -51,7 +51,7 @@ results come back exactly once, that never leak a process.
 
 Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
-  offstage run [prompt]       talk to a model: one answer for a prompt, a conversation without
+  offstage run [prompt]       talk to a model: one answer for a prompt, or a conversation
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
@@ -144,8 +144,12 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(stdout, "%s\nFlags:\n", usage)
-				shown(fs, stdout).PrintDefaults()
+				fmt.Fprintf(stdout, "%s\n\nFlags:\n", usage)
+				var flags strings.Builder
+				shown(fs, &flags).PrintDefaults()
+				// The flag package writes -name; the docs and the errors
+				// say --name, which it takes too.
+				io.WriteString(stdout, flagLine.ReplaceAllString(flags.String(), "  --"))
 				fmt.Fprintf(stdout, "\nExamples:\n%s", examples)
 				return nil, errHelp
 			}
@@ -203,6 +207,9 @@ func (o *oldName) String() string {
 	}
 	return o.Value.String()
 }
+
+// flagLine is the start of a flag's line in PrintDefaults' output.
+var flagLine = regexp.MustCompile(`(?m)^  -`)
 
 // badValuePattern is how package flag reports a value Set refused.
 var badValuePattern = regexp.MustCompile(`^invalid value (".*") for flag -(\S+): parse error$`)

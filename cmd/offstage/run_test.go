@@ -294,6 +294,12 @@ func TestTheREADMEsScriptRuns(t *testing.T) {
 	if help, _ := cmd.Output(); !strings.Contains(string(help), `"tool_calls": [{"name": "bash"`) || strings.Contains(string(help), "provider/scripted") {
 		t.Errorf("run --help does not give the script's format:\n%s", help)
 	}
+	// Issue 37 item 15: a blank line before Flags:, and the flags as the
+	// docs write them.
+	cmd, _ = offstage(t, nil, "run", "--help")
+	if help, _ := cmd.Output(); !strings.Contains(string(help), "\n\nFlags:\n  --agents") || strings.Contains(string(help), "\n  -model") {
+		t.Errorf("run --help:\n%s", help)
+	}
 }
 
 // A model endpoint that answers HTTP 500 was reported as one that cannot

@@ -45,7 +45,10 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 	got, err := fleet.Cancel(ctx, store, t.Session, t.ID, operator(), reason)
 	switch {
 	case errors.Is(err, fleet.ErrFinished):
-		return outcome{fmt.Errorf("%s had already ended (%s): nothing to stop", name, got.State)}
+		// What was asked holds: the task is not running. Safe to repeat,
+		// as task_cancel is (a script's second cancel is no failure).
+		fmt.Fprintf(w, "%s had already ended (%s): nothing to stop\n", name, got.State)
+		return nil
 	case errors.Is(err, fleet.ErrOwnerGone):
 		why := strings.TrimPrefix(err.Error(), t.ID+": ") // fleet names the task too
 		return outcome{fmt.Errorf("%s: %s; the task is orphaned (the next offstage to start on %s marks it so and stops what is left of it)", name, why, got.Hostname)}

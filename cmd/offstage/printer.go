@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -26,6 +29,9 @@ type printer struct {
 	// live keeps the status line of running tasks on screen (a terminal):
 	// it is redrawn after whatever is printed, when no turn is printing.
 	live bool
+	// errorsLater: a failed turn's error is printed by the caller as the
+	// run's own (one-shot): the trace does not say it a second time.
+	errorsLater bool
 
 	mu       sync.Mutex
 	column   int               // guarded by mu: 0 at the start of a line
@@ -35,6 +41,7 @@ type printer struct {
 	beats    map[string]string // guarded by mu: a sub-agent's last heartbeat shown
 	queued   map[string]bool   // guarded by mu: tasks shown as queued, not yet as started
 	seen     uint64            // guarded by mu: the newest event of the table's log printed
+	bg       bool              // guarded by mu: a call went to the background since "all background work is done"
 	answers  []string
 }
 
@@ -85,9 +92,12 @@ func (p *printer) eventLocked(e agent.Event) {
 	case agent.TurnEnd:
 		p.inTurn = false
 		p.endLineLocked()
-		if e.Err != nil {
+		switch {
+		case errors.Is(e.Err, agent.ErrTurnCanceled) || errors.Is(e.Err, context.Canceled):
+			p.lineLocked("⏹ interrupted") // the user's own Ctrl-C: no failure
+		case e.Err != nil && !p.errorsLater:
 			p.lineLocked("✗ the turn failed: " + safeText(e.Err.Error()))
-		} else {
+		case e.Err == nil:
 			p.answers = append(p.answers, e.Text)
 		}
 	case agent.TextDelta:
@@ -111,6 +121,9 @@ func (p *printer) eventLocked(e agent.Event) {
 		mark := "←"
 		if e.IsError {
 			mark = "✗"
+		}
+		if wentToBackground(e.Text) {
+			p.bg = true
 		}
 		lines := humanResult(e.Text)
 		p.lineLocked(fmt.Sprintf("  %s %s: %s", mark, e.Tool, lines[0]))
@@ -170,7 +183,10 @@ func (p *printer) taskLocked(e agent.Event) {
 	case task.EventNotice:
 		p.lineLocked(fmt.Sprintf("  · %s notice: %s", who, clip(ev.Text, 200)))
 	case task.EventIdle:
-		p.lineLocked("  · all background work is done")
+		if p.bg { // after foreground work alone, there was none to speak of
+			p.bg = false
+			p.lineLocked("  · all background work is done")
+		}
 	case task.EventFinished:
 		line := fmt.Sprintf("  · %s %s", who, ev.State)
 		if ev.Text != "" && ev.State != task.Completed && ev.Text != ev.State.String() {
@@ -483,6 +499,9 @@ func humanResult(raw string) []string {
 		Error    string `json:"error"`
 		Note     string `json:"note"`
 	}
+	if lines := listResult(raw); lines != nil {
+		return lines
+	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil || (r.TaskID == "" && r.Status == "") {
 		return []string{clip(raw, 300)}
 	}
@@ -506,6 +525,74 @@ func humanResult(raw string) []string {
 		if len(all) > resultLines {
 			lines = append(lines, fmt.Sprintf("│ … %s not shown", text.Plural(len(all)-resultLines, "line")))
 		}
+	}
+	if r.Note != "" {
+		lines = append(lines, clip(r.Note, 200))
+	}
+	return lines
+}
+
+// wentToBackground reports whether a call's result says its task runs on
+// in the background (started there, or adopted).
+func wentToBackground(raw string) bool {
+	var r struct {
+		TaskID string `json:"task_id"`
+		Status string `json:"status"`
+	}
+	json.Unmarshal([]byte(raw), &r)
+	return r.TaskID != "" && (r.Status == "running" || r.Status == "queued")
+}
+
+// listed is a task as task_wait and task_list give it.
+type listed struct {
+	TaskID     string `json:"task_id"`
+	Status     string `json:"status"`
+	Label      string `json:"label"`
+	ExitCode   *int   `json:"exit_code"`
+	Output     string `json:"output"`
+	Result     string `json:"result"`
+	OutputTail string `json:"output_tail"`
+}
+
+// listResult shows a result that lists tasks (task_wait's done and
+// running, task_list's tasks) a line per task, with the last lines of
+// what each printed, instead of its JSON cut on one line; nil for any
+// other result.
+func listResult(raw string) []string {
+	var r struct {
+		Done, Running, Tasks []listed
+		TimedOut             bool   `json:"timed_out"`
+		Note                 string `json:"note"`
+	}
+	if json.Unmarshal([]byte(raw), &r) != nil || r.Done == nil && r.Running == nil && r.Tasks == nil {
+		return nil
+	}
+	var lines []string
+	for _, group := range [][]listed{r.Done, r.Running, r.Tasks} {
+		for _, t := range group {
+			head := t.TaskID + " " + t.Status
+			if t.ExitCode != nil {
+				head += fmt.Sprintf(", exit code %d", *t.ExitCode)
+			}
+			if t.Label != "" {
+				head += ": " + clip(t.Label, 80)
+			}
+			lines = append(lines, head)
+			body := strings.TrimRight(cmp.Or(t.Output, t.Result, t.OutputTail), "\n")
+			if body == "" {
+				continue
+			}
+			all := strings.Split(body, "\n")
+			for _, l := range all[max(0, len(all)-3):] {
+				lines = append(lines, "│ "+clip(l, 160))
+			}
+		}
+	}
+	switch {
+	case len(lines) == 0:
+		lines = []string{"no tasks"}
+	case r.TimedOut:
+		lines[0] += " (the wait timed out)"
 	}
 	if r.Note != "" {
 		lines = append(lines, clip(r.Note, 200))

@@ -306,7 +306,7 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 	if asJSON {
 		out = stdout
 	}
-	p := &printer{w: out, json: asJSON, table: s.Table()}
+	p := &printer{w: out, json: asJSON, table: s.Table(), errorsLater: true}
 	p.session(s.ID())
 	var (
 		mu      sync.Mutex

@@ -52,6 +52,11 @@ type BashOutput struct {
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
 	out, err := s.runBash(ctx, v, in)
+	if err == nil && in.Sandbox != nil && !*in.Sandbox && s.fence != "" && out.TaskID != "" {
+		// Said first: the sandbox's description, which the first result
+		// carries, is about the other commands.
+		out.Note = joinNotes("This command ran outside the sandbox, as the user allowed; the others run in it.", out.Note)
+	}
 	if err == nil {
 		out.Note = joinNotes(out.Note, s.envNote(v.Owner()))
 	}

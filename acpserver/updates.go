@@ -114,12 +114,20 @@ func (s *session) toolResult(e agent.Event) {
 		}
 		return
 	}
-	status, text := acp.ToolCallStatusCompleted, resultText(e.Tool, out, e.Text)
-	if e.IsError {
-		status = acp.ToolCallStatusFailed
-	}
+	status, text := cardStatus(e.IsError, out), resultText(e.Tool, out, e.Text)
 	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
 		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(out, e.Text))))
+}
+
+// cardStatus is how a finished call's card ends: failed for an error
+// result, and for a command that did not complete (cancelled with the
+// turn, timed out, failed), which a card marked completed would hide.
+func cardStatus(isError bool, out map[string]any) acp.ToolCallStatus {
+	switch s, _ := out["status"].(string); {
+	case isError, s == task.Canceled.String(), s == task.TimedOut.String(), s == task.Failed.String():
+		return acp.ToolCallStatusFailed
+	}
+	return acp.ToolCallStatusCompleted
 }
 
 // resultText is what a finished call's card shows: a command's output,
@@ -464,10 +472,7 @@ func (r *replayer) result(b provider.Block) {
 		r.s.update(acp.UpdateToolCall(id, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("Running in the background as " + taskID + "."))})))
 		return
 	}
-	status := acp.ToolCallStatusCompleted
-	if b.IsError {
-		status = acp.ToolCallStatusFailed
-	}
+	status := cardStatus(b.IsError, out)
 	r.s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
 		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(resultText(name, out, b.Text), replayBytes)))})))
 }

@@ -34,7 +34,7 @@ const maxReason = 500
 // cancelTask stops the task id names wherever it runs, and says how it
 // ended.
 func cancelTask(ctx context.Context, store *journal.DB, session, id, reason string, w io.Writer) error {
-	t, err := findTask(ctx, store, session, id)
+	t, err := findTask(ctx, store, session, id, nil) // never the newest of several: it stops one
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 // how it ended, on stderr.
 func followTask(ctx context.Context, store *journal.DB, session, id string, since int64, lines int, stdout, stderr io.Writer) error {
 	opts := fleet.FollowOptions{Since: since, Lines: lines}
-	t, err := findTask(ctx, store, session, id)
+	t, err := findTask(ctx, store, session, id, func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) })
 	if err != nil {
 		return err
 	}

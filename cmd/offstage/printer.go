@@ -173,12 +173,15 @@ func (p *printer) taskLocked(e agent.Event) {
 	case task.EventProgress:
 		// A sub-agent's heartbeat, when what it is doing changed: the
 		// same activity again is noise.
-		if ev.Kind == agent.TaskKind && p.beats[ev.ID] != ev.Text {
+		// Only its tool calls: "waiting for the model" comes before each
+		// step, and "finished" just before the line saying it ended.
+		tool, calls := strings.CutPrefix(ev.Text, "running tool ")
+		if ev.Kind == agent.TaskKind && calls && p.beats[ev.ID] != ev.Text {
 			if p.beats == nil {
 				p.beats = map[string]string{}
 			}
 			p.beats[ev.ID] = ev.Text
-			p.lineLocked(fmt.Sprintf("  · %s heartbeat: iteration %d, %s", who, ev.Iteration, ev.Text))
+			p.lineLocked(fmt.Sprintf("  · %s step %d: %s", who, ev.Iteration, tool))
 		}
 	case task.EventNotice:
 		p.lineLocked(fmt.Sprintf("  · %s notice: %s", who, clip(ev.Text, 200)))
@@ -561,13 +564,31 @@ type listed struct {
 func listResult(raw string) []string {
 	var r struct {
 		Done, Running, Tasks []listed
-		TimedOut             bool   `json:"timed_out"`
-		Note                 string `json:"note"`
+		Matched              *struct {
+			TaskID string `json:"task_id"`
+			Line   string `json:"line"`
+		}
+		Listening *struct {
+			TaskID string `json:"task_id"`
+			Port   int    `json:"port"`
+		}
+		Notices  []struct{ Text string }
+		TimedOut bool   `json:"timed_out"`
+		Note     string `json:"note"`
 	}
 	if json.Unmarshal([]byte(raw), &r) != nil || r.Done == nil && r.Running == nil && r.Tasks == nil {
 		return nil
 	}
 	var lines []string
+	if r.Matched != nil {
+		lines = append(lines, fmt.Sprintf("%s matched: %s", r.Matched.TaskID, clip(r.Matched.Line, 160)))
+	}
+	if r.Listening != nil {
+		lines = append(lines, fmt.Sprintf("%s listens on port %d", r.Listening.TaskID, r.Listening.Port))
+	}
+	for _, n := range r.Notices {
+		lines = append(lines, "notice: "+clip(n.Text, 200))
+	}
 	for _, group := range [][]listed{r.Done, r.Running, r.Tasks} {
 		for _, t := range group {
 			head := t.TaskID + " " + t.Status

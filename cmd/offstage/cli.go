@@ -29,6 +29,11 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 // errHelp means help was printed: exit 0.
 var errHelp = errors.New("help printed")
 
+// errInterrupted means the user's Ctrl-C ended a one-shot run before it
+// was done: exit 130, as a shell reports a command SIGINT ended, so a
+// script does not take an interrupted run for a success.
+var errInterrupted = errors.New("interrupted")
+
 // exitCode prints err, if any, and returns the exit code: 0 success, 1
 // runtime failure, 2 usage or configuration error.
 func exitCode(err error, stderr io.Writer) int {
@@ -39,6 +44,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "offstage:", ue.msg)
 		return 2
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintln(stderr, "offstage: interrupted")
+		return 130
 	default:
 		fmt.Fprintln(stderr, "offstage:", err)
 		return 1

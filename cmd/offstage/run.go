@@ -300,6 +300,7 @@ func openError(err error) error {
 // oneShot runs the prompt's turn, then keeps the session alive (running
 // autonomous turns) until its background work is done, at most wait.
 func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context, error) error, prompt string, asJSON bool, wait time.Duration, stdout, stderr io.Writer) error {
+	parent := ctx
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
 	out := stderr // progress; the answer goes to stdout
@@ -361,12 +362,15 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		}
 		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped (a longer --wait, or a conversation without a prompt, lets them finish).\n", why, text.Plural(n, "task"))
 	}
+	interrupted := ctx.Err() != nil && parent.Err() == nil // Ctrl-C, not the end of --wait
 	cancel()
 	<-ran
 	closeErr := s.Close(context.Background())
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
+	case interrupted && closeErr == nil:
+		return errInterrupted
 	case failed != nil:
 		return explain(ctx, failed)
 	case closeErr != nil:

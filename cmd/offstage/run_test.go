@@ -395,3 +395,38 @@ func TestFirstSlipsWithALocalServer(t *testing.T) {
 		})
 	}
 }
+
+// Issue 37 item 12: the user's own Ctrl-C during a one-shot run showed
+// as "✗ the turn failed: turn canceled", and the run could exit 0. It
+// is now "⏹ interrupted" and exit 130, as a shell reports SIGINT.
+func TestCtrlCEndsAOneShotRunAsInterrupted(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo ready"}}]},
+		{"delay_ms": 60000, "text": "too late"}
+	]}`), 0o644)
+	cmd, mark := offstage(t, nil, "run", "--no-journal", "--script", script, "go")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), "← bash") {
+		n, err := stderr.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("offstage ended before its first result: %v\n%s", err, seen.String())
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	rest, _ := io.ReadAll(stderr)
+	seen.Write(rest)
+	if code := exitOf(t, cmd.Wait()); code != 130 || !strings.Contains(seen.String(), "⏹ interrupted") || strings.Contains(seen.String(), "failed") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 130 and \"⏹ interrupted\", no failure", code, seen.String())
+	}
+	noSurvivors(t, mark)
+}

@@ -231,7 +231,7 @@ func TestStateIsATaskStateInEveryCommand(t *testing.T) {
 	if !strings.Contains(string(out), "use --state-dir") {
 		t.Errorf("run --state DIR does not say to use --state-dir:\n%s", out)
 	}
-	stateFlag := regexp.MustCompile(`(?m)^\s+-state(\s|$)`)
+	stateFlag := regexp.MustCompile(`(?m)^\s+--state(\s|$)`)
 	for _, name := range []string{"run", "mcp", "acp", "tasks"} {
 		cmd, _ := offstage(t, nil, name, "--help")
 		help, err := cmd.Output()

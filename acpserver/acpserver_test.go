@@ -378,6 +378,28 @@ func TestCancelStopsTheTurnNotTheWork(t *testing.T) {
 	}
 }
 
+// Issue 37 item 15: the card of a foreground command that session/cancel
+// stopped ended "completed".
+func TestACancelledCommandsCardFails(t *testing.T) {
+	script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100"}}]}]}`
+	h := start(t, script, acpserver.Config{AllowAll: true})
+	id := h.session(t)
+	stopped := make(chan struct{})
+	go func() {
+		h.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+		close(stopped)
+	}()
+	h.client.await(t, "the command starts", func(us []acp.SessionNotification) bool { return has(lines(us, id), `"Run: sleep 100"`) })
+	if err := h.conn.Cancel(t.Context(), acp.CancelNotification{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	h.client.await(t, "the card ends", func(us []acp.SessionNotification) bool { return has(lines(us, id), "tool_call_update failed") })
+	if ls := h.lines(id); has(ls, "tool_call_update completed") {
+		t.Errorf("the cancelled command's card:\n%s", strings.Join(ls, "\n"))
+	}
+}
+
 // TestCloseReapsEverything: session/close and hanging up both end every
 // process of the session.
 func TestCloseReapsEverything(t *testing.T) {

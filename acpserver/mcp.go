@@ -237,6 +237,8 @@ func (srv *server) startStdio(ctx context.Context, s *mcpServer, spec *acp.McpSe
 		EnvPolicy: proc.EnvPolicy{KeepAll: true}, // withheld above, before the editor's
 		Stdin:     true,
 		Stdout:    w,
+		// The protocol is stdout alone; stderr is the server's log.
+		SeparateStreams: true,
 		// An idle server waits on its input by design: no prompt watch.
 		PromptAfter: -1,
 		HeadBytes:   stderrTail,

@@ -38,6 +38,11 @@ type Config struct {
 	// Logger (nil: Config.Logger) hears what Open read. Each session sets
 	// Name ("acp"), ID and Resume.
 	Surface agent.Surface
+	// NoModel, with Agent.Model nil, says why there is no model and what
+	// to set (no key, say): initialize is still answered, so an editor
+	// shows a live agent, and session/new and session/load fail with
+	// NoModel as their error's message, which the editor shows.
+	NoModel string
 	// AllowAll runs every tool call without asking the client (the
 	// command's --yolo). Otherwise execute and destructive calls ask.
 	AllowAll bool
@@ -75,8 +80,8 @@ const (
 // ends. Then every session is closed: its turn cancelled, its tasks
 // cancelled and every process reaped. It returns once that is done.
 func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
-	if cfg.Agent.Model == nil {
-		return errors.New("acpserver: Config.Agent.Model is nil")
+	if cfg.Agent.Model == nil && cfg.NoModel == "" {
+		return errors.New("acpserver: Config.Agent.Model is nil, and Config.NoModel does not say why")
 	}
 	if cfg.PromptWait <= 0 {
 		cfg.PromptWait = defaultPromptWait
@@ -156,6 +161,9 @@ func (srv *server) Authenticate(ctx context.Context, p acp.AuthenticateRequest) 
 }
 
 func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	if err := srv.noModel(); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -172,6 +180,15 @@ func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	}
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
 	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+// noModel is the error of a session asked for while the agent has no
+// model (Config.NoModel), or nil.
+func (srv *server) noModel() error {
+	if srv.cfg.Agent.Model != nil {
+		return nil
+	}
+	return internal("%s", srv.cfg.NoModel)
 }
 
 // checkCwd refuses a session directory that is not an absolute path to a
@@ -263,6 +280,9 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	if srv.cfg.Surface.Journal == nil {
 		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal")
+	}
+	if err := srv.noModel(); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.LoadSessionResponse{}, err

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,12 +114,20 @@ func (s *session) toolResult(e agent.Event) {
 		}
 		return
 	}
-	status, text := acp.ToolCallStatusCompleted, resultText(e.Tool, out, e.Text)
-	if e.IsError {
-		status = acp.ToolCallStatusFailed
-	}
+	status, text := cardStatus(e.IsError, out), resultText(e.Tool, out, e.Text)
 	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
 		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(out, e.Text))))
+}
+
+// cardStatus is how a finished call's card ends: failed for an error
+// result, and for a command that did not complete (cancelled with the
+// turn, timed out, failed), which a card marked completed would hide.
+func cardStatus(isError bool, out map[string]any) acp.ToolCallStatus {
+	switch s, _ := out["status"].(string); {
+	case isError, s == task.Canceled.String(), s == task.TimedOut.String(), s == task.Failed.String():
+		return acp.ToolCallStatusFailed
+	}
+	return acp.ToolCallStatusCompleted
 }
 
 // resultText is what a finished call's card shows: a command's output,
@@ -394,35 +404,137 @@ const replayBytes = 8 << 10
 
 // replay sends a loaded conversation to the client as the updates it
 // would have seen: the user's messages, the model's text and thoughts,
-// its tool calls with their results; background results and notices
-// appear as thoughts.
+// its tool calls with their results as their cards showed them (see
+// replayer).
 func (s *session) replay(history []provider.Message) {
+	r := replayer{s: s, tools: map[string]string{}, cards: map[string]acp.ToolCallId{}}
 	for _, m := range history {
 		for _, b := range m.Content {
-			switch b.Type {
-			case provider.Text:
-				shown := text.Clip(b.Text, replayBytes)
-				switch {
-				case m.Role == provider.Assistant:
-					s.update(acp.UpdateAgentMessageText(shown))
-				case strings.HasPrefix(b.Text, "[offstage]"):
-					s.update(acp.UpdateAgentThoughtText(shown + "\n"))
-				default:
-					s.update(acp.UpdateUserMessageText(shown))
-				}
-			case provider.Thinking:
-				s.update(acp.UpdateAgentThoughtText(text.Clip(b.Text, replayBytes)))
-			case provider.ToolUse:
-				title, kind := describe(s.toolOf(b.ToolName), b.Input)
-				s.update(acp.StartToolCall(acp.ToolCallId(b.ToolCallID), title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusInProgress)))
-			case provider.ToolResult:
-				status := acp.ToolCallStatusCompleted
-				if b.IsError {
-					status = acp.ToolCallStatusFailed
-				}
-				s.update(acp.UpdateToolCall(acp.ToolCallId(b.ToolCallID), acp.WithUpdateStatus(status),
-					acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(b.Text, replayBytes)))})))
+			r.block(m.Role, b)
+		}
+	}
+}
+
+// replayer turns a recorded conversation back into the updates the editor
+// saw live: tool cards titled as they were (an editor's MCP tools by
+// name, even before their servers answer again), results as their cards
+// showed them, not raw JSON, and the background results and notices the
+// runtime put in the conversation as the line that announced them and
+// the end of the card that started the task, not as the model's framing.
+type replayer struct {
+	s     *session
+	tools map[string]string         // tool call id → tool name
+	cards map[string]acp.ToolCallId // background task id → the call that started it
+}
+
+func (r *replayer) block(role provider.Role, b provider.Block) {
+	s := r.s
+	switch b.Type {
+	case provider.Text:
+		shown := text.Clip(b.Text, replayBytes)
+		switch {
+		case role == provider.Assistant:
+			s.update(acp.UpdateAgentMessageText(shown))
+		case strings.HasPrefix(b.Text, "[offstage] A background task finished."):
+			r.results(b.Text)
+		case strings.HasPrefix(b.Text, "[offstage] A background task has something to tell you"):
+			ids := elementIDs(b.Text, "<background-notice task_id=")
+			s.update(acp.UpdateAgentThoughtText(reflowThought(agent.Event{NoticeIDs: ids, TaskIDs: nil})))
+		case strings.HasPrefix(b.Text, "[offstage]"):
+			s.update(acp.UpdateAgentThoughtText(shown + "\n"))
+		default:
+			s.update(acp.UpdateUserMessageText(shown))
+		}
+	case provider.Thinking:
+		s.update(acp.UpdateAgentThoughtText(text.Clip(b.Text, replayBytes)))
+	case provider.ToolUse:
+		r.tools[b.ToolCallID] = b.ToolName
+		t := s.toolOf(b.ToolName)
+		title, kind := describe(t, b.Input)
+		if t == nil && strings.HasPrefix(b.ToolName, "mcp__") {
+			title = b.ToolName // its server has not answered (yet): named as the model called it
+		}
+		s.update(acp.StartToolCall(acp.ToolCallId(b.ToolCallID), title, acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusInProgress)))
+	case provider.ToolResult:
+		r.result(b)
+	}
+}
+
+// result ends a call's card as toolResult did live, or leaves a card that
+// started background work in progress until its result comes.
+func (r *replayer) result(b provider.Block) {
+	id, name := acp.ToolCallId(b.ToolCallID), r.tools[b.ToolCallID]
+	var out map[string]any
+	json.Unmarshal([]byte(b.Text), &out)
+	str := func(k string) string { v, _ := out[k].(string); return v }
+	if taskID, status := str("task_id"), str("status"); !b.IsError && taskID != "" && (name == "bash" || name == "spawn_agent") && (status == "running" || status == "queued") {
+		r.cards[taskID] = id
+		r.s.update(acp.UpdateToolCall(id, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("Running in the background as " + taskID + "."))})))
+		return
+	}
+	status := cardStatus(b.IsError, out)
+	r.s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(resultText(name, out, b.Text), replayBytes)))})))
+}
+
+// results replays a delivery of background results: the line announcing
+// it, then each result on the card of the call that started its task.
+func (r *replayer) results(block string) {
+	var ids []string
+	for _, el := range strings.Split(block, "<background-result ")[1:] {
+		attrs, body, _ := strings.Cut(el, ">\n")
+		body, _, _ = strings.Cut(body, "\n</background-result>")
+		taskID, state := attr(attrs, "task_id"), attr(attrs, "status")
+		ids = append(ids, taskID)
+		call, ok := r.cards[taskID]
+		if !ok {
+			continue
+		}
+		status := acp.ToolCallStatusCompleted
+		if state != task.Completed.String() {
+			status = acp.ToolCallStatusFailed
+		}
+		shown := taskID + " " + state
+		if code := attr(attrs, "exit_code"); code != "" {
+			shown += " (exit " + code + ")"
+		}
+		if body = strings.TrimSpace(body); body != "" {
+			shown += "\n\n" + lastLines(body, 40)
+		}
+		r.s.update(acp.UpdateToolCall(call, acp.WithUpdateStatus(status),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(shown, cardTextBytes)))})))
+	}
+	r.s.update(acp.UpdateAgentThoughtText(reflowThought(agent.Event{TaskIDs: ids})))
+}
+
+// attr is the value of name="…" in an element's attributes, as frame
+// wrote them (%q), or "".
+func attr(attrs, name string) string {
+	_, rest, ok := strings.Cut(attrs, " "+name+"=")
+	if !ok {
+		_, rest, ok = strings.Cut(attrs, name+"=")
+	}
+	if !ok {
+		return ""
+	}
+	v, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return ""
+	}
+	u, _ := strconv.Unquote(v)
+	return u
+}
+
+// elementIDs are the task ids of the elements starting with prefix.
+func elementIDs(block, prefix string) []string {
+	var ids []string
+	for _, el := range strings.Split(block, prefix)[1:] {
+		if v, err := strconv.QuotedPrefix(el); err == nil {
+			u, _ := strconv.Unquote(v)
+			if !slices.Contains(ids, u) {
+				ids = append(ids, u)
 			}
 		}
 	}
+	return ids
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -118,12 +117,18 @@ func (l *loop) generate(ctx context.Context, req provider.Request, sink Sink) (p
 func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, sink Sink) []provider.Block {
 	results := make([]provider.Block, len(calls))
 	var wg sync.WaitGroup
+	var prev <-chan struct{} // the last call that may start a task: its ids come first
 	for i, c := range calls {
 		emit(sink, Event{Type: ToolCallEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Input: c.Input})
 		l.progress(iter, "running tool "+c.ToolName)
 		l.trace(c)
+		cctx, done := ctx, func() {}
+		if t := l.tool(c.ToolName); t != nil && t.StartsTasks {
+			cctx, prev, done = tools.InCallOrder(ctx, prev)
+		}
 		wg.Go(func() {
-			results[i] = l.callTool(ctx, c)
+			defer done()
+			results[i] = l.callTool(cctx, c)
 			emit(sink, Event{Type: ToolResultEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Text: results[i].Text, IsError: results[i].IsError})
 		})
 	}
@@ -141,12 +146,7 @@ func (l *loop) callTool(ctx context.Context, c provider.Block) (out provider.Blo
 		span.End()
 	}()
 	out = provider.Block{Type: provider.ToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
-	var tool *tools.Tool
-	for _, t := range l.tools {
-		if t.Name == c.ToolName {
-			tool = t
-		}
-	}
+	tool := l.tool(c.ToolName)
 	if tool == nil {
 		out.Text, out.IsError = errorJSON(fmt.Sprintf("There is no tool %q here; the tools are: %s.", c.ToolName, l.toolNames())), true
 		return out
@@ -188,6 +188,17 @@ func (l *loop) partial() string {
 	return ""
 }
 
+// tool is the tool called name, or nil.
+func (l *loop) tool(name string) *tools.Tool {
+	var tool *tools.Tool
+	for _, t := range l.tools {
+		if t.Name == name {
+			tool = t
+		}
+	}
+	return tool
+}
+
 func (l *loop) toolNames() string {
 	names := make([]string, len(l.tools))
 	for i, t := range l.tools {
@@ -197,7 +208,7 @@ func (l *loop) toolNames() string {
 }
 
 func errorJSON(msg string) string {
-	b, _ := json.Marshal(tools.ErrorOutput{Error: msg})
+	b, _ := text.JSON(tools.ErrorOutput{Error: msg})
 	return string(b)
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/provider"
@@ -182,5 +183,55 @@ func TestTasksCommandPages(t *testing.T) {
 	}
 	if got := run("/tasks running shell"); len(got) != 1 || got[0] != "no tasks" {
 		t.Errorf("/tasks running shell = %q", got)
+	}
+}
+
+// Issue 37 item 10: three bash calls in one turn took their ids in
+// whichever order their goroutines reached the table (shell:1 was the
+// third call in 2 of 3 runs), and a task that waited for a place was
+// said to have "Started in the background". Here the first call is held
+// up before it starts (its permission is slow): the others wait for it,
+// so ids follow the calls; with one task running at a time the others'
+// notes say they are queued.
+func TestParallelCallsTakeIdsInCallOrder(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [
+			{"name": "bash", "input": {"command": "echo first; sleep 0.2", "run_in_background": true}},
+			{"name": "bash", "input": {"command": "echo second", "run_in_background": true}},
+			{"name": "bash", "input": {"command": "echo third", "run_in_background": true}}]},
+		{"text": "done"}
+	]}`
+	var s *agent.Session // set before the turn that calls Permit
+	cfg := agent.Config{
+		Tasks: task.Options{MaxRunning: 1},
+		Permit: func(ctx context.Context, c agent.ToolCall) error {
+			if !strings.Contains(string(c.Input), "first") {
+				return nil
+			}
+			// Held until another call has started a task, which it may not
+			// before this one has: then for a while.
+			deadline := time.Now().Add(300 * time.Millisecond)
+			for len(s.Table().List()) == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			return nil
+		},
+	}
+	s = newSession(t, script, cfg)
+	if answer, err := s.Turn(t.Context(), "go", agent.Discard); err != nil || answer != "done" {
+		t.Fatalf("Turn() = %q, %v", answer, err)
+	}
+	for _, i := range s.Table().List() {
+		want := map[string]string{"shell:1": "first", "shell:2": "second", "shell:3": "third"}[i.ID]
+		if !strings.Contains(i.Label, want) {
+			t.Errorf("%s is %q, want the %s call", i.ID, i.Label, want)
+		}
+	}
+	results := s.History()[2].Content
+	for n, r := range results {
+		queued := strings.Contains(r.Text, "Queued in the background as")
+		if queued != (n > 0) || strings.Contains(r.Text, "Started") == (n > 0) {
+			t.Errorf("call %d's result: %s", n+1, r.Text)
+		}
 	}
 }

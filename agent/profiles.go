@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 )
 
@@ -299,7 +300,7 @@ func parseFrontMatter(path string, header []byte) (frontMatter, []ProfileProblem
 		keys[k.Line] = k.Value
 		if !slices.Contains(profileKeys, k.Value) && !slices.Contains(claudeKeys, k.Value) {
 			msg := fmt.Sprintf("unknown key %q is ignored", k.Value)
-			if near := nearest(k.Value, profileKeys); near != "" {
+			if near := text.Nearest(k.Value, profileKeys); near != "" {
 				msg += "; did you mean " + near + "?"
 			}
 			notes = append(notes, ProfileProblem{Path: path, Line: k.Line + 1, Msg: msg})
@@ -342,38 +343,6 @@ var profileKeys = []string{"name", "description", "tools", "model", "max_iterati
 // claudeKeys are Claude Code's front matter keys that offstage has no
 // use for: a file written for Claude Code loads without a note.
 var claudeKeys = []string{"color", "permissionMode", "skills"}
-
-// nearest returns the word of words at most two edits from s, if any.
-func nearest(s string, words []string) string {
-	best, bestD := "", 3
-	for _, w := range words {
-		if d := editDistance(s, w); d < bestD {
-			best, bestD = w, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
 
 // nameList reads a list of names, or names separated by commas; ok is
 // false when n is neither.

@@ -66,7 +66,7 @@ func (s *Session) spawnTool(depth int) *tools.Tool {
 		return s.spawn(ctx, v, depth, in)
 	})
 	// A sub-agent runs whatever its tools can run, and calls a model.
-	t.Title, t.Safety, t.OpenWorld = "Start a sub-agent", tools.Execute, true
+	t.Title, t.Safety, t.OpenWorld, t.StartsTasks = "Start a sub-agent", tools.Execute, true, true
 	names := make([]string, len(s.cfg.Profiles))
 	for i, p := range s.cfg.Profiles {
 		names[i] = p.Name
@@ -104,6 +104,8 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		maxIter = s.cfg.MaxIterations
 	}
 	label := tools.Label(profile.Name + ": " + in.Prompt)
+	started := tools.TurnToStart(ctx)
+	defer started()
 	callCtx := ctx
 	id, err := v.Spawn(task.Spec{Kind: TaskKind, Label: label}, func(ctx context.Context, h *task.Handle) (answer string, err error) {
 		ctx, span := tracing.Task(ctx, callCtx, TaskKind, h.ID(), label)
@@ -139,13 +141,18 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case err != nil:
 		return SpawnOutput{}, err
 	}
+	started()
 	tools.BindLifetime(ctx, v, id, in.Lifetime)
 	if in.RunInBackground {
-		note := fmt.Sprintf("Started in the background as %s. Keep working: its report will come back to you when it finishes.", id)
-		if !s.pushes(depth) {
-			note = fmt.Sprintf("Started in the background as %s. Keep working: its report does not come back by itself, so get it with task_wait when you need it.", id)
+		state := task.Running
+		if info, err := v.Info(id); err == nil {
+			state = info.State
 		}
-		return SpawnOutput{TaskID: id, Status: "running", Note: note}, nil
+		note := fmt.Sprintf("%s. Keep working: its report will come back to you when it finishes.", tools.StartedAs(id, state))
+		if !s.pushes(depth) {
+			note = fmt.Sprintf("%s. Keep working: its report does not come back by itself, so get it with task_wait when you need it.", tools.StartedAs(id, state))
+		}
+		return SpawnOutput{TaskID: id, Status: state.String(), Note: note}, nil
 	}
 	return s.waitAgent(ctx, v, id)
 }

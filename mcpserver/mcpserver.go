@@ -72,6 +72,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/chanctx"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
@@ -591,7 +592,7 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 }
 
 func errorResult(msg string) *mcp.CallToolResult {
-	b, _ := json.Marshal(tools.ErrorOutput{Error: msg})
+	b, _ := text.JSON(tools.ErrorOutput{Error: msg})
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, IsError: true}
 }
 

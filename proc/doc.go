@@ -433,10 +433,12 @@
 //
 // # Output
 //
-// Stdout and stderr are read from two pipes by two goroutines and stored
-// interleaved in the order they were received (writes to the two streams
-// microseconds apart may be stored swapped: two pipes carry no common
-// clock), and each stream separately. Memory holds a head (Config.HeadBytes,
+// Stdout and stderr are one pipe, as on a terminal, so the output is
+// stored in the order it was written: a model reading a failure sees the
+// line that caused it before the error. With Config.SeparateStreams they
+// are two pipes read by two goroutines, stored each separately and
+// interleaved in the order received (writes microseconds apart may be
+// stored swapped: two pipes carry no common clock). Memory holds a head (Config.HeadBytes,
 // 64 KiB) and a ring of the tail (Config.TailBytes, 1 MiB) of the combined
 // output, and a ring of each stream (Config.StreamBytes, 256 KiB); nothing
 // grows with the output. An optional log file (Config.LogPath) keeps the

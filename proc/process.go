@@ -51,8 +51,16 @@ type Config struct {
 	TTY bool
 	// TTYCols and TTYRows size the terminal. Default 120 by 40.
 	TTYCols, TTYRows uint16
+	// SeparateStreams gives stderr a pipe of its own. By default stdout
+	// and stderr are one pipe, as on a terminal, so the output comes back
+	// in the order it was written (`echo a; echo b >&2` as a then b), and
+	// all of it is the Stdout stream (Stderr stays empty). Apart, the
+	// Stdout and Stderr streams tell them apart, but between the two
+	// Combined has only the order the reads saw, which may put an error
+	// before the line that caused it. Ignored with TTY.
+	SeparateStreams bool
 	// Stdout, if set, also receives what the process writes to its
-	// stdout (with TTY, everything the terminal shows), as it arrives:
+	// stdout (with TTY or without SeparateStreams, stderr too), as it arrives:
 	// written from the goroutine that captures it, once captured, as
 	// exec.Cmd's Stdout is. A Write that blocks holds the child back, as
 	// a full pipe would, and holds up Done and Wait too (WaitDelay does
@@ -180,8 +188,8 @@ type Stream uint8
 
 const (
 	Combined Stream = iota // stdout and stderr interleaved as captured
-	Stdout
-	Stderr
+	Stdout                 // stdout; stderr too, unless Config.SeparateStreams
+	Stderr                 // stderr, with Config.SeparateStreams; else empty
 )
 
 // Exit is how a process ended.

@@ -194,8 +194,25 @@ func TestInputGivesUpWhenItsContextEnds(t *testing.T) {
 	}
 }
 
+// Issue 37 item 13: `echo a; echo b >&2; echo c; echo d >&2` came back
+// as b d a c in 2 of 3 runs, stdout and stderr being two pipes read by
+// two goroutines. By default they are one pipe, as on a terminal: the
+// output is in the order it was written, every time.
+func TestOutputComesBackInTheOrderWritten(t *testing.T) {
+	for i := range 20 {
+		p := mustStart(t, proc.Config{Command: "echo a; echo b >&2; echo c; echo d >&2; echo e; echo f >&2"})
+		mustWait(t, p)
+		if got := string(p.Read(proc.Combined, 0, 100).Data); got != "a\nb\nc\nd\ne\nf\n" {
+			t.Fatalf("run %d: Read(Combined) = %q, want a to f in order", i, got)
+		}
+		if got := string(p.Read(proc.Stderr, 0, 100).Data); got != "" {
+			t.Fatalf("run %d: Read(Stderr) = %q, want nothing apart", i, got)
+		}
+	}
+}
+
 func TestStreamsAreSeparateAndInterleaved(t *testing.T) {
-	p := mustStart(t, proc.Config{Command: "echo out1; echo err1 >&2; sleep 0.05; echo out2"})
+	p := mustStart(t, proc.Config{Command: "echo out1; echo err1 >&2; sleep 0.05; echo out2", SeparateStreams: true})
 	mustWait(t, p)
 	for _, tc := range []struct {
 		s    proc.Stream
@@ -418,7 +435,7 @@ func TestPorts(t *testing.T) {
 // panicked while holding the process's lock (so a deferred Table.Close
 // hung and hid it). max <= 0 means no cap of the caller's.
 func TestReadWithoutACap(t *testing.T) {
-	p := mustStart(t, proc.Config{Command: "echo out; echo err >&2"})
+	p := mustStart(t, proc.Config{Command: "echo out; echo err >&2", SeparateStreams: true})
 	mustWait(t, p)
 	for _, tc := range []struct {
 		s    proc.Stream
@@ -532,16 +549,18 @@ func TestDocumentedDefaults(t *testing.T) {
 	}
 }
 
-// TestStdoutIsCopiedToAWriter: Config.Stdout gets stdout, not stderr, as
-// it arrives (a line is there before the process writes the next), while
+// TestStdoutIsCopiedToAWriter: Config.Stdout gets stdout, not stderr
+// (with SeparateStreams), as it arrives (a line is there before the
+// process writes the next), while
 // the capture keeps it too; a program given by Args runs without a shell;
 // a writer that fails stops the copying but not the capture.
 func TestStdoutIsCopiedToAWriter(t *testing.T) {
 	r, w := io.Pipe()
 	p := mustStart(t, proc.Config{
-		Args:   []string{"/bin/sh", "-c", "echo one; echo err >&2; read x; echo two $x"},
-		Stdin:  true,
-		Stdout: w,
+		Args:            []string{"/bin/sh", "-c", "echo one; echo err >&2; read x; echo two $x"},
+		Stdin:           true,
+		Stdout:          w,
+		SeparateStreams: true,
 	})
 	go func() { p.Wait(context.Background()); w.Close() }()
 	got := lines(r)

@@ -33,8 +33,10 @@ func startError(cfg Config, err error) error {
 // childStdin/childStdout do: ours, kept, and the child's copies, closed
 // once it has them. With Config.TTY, one terminal is the child's stdin,
 // stdout and stderr, and its master is both our output and our input.
+// Without Config.SeparateStreams, one pipe is the child's stdout and
+// stderr.
 type streams struct {
-	out, err *os.File // read ends of stdout and stderr; err is nil on a terminal
+	out, err *os.File // read ends of stdout and stderr; err is nil on a terminal and for one pipe
 	stdin    *os.File // our end of the child's input; nil without Config.Stdin or TTY
 	lifeR    *os.File // the lifeline's read end, the child's
 	lifeW    *os.File // the lifeline's write end, ours
@@ -61,10 +63,15 @@ func openStreams(cfg Config) (*streams, error) {
 			return s, err
 		}
 		s.keep(s.out, s.childOut)
-		if s.err, s.childErr, err = pipe(true, false); err != nil {
-			return s, err
+		// One pipe for both keeps the order they were written in: two
+		// pipes read by two goroutines cannot.
+		s.childErr = s.childOut
+		if cfg.SeparateStreams {
+			if s.err, s.childErr, err = pipe(true, false); err != nil {
+				return s, err
+			}
+			s.keep(s.err, s.childErr)
 		}
-		s.keep(s.err, s.childErr)
 		if cfg.Stdin {
 			if s.childIn, s.stdin, err = pipe(false, true); err != nil {
 				return s, err

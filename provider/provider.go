@@ -174,6 +174,9 @@ var (
 	// ErrScript: a scripted model ran out of turns or saw what it did not
 	// expect.
 	ErrScript = errors.New("script mismatch")
+	// ErrUnknownModel: the endpoint has no model of the name asked for (a
+	// 404 or 400 saying so); see openai.Model.Models for the ones it has.
+	ErrUnknownModel = errors.New("the endpoint has no such model")
 )
 
 // Retries normalises a MaxRetries setting: 0 means the default, 3;
@@ -197,6 +200,9 @@ type StatusError struct {
 	// Body is the start of what the endpoint answered (ClipBody), when it
 	// says more than Message.
 	Body string
+	// Hint, if set, is what the caller most likely got wrong, such as a
+	// base URL without its /v1.
+	Hint string
 	Err  error // one of the sentinels above, or nil
 }
 
@@ -208,7 +214,82 @@ func (e *StatusError) Error() string {
 	if e.Status >= 500 {
 		s += "; an error of its server, which was reached: not a connection failure"
 	}
+	if e.Hint != "" {
+		s += "; " + e.Hint
+	}
 	return s
+}
+
+// StreamError is an error the endpoint reported inside a response stream
+// it had started with a success status (an "error" event): the endpoint
+// was reached and spoke the protocol, so the stream is not malformed.
+type StreamError struct {
+	Message string
+	// Body is the start of the event (ClipBody), when it says more than
+	// Message.
+	Body string
+	Err  error // one of the sentinels above, or nil
+}
+
+func (e *StreamError) Error() string {
+	s := "model endpoint reported an error in its stream: " + e.Message
+	if e.Body != "" && e.Body != e.Message {
+		s += " (" + e.Body + ")"
+	}
+	return s
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// ErrorMessage finds the message in an error body of any shape: the
+// OpenAI-style {"error": {"message": …}}, {"error": "…"} (Express,
+// LM Studio, mock servers), {"message": …} or {"detail": …} at the top
+// (vLLM, FastAPI), or the text of a body that is not JSON (an HTML page's
+// title). It returns "" when the body says nothing readable.
+func ErrorMessage(body []byte) string {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return plainText(string(body))
+	}
+	return messageIn(v, 0)
+}
+
+// messageIn is ErrorMessage's search of a decoded JSON value, at most a
+// few levels deep.
+func messageIn(v any, depth int) string {
+	switch v := v.(type) {
+	case string:
+		return strings.TrimSpace(v)
+	case map[string]any:
+		if depth > 3 {
+			return ""
+		}
+		for _, k := range []string{"error", "message", "detail", "msg", "error_description", "title"} {
+			if m := messageIn(v[k], depth+1); m != "" {
+				return m
+			}
+		}
+	case []any:
+		if len(v) > 0 && depth <= 3 {
+			return messageIn(v[0], depth+1)
+		}
+	}
+	return ""
+}
+
+// plainText is the readable part of a body that is not JSON: an HTML
+// page's title, or the body itself when it has no tags.
+func plainText(body string) string {
+	lower := strings.ToLower(body)
+	if i := strings.Index(lower, "<title>"); i >= 0 {
+		if j := strings.Index(lower[i:], "</title>"); j > 0 {
+			return strings.TrimSpace(body[i+len("<title>") : i+j])
+		}
+	}
+	if strings.Contains(body, "<") {
+		return ""
+	}
+	return ClipBody(body)
 }
 
 // maxBody bounds the part of an error's body a StatusError keeps.
@@ -244,6 +325,53 @@ func Classify(status int, body string) error {
 		if containsAny(body, "context_length", "context length", "too long", "maximum context", "prompt is too long") {
 			return ErrContextTooLong
 		}
+	}
+	if (status == 404 || status == 400) && unknownModel(body) {
+		return ErrUnknownModel
+	}
+	return nil
+}
+
+// unknownModel reports whether an error body says the model asked for
+// does not exist: OpenAI's model_not_found, Ollama's `model "x" not
+// found`, vLLM's "The model `x` does not exist".
+func unknownModel(body string) bool {
+	b := strings.ToLower(body)
+	return strings.Contains(b, "model_not_found") ||
+		strings.Contains(b, "model") && containsAny(b, "not found", "does not exist", "not exist", "no such model", "unknown model")
+}
+
+// ClassifyStream maps an error event inside a stream to a sentinel error,
+// or nil, from the codes and words servers put there: a numeric status
+// ("code": 401), a type or code ("invalid_api_key", "rate_limit_exceeded")
+// or the message.
+func ClassifyStream(event string) error {
+	var v struct {
+		Error struct {
+			Code   any    `json:"code"`
+			Status any    `json:"status"`
+			Type   string `json:"type"`
+		} `json:"error"`
+		Code any `json:"code"`
+	}
+	json.Unmarshal([]byte(event), &v)
+	for _, c := range []any{v.Error.Code, v.Error.Status, v.Code} {
+		if n, ok := c.(float64); ok && n >= 400 && n < 600 {
+			if err := Classify(int(n), event); err != nil {
+				return err
+			}
+		}
+	}
+	b := strings.ToLower(event)
+	switch {
+	case containsAny(b, "invalid_api_key", "invalid api key", "incorrect api key", "authentication", "unauthorized", "no auth credentials"):
+		return ErrAuth
+	case containsAny(b, "rate_limit", "rate limit", "too many requests"):
+		return ErrRateLimited
+	case containsAny(b, "context_length", "context length", "maximum context", "prompt is too long"):
+		return ErrContextTooLong
+	case containsAny(b, "overloaded", "server_error", "internal error", "unavailable"):
+		return ErrUnavailable
 	}
 	return nil
 }

@@ -60,6 +60,11 @@ type BashOutput struct {
 
 func (s *Set) bash(ctx context.Context, v *task.View, in bashInput) (BashOutput, error) {
 	out, err := s.runBash(ctx, v, in)
+	if err == nil && in.Sandbox != nil && !*in.Sandbox && s.fence != "" && out.TaskID != "" {
+		// Said first: the sandbox's description, which the first result
+		// carries, is about the other commands.
+		out.Note = joinNotes("This command ran outside the sandbox, as the user allowed; the others run in it.", out.Note)
+	}
 	if err == nil {
 		out.Note = joinNotes(out.Note, s.envNote(v))
 	}
@@ -151,8 +156,10 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 		cfg.Env = withPorts(cfg.Env, ports)
 	}
+	started := TurnToStart(ctx)
 	id, _, err := spawnShell(v, cfg, ShellOptions{Timeout: seconds2d(in.TimeoutSeconds), PromptNotice: promptNotice, NotifyOn: watch, CanEscalate: s.cfg.Escalate != nil, Advice: s.cfg.Advice,
 		LogDir: s.cfg.LogDir, OnStart: s.cfg.OnShell, OnExit: s.cfg.OnShellExit, call: ctx})
+	started()
 	if err != nil {
 		s.cfg.Ports.Release(ports)
 	}
@@ -181,9 +188,10 @@ func (s *Set) started(ctx context.Context, v *task.View, id string, in bashInput
 	}
 	if in.RunInBackground {
 		push := s.pushes(v.Owner())
-		note := fmt.Sprintf("Started in the background as %s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", id)
+		info, _ := v.Info(id)
+		note := fmt.Sprintf("%s. Keep working: its result will come back to you when it finishes. Read its output with task_output, or wait for it with task_wait.", StartedAs(id, info.State))
 		if !push {
-			note = fmt.Sprintf("Started in the background as %s. Keep working: nothing comes back by itself, so read its output with task_output, and get its result with task_wait when you need it.", id)
+			note = fmt.Sprintf("%s. Keep working: nothing comes back by itself, so read its output with task_output, and get its result with task_wait when you need it.", StartedAs(id, info.State))
 		}
 		if watch != nil {
 			how := "come to you as notices meanwhile"
@@ -442,6 +450,17 @@ func tail(p *proc.Process, max int) (string, int64) {
 func tailShown(p *proc.Process, max int) (string, int64, int) {
 	ch := p.TailLines(proc.Combined, 1<<30, max)
 	return proc.Clean(ch.Data), ch.Total, len(ch.Data)
+}
+
+// StartedAs begins the note of a task just started in the background:
+// "Started in the background as shell:1", or, for one that waits for a
+// place because the most tasks that may run at once are running, "Queued
+// in the background as shell:9: it starts when a running task ends".
+func StartedAs(id string, state task.State) string {
+	if state == task.Queued {
+		return fmt.Sprintf("Queued in the background as %s: it starts when a running task ends (the most that run at once are running)", id)
+	}
+	return "Started in the background as " + id
 }
 
 func status(v *task.View, id string) string {

@@ -166,3 +166,19 @@ const (
 	procTailBytes   = 1 << 20
 	procLogMaxBytes = 64 << 20
 )
+
+// Issue 37 item 14: over MCP the seven tools' descriptions were about
+// 13 KB before any work (bash alone 5,786 characters), a good part of a
+// small model's context. TestDescriptionsKeepTheirPromises checks that
+// the facts stay.
+func TestDescriptionsFitASmallContext(t *testing.T) {
+	for _, noPush := range []bool{false, true} {
+		total := 0
+		for _, tool := range tools.New(tools.Config{NoPush: noPush}).Tools() {
+			total += len(tool.Description)
+		}
+		if total > 8<<10 {
+			t.Errorf("NoPush %v: the descriptions are %d bytes in all, want at most 8 KiB", noPush, total)
+		}
+	}
+}

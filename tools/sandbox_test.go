@@ -117,6 +117,11 @@ func TestSandboxEscalation(t *testing.T) {
 	if _, err := os.Stat(target); err != nil || out.ExitCode == nil || *out.ExitCode != 0 {
 		t.Errorf("an allowed command did not write outside: %+v, %v", out, err)
 	}
+	// Issue 37 item 15: its result said only that commands run in the
+	// sandbox (the first result's description of it).
+	if !strings.HasPrefix(out.Note, "This command ran outside the sandbox, as the user allowed") {
+		t.Errorf("an escalated command's note = %q", out.Note)
+	}
 	// And the same command, sandboxed, cannot.
 	os.Remove(target)
 	args, _ = json.Marshal(map[string]any{"command": "touch " + target})

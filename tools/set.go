@@ -158,8 +158,10 @@ func New(cfg Config) *Set {
 	if s.fence != "" {
 		bashText += "\n\n" + s.fence + " A write refused outside those places, or a network call that fails, comes back saying the sandbox refused it. " + escalationText(cfg.Escalate != nil)
 	}
+	bash := classify(newTool("bash", bashText, b, s.bash), "Run a shell command", Execute, false, true)
+	bash.StartsTasks = true
 	s.tools = []*Tool{
-		classify(newTool("bash", bashText, b, s.bash), "Run a shell command", Execute, false, true),
+		bash,
 		classify(newTool("task_list", Describe(taskListMD, push), b, s.taskList), "List background tasks", ReadOnly, true, false).Enum("status", listStatuses...),
 		classify(newTool("task_inspect", Describe(taskInspectMD, push), b, s.taskInspect), "Inspect a task", ReadOnly, false, false),
 		classify(newTool("task_output", Describe(taskOutputMD, push), b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),

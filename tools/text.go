@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/offstage/offstage/internal/text"
 )
 
 // filterLines keeps the lines of text that match re, joined with "\n".
@@ -58,7 +60,7 @@ func shortenTail(s string, max int) string {
 // alphabetical order), with a "truncated" note. whole is false when
 // nothing could be cut to fit, and an error object replaced it.
 func fitBudget(out any, budget int, less string) (_ any, _ []byte, whole bool) {
-	raw, _ := json.Marshal(out)
+	raw, _ := encode(out)
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return out, raw, true
@@ -67,7 +69,7 @@ func fitBudget(out any, budget int, less string) (_ any, _ []byte, whole bool) {
 		m["truncated"] = "this result was cut to fit " + strconv.Itoa(budget) + " bytes"
 	}
 	for range 64 {
-		text, _ := json.Marshal(v)
+		text, _ := encode(v)
 		if len(text) <= budget {
 			return v, text, true
 		}
@@ -84,7 +86,7 @@ func fitBudget(out any, budget int, less string) (_ any, _ []byte, whole bool) {
 	// Nothing left to cut that helps (thousands of tiny fields): give up
 	// on the content rather than break the budget.
 	tooLarge := ErrorOutput{Error: "The result was too large to show. " + less}
-	small, _ := json.Marshal(tooLarge)
+	small, _ := encode(tooLarge)
 	return tooLarge, small, false
 }
 
@@ -116,3 +118,8 @@ func collectStrings(v any, out []*string) []*string {
 	}
 	return out
 }
+
+// encode is how a result reaches the model and the client's logs: JSON
+// with `>`, `<` and `&` as they are (json.Marshal would send 2>&1 as
+// 2\u003e\u00261).
+func encode(v any) ([]byte, error) { return text.JSON(v) }

@@ -46,6 +46,10 @@ type Tool struct {
 	// more. OpenWorld: it reaches beyond offstage's own state (commands
 	// may touch anything; a sub-agent calls a model).
 	Idempotent, OpenWorld bool
+	// StartsTasks: a call may start a task (bash, spawn_agent). A surface
+	// that runs a turn's calls at once orders these with InCallOrder, so
+	// their task ids follow the order of the calls.
+	StartsTasks bool
 
 	resolved *jsonschema.Resolved
 	decode   func(args json.RawMessage) error // decodes into the typed input, to check it
@@ -208,7 +212,7 @@ func (t *Tool) Call(ctx context.Context, v *task.View, args json.RawMessage) (Re
 func (t *Tool) Check(args json.RawMessage) (Result, bool) {
 	if t == nil {
 		out := ErrorOutput{Error: "There is no such tool."}
-		text, _ := json.Marshal(out)
+		text, _ := encode(out)
 		return Result{Text: string(text), IsError: true, Data: out}, false
 	}
 	fixed, err := t.checkArgs(args)
@@ -455,9 +459,9 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 // result too large even when cut is an error result (ask for less), as it
 // no longer has the tool's output schema.
 func (t *Tool) result(out any, isError bool) Result {
-	text, err := json.Marshal(out)
+	text, err := encode(out)
 	if err != nil {
-		text, _ = json.Marshal(ErrorOutput{Error: "the result could not be encoded: " + err.Error()})
+		text, _ = encode(ErrorOutput{Error: "the result could not be encoded: " + err.Error()})
 		isError = true
 	}
 	if len(text) > t.budget {

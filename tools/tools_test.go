@@ -150,6 +150,23 @@ func TestBashForeground(t *testing.T) {
 	}
 }
 
+// Issue 37 item 9: results reached the model HTML-escaped, 2>&1 as
+// 2\u003e\u00261. The text is JSON with the characters as they are, also
+// for an error result and a long output.
+func TestResultsAreNotHTMLEscaped(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	for _, args := range []string{
+		`{"command": "echo '>>> a 2>&1 <b> & c'"}`,
+		`{"command": "true", "<b>&": 1}`,
+		`{"command": "for i in $(seq 1 3000); do echo '>>> a 2>&1 <b> & c'; done"}`,
+	} {
+		res := e.call(t, e.top, "bash", args)
+		if strings.Contains(res.Text, `\u00`) || !strings.Contains(res.Text, ">") {
+			t.Errorf("bash(%s) = %.300s, want > < & as they are", args, res.Text)
+		}
+	}
+}
+
 func TestBashBackgroundResultComesBackOnce(t *testing.T) {
 	e := newEnv(t, tools.Config{})
 	id := e.background(t, e.top, "echo from the background")

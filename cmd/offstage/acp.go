@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 
@@ -50,8 +52,18 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	// Without a model (no key, the likeliest first slip in an editor's
+	// settings) the agent still answers initialize: an editor shows an
+	// agent that exits at once as dead, and the message on stderr where
+	// nobody looks. Each session/new then fails with the advice.
+	var noModel string
 	model, err := newModel(sf.model, os.Getenv)
-	if err != nil {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue):
+		noModel = "offstage has no model: " + ue.msg + `; in the editor's settings, give it in the agent's "env"`
+		fmt.Fprintln(stderr, "offstage:", ue.msg)
+	case err != nil:
 		return err
 	}
 	cwd, err := workDir("")
@@ -68,7 +80,7 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// each session's AGENTS.md from the session's own directory.
 	cfg, surface := sf.template(model, sf.agents.profiles(cwd, sf.model, stderr), srv.policy, "", srv.rec.journal())
 	cfg.Tracer = srv.tracer
-	return acpserver.Serve(srv.ctx, acpserver.Config{Agent: cfg, Surface: surface,
+	return acpserver.Serve(srv.ctx, acpserver.Config{Agent: cfg, Surface: surface, NoModel: noModel,
 		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(),
 	}, stdin, stdout)
 }

@@ -103,13 +103,54 @@ func TestACPWithTheTypeScriptSDK(t *testing.T) {
 	if !loaded.LoadSession || len(loaded.Listed) != 1 || loaded.Listed[0].SessionID != sessions[0].ID || loaded.Listed[0].Title != "build it" {
 		t.Errorf("listed = %+v", loaded)
 	}
-	for _, want := range []string{"user build it", "message Starting the build.", "tool_call in_progress execute Run: echo building", "message The build finished."} {
+	// Issue 37 item 5: the thread looks as it did live: the background
+	// result ends the card that started it, announced as live, and
+	// neither the runtime's framing nor raw JSON shows.
+	for _, want := range []string{"user build it", "message Starting the build.", "tool_call in_progress execute Run: echo building",
+		"tool_call_update  Running in the background as shell:1.", "tool_call_update completed shell:1 completed (exit 0)", "building\nbuilt",
+		"thought Background work finished (shell:1); looking at the results.", "message The build finished."} {
 		if !strings.Contains(replay, want) {
 			t.Errorf("the replay lacks %q:\n%s", want, replay)
+		}
+	}
+	for _, unwanted := range []string{"[offstage]", "background-result", `{"`} {
+		if strings.Contains(replay, unwanted) {
+			t.Errorf("the replay shows %q:\n%s", unwanted, replay)
 		}
 	}
 	if after := strings.Join(loaded.Updates[loaded.Replayed:], "\n"); loaded.StopReason != "end_turn" || !strings.Contains(after, "message Still here.") {
 		t.Errorf("the loaded session's prompt: %s\n%s", loaded.StopReason, after)
 	}
 	noSurvivors(t, mark2)
+}
+
+// Issue 37 item 2: with no key, offstage acp exited 2 before answering
+// initialize, and the editor showed a dead agent. Now it answers, and
+// session/new fails with the CLI's advice, which the editor shows.
+func TestACPWithoutAKeyAnswersAndSaysWhy(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	cwd := t.TempDir()
+	cmd, mark := offstage(t, nil)
+	cmd.Path, cmd.Args = node, []string{node, filepath.Join(dir, "acp-nokey.mjs"), cwd, os.Args[0], "acp"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		ProtocolVersion int
+		NewSession      *string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("node printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	if got.ProtocolVersion != 1 {
+		t.Errorf("initialize answered protocol version %d, want 1", got.ProtocolVersion)
+	}
+	if got.NewSession == nil || !strings.Contains(*got.NewSession, "no model is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY") ||
+		!strings.Contains(*got.NewSession, `"env"`) {
+		t.Errorf("session/new without a model: error %v, want the CLI's advice", got.NewSession)
+	}
+	noSurvivors(t, mark)
 }

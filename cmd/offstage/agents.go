@@ -189,7 +189,11 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 		}
 		fmt.Fprintf(stdout, "%s\n  %s\n  from %s; %s", p.Name, clip(p.Description, 100), from, tools)
-		if p.ModelName != "" {
+		switch p.ModelName {
+		case "":
+		case "inherit": // Claude Code's word for what no model means
+			fmt.Fprint(stdout, "; the session's model")
+		default:
 			fmt.Fprintf(stdout, "; model %s", p.ModelName)
 		}
 		if len(p.Env.Keep) > 0 {

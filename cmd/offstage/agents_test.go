@@ -34,6 +34,7 @@ func TestAgentsCommand(t *testing.T) {
 	os.Mkdir(filepath.Join(cmd.Dir, ".git"), 0o755)
 	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "reviewer.md"), "---\nname: reviewer\ndescription: the project's\ntools: bash\n---\nx\n")
 	writeFile(t, filepath.Join(cmd.Dir, ".claude", "agents", "explorer.md"), "---\nname: explorer\ndescription: Explores.\ntools: Read, Grep, Write\nmodel: sonnet\n---\nx\n")
+	writeFile(t, filepath.Join(cmd.Dir, ".claude", "agents", "inheritor.md"), "---\nname: inheritor\ndescription: Inherits.\nmodel: inherit\n---\nx\n")
 	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "broken.md"), "---\nname: [\n---\n")
 	writeFile(t, filepath.Join(cmd.Dir, ".offstage", "agents", "general.md"), "---\nname: general\ndescription: the project's general\nmodle: gpt-4.1\n---\nx\n")
 	var out, errOut bytes.Buffer
@@ -45,6 +46,8 @@ func TestAgentsCommand(t *testing.T) {
 	for _, want := range []string{
 		"reviewer\n  the project's\n  from " + filepath.Join(cmd.Dir, ".offstage", "agents", "reviewer.md") + "; bash",
 		"explorer\n  Explores.\n  from " + filepath.Join(cmd.Dir, ".claude", "agents", "explorer.md") + "; bash; model sonnet",
+		// Issue 37 item 15: "model inherit" was shown literally.
+		"inheritor.md; all tools; the session's model\n",
 		"; bash\n  overrides " + filepath.Join(home, ".config", "offstage", "agents", "reviewer.md") + "\n",
 		"general\n  the project's general\n  from " + filepath.Join(cmd.Dir, ".offstage", "agents", "general.md") + "; all tools\n  overrides the built-in general\n",
 		"general.md:4: unknown key \"modle\" is ignored; did you mean model?",

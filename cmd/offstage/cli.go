@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/internal/chanctx"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 )
 
@@ -28,6 +29,11 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 // errHelp means help was printed: exit 0.
 var errHelp = errors.New("help printed")
 
+// errInterrupted means the user's Ctrl-C ended a one-shot run before it
+// was done: exit 130, as a shell reports a command SIGINT ended, so a
+// script does not take an interrupted run for a success.
+var errInterrupted = errors.New("interrupted")
+
 // exitCode prints err, if any, and returns the exit code: 0 success, 1
 // runtime failure, 2 usage or configuration error.
 func exitCode(err error, stderr io.Writer) int {
@@ -38,6 +44,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "offstage:", ue.msg)
 		return 2
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintln(stderr, "offstage: interrupted")
+		return 130
 	default:
 		fmt.Fprintln(stderr, "offstage:", err)
 		return 1
@@ -50,7 +59,7 @@ results come back exactly once, that never leak a process.
 
 Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
-  offstage run [prompt]       talk to a model: one answer for a prompt, a conversation without
+  offstage run [prompt]       talk to a model: one answer for a prompt, or a conversation
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
@@ -96,9 +105,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, mainUsage)
 		return nil
 	}
-	fmt.Fprint(stderr, mainUsage)
-	return usagef("unknown command %q", args[0])
+	if near := text.Nearest(args[0], commands); near != "" {
+		return usagef("unknown command %q; did you mean %s? (offstage help lists the commands)", args[0], near)
+	}
+	return usagef("unknown command %q; the commands are %s (offstage help says what each does)", args[0], strings.Join(commands, ", "))
 }
+
+// commands are the CLI's commands, as mainUsage lists them.
+var commands = []string{"demo", "run", "mcp", "acp", "agents", "tasks", "dashboard", "version", "help"}
 
 func version() string {
 	info, ok := debug.ReadBuildInfo()
@@ -138,14 +152,24 @@ func parse(fs *flag.FlagSet, args []string, usage, examples string, stdout io.Wr
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(stdout, "%s\nFlags:\n", usage)
-				shown(fs, stdout).PrintDefaults()
+				fmt.Fprintf(stdout, "%s\n\nFlags:\n", usage)
+				var flags strings.Builder
+				shown(fs, &flags).PrintDefaults()
+				// The flag package writes -name; the docs and the errors
+				// say --name, which it takes too.
+				io.WriteString(stdout, flagLine.ReplaceAllString(flags.String(), "  --"))
 				fmt.Fprintf(stdout, "\nExamples:\n%s", examples)
 				return nil, errHelp
 			}
 			msg := err.Error()
 			if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-				msg = "unknown flag " + rest
+				name := strings.TrimLeft(rest, "-")
+				msg = "unknown flag --" + name
+				var names []string
+				shown(fs, io.Discard).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+				if near := text.Nearest(name, names); near != "" {
+					msg += "; did you mean --" + near + "?"
+				}
 			}
 			msg = badValue(fs, msg)
 			return nil, usagef("%s; see \"offstage %s --help\"", msg, fs.Name())
@@ -191,6 +215,9 @@ func (o *oldName) String() string {
 	}
 	return o.Value.String()
 }
+
+// flagLine is the start of a flag's line in PrintDefaults' output.
+var flagLine = regexp.MustCompile(`(?m)^  -`)
 
 // badValuePattern is how package flag reports a value Set refused.
 var badValuePattern = regexp.MustCompile(`^invalid value (".*") for flag -(\S+): parse error$`)

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 )
 
@@ -148,6 +150,54 @@ func (c userConfig) policy() proc.EnvPolicy {
 	return proc.EnvPolicy{Keep: c.Env.Keep, Drop: c.Env.Drop}
 }
 
+// configKeys are the config file's keys, by section ("" the top level),
+// as userConfig has them.
+var configKeys = map[string][]string{
+	"":        {"env", "limits", "sandbox"},
+	"env":     {"keep", "drop"},
+	"limits":  {"memory", "pids", "cpus"},
+	"sandbox": {"mode", "write", "network", "best_effort"},
+}
+
+// unknownConfigKey names the first key of the config file that offstage
+// does not know, with the line, and the key it may be a slip for ("line
+// 1: unknown key limts; did you mean limits?"), or returns "". A file
+// that is not YAML it leaves to the decoder to describe.
+func unknownConfigKey(data []byte) string {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return ""
+	}
+	var walk func(n *yaml.Node, section string) string
+	walk = func(n *yaml.Node, section string) string {
+		if n.Kind != yaml.MappingNode {
+			return ""
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			known := configKeys[section]
+			if !slices.Contains(known, k.Value) {
+				where := "unknown key " + strconv.Quote(k.Value)
+				if section != "" {
+					where += " in " + section
+				}
+				msg := fmt.Sprintf("line %d: %s", k.Line, where)
+				if near := text.Nearest(k.Value, known); near != "" {
+					return msg + "; did you mean " + near + "?"
+				}
+				return msg + "; the keys there are " + strings.Join(known, ", ")
+			}
+			if section == "" {
+				if msg := walk(n.Content[i+1], k.Value); msg != "" {
+					return msg
+				}
+			}
+		}
+		return ""
+	}
+	return walk(doc.Content[0], "")
+}
+
 // maxUserConfigBytes bounds the user's config file.
 const maxUserConfigBytes = 256 << 10
 
@@ -194,6 +244,9 @@ func readUserConfig(path string) (userConfig, error) {
 	}
 	if len(data) > maxUserConfigBytes {
 		return c, usagef("the config file %s is over %d KiB; it holds a few settings", path, maxUserConfigBytes>>10)
+	}
+	if msg := unknownConfigKey(data); msg != "" {
+		return c, usagef("the config file %s: %s", path, msg)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

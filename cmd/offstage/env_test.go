@@ -78,7 +78,10 @@ func TestEnvPolicyMistakes(t *testing.T) {
 	}{
 		{"", []string{"--env-keep", "A=B"}, "cannot hold ="},
 		{"", []string{"--env-keep", "X", "--env-drop", "X"}, "both name X"},
-		{"env:\n  kep: [X]\n", nil, "field kep not found"},
+		{"env:\n  kep: [X]\n", nil, `line 2: unknown key "kep" in env; did you mean keep?`},
+		// Issue 37 item 11: this said "field limts not found in type main.userConfig".
+		{"limts:\n  memory: 1G\n", nil, `line 1: unknown key "limts"; did you mean limits?`},
+		{"colour: red\n", nil, `line 1: unknown key "colour"; the keys there are env, limits, sandbox`},
 		{"env:\n  keep: [\"A=1\"]\n", nil, "cannot hold ="},
 	} {
 		os.WriteFile(bad, []byte(tc.config), 0o644)

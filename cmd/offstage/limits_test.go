@@ -49,7 +49,7 @@ func TestShellLimitsBadValues(t *testing.T) {
 		{[]string{"--task-memory", "100K"}, "", "too small to run a shell"},
 		{nil, "limits:\n  memory: lots\n", "limits: memory"},
 		{nil, "limits:\n  cpus: -1\n", "limits: a limit must not be negative"},
-		{nil, "limits:\n  swap: 1G\n", "field swap not found"},
+		{nil, "limits:\n  swap: 1G\n", `unknown key "swap" in limits; the keys there are memory, pids, cpus`},
 	} {
 		config := t.TempDir()
 		if tc.config != "" {

@@ -34,7 +34,7 @@ const maxReason = 500
 // cancelTask stops the task id names wherever it runs, and says how it
 // ended.
 func cancelTask(ctx context.Context, store *journal.DB, session, id, reason string, w io.Writer) error {
-	t, err := findTask(ctx, store, session, id)
+	t, err := findTask(ctx, store, session, id, nil) // never the newest of several: it stops one
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,10 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 	got, err := fleet.Cancel(ctx, store, t.Session, t.ID, operator(), reason)
 	switch {
 	case errors.Is(err, fleet.ErrFinished):
-		return outcome{fmt.Errorf("%s had already ended (%s): nothing to stop", name, got.State)}
+		// What was asked holds: the task is not running. Safe to repeat,
+		// as task_cancel is (a script's second cancel is no failure).
+		fmt.Fprintf(w, "%s had already ended (%s): nothing to stop\n", name, got.State)
+		return nil
 	case errors.Is(err, fleet.ErrOwnerGone):
 		why := strings.TrimPrefix(err.Error(), t.ID+": ") // fleet names the task too
 		return outcome{fmt.Errorf("%s: %s; the task is orphaned (the next offstage to start on %s marks it so and stops what is left of it)", name, why, got.Hostname)}
@@ -71,7 +74,7 @@ func cancelTask(ctx context.Context, store *journal.DB, session, id, reason stri
 // how it ended, on stderr.
 func followTask(ctx context.Context, store *journal.DB, session, id string, since int64, lines int, stdout, stderr io.Writer) error {
 	opts := fleet.FollowOptions{Since: since, Lines: lines}
-	t, err := findTask(ctx, store, session, id)
+	t, err := findTask(ctx, store, session, id, func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) })
 	if err != nil {
 		return err
 	}

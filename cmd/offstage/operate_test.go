@@ -173,9 +173,10 @@ func testCancelAndFollow(t *testing.T, o *operated, ownerGone func()) {
 		!strings.Contains(string(out), `"ended_by":"operator"`) || !strings.Contains(string(out), `runaway test loop"`) {
 		t.Errorf("offstage tasks show: %v\n%s", err, out)
 	}
-	// Cancelling it again says it ended.
+	// Cancelling it again says it ended, and succeeds (issue 37 item 15:
+	// it exited 1).
 	again, _ := offstage(t, o.elsewhere, "tasks", "cancel", name)
-	if out, err := again.CombinedOutput(); err == nil || !strings.Contains(string(out), "had already ended (canceled)") ||
+	if out, err := again.CombinedOutput(); err != nil || !strings.Contains(string(out), "had already ended (canceled)") ||
 		strings.Contains(string(out), "cannot be used") || strings.Contains(string(out), "--no-journal") {
 		t.Errorf("cancelling an ended task: %v\n%s; want it said as it is, not as the journal's trouble", err, out)
 	}

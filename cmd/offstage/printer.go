@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,6 +33,9 @@ type printer struct {
 	// pricing turns tokens into money there.
 	usage   func() agent.Usage
 	pricing pricing
+	// errorsLater: a failed turn's error is printed by the caller as the
+	// run's own (one-shot): the trace does not say it a second time.
+	errorsLater bool
 
 	mu       sync.Mutex
 	column   int               // guarded by mu: 0 at the start of a line
@@ -39,6 +45,7 @@ type printer struct {
 	beats    map[string]string // guarded by mu: a sub-agent's last heartbeat shown
 	queued   map[string]bool   // guarded by mu: tasks shown as queued, not yet as started
 	seen     uint64            // guarded by mu: the newest event of the table's log printed
+	bg       bool              // guarded by mu: a call went to the background since "all background work is done"
 	answers  []string
 }
 
@@ -89,9 +96,12 @@ func (p *printer) eventLocked(e agent.Event) {
 	case agent.TurnEnd:
 		p.inTurn = false
 		p.endLineLocked()
-		if e.Err != nil {
+		switch {
+		case errors.Is(e.Err, agent.ErrTurnCanceled) || errors.Is(e.Err, context.Canceled):
+			p.lineLocked("⏹ interrupted") // the user's own Ctrl-C: no failure
+		case e.Err != nil && !p.errorsLater:
 			p.lineLocked("✗ the turn failed: " + safeText(e.Err.Error()))
-		} else {
+		case e.Err == nil:
 			p.answers = append(p.answers, e.Text)
 		}
 	case agent.TextDelta:
@@ -115,6 +125,9 @@ func (p *printer) eventLocked(e agent.Event) {
 		mark := "←"
 		if e.IsError {
 			mark = "✗"
+		}
+		if wentToBackground(e.Text) {
+			p.bg = true
 		}
 		lines := humanResult(e.Text)
 		p.lineLocked(fmt.Sprintf("  %s %s: %s", mark, e.Tool, lines[0]))
@@ -167,17 +180,23 @@ func (p *printer) taskLocked(e agent.Event) {
 	case task.EventProgress:
 		// A sub-agent's heartbeat, when what it is doing changed: the
 		// same activity again is noise.
-		if ev.Kind == agent.TaskKind && p.beats[ev.ID] != ev.Text {
+		// Only its tool calls: "waiting for the model" comes before each
+		// step, and "finished" just before the line saying it ended.
+		tool, calls := strings.CutPrefix(ev.Text, "running tool ")
+		if ev.Kind == agent.TaskKind && calls && p.beats[ev.ID] != ev.Text {
 			if p.beats == nil {
 				p.beats = map[string]string{}
 			}
 			p.beats[ev.ID] = ev.Text
-			p.lineLocked(fmt.Sprintf("  · %s heartbeat: iteration %d, %s", who, ev.Iteration, ev.Text))
+			p.lineLocked(fmt.Sprintf("  · %s step %d: %s", who, ev.Iteration, tool))
 		}
 	case task.EventNotice:
 		p.lineLocked(fmt.Sprintf("  · %s notice: %s", who, clip(ev.Text, 200)))
 	case task.EventIdle:
-		p.lineLocked("  · all background work is done")
+		if p.bg { // after foreground work alone, there was none to speak of
+			p.bg = false
+			p.lineLocked("  · all background work is done")
+		}
 	case task.EventFinished:
 		line := fmt.Sprintf("  · %s %s", who, ev.State)
 		if ev.Text != "" && ev.State != task.Completed && ev.Text != ev.State.String() {
@@ -255,13 +274,26 @@ func (s *safeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// session starts --json's stream with the session's id, so a script can
+// --resume=ID what it ran; it prints nothing for a person (the
+// conversation says it in a line of its own) or without an id.
+func (p *printer) session(id string) {
+	if !p.json || id == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, _ := text.JSON(map[string]string{"type": "session", "session_id": id})
+	fmt.Fprintf(p.w, "%s\n", b)
+}
+
 // line prints a line of the CLI's own (a user message, a note).
 func (p *printer) line(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tasksLocked()
 	if p.json {
-		b, _ := json.Marshal(map[string]string{"type": "note", "text": s})
+		b, _ := text.JSON(map[string]string{"type": "note", "text": s})
 		fmt.Fprintf(p.w, "%s\n", b)
 		return
 	}
@@ -467,7 +499,7 @@ func (p *printer) printJSON(e agent.Event) {
 		set("text", ev.Text, ev.Text != "")
 		out["task"] = t
 	}
-	b, err := json.Marshal(out)
+	b, err := text.JSON(out)
 	if err != nil {
 		return
 	}
@@ -489,6 +521,9 @@ func humanResult(raw string) []string {
 		Result   string `json:"result"`
 		Error    string `json:"error"`
 		Note     string `json:"note"`
+	}
+	if lines := listResult(raw); lines != nil {
+		return lines
 	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil || (r.TaskID == "" && r.Status == "") {
 		return []string{clip(raw, 300)}
@@ -513,6 +548,92 @@ func humanResult(raw string) []string {
 		if len(all) > resultLines {
 			lines = append(lines, fmt.Sprintf("│ … %s not shown", text.Plural(len(all)-resultLines, "line")))
 		}
+	}
+	if r.Note != "" {
+		lines = append(lines, clip(r.Note, 200))
+	}
+	return lines
+}
+
+// wentToBackground reports whether a call's result says its task runs on
+// in the background (started there, or adopted).
+func wentToBackground(raw string) bool {
+	var r struct {
+		TaskID string `json:"task_id"`
+		Status string `json:"status"`
+	}
+	json.Unmarshal([]byte(raw), &r)
+	return r.TaskID != "" && (r.Status == "running" || r.Status == "queued")
+}
+
+// listed is a task as task_wait and task_list give it.
+type listed struct {
+	TaskID     string `json:"task_id"`
+	Status     string `json:"status"`
+	Label      string `json:"label"`
+	ExitCode   *int   `json:"exit_code"`
+	Output     string `json:"output"`
+	Result     string `json:"result"`
+	OutputTail string `json:"output_tail"`
+}
+
+// listResult shows a result that lists tasks (task_wait's done and
+// running, task_list's tasks) a line per task, with the last lines of
+// what each printed, instead of its JSON cut on one line; nil for any
+// other result.
+func listResult(raw string) []string {
+	var r struct {
+		Done, Running, Tasks []listed
+		Matched              *struct {
+			TaskID string `json:"task_id"`
+			Line   string `json:"line"`
+		}
+		Listening *struct {
+			TaskID string `json:"task_id"`
+			Port   int    `json:"port"`
+		}
+		Notices  []struct{ Text string }
+		TimedOut bool   `json:"timed_out"`
+		Note     string `json:"note"`
+	}
+	if json.Unmarshal([]byte(raw), &r) != nil || r.Done == nil && r.Running == nil && r.Tasks == nil {
+		return nil
+	}
+	var lines []string
+	if r.Matched != nil {
+		lines = append(lines, fmt.Sprintf("%s matched: %s", r.Matched.TaskID, clip(r.Matched.Line, 160)))
+	}
+	if r.Listening != nil {
+		lines = append(lines, fmt.Sprintf("%s listens on port %d", r.Listening.TaskID, r.Listening.Port))
+	}
+	for _, n := range r.Notices {
+		lines = append(lines, "notice: "+clip(n.Text, 200))
+	}
+	for _, group := range [][]listed{r.Done, r.Running, r.Tasks} {
+		for _, t := range group {
+			head := t.TaskID + " " + t.Status
+			if t.ExitCode != nil {
+				head += fmt.Sprintf(", exit code %d", *t.ExitCode)
+			}
+			if t.Label != "" {
+				head += ": " + clip(t.Label, 80)
+			}
+			lines = append(lines, head)
+			body := strings.TrimRight(cmp.Or(t.Output, t.Result, t.OutputTail), "\n")
+			if body == "" {
+				continue
+			}
+			all := strings.Split(body, "\n")
+			for _, l := range all[max(0, len(all)-3):] {
+				lines = append(lines, "│ "+clip(l, 160))
+			}
+		}
+	}
+	switch {
+	case len(lines) == 0:
+		lines = []string{"no tasks"}
+	case r.TimedOut:
+		lines[0] += " (the wait timed out)"
 	}
 	if r.Note != "" {
 		lines = append(lines, clip(r.Note, 200))

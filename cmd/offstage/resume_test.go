@@ -265,4 +265,13 @@ func TestResumeWithASpaceTakesAPrefix(t *testing.T) {
 	if err := second.Run(); err != nil || out.String() != "Going on.\n" {
 		t.Errorf("--resume %s: %v, stdout %q\nstderr:\n%s", prefix, err, out.String(), errOut.String())
 	}
+
+	// Issue 37 item 7: a word that is not an id resumed the latest session
+	// and sent "WORD prompt" to the model without a word on stderr.
+	word, _ := offstage(t, env, "run", "--resume", "tests", "--script", script, "go on")
+	errOut.Reset()
+	word.Stderr = &errOut
+	if err := word.Run(); err == nil || !strings.Contains(errOut.String(), `the latest session, since "tests" is not a session id; the prompt is "tests go on"`) {
+		t.Errorf("--resume tests: %v, stderr:\n%s", err, errOut.String())
+	}
 }

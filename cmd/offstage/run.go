@@ -138,10 +138,16 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if res := s.Resumed(); res != nil {
 		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
 			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
+		if resume.id == "" && len(rest) > 0 {
+			// --resume WORD "prompt": WORD was not taken for a session
+			// (see sessionArgPattern); say so before the model gets it.
+			fmt.Fprintf(stderr, "offstage: the latest session, since %q is not a session id; the prompt is %q (--resume=SESSION picks another session).\n", rest[0], text.OneLine(prompt, 200))
+		}
 	}
 	pr := pricing{model: mf.describe(os.Getenv), prices: policy.prices}
 	if prompt != "" {
-		return oneShot(ctx, s, prompt, *asJSON, *wait, pr, stdout, stderr)
+		explain := func(ctx context.Context, err error) error { return modelError(ctx, err, model, mf) }
+		return oneShot(ctx, s, explain, prompt, *asJSON, *wait, pr, stdout, stderr)
 	}
 	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID(), asks, pr)
 }
@@ -207,9 +213,10 @@ func promptOf(args []string, file string, stdin io.Reader) (string, error) {
 const systemPrompt = `You are a capable agent working in a shell on the user's machine. Long-running work (builds, tests, servers, research by sub-agents) goes to the background so the conversation can go on: results come back to you by themselves when they finish. Do not poll with sleep; keep working, or use one task_wait.`
 
 // modelError turns a failed turn into the CLI's error: a model endpoint
-// that cannot be reached or refuses the key is a configuration problem
-// (exit 2, one sentence); anything else a runtime failure.
-func modelError(err error) error {
+// that cannot be reached, refuses the key, has no such path or no such
+// model is a configuration problem (exit 2, one sentence); anything else
+// a runtime failure.
+func modelError(ctx context.Context, err error, model provider.Model, mf modelFlags) error {
 	var se *provider.StatusError
 	switch {
 	case errors.As(err, &se) && se.Status >= 500:
@@ -219,8 +226,40 @@ func modelError(err error) error {
 		return usagef("cannot reach the model endpoint: check --base-url or OPENAI_BASE_URL and that the server is running (%v)", err)
 	case errors.Is(err, provider.ErrAuth):
 		return usagef("the model endpoint refused the key: check OPENAI_API_KEY or ANTHROPIC_API_KEY (%v)", err)
+	case errors.Is(err, provider.ErrUnknownModel):
+		return usagef("%s (%v)", noSuchModel(ctx, model, mf), err)
+	case se != nil && se.Hint != "":
+		return usagef("%v", err)
 	}
 	return err
+}
+
+// noSuchModel is the advice for a model the endpoint does not have: pass
+// --model, naming the ones it lists at /models, where it does.
+func noSuchModel(ctx context.Context, model provider.Model, mf modelFlags) string {
+	advice := "the model endpoint has no model of that name: pass --model NAME"
+	if mf.model == "" {
+		advice = fmt.Sprintf("the model endpoint has no model %q, the default for --model: pass --model NAME", strings.TrimPrefix(mf.describe(os.Getenv), providerName(mf, os.Getenv)+" "))
+	}
+	lister, ok := model.(interface {
+		Models(context.Context) ([]string, error)
+	})
+	if !ok {
+		return advice
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	names, err := lister.Models(ctx)
+	if err != nil || len(names) == 0 {
+		return advice
+	}
+	const most = 20
+	more := ""
+	if len(names) > most {
+		more = fmt.Sprintf(" and %d more", len(names)-most)
+		names = names[:most]
+	}
+	return fmt.Sprintf("%s; the server lists %s%s", advice, strings.Join(names, ", "), more)
 }
 
 // warnings logs warnings and errors to stderr for a person: no time, no
@@ -250,14 +289,16 @@ func openError(err error) error {
 
 // oneShot runs the prompt's turn, then keeps the session alive (running
 // autonomous turns) until its background work is done, at most wait.
-func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, wait time.Duration, pr pricing, stdout, stderr io.Writer) error {
+func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context, error) error, prompt string, asJSON bool, wait time.Duration, pr pricing, stdout, stderr io.Writer) error {
+	parent := ctx
 	ctx, cancel := cancelOnInterrupt(ctx)
 	defer cancel()
 	out := stderr // progress; the answer goes to stdout
 	if asJSON {
 		out = stdout
 	}
-	p := &printer{w: out, json: asJSON, table: s.Table(), usage: s.Usage, pricing: pr}
+	p := &printer{w: out, json: asJSON, table: s.Table(), usage: s.Usage, pricing: pr, errorsLater: true}
+	p.session(s.ID())
 	var (
 		mu      sync.Mutex
 		inTurn  bool
@@ -313,6 +354,7 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 		why = "run: " + what + " (one-shot)"
 		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped (a longer --wait, or a conversation without a prompt, lets them finish).\n", what, text.Plural(n, "task"))
 	}
+	interrupted := ctx.Err() != nil && parent.Err() == nil // Ctrl-C, not the end of --wait
 	cancel()
 	<-ran
 	mu.Lock()
@@ -327,8 +369,10 @@ func oneShot(ctx context.Context, s *agent.Session, prompt string, asJSON bool, 
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
+	case interrupted && closeErr == nil:
+		return errInterrupted
 	case failed != nil:
-		return modelError(failed)
+		return explain(ctx, failed)
 	case closeErr != nil:
 		return closeErr
 	}
@@ -375,6 +419,7 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty, usage: s.Usage, pricing: pr}
 	resized, stopResized := resizes()
 	defer stopResized()
+	p.session(sessionID)
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
 	if sessionID != "" {
 		p.line("offstage: session " + sessionID + "; offstage run --resume " + sessionID + " continues it later.")

@@ -55,6 +55,14 @@ func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
 		}
 		types := map[string]int{}
 		var answers []string
+		// Issue 37 item 8: the first event names the session, for --resume=.
+		var first struct {
+			Type      string
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal([]byte(out.String()[:strings.IndexByte(out.String(), '\n')]), &first); first.Type != "session" || first.SessionID == "" {
+			t.Errorf("the first event is %+v, want the session and its id", first)
+		}
 		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 			var e map[string]any
 			if err := json.Unmarshal([]byte(line), &e); err != nil {
@@ -126,7 +134,10 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"no key for openai", nil, []string{"run", "--provider", "openai", "hi"}, "no API key (set OPENAI_API_KEY"},
 		{"no key for anthropic", nil, []string{"run", "--provider", "anthropic", "hi"}, "no API key (set ANTHROPIC_API_KEY)"},
 		{"unreachable", []string{"OPENAI_API_KEY=k"}, []string{"run", "--base-url", "http://127.0.0.1:1/v1", "hi"}, "cannot reach the model endpoint"},
-		{"unknown flag", nil, []string{"run", "--bogus"}, `unknown flag -bogus; see "offstage run --help"`},
+		{"unknown flag", nil, []string{"run", "--bogus"}, `unknown flag --bogus; see "offstage run --help"`},
+		// Issue 37 item 11: typos get a suggestion.
+		{"mistyped command", nil, []string{"rnu"}, `unknown command "rnu"; did you mean run?`},
+		{"mistyped flag", nil, []string{"run", "--modle", "m", "hi"}, `unknown flag --modle; did you mean --model?`},
 		{"wait without a unit", nil, []string{"run", "--wait", "5", "hi"}, `--wait "5" is not a duration: give one with a unit, such as 30s, 5m or 1h30m; see "offstage run --help"`},
 		{"lease without a unit", nil, []string{"mcp", "--lease", "90"}, `--lease "90" is not a duration`},
 		{"max-running 0", nil, []string{"run", "--max-running", "0", "hi"}, `invalid value "0" for flag -max-running: want a whole number, at least 1`},
@@ -145,7 +156,6 @@ func TestConfigurationErrorsExitTwoWithOneSentence(t *testing.T) {
 		{"demo with arguments", nil, []string{"demo", "extra"}, "demo takes no arguments"},
 		{"mcp on all interfaces", nil, []string{"mcp", "--http", "0.0.0.0:0"}, "pass --allow-remote if you mean it"},
 		{"mcp with a bad address", nil, []string{"mcp", "--http", "nonsense"}, "is not host:port"},
-		{"acp without a model", nil, []string{"acp"}, "no model is configured"},
 		{"acp with arguments", nil, []string{"acp", "--script", script, "extra"}, "acp takes no arguments"},
 		{"acp with a bad log", nil, []string{"acp", "--script", script, "--log", "/no/such/dir/log"}, "cannot open the log file"},
 	} {
@@ -233,7 +243,7 @@ func TestStateIsATaskStateInEveryCommand(t *testing.T) {
 	if !strings.Contains(string(out), "use --state-dir") {
 		t.Errorf("run --state DIR does not say to use --state-dir:\n%s", out)
 	}
-	stateFlag := regexp.MustCompile(`(?m)^\s+-state(\s|$)`)
+	stateFlag := regexp.MustCompile(`(?m)^\s+--state(\s|$)`)
 	for _, name := range []string{"run", "mcp", "acp", "tasks"} {
 		cmd, _ := offstage(t, nil, name, "--help")
 		help, err := cmd.Output()
@@ -296,6 +306,12 @@ func TestTheREADMEsScriptRuns(t *testing.T) {
 	if help, _ := cmd.Output(); !strings.Contains(string(help), `"tool_calls": [{"name": "bash"`) || strings.Contains(string(help), "provider/scripted") {
 		t.Errorf("run --help does not give the script's format:\n%s", help)
 	}
+	// Issue 37 item 15: a blank line before Flags:, and the flags as the
+	// docs write them.
+	cmd, _ = offstage(t, nil, "run", "--help")
+	if help, _ := cmd.Output(); !strings.Contains(string(help), "\n\nFlags:\n  --agents") || strings.Contains(string(help), "\n  -model") {
+		t.Errorf("run --help:\n%s", help)
+	}
 }
 
 // A model endpoint that answers HTTP 500 was reported as one that cannot
@@ -330,4 +346,99 @@ func TestAServerErrorIsNotUnreachable(t *testing.T) {
 		}
 		srv.Close()
 	}
+}
+
+// Issue 37 items 1, 4 and 6: the first slips with a local server are
+// configuration errors (exit 2) that say what to do: a base URL without
+// /v1 (whatever the body's shape), no --model (naming the models the
+// server lists), an invalid key reported in the stream.
+func TestFirstSlipsWithALocalServer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer bad" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"error":{"message":"Invalid API key provided","code":401}}`+"\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":{"message":"model \"gpt-4.1\" not found, try pulling it first","type":"api_error"}}`)
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"qwen3:8b","object":"model"},{"id":"llama3.2","object":"model"}]}`)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":"boom"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"no /v1", nil, []string{"--base-url", srv.URL, "--model", "m"},
+			[]string{"HTTP 404: boom", "most OpenAI-compatible servers want " + srv.URL + "/v1"}},
+		{"no --model", nil, []string{"--base-url", srv.URL + "/v1"},
+			[]string{`no model "gpt-4.1", the default for --model: pass --model NAME; the server lists qwen3:8b, llama3.2`}},
+		{"invalid key in the stream", []string{"OPENAI_API_KEY=bad"}, []string{"--base-url", srv.URL + "/v1", "--model", "m"},
+			[]string{"refused the key", "Invalid API key provided"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"run", "--no-journal"}, tc.args...), "hi")
+			cmd, _ := offstage(t, tc.env, args...)
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			code := exitOf(t, cmd.Run())
+			last := strings.TrimSpace(errOut.String())
+			last = last[strings.LastIndexByte(last, '\n')+1:]
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("stderr ends with %q, want %q", last, w)
+				}
+			}
+			if code != 2 || strings.Contains(last, "malformed") || strings.Contains(last, "Go value") {
+				t.Errorf("exit %d, stderr ends with %q; want 2, no internals", code, last)
+			}
+		})
+	}
+}
+
+// Issue 37 item 12: the user's own Ctrl-C during a one-shot run showed
+// as "✗ the turn failed: turn canceled", and the run could exit 0. It
+// is now "⏹ interrupted" and exit 130, as a shell reports SIGINT.
+func TestCtrlCEndsAOneShotRunAsInterrupted(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo ready"}}]},
+		{"delay_ms": 60000, "text": "too late"}
+	]}`), 0o644)
+	cmd, mark := offstage(t, nil, "run", "--no-journal", "--script", script, "go")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), "← bash") {
+		n, err := stderr.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("offstage ended before its first result: %v\n%s", err, seen.String())
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	rest, _ := io.ReadAll(stderr)
+	seen.Write(rest)
+	if code := exitOf(t, cmd.Wait()); code != 130 || !strings.Contains(seen.String(), "⏹ interrupted") || strings.Contains(seen.String(), "failed") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 130 and \"⏹ interrupted\", no failure", code, seen.String())
+	}
+	noSurvivors(t, mark)
 }

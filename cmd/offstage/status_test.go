@@ -266,10 +266,10 @@ func TestTraceRendersToolResultsForAPerson(t *testing.T) {
 func TestHeartbeatsOnlyWhenTheyChange(t *testing.T) {
 	var out strings.Builder
 	p := &printer{w: &out}
-	for _, text := range []string{"calling bash", "calling bash", "calling bash", "thinking"} {
+	for _, text := range []string{"running tool bash", "running tool bash", "running tool bash", "running tool task_list"} {
 		p.Event(agent.Event{Type: agent.TaskEvent, Task: &task.Event{Type: task.EventProgress, ID: "agent:1", Kind: "agent", State: task.Running, Iteration: 2, Text: text}})
 	}
-	if n := strings.Count(out.String(), "heartbeat"); n != 2 {
+	if n := strings.Count(out.String(), "agent:1 step 2"); n != 2 {
 		t.Errorf("%d heartbeat lines, want 2:\n%s", n, out.String())
 	}
 }

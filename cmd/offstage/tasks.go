@@ -154,6 +154,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	markHostGone(ctx, store, tasks, stderr)
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
 		model, ps := sessionModels(ctx, store), userPrices()
 		for _, t := range tasks {
 			l := taskJSON(t)
@@ -476,7 +477,7 @@ func usedLine(t journal.Task) string {
 // unfinished task whose offstage is gone shows orphaned, as in the list
 // (markHostGone, which says so on stderr).
 func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w, stderr io.Writer) error {
-	t, err := findTask(ctx, store, session, id)
+	t, err := findTask(ctx, store, session, id, func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) })
 	if err != nil {
 		return err
 	}
@@ -525,7 +526,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		if tailErr != nil {
 			out.LogError = tailErr.Error()
 		}
-		return json.NewEncoder(w).Encode(out)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(out)
 	}
 	// Labels, reasons, errors and output are anyone's text: no escape
 	// sequence of theirs reaches the terminal.
@@ -619,8 +622,10 @@ func indent(s string) string {
 }
 
 // findTask finds the task id names: SESSION/shell:3, shell:3 of session,
-// or the newest shell:3.
-func findTask(ctx context.Context, store *journal.DB, session, id string) (journal.Task, error) {
+// or the newest shell:3, saying to note when other sessions have one too;
+// with note nil (a cancel, which must not stop the wrong one), a shell:3
+// of several sessions is a usage error naming how to pick one.
+func findTask(ctx context.Context, store *journal.DB, session, id string, note func(string)) (journal.Task, error) {
 	if s, rest, ok := strings.Cut(id, "/"); ok {
 		full, err := store.Session(ctx, s)
 		if err != nil {
@@ -637,15 +642,23 @@ func findTask(ctx context.Context, store *journal.DB, session, id string) (journ
 		if ts, err = store.Tasks(ctx, journal.TaskFilter{}); err != nil {
 			return journal.Task{}, err
 		}
-		err = errors.Join(err, func() error {
-			for _, x := range ts {
-				if x.ID == id {
+		var sessions []string // holding a task id, newest first
+		for _, x := range ts {
+			if x.ID == id {
+				if len(sessions) == 0 {
 					t = x
-					return nil
 				}
+				sessions = append(sessions, x.Session)
 			}
-			return fmt.Errorf("%w: task %s", journal.ErrNotFound, id)
-		}())
+		}
+		switch {
+		case len(sessions) == 0:
+			err = fmt.Errorf("%w: task %s", journal.ErrNotFound, id)
+		case len(sessions) > 1 && note == nil:
+			return journal.Task{}, usagef("%s is in %d sessions; name one, as %s/%s (offstage tasks lists them)", id, len(sessions), sessions[0], id)
+		case len(sessions) > 1:
+			note(fmt.Sprintf("%s is in %d sessions; this is the newest, %s/%s (name another as SESSION/%s)", id, len(sessions), t.Session, id, id))
+		}
 	}
 	if errors.Is(err, journal.ErrNotFound) {
 		return journal.Task{}, usagef("no task %s in the journal; offstage tasks lists them", id)

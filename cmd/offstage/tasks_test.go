@@ -164,6 +164,17 @@ func TestTasksShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "tasks-show.txt", out.String())
+
+	// Issue 37 item 15: a bare shell:1 picked the newest of the sessions
+	// holding one without a word; a cancel must not pick at all.
+	var errOut bytes.Buffer
+	if err := showTask(t.Context(), store, "", "shell:1", false, io.Discard, &errOut); err != nil ||
+		!strings.Contains(errOut.String(), "shell:1 is in 2 sessions; this is the newest, 20261122-110000-bbbbbb/shell:1") {
+		t.Errorf("show shell:1: %v, stderr %q", err, errOut.String())
+	}
+	if err := cancelTask(t.Context(), store, "", "shell:1", "", io.Discard); err == nil || !strings.Contains(err.Error(), "shell:1 is in 2 sessions; name one, as 20261122-110000-bbbbbb/shell:1") {
+		t.Errorf("cancel shell:1 = %v", err)
+	}
 }
 
 // TestADamagedJournalIsAClearError: offstage run on a file that is not a

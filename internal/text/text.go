@@ -1,11 +1,14 @@
 // Package text holds the small string helpers offstage's surfaces share
 // to show things to people and models: one line of at most n characters,
-// a byte-bounded cut that says what it cut, and "1 task" / "2 tasks".
+// a byte-bounded cut that says what it cut, "1 task" / "2 tasks", and
+// JSON as a model or a person reads it (no HTML escaping).
 //
 // All of them are pure functions, safe for concurrent use.
 package text
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -69,4 +72,50 @@ func Bytes(n int64) string {
 		return fmt.Sprintf("%.0f %ciB", f, "KMGTP"[i])
 	}
 	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i])
+}
+
+// JSON is json.Marshal without its HTML escaping: `>`, `<` and `&` stay
+// as they are, not \u003e, \u003c and \u0026, for a reader that is a
+// model or a person (`2>&1`, `>>>`, `<background-result>`), not a page.
+func JSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// Nearest returns the word of words at most two edits from s, if any:
+// the one a typo was most likely meant for ("rnu" for "run").
+func Nearest(s string, words []string) string {
+	best, bestD := "", 3
+	for _, w := range words {
+		if d := editDistance(s, w); d < bestD {
+			best, bestD = w, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -74,3 +74,10 @@ func TestPlural(t *testing.T) {
 		}
 	}
 }
+
+func TestJSONKeepsMarkupCharacters(t *testing.T) {
+	got, err := text.JSON(map[string]string{"output": "a 2>&1 <b>\n"})
+	if want := `{"output":"a 2>&1 <b>\n"}`; err != nil || string(got) != want {
+		t.Errorf("JSON() = %s, %v; want %s", got, err, want)
+	}
+}

@@ -12,6 +12,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/offstage/offstage/provider"
@@ -104,7 +106,8 @@ func (m *Model) Generate(ctx context.Context, req provider.Request, onEvent func
 			onEvent(e)
 		}
 	}
-	stream := m.client.Chat.Completions.NewStreaming(ctx, params)
+	var failed failure
+	stream := m.client.Chat.Completions.NewStreaming(ctx, params, option.WithMiddleware(failed.keep))
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
@@ -124,7 +127,7 @@ func (m *Model) Generate(ctx context.Context, req provider.Request, onEvent func
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return provider.Response{}, classify(ctx, err)
+		return provider.Response{}, m.classify(ctx, err, &failed)
 	}
 	if len(acc.Choices) == 0 {
 		return provider.Response{}, fmt.Errorf("%w: the stream ended without an answer", provider.ErrBadStream)
@@ -216,33 +219,95 @@ func messages(req provider.Request) []openai.ChatCompletionMessageParamUnion {
 	return out
 }
 
+// failure keeps the status and body of the last attempt's error response,
+// whatever its shape: the SDK parses only {"error": {…}} and answers
+// anything else ({"error": "boom"}, an HTML page) with its own JSON error,
+// losing the status. One Generate's attempts run one after another on its
+// goroutine, so it needs no lock.
+type failure struct {
+	status int
+	body   []byte
+}
+
+// maxErrorBody bounds the part of an error response kept.
+const maxErrorBody = 64 << 10
+
+// keep is the middleware that records each attempt's error response,
+// handing the SDK the same bytes.
+func (f *failure) keep(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	*f = failure{}
+	res, err := next(req)
+	if err != nil || res.StatusCode < 400 {
+		return res, err
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	*f = failure{status: res.StatusCode, body: b}
+	return res, nil
+}
+
 // classify turns an SDK error into one that wraps provider's sentinels.
-func classify(ctx context.Context, err error) error {
+func (m *Model) classify(ctx context.Context, err error, failed *failure) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		msg := apiErr.Message
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		data := string(streamErr.Event.Data)
+		msg := provider.ErrorMessage(streamErr.Event.Data)
 		if msg == "" {
-			msg = http.StatusText(apiErr.StatusCode)
+			msg = provider.ClipBody(data)
 		}
-		return &provider.StatusError{Status: apiErr.StatusCode, Message: msg, Body: provider.ClipBody(body(apiErr)), Err: provider.Classify(apiErr.StatusCode, apiErr.RawJSON()+" "+msg)}
+		return &provider.StreamError{Message: msg, Body: provider.ClipBody(data), Err: provider.ClassifyStream(data)}
 	}
 	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
+	if failed.status == 0 && errors.As(err, &urlErr) {
 		return fmt.Errorf("%w: %v", provider.ErrUnavailable, err)
+	}
+	if failed.status != 0 {
+		body := string(failed.body)
+		msg := provider.ErrorMessage(failed.body)
+		if msg == "" {
+			msg = http.StatusText(failed.status)
+		}
+		return &provider.StatusError{Status: failed.status, Message: msg, Body: provider.ClipBody(body),
+			Hint: m.hint(failed.status, body), Err: provider.Classify(failed.status, body+" "+msg)}
 	}
 	return fmt.Errorf("%w: %v", provider.ErrBadStream, err)
 }
 
-// body returns the start of an error response's body, which the SDK keeps
-// on the response (its RawJSON has only the "error" member, and nothing
-// for a body that is not JSON, such as a proxy's HTML page).
-func body(e *openai.Error) string {
-	if e.Response == nil || e.Response.Body == nil {
-		return e.RawJSON()
+// hint says what a newcomer most likely got wrong when the endpoint
+// answers that it has no chat completions at all: the base URL's /v1 left
+// out, the commonest first slip (http://localhost:11434 for
+// http://localhost:11434/v1).
+func (m *Model) hint(status int, body string) string {
+	if status != http.StatusNotFound && status != http.StatusMethodNotAllowed || provider.Classify(status, body) != nil {
+		return ""
 	}
-	b, _ := io.ReadAll(io.LimitReader(e.Response.Body, 4<<10))
-	return string(b)
+	u, err := url.Parse(m.cfg.BaseURL)
+	if err != nil {
+		return ""
+	}
+	if p := strings.TrimSuffix(u.Path, "/"); !strings.HasSuffix(p, "/v1") {
+		u.Path = p + "/v1"
+		return fmt.Sprintf("the base URL %s has no /v1 at its end: most OpenAI-compatible servers want %s", m.cfg.BaseURL, u)
+	}
+	return fmt.Sprintf("check the base URL %s: the server has no %s/chat/completions", m.cfg.BaseURL, strings.TrimSuffix(m.cfg.BaseURL, "/"))
+}
+
+// Models lists the models the endpoint offers (GET /models), for a hint
+// when the one asked for does not exist. It fails if the endpoint does
+// not list them.
+func (m *Model) Models(ctx context.Context) ([]string, error) {
+	var failed failure
+	page, err := m.client.Models.List(ctx, option.WithMiddleware(failed.keep), option.WithMaxRetries(0))
+	if err != nil {
+		return nil, m.classify(ctx, err, &failed)
+	}
+	var names []string
+	for _, mo := range page.Data {
+		names = append(names, mo.ID)
+	}
+	return names, nil
 }

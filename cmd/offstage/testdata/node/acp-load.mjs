@@ -16,7 +16,7 @@ const render = (u) => {
     case "agent_message_chunk": return "message " + (u.content.text ?? "");
     case "agent_thought_chunk": return "thought " + (u.content.text ?? "");
     case "tool_call": return `tool_call ${u.status} ${u.kind} ${u.title}`;
-    case "tool_call_update": return `tool_call_update ${u.status ?? ""}`.trim();
+    case "tool_call_update": return `tool_call_update ${u.status ?? ""} ${(u.content ?? []).map((c) => c.content?.text ?? "").join(" ")}`.trim();
     default: return u.sessionUpdate;
   }
 };

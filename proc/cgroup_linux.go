@@ -112,6 +112,9 @@ func newCgroupHost() (*cgroupHost, error) {
 	}
 	h := &cgroupHost{base: base, dir: base + "/" + name}
 	if err := syscall.Mkdir(h.dir, 0o755); err != nil {
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EROFS) {
+			return nil, fmt.Errorf("cgroup v2 at %s is not writable (not delegated to this user; systemd delegates a cgroup with Delegate=yes, or systemd-run --user --scope -p Delegate=yes): %w", base, err)
+		}
 		return nil, fmt.Errorf("cgroup v2 at %s is not writable: %w", base, err)
 	}
 	if _, err := os.Stat(h.dir + "/cgroup.kill"); err == nil {
@@ -122,6 +125,7 @@ func newCgroupHost() (*cgroupHost, error) {
 		return nil, fmt.Errorf("cannot start a process into a cgroup under %s: %w", base, err)
 	}
 	sweepStale(base, name)
+	sweepLeaves(base)
 	for _, dir := range v1Bases() {
 		sweepStale(dir, name)
 	}

@@ -104,6 +104,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	hideWithheld(envPolicy, stderr)
 	limits, err := sf.limits.limits()
 	if err != nil {
 		return err

@@ -1,14 +1,10 @@
 package proc_test
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/offstage/offstage/proc"
 )
 
 const hiddenValue = "sk-proj-hidden-e2e-value"
@@ -52,32 +48,4 @@ func TestHideWithheldClearsTheEnvironmentBlock(t *testing.T) {
 	if t.Failed() {
 		t.Logf("helper output:\n%s", text)
 	}
-}
-
-func hideHelper() int {
-	names, err := proc.HideWithheld(proc.EnvPolicy{})
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	again, _ := proc.HideWithheld(proc.EnvPolicy{})
-	fmt.Printf("hidden: %v, again: %v\n", names, again)
-	fmt.Println("getenv:", os.Getenv("OPENAI_API_KEY"))
-	self, err := os.ReadFile("/proc/self/environ")
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	fmt.Println("self:", strings.ReplaceAll(string(self), "\x00", " "))
-	// A command of the host's, unsandboxed, reading its host's block: as
-	// the same user it may (as root, whatever the host's protections).
-	p, err := proc.Start(context.Background(), proc.Config{Command: `tr '\0' ' ' </proc/$PPID/environ`})
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	e, err := p.Wait(context.Background())
-	out := p.Read(proc.Combined, 0, 1<<20)
-	fmt.Printf("command: %s (exit %v %v)\n", out.Data, e.Code, err)
-	return 0
 }

@@ -18,11 +18,10 @@ import (
 // in its own cgroup.subtree_control, and cgroup v2's no-internal-process
 // rule lets no cgroup that holds processes do so. The host's process sits
 // in that cgroup. So, as systemd-run, runc and crun do, the host first
-// moves itself (and its keeper and its other children there) into a leaf
-// of its own beside its directory, offstage-host-NS-PID-START, then
-// enables the controllers. It does so only when a limit needs a controller
-// that is delegated but not enabled, and only when every process in that
-// cgroup is its own: another program's processes are never moved.
+// moves itself, and every other process there (its keeper, the program
+// or shell that started it), into a leaf of its own beside its directory,
+// offstage-host-NS-PID-START, then enables the controllers. It does so only
+// when a limit needs a controller that is delegated but not enabled.
 
 // hostLeafPrefix starts the name of the leaf a host moved itself into,
 // beside its directory (offstage-host-NS-PID-START). sweepStale never
@@ -63,46 +62,37 @@ func writeSubtree(dir, ctl string) error {
 	return err
 }
 
-// leaveBase moves the host's processes out of base into the host's leaf,
-// so that base may enable controllers for its children. Its processes are
-// the host itself and its children (the keeper, a probe, whatever else the
-// program started); if base holds any other, nothing is moved. Once done,
-// the host stays in its leaf: it is removed by the next host's sweep once
-// empty.
+// leaveBase moves the processes in base into the host's leaf, so that
+// base may enable controllers for its children: the host first (what it
+// forks from then on starts in the leaf), then the rest — its keeper and
+// other children, and whatever else is there: the program or shell that
+// started it, as Docker-in-Docker's entry point moves every process of its
+// cgroup. Moving another user's process is refused by the kernel; then it
+// says which. Once done, the host stays in its leaf: the leaf is removed by
+// the next host's sweep once empty.
 func (h *cgroupHost) leaveBase() error {
 	self := os.Getpid()
-	var own, foreign []int
-	for _, pid := range appendPidsOnly(nil, h.base) {
-		if pid == self || parentPid(pid) == self {
-			own = append(own, pid)
-		} else {
-			foreign = append(foreign, pid)
-		}
-	}
-	if len(foreign) > 0 {
-		return fmt.Errorf("it holds processes other than this host's (%s), and a cgroup v2 that holds processes cannot give controllers to its children: start offstage in a cgroup of its own (exec it as the service's command, or under systemd-run --user --scope -p Delegate=yes)", describePids(foreign))
-	}
 	name := h.dir[strings.LastIndexByte(h.dir, '/')+1:]
 	leaf := h.base + "/" + hostLeafPrefix + strings.TrimPrefix(name, hostDirPrefix)
 	if err := syscall.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, syscall.EEXIST) {
 		return fmt.Errorf("a cgroup holding its processes cannot be made: %w", err)
 	}
-	// The host first, so that what it forks from now on starts in the leaf.
-	slices.SortFunc(own, func(a, b int) int { return boolInt(b == self) - boolInt(a == self) })
-	for _, pid := range own {
+	pids := append([]int{self}, slices.DeleteFunc(appendPidsOnly(nil, h.base), func(pid int) bool { return pid == self })...)
+	var stuck []int
+	var firstErr error
+	for _, pid := range pids {
 		err := os.WriteFile(leaf+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0)
 		if err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("moving this host's process %d into %s failed: %w", pid, leaf, err)
+			stuck = append(stuck, pid)
+			if firstErr == nil {
+				firstErr = err
+			}
 		}
 	}
-	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
+	if len(stuck) > 0 {
+		return fmt.Errorf("it holds processes that cannot be moved out of it (%s: %v), and a cgroup v2 that holds processes cannot give controllers to its children: start offstage in a cgroup of its own (exec it as the service's command, or under systemd-run --user --scope -p Delegate=yes)", describePids(stuck), firstErr)
 	}
-	return 0
+	return nil
 }
 
 // appendPidsOnly appends the processes listed in dir's cgroup.procs, not
@@ -114,22 +104,6 @@ func appendPidsOnly(pids []int, dir string) []int {
 		}
 	}
 	return pids
-}
-
-// parentPid returns the parent of pid (field 4 of /proc/PID/stat), 0 if
-// it cannot be read.
-func parentPid(pid int) int {
-	b := readSmall("/proc/" + strconv.Itoa(pid) + "/stat")
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(string(f[1]))
-	return ppid
 }
 
 // describePids names up to a few processes: "812 sh, 813 sleep".

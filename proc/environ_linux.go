@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // HideWithheld overwrites with NUL bytes, in this process's initial
@@ -26,13 +28,11 @@ func HideWithheld(p EnvPolicy) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("proc: hide the withheld environment: %w", err)
-	}
-	defer mem.Close()
+	// process_vm_readv and _writev on itself, not /proc/self/mem: a host
+	// that made itself not dumpable (offstage does, to keep its commands
+	// out) cannot open its own mem file, which is then root's.
 	block := make([]byte, end-start)
-	if _, err := mem.ReadAt(block, start); err != nil {
+	if err := selfMemory(unix.ProcessVMReadv, block, start); err != nil {
 		return nil, fmt.Errorf("proc: read the environment block: %w", err)
 	}
 	var names []string
@@ -44,13 +44,30 @@ func HideWithheld(p EnvPolicy) ([]string, error) {
 		if !ok || len(value) == 0 || !p.Withholds(string(name), string(value)) {
 			continue
 		}
-		valueAt := start + int64(at+len(name)+1)
-		if _, err := mem.WriteAt(make([]byte, len(value)), valueAt); err != nil {
+		if err := selfMemory(unix.ProcessVMWritev, make([]byte, len(value)), start+int64(at+len(name)+1)); err != nil {
 			return names, fmt.Errorf("proc: overwrite %s in the environment block: %w", name, err)
 		}
 		names = append(names, string(name))
 	}
 	return names, nil
+}
+
+// selfMemory copies between b and this process's memory at addr, with op
+// (process_vm_readv or process_vm_writev).
+func selfMemory(op func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error), b []byte, addr int64) error {
+	if len(b) == 0 {
+		return nil
+	}
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(len(b))
+	n, err := op(os.Getpid(), local, []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
+	switch {
+	case err != nil:
+		return err
+	case n != len(b):
+		return fmt.Errorf("copied %d bytes of %d", n, len(b))
+	}
+	return nil
 }
 
 // envBounds reads where the initial environment block lies: fields 50

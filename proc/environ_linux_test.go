@@ -15,7 +15,21 @@ const hiddenValue = "sk-proj-hidden-e2e-value"
 // user, root included) finds a withheld value; os.Getenv still has it,
 // and a variable the policy passes stays in the block.
 func TestHideWithheldClearsTheEnvironmentBlock(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "hide")
+	for _, dumpable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "dumpable", false: "not dumpable"}[dumpable], func(t *testing.T) {
+			args := []string{"hide"}
+			if !dumpable {
+				args = append(args, "nodump")
+			}
+			// Not dumpable and not root, the host's block is closed to
+			// its commands anyway: only its own view is checked then.
+			checkHide(t, args, dumpable || os.Geteuid() == 0)
+		})
+	}
+}
+
+func checkHide(t *testing.T, args []string, commandReads bool) {
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "OPENAI_API_KEY="+hiddenValue, "PLAIN_SETTING=plain-e2e-value")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -27,7 +41,11 @@ func TestHideWithheldClearsTheEnvironmentBlock(t *testing.T) {
 			t.Errorf("helper output lacks %q", want)
 		}
 	}
-	for _, where := range []string{"self: ", "command: "} {
+	wheres := []string{"self: "}
+	if commandReads {
+		wheres = append(wheres, "command: ")
+	}
+	for _, where := range wheres {
 		seen := false
 		for line := range strings.SplitSeq(text, "\n") {
 			if !strings.HasPrefix(line, where) {
@@ -44,6 +62,9 @@ func TestHideWithheldClearsTheEnvironmentBlock(t *testing.T) {
 		if !seen {
 			t.Errorf("helper output has no %q line", where)
 		}
+	}
+	if strings.Contains(text, hiddenValue+" ") || strings.Count(text, hiddenValue) != 1 {
+		t.Errorf("the withheld value shows up beyond os.Getenv")
 	}
 	if t.Failed() {
 		t.Logf("helper output:\n%s", text)

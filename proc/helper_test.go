@@ -78,7 +78,7 @@ func checkCgroups(code int) {
 func helper(args []string) int {
 	switch args[0] {
 	case "hide": // HideWithheld, then show the block and a command's view of it
-		return hideHelper()
+		return hideHelper(args[1:])
 	case "print": // print N bytes to stdout, fast, in lines of 64 KiB or the length given
 		n, _ := strconv.ParseInt(args[1], 10, 64)
 		buf := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB

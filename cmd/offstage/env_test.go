@@ -205,8 +205,15 @@ func TestHostsEnvironHoldsNoKey(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 	text := out.String()
-	if strings.Contains(text, key) || !strings.Contains(text, `"output\":\"0\\n1\\n\"`) {
+	// Not root, the host is not dumpable and its block is closed to its
+	// commands anyway; as root they read it.
+	read := strings.Contains(text, `"output\":\"0\\n1\\n\"`)
+	denied := os.Geteuid() != 0 && strings.Contains(text, "Permission denied")
+	if strings.Contains(text, key) || !read && !denied {
 		t.Errorf("the command found the key in its host's environ block (want counts 0 for the value, 1 for the name)")
+	}
+	if strings.Contains(errOut.String(), "stay readable") {
+		t.Errorf("offstage could not hide the keys: %s", errOut.String())
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s\n%s", text, errOut.String())

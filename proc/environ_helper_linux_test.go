@@ -6,12 +6,21 @@ import (
 	"os"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/offstage/offstage/proc"
 )
 
 // hideHelper is the child of TestHideWithheldClearsTheEnvironmentBlock
 // (Linux; elsewhere HideWithheld does nothing).
-func hideHelper() int {
+func hideHelper(args []string) int {
+	if len(args) > 0 && args[0] == "nodump" {
+		// As offstage does (proc.Protect): its /proc/self/mem is root's then.
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
 	names, err := proc.HideWithheld(proc.EnvPolicy{})
 	if err != nil {
 		fmt.Println(err)

@@ -124,8 +124,16 @@ func newCgroupHost() (*cgroupHost, error) {
 		syscall.Rmdir(h.dir)
 		return nil, fmt.Errorf("cannot start a process into a cgroup under %s: %w", base, err)
 	}
-	sweepStale(base, name)
-	sweepLeaves(base)
+	// A host that moved into a leaf took along what shared its cgroup,
+	// the program that starts the next host included: that host's base is
+	// then the leaf, and the directories of hosts gone are beside it.
+	for dir := base; ; dir = dir[:strings.LastIndexByte(dir, '/')] {
+		sweepStale(dir, name)
+		sweepLeaves(dir)
+		if !strings.HasPrefix(dir[strings.LastIndexByte(dir, '/')+1:], hostLeafPrefix) {
+			break
+		}
+	}
 	for _, dir := range v1Bases() {
 		sweepStale(dir, name)
 	}

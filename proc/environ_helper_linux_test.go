@@ -29,6 +29,11 @@ func hideHelper(args []string) int {
 	again, _ := proc.HideWithheld(proc.EnvPolicy{})
 	fmt.Printf("hidden: %v, again: %v\n", names, again)
 	fmt.Println("getenv:", os.Getenv("OPENAI_API_KEY"))
+	// Not dumpable, /proc/self/environ is root's: to look, dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	self, err := os.ReadFile("/proc/self/environ")
 	if err != nil {
 		fmt.Println(err)

@@ -112,6 +112,9 @@ func newCgroupHost() (*cgroupHost, error) {
 	}
 	h := &cgroupHost{base: base, dir: base + "/" + name}
 	if err := syscall.Mkdir(h.dir, 0o755); err != nil {
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EROFS) {
+			return nil, fmt.Errorf("cgroup v2 at %s is not writable (not delegated to this user; systemd delegates a cgroup with Delegate=yes, or systemd-run --user --scope -p Delegate=yes): %w", base, err)
+		}
 		return nil, fmt.Errorf("cgroup v2 at %s is not writable: %w", base, err)
 	}
 	if _, err := os.Stat(h.dir + "/cgroup.kill"); err == nil {
@@ -121,7 +124,16 @@ func newCgroupHost() (*cgroupHost, error) {
 		syscall.Rmdir(h.dir)
 		return nil, fmt.Errorf("cannot start a process into a cgroup under %s: %w", base, err)
 	}
-	sweepStale(base, name)
+	// A host that moved into a leaf took along what shared its cgroup,
+	// the program that starts the next host included: that host's base is
+	// then the leaf, and the directories of hosts gone are beside it.
+	for dir := base; ; dir = dir[:strings.LastIndexByte(dir, '/')] {
+		sweepStale(dir, name)
+		sweepLeaves(dir)
+		if !strings.HasPrefix(dir[strings.LastIndexByte(dir, '/')+1:], hostLeafPrefix) {
+			break
+		}
+	}
 	for _, dir := range v1Bases() {
 		sweepStale(dir, name)
 	}

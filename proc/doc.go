@@ -299,13 +299,19 @@
 // asked for, detected, never assumed:
 //
 //   - cgroup v2, when the host's cgroup has the controller (pure v2
-//     hosts where it is delegated: a user's systemd scope gets memory and
-//     pids, a container's root gets what its runtime gives): the host
-//     enables it in its own directory's cgroup.subtree_control, and writes
-//     memory.max, pids.max or cpu.max in the command's cgroup. A
-//     controller the host's cgroup does not have cannot be had there:
-//     only its parent's cgroup.subtree_control gives it, which is not
-//     ours to write.
+//     hosts where it is delegated: a service or scope with Delegate=yes,
+//     a container's root gets what its runtime gives): the host enables it
+//     in its cgroup's and its own directory's cgroup.subtree_control, and
+//     writes memory.max, pids.max or cpu.max in the command's cgroup. The
+//     no-internal-process rule forbids the first while the cgroup holds
+//     processes, so then the host first moves itself, and every other
+//     process there (its keeper, the program that started it), into a
+//     leaf beside its directory, offstage-host-NS-PID-START, as
+//     systemd-run and crun do: a program embedding proc is moved, at its
+//     first limit, from then on. A controller the host's cgroup does not
+//     have cannot be had there: only its parent's cgroup.subtree_control
+//     gives it, which is not ours to write. LimitControllers says which
+//     of these stands in the way.
 //   - cgroup v1, on hybrid hosts (ours), whose v2 hierarchy has none of
 //     the three: the command also gets a cgroup of its own, named as its
 //     v2 one, under the host's cgroup in each v1 hierarchy it needs

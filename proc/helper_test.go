@@ -101,6 +101,8 @@ func checkCgroups(code int) {
 // helper runs one of the child behaviours the tests need.
 func helper(args []string) int {
 	switch args[0] {
+	case "hide": // HideWithheld, then show the block and a command's view of it
+		return hideHelper(args[1:])
 	case "print": // print N bytes to stdout, fast, in lines of 64 KiB or the length given
 		n, _ := strconv.ParseInt(args[1], 10, 64)
 		buf := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB

@@ -92,6 +92,12 @@ func (h *cgroupHost) controllers() *[3]limitCtl {
 		traceChecked := false
 		for i, ctl := range limitNames {
 			c := &h.ctl[i]
+			var v2err error
+			if !slices.Contains(avail, ctl) {
+				if v2err = h.enable(ctl); v2err == nil {
+					avail = strings.Fields(string(readSmall(h.dir + "/cgroup.controllers")))
+				}
+			}
 			if slices.Contains(avail, ctl) {
 				if err := os.WriteFile(h.dir+"/cgroup.subtree_control", []byte("+"+ctl), 0); err != nil {
 					c.err = fmt.Errorf("cgroup v2 has the %s controller, but it cannot be enabled in %s: %w", ctl, h.dir, err)
@@ -102,7 +108,10 @@ func (h *cgroupHost) controllers() *[3]limitCtl {
 			}
 			base, err := findV1Dir(ctl, self, mountinfo)
 			if err != nil {
-				c.err = fmt.Errorf("the cgroup v2 at %s does not have the %s controller (its parent enables controllers in cgroup.subtree_control), and %w", h.base, ctl, err)
+				if v2err == nil {
+					v2err = fmt.Errorf("the cgroup v2 at %s did not pass the %s controller on to %s", h.base, ctl, h.dir)
+				}
+				c.err = fmt.Errorf("%w; and %w", v2err, err)
 				continue
 			}
 			if !traceChecked {

@@ -19,12 +19,17 @@ import (
 
 // limited skips nothing: where this host cannot enforce l (marks mode, a
 // missing controller), it checks that asking for l is a clear error, at
-// CheckLimits and at Start, and reports false.
+// CheckLimits and at Start, and reports false. Under
+// OFFSTAGE_REQUIRE_LIMITS=1 (the CI's VM, a delegated cgroup v2) such a
+// host fails the test.
 func limited(t *testing.T, l proc.Limits) bool {
 	t.Helper()
 	err := proc.CheckLimits(l)
 	if err == nil {
 		return true
+	}
+	if os.Getenv("OFFSTAGE_REQUIRE_LIMITS") == "1" {
+		t.Fatalf("OFFSTAGE_REQUIRE_LIMITS=1, but CheckLimits(%v) = %v", l, err)
 	}
 	t.Logf("CheckLimits(%v) = %v", l, err)
 	if !strings.Contains(err.Error(), "limit") {

@@ -277,3 +277,15 @@ func untrustedKeeps(list []agent.Profile, from map[string]string, project, trust
 		p.Env.Keep = nil
 	}
 }
+
+// hideWithheld overwrites the values env withholds in offstage's own
+// initial environment block (issue 33), so that a command of a root host,
+// unsandboxed, reading /proc/$PPID/environ finds none of them; offstage
+// itself reads Go's copy of its environment, so its provider clients
+// still find their keys. A failure is said, not fatal: the commands'
+// environments are filtered either way.
+func hideWithheld(env proc.EnvPolicy, stderr io.Writer) {
+	if _, err := proc.HideWithheld(env); err != nil {
+		fmt.Fprintf(stderr, "offstage: the withheld variables stay readable in /proc/%d/environ: %v\n", os.Getpid(), err)
+	}
+}

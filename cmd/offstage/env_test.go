@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/provider/providertest"
+	"github.com/offstage/offstage/provider/scripted"
 )
 
 // scriptRunning writes a scripted model's script that runs command in the
@@ -178,4 +180,46 @@ func TestProjectProfilesCannotKeepSecrets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostsEnvironHoldsNoKey: issue 33 item 5, end to end. A command of a
+// host run as the same user (root on root's hosts, which no protection of
+// the host's keeps out) reads the host's /proc/$PPID/environ and finds no
+// key; the host's own provider client still sends it (the fake server
+// refuses any other).
+func TestHostsEnvironHoldsNoKey(t *testing.T) {
+	const key = "sk-e2e-environ-secret"
+	model, err := scripted.Parse([]byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "tr '\\0' '\\n' </proc/$PPID/environ | grep -c environ-secret; tr '\\0' '\\n' </proc/$PPID/environ | grep -c ^OPENAI_API_KEY="}}]},
+		{"text": "done"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := providertest.OpenAI(model, providertest.Options{Key: key})
+	defer srv.Close()
+	cmd, mark := offstage(t, []string{"OPENAI_API_KEY=" + key, "OPENAI_BASE_URL=" + srv.URL}, "run", "--no-journal", "--json", "--model", "fake", "go")
+	// Inside some offstage's shell the test's offstage would be a nested
+	// host, whose block stays as it was on purpose.
+	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, "OFFSTAGE_MARK=") })
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if code := exitOf(t, cmd.Run()); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	text := out.String()
+	// Not root, the host is not dumpable and its block is closed to its
+	// commands anyway; as root they read it.
+	read := strings.Contains(text, `"output\":\"0\\n1\\n\"`)
+	denied := os.Geteuid() != 0 && strings.Contains(text, "Permission denied")
+	if strings.Contains(text, key) || !read && !denied {
+		t.Errorf("the command found the key in its host's environ block (want counts 0 for the value, 1 for the name)")
+	}
+	if strings.Contains(errOut.String(), "stay readable") {
+		t.Errorf("offstage could not hide the keys: %s", errOut.String())
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s\n%s", text, errOut.String())
+	}
+	noSurvivors(t, mark)
 }

@@ -102,6 +102,7 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	hideWithheld(policy.env, stderr)
 	if *dir, err = workDir(*dir); err != nil {
 		return err
 	}

@@ -86,6 +86,7 @@ func (f *serverFlags) open(ctx context.Context, name string, rest []string, stde
 	if err != nil {
 		return nil, err
 	}
+	hideWithheld(p.env, stderr)
 	logger, status, closeLog, err := openLog(f.log, f.level, stderr)
 	if err != nil {
 		return nil, err

@@ -151,9 +151,9 @@ func (c userConfig) policy() proc.EnvPolicy {
 }
 
 // configKeys are the config file's keys, by section ("" the top level),
-// as userConfig has them.
+// as userConfig has them (prices' keys are model names: any is taken).
 var configKeys = map[string][]string{
-	"":        {"env", "limits", "sandbox"},
+	"":        {"env", "limits", "sandbox", "prices"},
 	"env":     {"keep", "drop"},
 	"limits":  {"memory", "pids", "cpus"},
 	"sandbox": {"mode", "write", "network", "best_effort"},
@@ -187,7 +187,7 @@ func unknownConfigKey(data []byte) string {
 				}
 				return msg + "; the keys there are " + strings.Join(known, ", ")
 			}
-			if section == "" {
+			if _, sectioned := configKeys[k.Value]; section == "" && sectioned {
 				if msg := walk(n.Content[i+1], k.Value); msg != "" {
 					return msg
 				}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -83,7 +84,7 @@ func TestEnvPolicyMistakes(t *testing.T) {
 		{"env:\n  kep: [X]\n", nil, `line 2: unknown key "kep" in env; did you mean keep?`},
 		// Issue 37 item 11: this said "field limts not found in type main.userConfig".
 		{"limts:\n  memory: 1G\n", nil, `line 1: unknown key "limts"; did you mean limits?`},
-		{"colour: red\n", nil, `line 1: unknown key "colour"; the keys there are env, limits, sandbox`},
+		{"colour: red\n", nil, `line 1: unknown key "colour"; the keys there are env, limits, sandbox, prices`},
 		{"env:\n  keep: [\"A=1\"]\n", nil, "cannot hold ="},
 	} {
 		os.WriteFile(bad, []byte(tc.config), 0o644)
@@ -222,4 +223,18 @@ func TestHostsEnvironHoldsNoKey(t *testing.T) {
 		t.Logf("output:\n%s\n%s", text, errOut.String())
 	}
 	noSurvivors(t, mark)
+}
+
+// TestConfigKeysAreUserConfigs: the keys the typo check knows are the
+// config file's own, so a section added to userConfig is not refused as
+// unknown (prices once was).
+func TestConfigKeysAreUserConfigs(t *testing.T) {
+	var tags []string
+	ty := reflect.TypeOf(userConfig{})
+	for i := range ty.NumField() {
+		tags = append(tags, strings.Split(ty.Field(i).Tag.Get("yaml"), ",")[0])
+	}
+	if !slices.Equal(tags, configKeys[""]) {
+		t.Errorf("userConfig's sections %v, configKeys knows %v", tags, configKeys[""])
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -241,15 +242,21 @@ func (e *extTasks) get(handle string) (*extTask, error) {
 		Message: fmt.Sprintf("no task %q in this session: a task is reachable only from the session that made it, while it is retained", shorten(handle, 200))}
 }
 
-// getTask serves tasks/get.
-func (c *conn) getTask(ctx context.Context, p *taskParams) (*wireTask, error) {
+// lookup finds the handle a task method names, for a request that
+// declares the extension, in this session.
+func (c *conn) lookup(p *taskParams) (*extTask, error) {
 	if !declaresTasks(p.GetMeta()) {
 		return nil, missingTasksCapability()
 	}
 	if c.err != nil || c.view == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this session has no tasks"}
 	}
-	t, err := c.ext.get(p.TaskID)
+	return c.ext.get(p.TaskID)
+}
+
+// getTask serves tasks/get.
+func (c *conn) getTask(ctx context.Context, p *taskParams) (*wireTask, error) {
+	t, err := c.lookup(p)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +328,7 @@ func (c *conn) finalResult(ctx context.Context, id string, info task.Info) *mcp.
 		if json.Unmarshal([]byte(res.Text), &w) == nil {
 			for _, d := range w.Done {
 				if d.ID == id {
-					b, _ := marshalPlain(d)
+					b, _ := text.JSON(d)
 					text = string(b)
 				}
 			}
@@ -405,13 +412,7 @@ func (c *conn) retainFor() time.Duration {
 // input request is typed into the shell, with a newline. Keys not
 // outstanding are ignored, as the extension asks.
 func (c *conn) updateTask(ctx context.Context, p *taskParams) (*ackResult, error) {
-	if !declaresTasks(p.GetMeta()) {
-		return nil, missingTasksCapability()
-	}
-	if c.err != nil || c.view == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this session has no tasks"}
-	}
-	t, err := c.ext.get(p.TaskID)
+	t, err := c.lookup(p)
 	if err != nil {
 		return nil, err
 	}
@@ -455,13 +456,7 @@ func (c *conn) updateTask(ctx context.Context, p *taskParams) (*ackResult, error
 // processes signalled and reaped) and then reads as cancelled; one that
 // finished first keeps its end.
 func (c *conn) cancelTask(ctx context.Context, p *taskParams) (*ackResult, error) {
-	if !declaresTasks(p.GetMeta()) {
-		return nil, missingTasksCapability()
-	}
-	if c.err != nil || c.view == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "this session has no tasks"}
-	}
-	t, err := c.ext.get(p.TaskID)
+	t, err := c.lookup(p)
 	if err != nil {
 		return nil, err
 	}
@@ -469,16 +464,4 @@ func (c *conn) cancelTask(ctx context.Context, p *taskParams) (*ackResult, error
 		return nil, err
 	}
 	return &ackResult{ResultType: "complete"}, nil
-}
-
-// marshalPlain is json.Marshal without HTML escaping: a command's `2>&1`
-// stays as written.
-func marshalPlain(v any) ([]byte, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
 }

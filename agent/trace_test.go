@@ -53,7 +53,7 @@ func TestATurnIsOneTrace(t *testing.T) {
 	attr := func(sp sdktrace.ReadOnlySpan, key string) string {
 		for _, kv := range sp.Attributes() {
 			if string(kv.Key) == key {
-				return kv.Value.Emit()
+				return kv.Value.String()
 			}
 		}
 		return ""

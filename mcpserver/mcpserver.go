@@ -224,6 +224,7 @@ func (s *Service) Server() *mcp.Server {
 // SDK infers from its tools and resources: logging (the SDK's default,
 // kept) and the Tasks extension.
 func capabilities() *mcp.ServerCapabilities {
+	//lint:ignore SA1019 kept as the SDK declares it by default: setting Capabilities would otherwise drop it for clients that still ask
 	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
 	caps.AddExtension(TasksExtension, map[string]any{})
 	return caps

@@ -322,27 +322,27 @@ func (c *conn) refresh(ctx context.Context, t *extTask) {
 // failed or timed out. If the result already went elsewhere (the client
 // called task_wait), task_inspect's view of it.
 func (c *conn) finalResult(ctx context.Context, id string, info task.Info) *mcp.CallToolResult {
-	text := ""
+	out := ""
 	if res, err := c.callTool(ctx, "task_wait", map[string]any{"task_ids": []string{id}}); err == nil && !res.IsError {
 		var w tools.WaitOutput
 		if json.Unmarshal([]byte(res.Text), &w) == nil {
 			for _, d := range w.Done {
 				if d.ID == id {
 					b, _ := text.JSON(d)
-					text = string(b)
+					out = string(b)
 				}
 			}
 		}
 	}
-	if text == "" {
+	if out == "" {
 		if res, err := c.callTool(ctx, "task_inspect", map[string]any{"task_id": id}); err == nil {
-			text = res.Text
+			out = res.Text
 		}
 	}
-	if text == "" {
-		text = fmt.Sprintf(`{"task_id":%q,"status":%q}`, id, info.State)
+	if out == "" {
+		out = fmt.Sprintf(`{"task_id":%q,"status":%q}`, id, info.State)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: out}},
 		IsError: info.State == task.Failed || info.State == task.TimedOut}
 }
 

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
 )
 
 // noisyMinute runs an idle session for a (fake) minute while a task
@@ -69,5 +71,31 @@ func TestNoticesAreCoalesced(t *testing.T) {
 		if want := int64(time.Minute/period) - 1; after > 2 || before < want {
 			t.Errorf("a notice every %v: %d model calls before, %d after; want at least %d before and at most 2 after", period, before, after, want)
 		}
+	}
+}
+
+// TestAPromptIsNotCoalesced: a shell waiting for input is a question to
+// answer now. With notices coalesced for a minute, the autonomous turn
+// that hears the prompt still starts as soon as the prompt is noticed.
+func TestAPromptIsNotCoalesced(t *testing.T) {
+	s := newSession(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "printf 'Overwrite? [y/N] '; read answer", "run_in_background": true, "interactive": true}}]},
+		{"text": "started"},
+		{"expect": "Overwrite", "text": "it asks"}
+	]}`, agent.Config{NoticeSettle: time.Minute, Tools: tools.Config{Process: proc.Config{PromptAfter: 200 * time.Millisecond}}})
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { s.Run(ctx, input, rec); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	start := time.Now()
+	input <- "go"
+	deadline := time.Now().Add(20 * time.Second) // far below the minute the notices would wait
+	for rec.count(agent.TurnEnd, true) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no autonomous turn %v after the prompt (notices are coalesced for a minute)", time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -126,10 +126,11 @@ type Config struct {
 	// autonomous turn. Default 250ms.
 	Settle time.Duration
 	// NoticeSettle coalesces wake-ups that bring only notices (a watch's
-	// matched lines, a shell's prompt) and no finished result: Run waits
-	// this long after the first of them before it starts an autonomous
-	// turn, so that one model call hears every notice of the window. A
-	// result finishing, or user input, ends the wait at once. Default
+	// matched lines) and no finished result: Run waits this long after
+	// the first of them before it starts an autonomous turn, so that one
+	// model call hears every notice of the window. A result finishing, a
+	// shell waiting for input (its prompt is a question to answer now),
+	// or user input ends the wait at once. Default
 	// 30s; negative: no coalescing (a turn per wake-up, after Settle).
 	NoticeSettle time.Duration
 	// MaxAutonomousTurns caps the turns Run starts by itself in a session;
@@ -635,7 +636,7 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 				continue // the next user turn reflows them
 			}
 			line, ok, more := s.settle(ctx, input, ready)
-			if !more && !s.resultsWaiting() {
+			if !more && !s.resultsWaiting() && !s.promptWaiting() {
 				line, ok, more = s.gatherNotices(ctx, input, ready)
 			}
 			if more {
@@ -687,6 +688,23 @@ func (s *Session) resultsWaiting() bool {
 	return false
 }
 
+// promptWaiting reports whether one of the top level's shells seems to
+// wait for input: a prompt is a question to answer now, not a watch's
+// line to batch with the next ones.
+func (s *Session) promptWaiting() bool {
+	for _, i := range s.top.view.List() {
+		if i.State != task.Running || i.Kind != "shell" {
+			continue
+		}
+		if p, ok := tools.Shell(s.top.view, i.ID); ok {
+			if _, waiting := p.WaitingForInput(); waiting {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // gatherNotices waits Config.NoticeSettle for more notices to batch with
 // those waiting, unless a result finishes (then it settles as for
 // results) or user input arrives (then it returns it, with more set).
@@ -701,7 +719,7 @@ func (s *Session) gatherNotices(ctx context.Context, input <-chan string, ready 
 		case <-timer.C:
 			return "", false, false
 		case <-ready:
-			if s.resultsWaiting() {
+			if s.resultsWaiting() || s.promptWaiting() {
 				return s.settle(ctx, input, ready)
 			}
 		case line, ok := <-input:

@@ -133,6 +133,13 @@ func TestBashLeasesAPort(t *testing.T) {
 	if len(in.Ports) != 2 || in.Ports[0] != first.Ports[0] {
 		t.Errorf("task_inspect ports = %v, want %v", in.Ports, first.Ports)
 	}
+	var list tools.ListOutput
+	ok(t, e, e.top, "task_list", `{}`, &list)
+	for _, row := range list.Tasks {
+		if row.ID == first.TaskID && (len(row.Ports) != 2 || row.Ports[0] != first.Ports[0]) {
+			t.Errorf("task_list ports = %v, want %v", row.Ports, first.Ports)
+		}
+	}
 	if leases.Held() != 4 {
 		t.Errorf("held %d ports, want 4", leases.Held())
 	}

@@ -38,6 +38,8 @@ type ListedTask struct {
 	// Tokens is what a sub-agent spent so far, input and output, with
 	// its own sub-agents'.
 	Tokens int64 `json:"tokens,omitempty"`
+	// Ports are the ports leased for a running shell (bash with port).
+	Ports []int `json:"ports,omitempty"`
 }
 
 // ListOutput is the task_list tool's result.
@@ -97,6 +99,9 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 	room := s.cfg.ResultBudget - 1024
 	for i, b := range briefs {
 		row := listed(v, b, now)
+		if b.State == task.Running && b.Kind == "shell" {
+			row.Ports = s.portsOf(v, b.ID) // a lookup: leases are few
+		}
 		size, _ := json.Marshal(row)
 		if room -= len(size) + 1; room < 0 && i > 0 {
 			more += len(briefs) - i

@@ -432,16 +432,19 @@ func (c *conn) updateTask(ctx context.Context, p *taskParams) (*ackResult, error
 	if err := json.Unmarshal(raw, &answer); err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("inputResponses[%q] is not an elicitation result: %v", key, err)}
 	}
+	text := strings.TrimSuffix(answer.Content.Text, "\n")
+	if answer.Action == "accept" && strings.ContainsAny(text, "\r\n") {
+		// Typed as it is, a second line would answer a prompt the client
+		// has not seen yet.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("inputResponses[%q]: the answer is typed as one line, and this one holds a line break; send one line per prompt", key)}
+	}
 	c.ext.mu.Lock()
 	t.answered = t.inputKey
 	c.ext.mu.Unlock()
 	if answer.Action != "accept" {
 		return &ackResult{ResultType: "complete"}, nil // declined: the task goes on waiting; the client may cancel it
 	}
-	text := answer.Content.Text
-	if !strings.HasSuffix(text, "\n") {
-		text += "\n"
-	}
+	text += "\n"
 	res, err := c.callTool(ctx, "task_input", map[string]any{"task_id": t.id, "text": text})
 	if err != nil {
 		return nil, err

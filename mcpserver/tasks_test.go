@@ -217,6 +217,10 @@ func TestTaskInputRequired(t *testing.T) {
 	if !ok || req.Method != "elicitation/create" || !strings.Contains(req.Params.Message, "Your name?") {
 		t.Fatalf("inputRequests = %s", asked.InputRequests)
 	}
+	// Two lines would answer a prompt not yet seen: refused, still waiting.
+	if r := s.request("tasks/update", `{"taskId":"`+created.TaskID+`","inputResponses":{"input-1":{"action":"accept","content":{"text":"Ada\necho more"}}},`+withTasks+`}`); r.Error == nil || !strings.Contains(r.Error.Message, "one line") {
+		t.Errorf("a two-line answer = %+v, want refused", r)
+	}
 	// An answer to a key not outstanding is ignored; the right one is typed.
 	s.request("tasks/update", `{"taskId":"`+created.TaskID+`","inputResponses":{"input-9":{"action":"accept","content":{"text":"nobody"}}},`+withTasks+`}`)
 	if r := s.request("tasks/update", `{"taskId":"`+created.TaskID+`","inputResponses":{"input-1":{"action":"accept","content":{"text":"Ada"}}},`+withTasks+`}`); r.Error != nil {

@@ -157,6 +157,7 @@ var configKeys = map[string][]string{
 	"env":     {"keep", "drop"},
 	"limits":  {"memory", "pids", "cpus"},
 	"sandbox": {"mode", "write", "network", "best_effort"},
+	"a price": {"input", "output", "cached_input"}, // each model's under prices
 }
 
 // unknownConfigKey names the first key of the config file that offstage
@@ -190,6 +191,14 @@ func unknownConfigKey(data []byte) string {
 			if _, sectioned := configKeys[k.Value]; section == "" && sectioned {
 				if msg := walk(n.Content[i+1], k.Value); msg != "" {
 					return msg
+				}
+			}
+			if section == "" && k.Value == "prices" && n.Content[i+1].Kind == yaml.MappingNode {
+				models := n.Content[i+1].Content
+				for j := 1; j < len(models); j += 2 {
+					if msg := walk(models[j], "a price"); msg != "" {
+						return msg
+					}
 				}
 			}
 		}

@@ -85,6 +85,7 @@ func TestEnvPolicyMistakes(t *testing.T) {
 		// Issue 37 item 11: this said "field limts not found in type main.userConfig".
 		{"limts:\n  memory: 1G\n", nil, `line 1: unknown key "limts"; did you mean limits?`},
 		{"colour: red\n", nil, `line 1: unknown key "colour"; the keys there are env, limits, sandbox, prices`},
+		{"prices:\n  gpt-4.1: {input: 2, outptu: 8}\n", nil, `line 2: unknown key "outptu" in a price; did you mean output?`},
 		{"env:\n  keep: [\"A=1\"]\n", nil, "cannot hold ="},
 	} {
 		os.WriteFile(bad, []byte(tc.config), 0o644)

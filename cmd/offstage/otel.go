@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -34,9 +37,37 @@ func openTracing(ctx context.Context, stderr io.Writer) (tp trace.TracerProvider
 	if !tracingOn(os.Getenv) {
 		return nil, func() {}, nil
 	}
-	if p := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); p == "grpc" || (p == "" && os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL") == "grpc") {
-		return nil, nil, usagef("OTEL_EXPORTER_OTLP_PROTOCOL is grpc, but offstage sends traces over OTLP/HTTP only: point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's HTTP port (usually 4318) and unset the protocol, or set it to http/protobuf")
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		p := os.Getenv(name)
+		if p == "" {
+			continue
+		}
+		if p != "http/protobuf" {
+			return nil, nil, usagef("%s is %s, but offstage sends traces over OTLP/HTTP with protobuf only: point the endpoint at the collector's HTTP port (usually 4318) and unset %s, or set it to http/protobuf", name, p, name)
+		}
+		break // the traces' own setting wins over the general one
 	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := os.Getenv(name); v != "" {
+			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, nil, usagef("%s=%q is not an http:// or https:// URL: give the collector's OTLP/HTTP address, such as http://localhost:4318", name, v)
+			}
+		}
+	}
+	// The exporter's failures (a collector away) go to stderr as
+	// offstage's warnings, at most once a minute, not as Go log lines
+	// into a conversation.
+	var mu sync.Mutex
+	var last time.Time
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(last) < time.Minute {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(stderr, "offstage: warning: traces could not be sent to %s (said at most once a minute): %v\n", endpointOf(os.Getenv), err)
+	}))
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, nil, usagef("cannot export traces to %s: %v", endpointOf(os.Getenv), err)

@@ -347,13 +347,22 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 	}
 	close(input)
 	why := "run: the one-shot prompt was answered and its background work was done"
+	mu.Lock()
+	turnFailed := failed != nil
+	mu.Unlock()
 	if n := running(s.Table()); n > 0 {
 		what := fmt.Sprintf("--wait %s ran out", wait)
-		if ctx.Err() != nil {
+		advice := " (a longer --wait, or a conversation without a prompt, lets them finish)"
+		switch {
+		case ctx.Err() != nil:
 			what = "interrupted"
+		case turnFailed:
+			// Not a wait that ran out: the turn failed (below), and a
+			// one-shot run ends with it.
+			what, advice = "the turn failed", ""
 		}
 		why = "run: " + what + " (one-shot)"
-		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped (a longer --wait, or a conversation without a prompt, lets them finish).\n", what, text.Plural(n, "task"))
+		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped%s.\n", what, text.Plural(n, "task"), advice)
 	}
 	interrupted := ctx.Err() != nil && parent.Err() == nil // Ctrl-C, not the end of --wait
 	cancel()

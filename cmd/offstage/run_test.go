@@ -442,3 +442,21 @@ func TestCtrlCEndsAOneShotRunAsInterrupted(t *testing.T) {
 	}
 	noSurvivors(t, mark)
 }
+
+// TestAFailedOneShotTurnIsNotCalledAWait: a one-shot turn that fails with
+// background work running ends the run at once; stderr said "--wait 5m0s
+// ran out" and advised a longer --wait, which no wait had done (found by
+// an outside trial).
+func TestAFailedOneShotTurnIsNotCalledAWait(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "fails.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 30", "run_in_background": true}}]},
+		{"expect": "something that never comes", "text": "no"}
+	]}`), 0o600)
+	cmd, mark := offstage(t, nil, "run", "--script", script, "--no-journal", "go")
+	out, err := cmd.CombinedOutput()
+	if code := exitOf(t, err); code != 1 || !strings.Contains(string(out), "the turn failed with 1 task still running: cancelled") || strings.Contains(string(out), "--wait") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	noSurvivors(t, mark)
+}

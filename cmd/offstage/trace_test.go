@@ -332,3 +332,27 @@ func TestTracingIsOffWithoutTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestABadOTLPSettingIsAUsageError: an endpoint without a scheme was
+// mangled by the exporter into https:///v1/traces, and a gRPC protocol
+// set for traces alone was blamed on the general variable (an outside
+// trial). Each is refused at start, naming the variable that holds it.
+func TestABadOTLPSettingIsAUsageError(t *testing.T) {
+	script, _ := filepath.Abs(filepath.Join("..", "..", "examples", "scripted", "hello.json"))
+	for _, c := range []struct{ env, want string }{
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=otelhost:4318", `OTEL_EXPORTER_OTLP_ENDPOINT="otelhost:4318" is not an http:// or https:// URL`},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=::nope", `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="::nope" is not an http:// or https:// URL`},
+		{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is grpc"},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL=http/json", "OTEL_EXPORTER_OTLP_PROTOCOL is http/json"},
+	} {
+		env := []string{c.env}
+		if !strings.Contains(c.env, "ENDPOINT") {
+			env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9")
+		}
+		cmd, _ := offstage(t, env, "run", "--script", script, "--no-journal", "go")
+		out, err := cmd.CombinedOutput()
+		if code := exitOf(t, err); code != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: exit %d\n%s", c.env, code, out)
+		}
+	}
+}

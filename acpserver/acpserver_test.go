@@ -649,8 +649,10 @@ func TestCardsOfBackgroundTasks(t *testing.T) {
 // background work has the agent busy runs after that turn, not instead
 // of failing.
 func TestPromptWaitsForAnAutonomousTurn(t *testing.T) {
+	// sleep 1, not true: a result that comes before the turn's second
+	// model call joins that call, and no autonomous turn follows.
 	script := `{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "true", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1", "run_in_background": true}}]},
 		{"text": "Started."},
 		{"expect": "background-result", "text": "A slow look at the result.", "delay_ms": 500},
 		{"expect": "and now", "text": "Here I am."}

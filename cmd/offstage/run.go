@@ -305,6 +305,7 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		inTurn  bool
 		lastEnd time.Time
 		failed  error
+		stopped error // a budget stopped autonomous turns: results wait for a turn a one-shot run never takes
 	)
 	ended := make(chan struct{}, 1)
 	sink := agent.SinkFunc(func(e agent.Event) {
@@ -323,6 +324,10 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 			case ended <- struct{}{}:
 			default:
 			}
+		case agent.BudgetStop:
+			if stopped == nil {
+				stopped = e.Err
+			}
 		}
 	})
 	input := make(chan string, 1)
@@ -339,12 +344,25 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		mu.Lock()
 		stop := failed != nil // a failed turn ends the session
 		quiet := !inTurn && time.Since(lastEnd) > time.Second
+		budgetStopped := stopped != nil
 		mu.Unlock()
-		if stop || (quiet && settled(s.Table())) {
+		// Once a budget stopped autonomous turns, no turn will hear the
+		// results that wait: the run ends when nothing runs any more.
+		if stop || (quiet && settled(s.Table())) || (quiet && budgetStopped && running(s.Table()) == 0) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	var unheard []string // results a budget kept from the model
+	mu.Lock()
+	if stopped != nil {
+		for _, i := range s.Table().View("").List() {
+			if i.State.Finished() && !i.Delivered {
+				unheard = append(unheard, i.ID)
+			}
+		}
+	}
+	mu.Unlock()
 	close(input)
 	why := "run: the one-shot prompt was answered and its background work was done"
 	mu.Lock()
@@ -392,6 +410,9 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		if _, err := fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n"))); err != nil {
 			return fmt.Errorf("the answer could not be written: %w", err) // a script must not take the run for a success
 		}
+	}
+	if len(unheard) > 0 {
+		return fmt.Errorf("%v, so the results of %s reached no turn of the model (offstage run --resume delivers them)", stopped, strings.Join(unheard, ", "))
 	}
 	return nil
 }

@@ -460,3 +460,18 @@ func TestAFailedOneShotTurnIsNotCalledAWait(t *testing.T) {
 	}
 	noSurvivors(t, mark)
 }
+
+// TestABudgetStoppedOneShotEndsAndSaysWhatWasNotHeard: once a session
+// budget stops autonomous turns, a one-shot run has no turn left to hear
+// its results. It waited out the whole --wait with nothing running and
+// exited 0 (an outside trial); now it ends when the work does, naming
+// the results the model never heard, and fails.
+func TestABudgetStoppedOneShotEndsAndSaysWhatWasNotHeard(t *testing.T) {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	cmd, mark := offstage(t, nil, "run", "--script", filepath.Join(root, "examples", "scripted", "hello.json"), "--budget-calls", "4", "--wait", "20s", "go")
+	out, err := cmd.CombinedOutput()
+	if code := exitOf(t, err); code != 1 || !strings.Contains(string(out), "call budget of 4 reached after 4 calls, so the results of shell:1 reached no turn of the model") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	noSurvivors(t, mark)
+}

@@ -18,6 +18,7 @@ func TestPollNoticed(t *testing.T) {
 	var started tools.BashOutput
 	ok(t, e, e.top, "bash", `{"command": "read line; echo \"got $line\"; sleep 1000", "run_in_background": true, "interactive": true}`, &started)
 	id := started.TaskID
+	waitAttached(t, e.top, id)
 	var out tools.TaskOutputResult
 	var notes []string
 	for range 4 {
@@ -90,9 +91,7 @@ func TestPollsAreCountedPerOwner(t *testing.T) {
 	agent := <-views
 	ids := map[*task.View]string{}
 	for _, v := range []*task.View{e.top, agent} {
-		var started tools.BashOutput
-		ok(t, e, v, "bash", `{"command": "sleep 1000", "run_in_background": true}`, &started)
-		ids[v] = started.TaskID
+		ids[v] = e.background(t, v, "sleep 1000")
 	}
 	var notes []string
 	for range 2 {

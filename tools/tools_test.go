@@ -117,7 +117,30 @@ func (e *env) background(t *testing.T, v *task.View, command string) string {
 	var out tools.BashOutput
 	args, _ := json.Marshal(map[string]any{"command": command, "run_in_background": true})
 	ok(t, e, v, "bash", string(args), &out)
+	waitAttached(t, v, out.TaskID)
 	return out.TaskID
+}
+
+// waitAttached blocks until a background shell's process runs with its
+// output attached. The bash tool answers before that (the first start of
+// a host takes a while), and the task's activity turns to "running (pid
+// N)" a moment later: a test that compares two reads must not count that
+// moment as news, nor miss it as one.
+func waitAttached(t *testing.T, v *task.View, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := tools.Shell(v, id); ok {
+			return
+		}
+		if i, err := v.Info(id); err != nil || i.State.Finished() {
+			return // ended (or never was): nothing more will attach
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no process attached after 20s", id)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitDone blocks until a task has finished, without consuming it.

@@ -1,7 +1,10 @@
 package acpserver_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -138,9 +141,83 @@ func acpSessions(b *testing.B, n int) {
 	<-conn.Done()
 }
 
-// BenchmarkACPPromptOverhead: one prompt on a fresh session over ACP.
-func BenchmarkACPPromptOverhead(b *testing.B) { acpSessions(b, 1) }
+// BenchmarkACPPromptOverheadSDKClient: one prompt on a fresh session over
+// ACP, the Go SDK's client included. Most of its time is that client's:
+// it decodes each update into a map, then again into its type.
+func BenchmarkACPPromptOverheadSDKClient(b *testing.B) { acpSessions(b, 1) }
+
+// BenchmarkACPPromptOverheadSDKClientLongSession: a conversation of
+// longSession prompts over ACP with the Go SDK's client.
+func BenchmarkACPPromptOverheadSDKClientLongSession(b *testing.B) { acpSessions(b, longSession) }
+
+// lineSessions is acpSessions with a client that costs next to nothing:
+// it writes each request as a line and reads lines until the one that
+// answers it, as an editor's transport does before its own decoding. What
+// remains is offstage's cost of a prompt over ACP: the line guard, the
+// SDK's agent side, the turn, the updates encoded and written.
+func lineSessions(b *testing.B, n int) {
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1+n)}, AllowAll: true}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	lines := bufio.NewReader(clientIn)
+	id := 0
+	call := func(method, params string) []byte {
+		id++
+		if _, err := fmt.Fprintf(clientOut, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
+			b.Fatal(err)
+		}
+		answer := fmt.Appendf(nil, `"id":%d,`, id)
+		for {
+			line, err := lines.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(line, answer) {
+				if !bytes.Contains(line, []byte(`"result"`)) {
+					b.Fatalf("%s: %s", method, line)
+				}
+				return line
+			}
+		}
+	}
+	call("initialize", `{"protocolVersion":1}`)
+	dir, _ := json.Marshal(b.TempDir())
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		var sess struct {
+			Result struct{ SessionID string }
+		}
+		if err := json.Unmarshal(call("session/new", `{"cwd":`+string(dir)+`,"mcpServers":[]}`), &sess); err != nil {
+			b.Fatal(err)
+		}
+		sid, _ := json.Marshal(sess.Result.SessionID)
+		prompt := `{"sessionId":` + string(sid) + `,"prompt":[{"type":"text","text":"what runs?"}]}`
+		call("session/prompt", prompt) // the warm-up
+		b.StartTimer()
+		for range n {
+			call("session/prompt", prompt)
+		}
+		b.StopTimer()
+		call("session/close", `{"sessionId":`+string(sid)+`}`)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "prompt-ns")
+	b.StopTimer()
+	clientOut.Close()
+	if err := <-served; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkACPPromptOverhead: one prompt on a fresh session over ACP,
+// offstage's side of it (lineSessions).
+func BenchmarkACPPromptOverhead(b *testing.B) { lineSessions(b, 1) }
 
 // BenchmarkACPPromptOverheadLongSession: a conversation of longSession
-// prompts over ACP.
-func BenchmarkACPPromptOverheadLongSession(b *testing.B) { acpSessions(b, longSession) }
+// prompts over ACP, offstage's side of it.
+func BenchmarkACPPromptOverheadLongSession(b *testing.B) { lineSessions(b, longSession) }

@@ -110,7 +110,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
 		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
 		Check:   checkParams})
-	srv := &server{cfg: cfg, ctx: ctx, sessions: make(map[acp.SessionId]*session)}
+	srv := &server{cfg: cfg, ctx: ctx, out: out, sessions: make(map[acp.SessionId]*session)}
 	in := gate(guarded)
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
 	srv.conn.SetLogger(cfg.Logger)
@@ -130,6 +130,7 @@ type server struct {
 	cfg  Config
 	ctx  context.Context // ends with the connection
 	conn *acp.AgentSideConnection
+	out  io.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*session // guarded by mu

@@ -35,6 +35,7 @@ type session struct {
 	queue   chan queued   // to the sender
 	done    chan struct{} // closed by close: emitters stop waiting on a full queue
 	sent    chan struct{} // closed when the sender returned
+	line    []byte        // the sender's: the buffer it encodes updates in (wire.go)
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
@@ -232,7 +233,19 @@ func mergeChunks(a, b queued) (queued, bool) {
 func (s *session) write(q queued) {
 	switch {
 	case q.update != nil:
-		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update}); err != nil {
+		var err error
+		if line, ok := appendUpdate(s.line[:0], s.id, q.update); ok {
+			s.line = line
+			if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
+				_, err = s.srv.out.Write(line)
+			}
+			if cap(s.line) > maxKeptLine {
+				s.line = nil
+			}
+		} else {
+			err = s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update})
+		}
+		if err != nil {
 			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
 		}
 	case q.flushed != nil:

@@ -524,8 +524,56 @@ func idKey(id json.RawMessage) (string, error) {
 	return "", fmt.Errorf("the id must be a string or an integer, not %s", kind(id))
 }
 
+// notificationPrefix begins a message with a method (a notification or a
+// request), as encoding/json writes the SDKs' messages and acpserver its
+// session updates.
+var notificationPrefix = []byte(`{"jsonrpc":"2.0","method":`)
+
+// sdkResponseKey reads the id of a response written as the Go SDKs
+// write one, {"jsonrpc":"2.0","id":7,"result":… (or "error"), without
+// decoding the rest: a plain integer id, or a string one without escapes.
+// Anything else reports false, for responseKey to decode.
+func sdkResponseKey(p []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(p, responsePrefix)
+	if !ok {
+		return "", false
+	}
+	end := bytes.IndexByte(rest, ',')
+	if end <= 0 {
+		return "", false
+	}
+	id, after := rest[:end], rest[end:]
+	if !bytes.HasPrefix(after, []byte(`,"result":`)) && !bytes.HasPrefix(after, []byte(`,"error":`)) {
+		return "", false
+	}
+	switch {
+	case id[0] == '"':
+		if len(id) < 2 || id[len(id)-1] != '"' || bytes.IndexByte(id[1:len(id)-1], '"') >= 0 || bytes.IndexByte(id, '\\') >= 0 {
+			return "", false
+		}
+	case !isInteger(id):
+		return "", false
+	}
+	key, err := idKey(id)
+	return key, err == nil
+}
+
+// responsePrefix begins a response as the Go SDKs write one.
+var responsePrefix = []byte(`{"jsonrpc":"2.0","id":`)
+
 // responseKey returns the id key of a response, as the SDKs write them.
 func responseKey(p []byte) (string, bool) {
+	if bytes.HasPrefix(p, notificationPrefix) {
+		return "", false // it has a method: not a response (the common case, decided without decoding)
+	}
+	if key, ok := sdkResponseKey(p); ok {
+		return key, true
+	}
+	return decodedResponseKey(p)
+}
+
+// decodedResponseKey is responseKey by decoding the message.
+func decodedResponseKey(p []byte) (string, bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method json.RawMessage `json:"method"`

@@ -1,0 +1,120 @@
+package acpserver
+
+import (
+	"encoding/json"
+	"testing"
+
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/google/go-cmp/cmp"
+)
+
+// sdkLine is the notification line the SDK writes for u.
+func sdkLine(t testing.TB, id acp.SessionId, u acp.SessionUpdate) []byte {
+	params, err := json.Marshal(acp.SessionNotification{SessionId: id, Update: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": acp.ClientMethodSessionUpdate, "params": json.RawMessage(params)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
+}
+
+// sameUpdate checks that a client reads the same update from our line as
+// from the SDK's: the same JSON value, and the same SessionUpdate when
+// decoded with the SDK's own types.
+func sameUpdate(t *testing.T, id acp.SessionId, u acp.SessionUpdate) {
+	t.Helper()
+	ours, ok := appendUpdate(nil, id, &u)
+	if !ok {
+		t.Fatalf("appendUpdate refused %+v", u)
+	}
+	if len(ours) == 0 || ours[len(ours)-1] != '\n' {
+		t.Fatalf("line %q does not end with a newline", ours)
+	}
+	var a, b any
+	if err := json.Unmarshal(ours, &a); err != nil {
+		t.Fatalf("our line is not JSON: %v: %s", err, ours)
+	}
+	if err := json.Unmarshal(sdkLine(t, id, u), &b); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(b, a); d != "" {
+		t.Errorf("our line differs from the SDK's (-sdk +ours):\n%s", d)
+	}
+	var got, want struct {
+		Params acp.SessionNotification `json:"params"`
+	}
+	if err := json.Unmarshal(ours, &got); err != nil {
+		t.Fatalf("the SDK cannot decode our line: %v: %s", err, ours)
+	}
+	if err := json.Unmarshal(sdkLine(t, id, u), &want); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(mustJSON(t, want.Params), mustJSON(t, got.Params)); d != "" {
+		t.Errorf("decoded with the SDK's types, the update differs:\n%s", d)
+	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestUpdateWireMatchesSDK: the session updates acpserver encodes itself
+// (wire.go) are the ones the SDK would write, for every kind it encodes.
+func TestUpdateWireMatchesSDK(t *testing.T) {
+	id := acp.SessionId("20261127-094137-735556")
+	updates := []acp.SessionUpdate{
+		acp.UpdateAgentMessageText("Nothing is running.\n"),
+		acp.UpdateAgentThoughtText("<b>&\"odd\"</b> \u2028 \x00 é"),
+		acp.UpdateUserMessageText("what runs?"),
+		acp.StartToolCall("call_1", "List tasks", acp.WithStartKind(acp.ToolKindRead), acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(map[string]any{"status": "running"})),
+		acp.UpdateToolCall("call_1", acp.WithUpdateStatus(acp.ToolCallStatusInProgress)),
+		acp.UpdateToolCall("call_1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(`{"tasks":[],"count":0}`))}),
+			acp.WithUpdateRawOutput(map[string]any{"count": 0, "tasks": []any{}})),
+		acp.UpdateToolCall("call_2", acp.WithUpdateTitle("bash: make"), acp.WithUpdateKind(acp.ToolKindExecute),
+			acp.WithUpdateLocations([]acp.ToolCallLocation{{Path: "/tmp/x"}})),
+	}
+	msgID := "m-1"
+	text := acp.TextBlock("with annotations")
+	text.Text.Annotations = &acp.Annotations{Audience: []acp.Role{acp.RoleUser}}
+	text.Text.Meta = map[string]any{"k": []any{1.0, "v"}}
+	updates = append(updates,
+		acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: text, MessageId: &msgID, Meta: map[string]any{"offstage/x": true}}},
+		acp.UpdateToolCall("call_3", acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(text), acp.ToolContent(acp.TextBlock("")),
+			{Content: &acp.ToolCallContentContent{Meta: map[string]any{"m": "n"}, Content: acp.TextBlock("x")}}})),
+	)
+	for _, u := range updates {
+		sameUpdate(t, id, u)
+	}
+	// An update it does not encode is left to the SDK.
+	for name, u := range map[string]acp.SessionUpdate{
+		"a plan":                      {Plan: &acp.SessionUpdatePlan{}},
+		"an image chunk":              acp.UpdateAgentMessage(acp.ImageBlock("aGk=", "image/png")),
+		"a diff":                      acp.UpdateToolCall("call_4", acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolDiffContent("/x", "new")})),
+		"a tool call with a terminal": acp.StartToolCall("call_5", "t", acp.WithStartContent([]acp.ToolCallContent{acp.ToolTerminalRef("term-1")})),
+	} {
+		if _, ok := appendUpdate(nil, id, &u); ok {
+			t.Errorf("appendUpdate encoded %s; the SDK sends those", name)
+		}
+	}
+}
+
+// FuzzUpdateWire: any text a model or a tool puts in an update goes out
+// as the SDK would write it.
+func FuzzUpdateWire(f *testing.F) {
+	f.Add("Nothing is running.", "call_1", "s-1")
+	f.Add("\x00\xff\u2028<script>", "\"", "\\")
+	f.Fuzz(func(t *testing.T, text, call, sid string) {
+		id := acp.SessionId(sid)
+		sameUpdate(t, id, acp.UpdateAgentMessageText(text))
+		sameUpdate(t, id, acp.UpdateToolCall(acp.ToolCallId(call), acp.WithUpdateStatus(acp.ToolCallStatusFailed),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(map[string]any{"error": text})))
+	})
+}

@@ -181,15 +181,23 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
+		// The place is kept or given back as the response starts, before
+		// the client can read it: a client that probes first (the Go SDK
+		// sends server/discover before initialize) sends its next request
+		// as soon as it has the answer, which may be before this handler
+		// returns.
 		slot := &newServer{}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), newServerKey{}, slot)))
-		if id := w.Header().Get("Mcp-Session-Id"); id != "" && slot.server != nil {
-			t.made(id, slot.server)
-		} else {
-			t.mu.Lock()
-			t.open--
-			t.mu.Unlock()
-		}
+		sw := &settleWriter{ResponseWriter: w, settle: func() {
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" && slot.server != nil {
+				t.made(id, slot.server)
+			} else {
+				t.mu.Lock()
+				t.open--
+				t.mu.Unlock()
+			}
+		}}
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), newServerKey{}, slot)))
+		sw.settleOnce()
 		return
 	}
 	t.begin(id)
@@ -207,6 +215,40 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	}
 	h.ServeHTTP(w, r)
 }
+
+// settleWriter calls settle once, when the response starts (its header is
+// written) or, if the handler wrote nothing, when serve calls settleOnce.
+type settleWriter struct {
+	http.ResponseWriter
+	settle  func()
+	settled bool // only the handler's goroutine writes
+}
+
+func (w *settleWriter) settleOnce() {
+	if !w.settled {
+		w.settled = true
+		w.settle()
+	}
+}
+
+func (w *settleWriter) WriteHeader(code int) {
+	w.settleOnce()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *settleWriter) Write(p []byte) (int, error) {
+	w.settleOnce()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush and Unwrap keep what the wrapped writer can do (streaming
+// responses flush; http.ResponseController unwraps).
+func (w *settleWriter) Flush() {
+	w.settleOnce()
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *settleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // reserve takes a place for a session about to be made, if the bound
 // leaves one; made keeps it, or serve gives it back.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,5 +400,70 @@ func TestHandlerBehindOwnAuthentication(t *testing.T) {
 	code, body := initialize("k", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "at most 1 MCP sessions") || strings.Contains(body, "--") {
 		t.Errorf("one session past MaxSessions: %d %q, want 503 naming the bound and no flag", code, body)
+	}
+}
+
+// heldWriter forwards a response and flushes it, then holds the handler
+// in its first Write until released: the client has the answer while the
+// handler has not returned.
+type heldWriter struct {
+	http.ResponseWriter
+	written chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	http.NewResponseController(w.ResponseWriter).Flush()
+	w.once.Do(func() {
+		close(w.written)
+		<-w.release
+	})
+	return n, err
+}
+
+// TestHTTPAProbeGivesItsPlaceBackBeforeItsAnswer: a request without a
+// session that makes none (the Go SDK's client sends server/discover
+// before initialize) gives back the place it held as its answer starts,
+// not when its handler returns: the client sends initialize as soon as
+// it has the answer, and at the bound it got 503 for a place no one held
+// (the CLI's TestMCPHTTPMaxSessions lost that race under load).
+func TestHTTPAProbeGivesItsPlaceBackBeforeItsAnswer(t *testing.T) {
+	svc := newService(t, mcpserver.Config{MaxSessions: 1})
+	h := svc.HTTPHandler("s3cret", nil)
+	held := &heldWriter{written: make(chan struct{}), release: make(chan struct{})}
+	var probes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Probe") != "" && probes.Add(1) == 1 {
+			held.ResponseWriter = w
+			w = held
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer close(held.release)
+	go func() {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer s3cret")
+		req.Header.Set("X-Probe", "1")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}()
+	select {
+	case <-held.written:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the probe was not answered")
+	}
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	res := s.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("initialize once the probe was answered, its handler not yet returned: %d %s", res.StatusCode, body)
 	}
 }

@@ -176,3 +176,28 @@ func TestUntilPortErrorNamesLeased(t *testing.T) {
 		t.Errorf("task_wait until_port \"leased\" = %s, want it called bash's", res.Text)
 	}
 }
+
+// TestPortLeasesRefuseASymlinkedLockFile (outsider finding): a lock file
+// that is a symlink is refused with an error naming it and saying what to
+// do, not passed over as a port in use until every lease failed with
+// "all in use".
+func TestPortLeasesRefuseASymlinkedLockFile(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // a port that was free a moment ago; one port's range
+	link, target := dir+"/"+strconv.Itoa(free), t.TempDir()+"/elsewhere"
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&tools.PortLeases{Min: free, Max: free + 1, Dir: dir}).Lease(1)
+	if err == nil || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), "symlink") || !strings.Contains(err.Error(), "remove") {
+		t.Errorf("Lease with a symlinked lock file = %v, want an error naming %s as a symlink to remove", err, link)
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Error("the symlink was followed")
+	}
+}

@@ -182,3 +182,27 @@ func TestDescriptionsFitASmallContext(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentErrorsSpeakJSON (outsider finding): an argument of the
+// wrong type or out of range is named, with the JSON type it takes, never
+// with encoding/json's Go words ("cannot unmarshal number 1e+30 into Go
+// struct field bashInput.port of type int"); an unknown one is named with
+// the tool's parameters.
+func TestArgumentErrorsSpeakJSON(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	for _, tc := range []struct{ tool, args, want string }{
+		{"bash", `{"command": "true", "port": 1e30}`, "port must be an integer from"},
+		{"bash", `{"command": "true", "port": "2"}`, `port must be an integer (a JSON number without a fraction), not the string \"2\": send it without quotes`},
+		{"bash", `{"command": "true", "port": 1.5}`, "port must be an integer (a JSON number without a fraction), not the number 1.5"},
+		{"bash", `{"command": 5}`, "command must be a JSON string, not a number"},
+		{"bash", `{"command": "true", "tty": "true"}`, `tty must be true or false, not the string \"true\"`},
+		{"bash", `{"command": "true", "comand": "x"}`, `bash has no parameter \"comand\" (did you mean command?); its parameters are command, cwd,`},
+		{"task_wait", `{"task_ids": "shell:1"}`, `task_ids must be a JSON array, not a string: send a list, such as [\"shell:1\"]`},
+		{"task_wait", `{"task_ids": ["1"], "timeout_seconds": 1e999}`, "must be a JSON number of ordinary size"},
+	} {
+		res := e.call(t, e.top, tc.tool, tc.args)
+		if !res.IsError || !strings.Contains(res.Text, tc.want) || goTalk.MatchString(res.Text) {
+			t.Errorf("%s(%s) = %s, want an error saying %s", tc.tool, tc.args, res.Text, tc.want)
+		}
+	}
+}

@@ -227,6 +227,9 @@ func (s *Set) holdPorts(v *task.View, id string, ports []int) {
 		return
 	}
 	s.leased.Store(done, ports)
+	if s.cfg.OnPorts != nil {
+		s.cfg.OnPorts(id, ports)
+	}
 	go func() {
 		<-done
 		s.leased.Delete(done)

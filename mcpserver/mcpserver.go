@@ -572,7 +572,7 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 		if tool == nil {
 			return errorResult("no tool " + name), nil
 		}
-		ctx, span := tracing.Root(ctx, c.svc.cfg.Agent.Tracer, "execute_tool "+name, tracing.OperationName.String("execute_tool"),
+		ctx, span := tracing.Root(ctx, c.svc.cfg.Agent.Tracer, "execute_tool "+name, nil, tracing.OperationName.String("execute_tool"),
 			tracing.ToolName.String(name), tracing.Conversation(c.session.ID()))
 		defer span.End()
 		if token := req.Params.GetProgressToken(); token != nil && name == "task_wait" && req.Session != nil {

@@ -206,3 +206,15 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSaysWhatMemoryCounts (issue 37 item 15): where a cgroup
+// measures a shell's memory it counts page cache (a sleep after a build
+// showed 42 MiB); task_inspect's description says so, so a model does not
+// take it for what the processes hold.
+func TestInspectSaysWhatMemoryCounts(t *testing.T) {
+	for _, noPush := range []bool{false, true} {
+		if d := tools.New(tools.Config{NoPush: noPush}).Tool("task_inspect").Description; !strings.Contains(d, "page cache") {
+			t.Errorf("NoPush %v: task_inspect's description does not say memory counts page cache:\n%s", noPush, d)
+		}
+	}
+}

@@ -400,7 +400,8 @@ type taskLine struct {
 	LogPath   string        `json:"log_path,omitempty"`
 	Result    string        `json:"result,omitempty"`
 	Error     string        `json:"error,omitempty"`
-	// What a shell used, at its end, where it was measured.
+	// What a shell used, at its end, where it was measured; the peak
+	// counts page cache where a cgroup measured it (see peakCounts).
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
 	MemoryPeakBytes int64   `json:"memory_peak_bytes,omitempty"`
 	// Sandbox is a shell's sandbox ("" for none).
@@ -464,17 +465,23 @@ func taskJSON(t journal.Task) taskLine {
 }
 
 // usedLine says what a shell used, at its end: "CPU 1m23.4s, peak
-// memory 1.4 GiB"; "" where nothing was measured.
+// memory 1.4 GiB (…)"; "" where nothing was measured. The peak says what
+// it counts (issue 37 item 15): a cgroup's memory.peak charges the page
+// cache of the files the task read or wrote, so a sleep after a build
+// showed 42 MiB, and a reader took it for what its processes held.
 func usedLine(t journal.Task) string {
 	var parts []string
 	if t.CPU > 0 {
 		parts = append(parts, "CPU "+t.CPU.Round(100*time.Millisecond).String())
 	}
 	if t.MemoryPeak > 0 {
-		parts = append(parts, "peak memory "+text.Bytes(t.MemoryPeak))
+		parts = append(parts, "peak memory "+text.Bytes(t.MemoryPeak)+" ("+peakCounts+")")
 	}
 	return strings.Join(parts, ", ")
 }
+
+// peakCounts is what a peak memory figure counts, said beside it.
+const peakCounts = "page cache included where a cgroup measured it"
 
 // portsLine says which ports a shell leased: "20417 ($PORT), 20418,
 // leased while it runs".

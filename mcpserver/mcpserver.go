@@ -343,17 +343,29 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			c.err = errors.New("the server is shutting down")
 			return
 		}
-		id := "" // a stdio session has none: the journal names it
-		if ss != nil {
-			id = ss.ID()
-		}
+		// The session's id is offstage's own (agent.NewID: its start time,
+		// then random hex), as every face's is, so that offstage tasks
+		// lists one format sorted by time; the journal names a stdio
+		// session, which has no MCP session id. Over HTTP the SDK's
+		// Mcp-Session-Id (random letters, which the SDK's own log lines
+		// name) is the client's handle, not a record's name: the log says
+		// which is which.
 		sf := svc.cfg.Surface
-		sf.ID = id
+		mcpID := ""
+		if ss != nil {
+			mcpID = ss.ID()
+		}
+		if mcpID != "" {
+			sf.ID = agent.NewID()
+		}
 		sess, err := agent.Open(svc.ctx, svc.cfg.Agent, sf)
 		if err != nil {
 			c.err = err
-			svc.cfg.Logger.Error("cannot open a session", "err", err)
+			svc.cfg.Logger.Error("cannot open a session", "err", err, "mcp_session", mcpID)
 			return
+		}
+		if mcpID != "" {
+			svc.cfg.Logger.Info("session opened", "session", sess.ID(), "mcp_session", mcpID)
 		}
 		svc.mu.Lock()
 		closed := svc.closed
@@ -501,7 +513,7 @@ func (c *conn) disconnected() {
 		why = "the client went away (its connection or session ended)"
 	}
 	if svc.cfg.KeepOnDisconnect {
-		svc.cfg.Logger.Info("session ended; its tasks keep running", "tasks", len(c.table.List()))
+		svc.cfg.Logger.Info("session ended; its tasks keep running", "session", c.session.ID(), "tasks", len(c.table.List()))
 		select {
 		case <-svc.ctx.Done():
 		case <-c.done:

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -182,13 +183,21 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			return
 		}
 		slot := &newServer{}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), newServerKey{}, slot)))
-		if id := w.Header().Get("Mcp-Session-Id"); id != "" && slot.server != nil {
-			t.made(id, slot.server)
-		} else {
+		pw := &placeWriter{ResponseWriter: w, release: sync.OnceFunc(t.release)}
+		h.ServeHTTP(pw, r.WithContext(context.WithValue(r.Context(), newServerKey{}, slot)))
+		id := w.Header().Get("Mcp-Session-Id")
+		switch {
+		case id == "" || slot.server == nil:
+			pw.release()
+		case pw.freed.Load():
+			// The id was set after the answer began, so the client never
+			// saw it; the SDK has the session all the same: count it.
 			t.mu.Lock()
-			t.open--
+			t.open++
 			t.mu.Unlock()
+			t.made(id, slot.server)
+		default:
+			t.made(id, slot.server)
 		}
 		return
 	}
@@ -227,6 +236,59 @@ func (t *idleSessions) reserve() bool {
 	t.open++
 	return true
 }
+
+// release gives back a place reserve took, for a request that made no
+// session.
+func (t *idleSessions) release() {
+	t.mu.Lock()
+	t.open--
+	t.mu.Unlock()
+}
+
+// placeWriter answers a request that reserved a place for a session, and
+// gives the place back the moment the answer starts without a session id:
+// the client may send its next request as soon as it has the answer,
+// before the handler returns. The SDK's client asks server/discover
+// first, without a session, then initialize at once; under the bound of
+// one session the initialize found the discover's place still held and
+// got 503 (offstage mcp --http --max-sessions 1, in 4 runs of 10).
+type placeWriter struct {
+	http.ResponseWriter
+	release func() // gives the place back; safe to call more than once
+	once    sync.Once
+	freed   atomic.Bool // the answer began without a session id
+}
+
+// begin is called before the answer's first byte: its headers are final.
+func (w *placeWriter) begin() {
+	w.once.Do(func() {
+		if w.Header().Get("Mcp-Session-Id") == "" {
+			w.freed.Store(true)
+			w.release()
+		}
+	})
+}
+
+func (w *placeWriter) WriteHeader(code int) {
+	w.begin()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *placeWriter) Write(b []byte) (int, error) {
+	w.begin()
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush sends what was written, as the SDK's event streams need.
+func (w *placeWriter) Flush() {
+	w.begin()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *placeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // made records the server of a session its first request created, and
 // starts counting its idleness unless another of its requests is in

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,7 +144,12 @@ func valuePhrase(v any, want string) string {
 // type or out of range (every such error of encoding/json is a
 // *json.UnmarshalTypeError, whose text names Go types). It returns nil
 // for any other error.
-func typeError(err error) error {
+func typeError(err error) error { return typeErrorIn(nil, err) }
+
+// typeErrorIn is typeError for an error of decoding args, which it reads
+// again to name the argument when encoding/json does not (a number too
+// large for float64, met while decoding into any).
+func typeErrorIn(args json.RawMessage, err error) error {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		return nil
@@ -151,6 +157,10 @@ func typeError(err error) error {
 	what := "A value in the arguments"
 	if te.Field != "" {
 		what = shorten(te.Field, 60)
+	} else if k, inList := hugeNumberAt(args); inList {
+		return fail("%s holds a number beyond what JSON numbers of ordinary size hold (±1.7e308): %s; send numbers within it.", shorten(k, 60), shorten(strings.TrimPrefix(te.Value, "number "), 40))
+	} else if k != "" {
+		what = shorten(k, 60)
 	}
 	got := te.Value
 	if n, ok := strings.CutPrefix(got, "number "); ok {
@@ -199,4 +209,40 @@ func jsonKindPhrase(kind string) string {
 		return "that value"
 	}
 	return article(shorten(kind, 40))
+}
+
+// hugeNumberAt names the top-level argument of args holding a number
+// beyond float64, itself or in an array (inList), or "".
+func hugeNumberAt(args json.RawMessage) (key string, inList bool) {
+	if args == nil {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var obj map[string]any
+	if dec.Decode(&obj) != nil {
+		return "", false
+	}
+	huge := func(v any) bool {
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		_, err := n.Float64()
+		return err != nil
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if huge(obj[k]) {
+			return k, false
+		}
+		if list, ok := obj[k].([]any); ok && slices.ContainsFunc(list, huge) {
+			return k, true
+		}
+	}
+	return "", false
 }

@@ -236,7 +236,7 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	}
 	var value any
 	if err := json.Unmarshal(args, &value); err != nil {
-		if te := typeError(err); te != nil {
+		if te := typeErrorIn(args, err); te != nil {
 			return nil, te
 		}
 		return nil, fail("The arguments are not valid JSON (%s); send one JSON object.", shorten(err.Error(), 200))

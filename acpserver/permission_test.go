@@ -284,7 +284,7 @@ func TestSubAgentRequestsAreOneAtATime(t *testing.T) {
 func TestInvalidCallIsRefusedWithoutAsking(t *testing.T) {
 	script := `{"turns": [
 		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "general", "prompt": "list files", "bogus": 1}}]},
-		{"expect": "do not match the spawn_agent schema", "text": "I will fix that."}
+		{"expect": "spawn_agent has no parameter", "text": "I will fix that."}
 	]}`
 	h := start(t, script, acpserver.Config{})
 	id := h.session(t)
@@ -294,7 +294,7 @@ func TestInvalidCallIsRefusedWithoutAsking(t *testing.T) {
 	if got := h.client.titles(); len(got) != 0 {
 		t.Errorf("asked about %q, want nothing", got)
 	}
-	if ls := h.lines(id); !has(ls, "tool_call_update failed The arguments do not match the spawn_agent schema") {
+	if ls := h.lines(id); !has(ls, "tool_call_update failed spawn_agent has no parameter \"bogus\"") {
 		t.Errorf("the refused call's card:\n%s", strings.Join(ls, "\n"))
 	}
 }

@@ -308,8 +308,9 @@ type Session struct {
 	cancelMu   sync.Mutex
 	cancelTurn context.CancelCauseFunc // guarded by cancelMu: cancels the running turn, nil between turns
 	closing    atomic.Bool
-	autonomous atomic.Int64 // autonomous turns run so far
-	carried    *carried     // what a resumed conversation still has to hear; nil when none
+	autonomous atomic.Int64  // autonomous turns run so far
+	carried    *carried      // what a resumed conversation still has to hear; nil when none
+	spans      tracing.Spans // the top level's tasks' spans, for the autonomous turns they start to link to
 
 	started time.Time // when New made it: the session budget's time starts here
 
@@ -535,7 +536,7 @@ func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, er
 	s.usageMu.Lock()
 	s.chain = chain{} // a user turn ends the chain of autonomous turns
 	s.usageMu.Unlock()
-	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, sink)
+	return s.runTurn(ctx, []provider.Block{{Type: provider.Text, Text: input}}, false, nil, sink)
 }
 
 // closedErr returns an error wrapping ErrClosed if the session is closed
@@ -555,7 +556,10 @@ func (s *Session) closedErr() error {
 // ErrTurnCanceled is the cause CancelTurn gives the turn it cancels.
 var ErrTurnCanceled = errors.New("turn canceled")
 
-func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomous bool, sink Sink) (string, error) {
+// runTurn runs a turn on blocks: a user's turn, or an autonomous one,
+// whose span links to caused (the spans of the tasks whose results or
+// notices it carries).
+func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomous bool, caused []trace.Link, sink Sink) (string, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.cancelMu.Lock()
 	s.cancelTurn = cancel
@@ -571,8 +575,11 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 	s.usageMu.Lock()
 	s.turn = task.Usage{}
 	s.usageMu.Unlock()
-	ctx, span := tracing.Root(ctx, s.cfg.Tracer, "invoke_agent offstage", tracing.OperationName.String("invoke_agent"),
+	ctx, span := tracing.Root(ctx, s.cfg.Tracer, "invoke_agent offstage", caused, tracing.OperationName.String("invoke_agent"),
 		tracing.AgentName.String("offstage"), tracing.Conversation(s.id), tracing.Autonomous.Bool(autonomous))
+	if s.cfg.Tracer != nil {
+		ctx = tracing.WithSpans(ctx, &s.spans) // the tasks this turn's calls start
+	}
 	defer span.End()
 	emit(sink, Event{Type: TurnStart, Autonomous: autonomous})
 	turn := tools.NewTurn() // the tasks started with lifetime "turn"
@@ -749,7 +756,7 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	}
 	s.autonomous.Add(1)
 	emit(sink, Event{Type: Reflow, TaskIDs: ids, NoticeIDs: noticeIDs, Autonomous: true})
-	s.runTurn(ctx, blocks, true, sink)
+	s.runTurn(ctx, blocks, true, s.spans.Links(ids, noticeIDs), sink)
 }
 
 // CancelTurn cancels the turn in progress, user or autonomous, with cause

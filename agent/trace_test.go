@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/tools"
 )
 
 // TestATurnIsOneTrace (issue 40 item 2): a turn is an invoke_agent span;
@@ -143,4 +147,81 @@ func shellOutput(t *testing.T, s *agent.Session, id string) string {
 	}
 	t.Fatal("no task_output")
 	return ""
+}
+
+// TestAnAutonomousTurnLinksToItsTasks (issue 40 item 2): the turn that
+// two background shells' results start by themselves is its own
+// invoke_agent span, autonomous, with a span link to each shell's task
+// span (it outlives the turn that started them, and one turn carries
+// both, so links, not a parent); the user's turn links to nothing.
+func TestAnAutonomousTurnLinksToItsTasks(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(context.Background())
+	dir := t.TempDir()
+	gated := `while [ ! -e gate ]; do sleep 0.01; done; echo `
+	s := newSession(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "`+gated+`one", "run_in_background": true}},
+		                {"name": "bash", "input": {"command": "`+gated+`two", "run_in_background": true}}]},
+		{"text": "started"},
+		{"expect": "(?s)background-result.*background-result", "text": "both done"}
+	]}`, agent.Config{Tracer: tp, Settle: 2 * time.Second, Tools: tools.Config{Process: proc.Config{Dir: dir}}})
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { s.Run(ctx, input, rec); close(ran) }()
+	input <- "go"
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, false) == 1 })
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turns := func() (user, auto []sdktrace.ReadOnlySpan) {
+		for _, sp := range spans.Ended() {
+			if sp.Name() != "invoke_agent offstage" {
+				continue
+			}
+			for _, kv := range sp.Attributes() {
+				if kv.Key == "offstage.turn.autonomous" && kv.Value.AsBool() {
+					auto = append(auto, sp)
+				} else if kv.Key == "offstage.turn.autonomous" {
+					user = append(user, sp)
+				}
+			}
+		}
+		return
+	}
+	waitFor(t, func() bool { _, auto := turns(); return len(auto) == 1 })
+	cancel()
+	<-ran
+	user, auto := turns()
+	tasks := map[string]string{} // span id → task id
+	for _, sp := range spans.Ended() {
+		if sp.Name() != "offstage.task shell" {
+			continue
+		}
+		for _, kv := range sp.Attributes() {
+			if kv.Key == "offstage.task.id" {
+				tasks[sp.SpanContext().SpanID().String()] = kv.Value.AsString()
+			}
+		}
+	}
+	if len(user) != 1 || len(user[0].Links()) != 0 || len(tasks) != 2 {
+		t.Fatalf("user turns %d (links %v), shell task spans %v", len(user), user[0].Links(), tasks)
+	}
+	linked := map[string]bool{}
+	for _, l := range auto[0].Links() {
+		id := tasks[l.SpanContext.SpanID().String()]
+		if id == "" || l.SpanContext.TraceID() != user[0].SpanContext().TraceID() {
+			t.Errorf("the autonomous turn links to span %v, not a shell task span of the user's trace", l.SpanContext)
+		}
+		for _, kv := range l.Attributes {
+			if kv.Key == "offstage.task.id" && kv.Value.AsString() == id {
+				linked[id] = true
+			}
+		}
+	}
+	if len(linked) != 2 {
+		t.Errorf("the autonomous turn links to %v, want both shells (%v) by task id", auto[0].Links(), tasks)
+	}
 }

@@ -137,7 +137,9 @@
 //	      finished_at, exit_code, result, error, delivered, log_path, pid, pid_start,
 //	      cpu_ns, memory_peak,                          -- a shell's use, at its end
 //	      sandbox,                                      -- its sandbox ('' for none)
-//	      ended_by, end_reason)                         -- who ended it, and why
+//	      ended_by, end_reason,                         -- who ended it, and why
+//	      input_tokens, output_tokens, cached_input_tokens, model_calls, -- an agent's
+//	      ports)                                        -- ports leased for a shell ("20417,20418")
 //	task_events(session_id, id, at, event, state)       -- every state change
 //	cancels(session_id, id, requested_at, requested_by, reason,
 //	        handled_at, outcome)                        -- operators' cancel requests

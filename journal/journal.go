@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,6 +80,10 @@ type Task struct {
 	// where it could write, its network, what was not enforced); "" for
 	// a shell without one.
 	Sandbox string
+	// Ports are the TCP ports leased for a shell (bash with port), held
+	// while it ran: the first was its $PORT. None for a task that leased
+	// none, or was recorded before the journal kept them.
+	Ports []int
 	// EndedBy says who or what ended the task (task.Info.EndedBy: self,
 	// model, user, operator, parent, timeout, limit, session, supervisor;
 	// host for one orphaned), and EndReason why, in words. Empty while it
@@ -99,8 +104,8 @@ type Message struct {
 }
 
 // A Record is one change the journal writes: *Host, *Session (started),
-// SessionEnd, *Message, *TaskChange, TaskProcess, TaskSandbox, TaskUsage,
-// SessionTokens, Delivered.
+// SessionEnd, *Message, *TaskChange, TaskProcess, TaskSandbox, TaskPorts,
+// TaskUsage, SessionTokens, Delivered.
 type Record interface{ record() }
 
 // SessionTokens records what a session spent so far (agent.Usage).
@@ -139,6 +144,13 @@ type TaskSandbox struct {
 	Sandbox string
 }
 
+// TaskPorts records the TCP ports leased for a shell task.
+type TaskPorts struct {
+	Session string
+	ID      string
+	Ports   []int
+}
+
 // TaskUsage records what a shell task used, at its end.
 type TaskUsage struct {
 	Session    string
@@ -172,6 +184,7 @@ func (*Message) record()      {}
 func (*TaskChange) record()   {}
 func (TaskProcess) record()   {}
 func (TaskSandbox) record()   {}
+func (TaskPorts) record()     {}
 func (TaskUsage) record()     {}
 func (SessionTokens) record() {}
 func (HostPeer) record()      {}
@@ -384,6 +397,8 @@ func (e *entry) session() string {
 	case TaskProcess:
 		return r.Session
 	case TaskSandbox:
+		return r.Session
+	case TaskPorts:
 		return r.Session
 	case TaskUsage:
 		return r.Session
@@ -906,6 +921,15 @@ func (l *SessionLog) Sandbox(id, sandbox string) {
 		sandbox = sandbox[:1000]
 	}
 	l.j.Add(TaskSandbox{Session: l.id, ID: id, Sandbox: sandbox})
+}
+
+// Ports records the TCP ports leased for a shell task (at most 64 are
+// kept).
+func (l *SessionLog) Ports(id string, ports []int) {
+	if len(ports) == 0 {
+		return
+	}
+	l.j.Add(TaskPorts{Session: l.id, ID: id, Ports: slices.Clone(ports[:min(len(ports), maxPorts)])})
 }
 
 // Usage records what a shell task used, at its end.

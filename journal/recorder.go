@@ -296,6 +296,13 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 			onShell(task, p)
 		}
 	}
+	onPorts := cfg.Tools.OnPorts
+	cfg.Tools.OnPorts = func(task string, ports []int) {
+		log.Ports(task, ports)
+		if onPorts != nil {
+			onPorts(task, ports)
+		}
+	}
 	onExit := cfg.Tools.OnShellExit
 	cfg.Tools.OnShellExit = func(task string, p *proc.Process) {
 		// Before the task's end is recorded: the CPU time and peak memory

@@ -594,3 +594,49 @@ func TestTheJournalKeepsAShellsSandbox(t *testing.T) {
 		t.Errorf("sandboxes kept: %q", got)
 	}
 }
+
+// TestTheJournalKeepsAShellsPorts (issue 40 item 3): the TCP ports
+// leased for a shell (bash with port) are recorded with it, on every
+// backend, as offstage tasks show and the dashboard give them; a shell
+// that leased none records none.
+func TestTheJournalKeepsAShellsPorts(t *testing.T) { suite(t, testPorts) }
+
+func testPorts(t *testing.T, connect func(*testing.T) *journal.DB) {
+	dir, work := t.TempDir(), t.TempDir()
+	model := scriptedModel(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo port=$PORT", "port": 2}}, {"name": "bash", "input": {"command": "echo none"}}]},
+		{"text": "Done."}
+	]}`)
+	cfg := agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: work}, Ports: &tools.PortLeases{Dir: t.TempDir()}}}
+	rec := recorderOn(t, connect(t), dir)
+	defer rec.Close(context.Background())
+	s, err := agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := rec.Store().Tasks(t.Context(), journal.TaskFilter{Session: s.ID()})
+	if err != nil || len(tasks) != 2 {
+		t.Fatalf("tasks = %+v, %v", tasks, err)
+	}
+	got := map[string][]int{}
+	for _, tk := range tasks {
+		got[tk.Label] = tk.Ports
+	}
+	leased := got["echo port=$PORT"]
+	if len(leased) != 2 || leased[0] == leased[1] || leased[0] < 20000 || leased[0] >= 30000 || got["echo none"] != nil {
+		t.Fatalf("ports kept: %v", got)
+	}
+	one, err := rec.Store().Task(t.Context(), s.ID(), tasks[0].ID)
+	if err != nil || (tasks[0].Label == "echo port=$PORT") != (len(one.Ports) == 2) {
+		t.Errorf("Task(%s) = ports %v, %v; want what Tasks gave", tasks[0].ID, one.Ports, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,6 +117,9 @@ var sqliteMigrations = []string{
 	// it started), and what a session spent in all and in autonomous
 	// turns (auto_*), which a resumed session goes on from.
 	tokensMigration("INTEGER"),
+	// 10: the TCP ports leased for a shell (bash with port), as decimal
+	// numbers joined by commas; '' for none.
+	`ALTER TABLE tasks ADD COLUMN ports TEXT NOT NULL DEFAULT '';`,
 }
 
 // tokensMigration adds the token columns (schema 8) with the dialect's
@@ -143,8 +147,9 @@ const (
 	usageVersion   = 5
 	fleetVersion   = 6 // cancels, hosts.addr, secret, bell
 	sandboxVersion = 7
-	endsVersion    = 8 // tasks.ended_by, end_reason
-	tokensVersion  = 9 // tasks and sessions: input_tokens, output_tokens, cached_input_tokens, model_calls (sessions also auto_*)
+	endsVersion    = 8  // tasks.ended_by, end_reason
+	tokensVersion  = 9  // tasks and sessions: input_tokens, output_tokens, cached_input_tokens, model_calls (sessions also auto_*)
+	portsVersion   = 10 // tasks.ports
 )
 
 // postgresMigrations are the same for PostgreSQL, whose schema version
@@ -225,6 +230,7 @@ var postgresMigrations = []string{
 	`ALTER TABLE tasks ADD COLUMN ended_by text NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN end_reason text NOT NULL DEFAULT '';`,
 	tokensMigration("bigint"),
+	`ALTER TABLE tasks ADD COLUMN ports text NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this offstage writes into SQLite.
@@ -310,7 +316,9 @@ type DB struct {
 	// columns, or zeros likewise.
 	ends                      string
 	taskTokens, sessionTokens string
-	reading                   bool // opened by OpenSQLiteReadOnly
+	// ports is the expression of tasks.ports: the column, or '' likewise.
+	ports   string
+	reading bool // opened by OpenSQLiteReadOnly
 	// noFleet: a file opened to read whose schema predates cancel
 	// requests and peer addresses; it has none.
 	noFleet bool
@@ -477,6 +485,9 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	if v < tokensVersion {
 		s.taskTokens, s.sessionTokens = noTaskTokens, noSessionTokens
 	}
+	if v < portsVersion {
+		s.ports = "''"
+	}
 	s.reading = true
 	return s, nil
 }
@@ -566,7 +577,7 @@ func (s *DB) overwritten() error {
 }
 
 func newDB(db *sql.DB, where string, d *dialect) *DB {
-	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox", ends: "t.ended_by, t.end_reason", taskTokens: taskTokenColumns, sessionTokens: sessionTokenColumns}
+	return &DB{db: db, where: where, d: d, lost: "s.lost", usage: usageColumns, sandbox: "t.sandbox", ends: "t.ended_by, t.end_reason", taskTokens: taskTokenColumns, sessionTokens: sessionTokenColumns, ports: "t.ports"}
 }
 
 // Path returns where the journal is: its file, or its server's address
@@ -742,6 +753,7 @@ const (
 	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
 	updatePeer     = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
 	updateSandbox  = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
+	updatePorts    = `UPDATE tasks SET ports = ? WHERE session_id = ? AND id = ?`
 	// Token figures only grow: a record that arrives after a newer one
 	// (OnUsage is called from several goroutines) changes nothing.
 	updateTaskTokens    = `UPDATE tasks SET input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, model_calls = ? WHERE session_id = ? AND id = ? AND model_calls <= ?`
@@ -774,6 +786,8 @@ func (w *writer) record(r Record) error {
 		return w.exec(updatePeer, r.Addr, r.Secret, r.Bell, r.ID)
 	case TaskSandbox:
 		return w.exec(updateSandbox, r.Sandbox, r.Session, r.ID)
+	case TaskPorts:
+		return w.exec(updatePorts, formatPorts(r.Ports), r.Session, r.ID)
 	case SessionTokens:
 		t, a := r.Total, r.Autonomous
 		return w.exec(updateSessionTokens, t.InputTokens, t.OutputTokens, t.CachedInputTokens, t.ModelCalls,
@@ -1000,7 +1014,8 @@ type querier interface {
 }
 
 // A task's columns are taskColumns, then usage (usageColumns, or
-// noUsage in an older journal read as it is), its sandbox, then taskFrom.
+// noUsage in an older journal read as it is), its sandbox, its end, its
+// tokens and its ports, then taskFrom.
 const (
 	taskColumns = `SELECT t.session_id, t.id, t.kind, t.label, t.owner, t.state, t.created_at, t.started_at, t.finished_at,
 	t.exit_code, t.result, t.error, t.delivered, t.log_path, t.pid, t.pid_start, COALESCE(h.hostname, ''), `
@@ -1016,7 +1031,7 @@ const (
 )
 
 func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...any) ([]Task, error) {
-	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+", "+s.ends+", "+s.taskTokens+taskFrom+where), args...)
+	rows, err := q.QueryContext(ctx, s.d.rebind(taskColumns+s.usage+", "+s.sandbox+", "+s.ends+", "+s.taskTokens+", "+s.ports+taskFrom+where), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -1026,11 +1041,13 @@ func (s *DB) queryTasks(ctx context.Context, q querier, where string, args ...an
 		var t Task
 		var created, cpu int64
 		var started, finished, code sql.NullInt64
+		var ports string
 		if err := rows.Scan(&t.Session, &t.ID, &t.Kind, &t.Label, &t.Owner, &t.State, &created, &started, &finished,
 			&code, &t.Result, &t.Error, &t.Delivered, &t.LogPath, &t.PID, &t.PIDStart, &t.Hostname, &cpu, &t.MemoryPeak, &t.Sandbox, &t.EndedBy, &t.EndReason,
-			&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.Usage.CachedInputTokens, &t.Usage.ModelCalls); err != nil {
+			&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.Usage.CachedInputTokens, &t.Usage.ModelCalls, &ports); err != nil {
 			return nil, err
 		}
+		t.Ports = parsePorts(ports)
 		t.CPU = time.Duration(cpu)
 		if t.EndedBy == "" && t.State == Orphaned {
 			t.EndedBy = task.ByHost // recorded before ended_by was
@@ -1228,3 +1245,32 @@ func nullIfZero(n int64) any {
 	}
 	return n
 }
+
+// formatPorts is how tasks.ports holds a shell's leased ports: decimal
+// numbers joined by commas.
+func formatPorts(ports []int) string {
+	list := make([]string, len(ports))
+	for i, p := range ports {
+		list[i] = strconv.Itoa(p)
+	}
+	return strings.Join(list, ",")
+}
+
+// parsePorts reads tasks.ports, keeping only what is a TCP port: the
+// column is data, which a hand-edited or damaged journal may hold
+// anything in.
+func parsePorts(s string) []int {
+	if s == "" {
+		return nil
+	}
+	var ports []int
+	for f := range strings.SplitSeq(s, ",") {
+		if p, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && p > 0 && p < 65536 && len(ports) < maxPorts {
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}
+
+// maxPorts bounds the ports read of one task (bash leases at most 8).
+const maxPorts = 64

@@ -467,3 +467,60 @@ func TestHTTPAProbeGivesItsPlaceBackBeforeItsAnswer(t *testing.T) {
 		t.Errorf("initialize once the probe was answered, its handler not yet returned: %d %s", res.StatusCode, body)
 	}
 }
+
+// idJournal is an agent.Journal that keeps the ids sessions open with.
+type idJournal struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (j *idJournal) Record(_ context.Context, info agent.SessionInfo, _ *agent.Config) (agent.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.ids = append(j.ids, info.ID)
+	return idRecord(info.ID), nil
+}
+
+func (j *idJournal) Load(context.Context, string) (*agent.Resume, error) {
+	return nil, agent.ErrUnknownSession
+}
+
+func (j *idJournal) List(context.Context, string, int) ([]agent.SessionSummary, error) {
+	return nil, nil
+}
+
+func (j *idJournal) opened() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices(j.ids)
+}
+
+type idRecord string
+
+func (r idRecord) ID() string        { return string(r) }
+func (idRecord) Delivered(...string) {}
+func (idRecord) End()                {}
+
+// TestHTTPSessionsHaveOffstagesIDs (issue 37 item 15): a session over
+// HTTP is recorded under an id of offstage's own format (its start time,
+// then hex), as run's and acp's are, not the SDK's Mcp-Session-Id, which
+// had its own format in offstage tasks; the log pairs the two.
+func TestHTTPSessionsHaveOffstagesIDs(t *testing.T) {
+	var logged syncBuffer
+	j := &idJournal{}
+	svc := newService(t, mcpserver.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil)), Surface: agent.Surface{Journal: j}})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ids","version":"1"}}`)
+	s.notify("notifications/initialized")
+	var list tools.ListOutput
+	s.tool("task_list", `{}`, &list)
+	ids := j.opened()
+	if len(ids) != 1 || !regexp.MustCompile(`^\d{8}-\d{6}-[0-9a-f]{6}$`).MatchString(ids[0]) || ids[0] == s.id {
+		t.Fatalf("the journal recorded sessions %q (Mcp-Session-Id %q), want one id like 20261122-090000-a1b2c3", ids, s.id)
+	}
+	if want := "session=" + ids[0] + " mcp_session=" + s.id; !strings.Contains(logged.String(), want) {
+		t.Errorf("the log does not pair the ids (%s):\n%s", want, logged.String())
+	}
+}

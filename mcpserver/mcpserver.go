@@ -343,17 +343,29 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			c.err = errors.New("the server is shutting down")
 			return
 		}
-		id := "" // a stdio session has none: the journal names it
-		if ss != nil {
-			id = ss.ID()
-		}
+		// The session's id is offstage's own (agent.NewID: its start time,
+		// then random hex), as every face's is, so that offstage tasks
+		// lists one format sorted by time; the journal names a stdio
+		// session, which has no MCP session id. Over HTTP the SDK's
+		// Mcp-Session-Id (random letters, which the SDK's own log lines
+		// name) is the client's handle, not a record's name: the log says
+		// which is which.
 		sf := svc.cfg.Surface
-		sf.ID = id
+		mcpID := ""
+		if ss != nil {
+			mcpID = ss.ID()
+		}
+		if mcpID != "" {
+			sf.ID = agent.NewID()
+		}
 		sess, err := agent.Open(svc.ctx, svc.cfg.Agent, sf)
 		if err != nil {
 			c.err = err
-			svc.cfg.Logger.Error("cannot open a session", "err", err)
+			svc.cfg.Logger.Error("cannot open a session", "err", err, "mcp_session", mcpID)
 			return
+		}
+		if mcpID != "" {
+			svc.cfg.Logger.Info("session opened", "session", sess.ID(), "mcp_session", mcpID)
 		}
 		svc.mu.Lock()
 		closed := svc.closed
@@ -501,7 +513,7 @@ func (c *conn) disconnected() {
 		why = "the client went away (its connection or session ended)"
 	}
 	if svc.cfg.KeepOnDisconnect {
-		svc.cfg.Logger.Info("session ended; its tasks keep running", "tasks", len(c.table.List()))
+		svc.cfg.Logger.Info("session ended; its tasks keep running", "session", c.session.ID(), "tasks", len(c.table.List()))
 		select {
 		case <-svc.ctx.Done():
 		case <-c.done:
@@ -572,7 +584,7 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 		if tool == nil {
 			return errorResult("no tool " + name), nil
 		}
-		ctx, span := tracing.Root(ctx, c.svc.cfg.Agent.Tracer, "execute_tool "+name, tracing.OperationName.String("execute_tool"),
+		ctx, span := tracing.Root(ctx, c.svc.cfg.Agent.Tracer, "execute_tool "+name, nil, tracing.OperationName.String("execute_tool"),
 			tracing.ToolName.String(name), tracing.Conversation(c.session.ID()))
 		defer span.End()
 		if token := req.Params.GetProgressToken(); token != nil && name == "task_wait" && req.Session != nil {

@@ -173,7 +173,7 @@ func TestEveryToolOverMCP(t *testing.T) {
 	if !call(t, cs, "task_output", `{"task_id": 7.5}`, &e) || e.Error == "" {
 		t.Errorf("a bad id = %+v", e)
 	}
-	if !call(t, cs, "bash", `{"command": 42}`, &e) || !strings.Contains(e.Error, "schema") {
+	if !call(t, cs, "bash", `{"command": 42}`, &e) || !strings.Contains(e.Error, "command must be a JSON string") {
 		t.Errorf("a bad argument type = %+v", e)
 	}
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "no_such_tool"}); err == nil {

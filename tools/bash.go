@@ -109,10 +109,10 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 	}
 	switch {
-	case in.UntilPort == "leased" && in.Port == 0:
+	case isLeased(in.UntilPort) && in.Port == 0:
 		return BashOutput{}, fail("until_port \"leased\" waits for the port leased with port; add port: 1, or name the port to wait for.")
-	case in.UntilPort != "" && in.UntilPort != "leased":
-		if _, err := parsePort(in.UntilPort); err != nil {
+	case in.UntilPort != "" && !isLeased(in.UntilPort):
+		if _, err := parsePort(in.UntilPort, true); err != nil {
 			return BashOutput{}, err
 		}
 	}
@@ -172,7 +172,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	BindLifetime(ctx, v, id, in.Lifetime)
 	if ports != nil {
 		s.holdPorts(v, id, ports)
-		if in.UntilPort == "leased" {
+		if isLeased(in.UntilPort) {
 			in.UntilPort = strconv.Itoa(ports[0])
 		}
 	}
@@ -227,6 +227,9 @@ func (s *Set) holdPorts(v *task.View, id string, ports []int) {
 		return
 	}
 	s.leased.Store(done, ports)
+	if s.cfg.OnPorts != nil {
+		s.cfg.OnPorts(id, ports)
+	}
 	go func() {
 		<-done
 		s.leased.Delete(done)

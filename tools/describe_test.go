@@ -182,3 +182,40 @@ func TestDescriptionsFitASmallContext(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentErrorsSpeakJSON (outsider finding): an argument of the
+// wrong type or out of range is named, with the JSON type it takes, never
+// with encoding/json's Go words ("cannot unmarshal number 1e+30 into Go
+// struct field bashInput.port of type int"); an unknown one is named with
+// the tool's parameters.
+func TestArgumentErrorsSpeakJSON(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	for _, tc := range []struct{ tool, args, want string }{
+		{"bash", `{"command": "true", "port": 1e30}`, "port must be an integer from"},
+		{"bash", `{"command": "true", "port": "2"}`, `port must be an integer (a JSON number without a fraction), not the string \"2\": send it without quotes`},
+		{"bash", `{"command": "true", "port": 1.5}`, "port must be an integer (a JSON number without a fraction), not the number 1.5"},
+		{"bash", `{"command": 5}`, "command must be a JSON string, not a number"},
+		{"bash", `{"command": "true", "tty": "true"}`, `tty must be true or false, not the string \"true\"`},
+		{"bash", `{"command": "true", "comand": "x"}`, `bash has no parameter \"comand\" (did you mean command?); its parameters are command, cwd,`},
+		{"task_wait", `{"task_ids": "shell:1"}`, `task_ids must be a JSON array, not a string: send a list, such as [\"shell:1\"]`},
+		{"task_wait", `{"task_ids": ["1"], "timeout_seconds": 1e999}`, "timeout_seconds must be a JSON number of ordinary size (within ±1.7e308), not the number 1e999"},
+		{"task_wait", `{"task_ids": [1e999]}`, "task_ids holds a number beyond what JSON numbers of ordinary size hold (±1.7e308): 1e999; send numbers within it."},
+	} {
+		res := e.call(t, e.top, tc.tool, tc.args)
+		if !res.IsError || !strings.Contains(res.Text, tc.want) || goTalk.MatchString(res.Text) {
+			t.Errorf("%s(%s) = %s, want an error saying %s", tc.tool, tc.args, res.Text, tc.want)
+		}
+	}
+}
+
+// TestInspectSaysWhatMemoryCounts (issue 37 item 15): where a cgroup
+// measures a shell's memory it counts page cache (a sleep after a build
+// showed 42 MiB); task_inspect's description says so, so a model does not
+// take it for what the processes hold.
+func TestInspectSaysWhatMemoryCounts(t *testing.T) {
+	for _, noPush := range []bool{false, true} {
+		if d := tools.New(tools.Config{NoPush: noPush}).Tool("task_inspect").Description; !strings.Contains(d, "page cache") {
+			t.Errorf("NoPush %v: task_inspect's description does not say memory counts page cache:\n%s", noPush, d)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ func FuzzToolCall(f *testing.F) {
 	}
 	f.Add(uint8(0), []byte(`{"command": "x", "run_in_background": true, "notify_on": "(a+)+$", "tty": true}`))
 	f.Add(uint8(4), []byte(`{"task_ids": ["shell:1"], "until": "[", "timeout_seconds": 0.05}`))
+	f.Add(uint8(0), []byte(`{"command": "x", "port": 1e30}`))
+	f.Add(uint8(4), []byte(`{"task_ids": ["shell:1"], "timeout_seconds": -1e999}`))
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
 		tb := task.New(context.Background(), task.Options{})
 		defer tb.Close(context.Background())
@@ -73,6 +76,12 @@ func FuzzToolCall(f *testing.F) {
 			if err := dec.Decode(&e); err != nil || strings.TrimSpace(e.Error) == "" {
 				t.Fatalf("%s(%q) error result %s, want {\"error\": a sentence} (%v)", tool.Name, args, res.Text, err)
 			}
+			if goTalk.MatchString(e.Error) {
+				t.Fatalf("%s(%q) error %q names Go types; a model reads JSON's", tool.Name, args, e.Error)
+			}
 		}
 	})
 }
+
+// goTalk matches what encoding/json's errors say in Go's terms.
+var goTalk = regexp.MustCompile(`Go (struct field|value)|of type (u?int|float|string|bool|\[\]|map|\*)|[a-z]+Input\.`)

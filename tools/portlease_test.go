@@ -159,3 +159,45 @@ func TestBashLeasesAPort(t *testing.T) {
 		t.Errorf("port 9 = %s", res.Text)
 	}
 }
+
+// TestUntilPortErrorNamesLeased (outsider finding): a bad until_port on
+// bash names every value bash takes, "leased" among them, and "leased"
+// on task_wait (which has no lease to wait for) says where it belongs.
+func TestUntilPortErrorNamesLeased(t *testing.T) {
+	e := newEnv(t, tools.Config{Ports: &tools.PortLeases{Dir: t.TempDir()}})
+	res := e.call(t, e.top, "bash", `{"command": "true", "run_in_background": true, "port": 1, "until_port": "lease"}`)
+	if !res.IsError || !strings.Contains(res.Text, `\"leased\"`) || !strings.Contains(res.Text, `\"any\"`) {
+		t.Errorf("bash until_port \"lease\" = %s, want an error naming \"any\" and \"leased\"", res.Text)
+	}
+	var done tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "true"}`, &done)
+	res = e.call(t, e.top, "task_wait", `{"task_ids": ["`+done.TaskID+`"], "until_port": "leased", "timeout_seconds": 0.1}`)
+	if !res.IsError || !strings.Contains(res.Text, "bash") || !strings.Contains(res.Text, "task_inspect") {
+		t.Errorf("task_wait until_port \"leased\" = %s, want it called bash's", res.Text)
+	}
+}
+
+// TestPortLeasesRefuseASymlinkedLockFile (outsider finding): a lock file
+// that is a symlink is refused with an error naming it and saying what to
+// do, not passed over as a port in use until every lease failed with
+// "all in use".
+func TestPortLeasesRefuseASymlinkedLockFile(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // a port that was free a moment ago; one port's range
+	link, target := dir+"/"+strconv.Itoa(free), t.TempDir()+"/elsewhere"
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&tools.PortLeases{Min: free, Max: free + 1, Dir: dir}).Lease(1)
+	if err == nil || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), "symlink") || !strings.Contains(err.Error(), "remove") {
+		t.Errorf("Lease with a symlinked lock file = %v, want an error naming %s as a symlink to remove", err, link)
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Error("the symlink was followed")
+	}
+}

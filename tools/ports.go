@@ -21,7 +21,8 @@ import (
 // process holds it, and no other offstage of the same user holds it: each
 // lease is a lock (flock) on a file named after the port in a directory
 // only the user can write, held while the lease lasts, so the kernel
-// releases it if offstage dies. Ports come from [Min, Max), outside
+// releases it if offstage dies. A lock file that is a symlink is refused,
+// naming it, never followed. Ports come from [Min, Max), outside
 // Linux's range for outgoing connections (32768–60999), so the kernel does
 // not hand a leased port to a connection meanwhile. A program that is not
 // offstage may still take a leased port before the task binds it; then the
@@ -101,8 +102,12 @@ func (l *PortLeases) Lease(n int) ([]int, error) {
 		if _, ok := l.held[port]; ok {
 			continue
 		}
-		f, ok := lockPort(dir, port)
-		if !ok {
+		f, err := lockPort(dir, port)
+		if err != nil {
+			l.releaseLocked(got)
+			return nil, err
+		}
+		if f == nil {
 			continue
 		}
 		if !bindable(port) {
@@ -143,17 +148,32 @@ func (l *PortLeases) Held() int {
 	return len(l.held)
 }
 
-// lockPort takes the lock file of port, if no other offstage holds it.
-func lockPort(dir string, port int) (*os.File, bool) {
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+// lockPort takes the lock file of port: the file locked, or nil if
+// another offstage holds it. A lock file that is not a plain file of its
+// own (a symlink, which is not followed, or anything else it cannot
+// lock) is an error naming it: skipped, it would pass for a port in use,
+// and every lease would fail saying "all in use".
+func lockPort(dir string, port int) (*os.File, error) {
+	path := filepath.Join(dir, strconv.Itoa(port))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("the port lock file %s is a symlink, which offstage does not follow; remove it (rm %s) and offstage makes a plain file there", path, path)
+	}
 	if err != nil {
-		return nil, false
+		return nil, fmt.Errorf("opening the port lock file: %w; remove %s and offstage makes it anew", err, path)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, false
+		return nil, fmt.Errorf("the port lock file %s is not a plain file; remove it and offstage makes a plain file there", path)
 	}
-	return f, true
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+		f.Close()
+		return nil, nil // another offstage holds it
+	} else if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking the port lock file %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // bindable reports whether nothing listens on port, on any address.

@@ -39,6 +39,11 @@ type Config struct {
 	// ended (its Exit is ready), before its task finishes: a journal
 	// records what it used.
 	OnShellExit func(id string, p *proc.Process)
+	// OnPorts, if set, is told of the TCP ports leased for a shell (bash
+	// with port), once its task exists, from the goroutine of the call: a
+	// journal records them for "offstage tasks show". It must not keep
+	// ports.
+	OnPorts func(id string, ports []int)
 	// NoPush says that results and notices do not come back to the
 	// top-level caller (owner "") by themselves, as over MCP, where
 	// nothing reaches the model unless it calls for it. The descriptions

@@ -120,7 +120,10 @@ type ShellUsage struct {
 	// every descendant, whatever session or group it moved to.
 	Processes int `json:"processes,omitempty"`
 	// CPUSeconds, MemoryMiB and MemoryPeakMiB are a running shell's CPU
-	// time and memory, where the host can tell (see proc.Usage).
+	// time and memory, where the host can tell (see proc.Usage). Where a
+	// cgroup measures memory it charges the page cache of the files the
+	// shell read or wrote, so the figures can be far above what its
+	// processes hold; the description says so.
 	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
 	MemoryMiB     float64 `json:"memory_mib,omitempty"`
 	MemoryPeakMiB float64 `json:"memory_peak_mib,omitempty"`

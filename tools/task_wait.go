@@ -154,7 +154,7 @@ func parseWait(v *task.View, in waitInput) (waitArgs, error) {
 		a.until = re
 	}
 	if in.UntilPort != "" {
-		port, err := parsePort(in.UntilPort)
+		port, err := parsePort(in.UntilPort, false)
 		if err != nil {
 			return a, err
 		}
@@ -164,18 +164,28 @@ func parseWait(v *task.View, in waitInput) (waitArgs, error) {
 }
 
 // parsePort reads until_port: a TCP port number, or "any" (0). Its error
-// is a message for the model.
-func parsePort(s string) (int, error) {
+// is a message for the model, naming every value the tool takes: bash's
+// until_port takes "leased" too (isLeased, read before this).
+func parsePort(s string, bash bool) (int, error) {
 	s = strings.TrimSpace(s)
 	if strings.EqualFold(s, "any") {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(strings.TrimPrefix(s, ":"))
-	if err != nil || n < 1 || n > 65535 {
-		return 0, fail("until_port must be a TCP port number (1 to 65535) such as \"8080\", or \"any\", not %q.", shorten(s, 40))
+	switch {
+	case err == nil && n >= 1 && n <= 65535:
+		return n, nil
+	case bash:
+		return 0, fail("until_port must be a TCP port number (1 to 65535) such as \"8080\", \"any\", or \"leased\" (the port leased with port), not %q.", shorten(s, 40))
+	case isLeased(s):
+		return 0, fail("until_port \"leased\" is bash's, for the command it starts; here name the port (task_inspect lists a task's leased ports), or pass \"any\".")
 	}
-	return n, nil
+	return 0, fail("until_port must be a TCP port number (1 to 65535) such as \"8080\", or \"any\", not %q.", shorten(s, 40))
 }
+
+// isLeased reports whether until_port is "leased": wait for the port
+// bash leased for the command.
+func isLeased(s string) bool { return strings.EqualFold(strings.TrimSpace(s), "leased") }
 
 // waitEnd is how a wait ended.
 type waitEnd struct {

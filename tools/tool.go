@@ -236,6 +236,9 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	}
 	var value any
 	if err := json.Unmarshal(args, &value); err != nil {
+		if te := typeErrorIn(args, err); te != nil {
+			return nil, te
+		}
 		return nil, fail("The arguments are not valid JSON (%s); send one JSON object.", shorten(err.Error(), 200))
 	}
 	obj, ok := value.(map[string]any)
@@ -259,6 +262,9 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 		if v == nil {
 			delete(obj, k) // null is "not given": the schema has no null
 		}
+	}
+	if err := paramError(t.Name, t.resolved.Schema(), obj); err != nil {
+		return nil, err
 	}
 	if err := t.resolved.Validate(obj); err != nil {
 		return nil, fail("The arguments do not match the %s schema: %s.", t.Name, shorten(strings.TrimSuffix(err.Error(), "."), 300))
@@ -434,6 +440,9 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(in); err != nil {
+			if te := typeError(err); te != nil {
+				return te
+			}
 			return fail("The arguments do not fit %s: %s.", name, shorten(err.Error(), 200))
 		}
 		return nil

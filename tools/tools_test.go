@@ -229,8 +229,8 @@ func TestBashArguments(t *testing.T) {
 	for args, want := range map[string]string{
 		`{}`:                              "command",
 		`{"command": ""}`:                 "command is empty",
-		`{"command": 42}`:                 "schema",
-		`{"command": "true", "bogus": 1}`: "schema",
+		`{"command": 42}`:                 "command must be a JSON string, not a number",
+		`{"command": "true", "bogus": 1}`: `bash has no parameter "bogus"`,
 		`{"command": "true", "timeout_seconds": -1}`: "timeout_seconds must not be negative",
 		`{"command": "true", "cwd": "nope"}`:         "cwd \"nope\" is not a directory",
 		`not json`:                                   "not valid JSON",
@@ -457,7 +457,7 @@ func TestTaskWait(t *testing.T) {
 		`{"task_ids": []}`: "task_ids is empty",
 		`{"task_ids": ["` + fast + `"], "mode": "some"}`:        `mode must be "any" or "all"`,
 		`{"task_ids": ["` + fast + `"], "timeout_seconds": -1}`: "must not be negative",
-		`{"task_ids": "` + fast + `"}`:                          "schema",
+		`{"task_ids": "` + fast + `"}`:                          "task_ids must be a JSON array",
 	} {
 		if got := e.refused(t, e.top, "task_wait", args); !strings.Contains(got, want) {
 			t.Errorf("task_wait(%s) = %q, want %q", args, got, want)

@@ -400,11 +400,15 @@ type taskLine struct {
 	LogPath   string        `json:"log_path,omitempty"`
 	Result    string        `json:"result,omitempty"`
 	Error     string        `json:"error,omitempty"`
-	// What a shell used, at its end, where it was measured.
+	// What a shell used, at its end, where it was measured; the peak
+	// counts page cache where a cgroup measured it (see peakCounts).
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
 	MemoryPeakBytes int64   `json:"memory_peak_bytes,omitempty"`
 	// Sandbox is a shell's sandbox ("" for none).
 	Sandbox string `json:"sandbox,omitempty"`
+	// Ports are the TCP ports leased for a shell (bash with port); the
+	// first was its $PORT.
+	Ports []int `json:"ports,omitempty"`
 	// Who ended it and why (task.Info.EndedBy); "" while it runs and in
 	// a journal older than these.
 	EndedBy   string `json:"ended_by,omitempty"`
@@ -444,7 +448,7 @@ func (l *taskLine) priced(model string, ps prices) {
 func taskJSON(t journal.Task) taskLine {
 	l := taskLine{Session: t.Session, TaskID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State,
 		Created: t.Created.UTC(), ExitCode: t.ExitCode, Delivered: t.Delivered, Host: t.Hostname, LogPath: t.LogPath,
-		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak, Sandbox: t.Sandbox, EndedBy: t.EndedBy, EndReason: t.EndReason}
+		CPUSeconds: t.CPU.Seconds(), MemoryPeakBytes: t.MemoryPeak, Sandbox: t.Sandbox, Ports: t.Ports, EndedBy: t.EndedBy, EndReason: t.EndReason}
 	if t.Kind == agent.TaskKind {
 		u := t.Usage
 		l.Usage = &u
@@ -461,16 +465,37 @@ func taskJSON(t journal.Task) taskLine {
 }
 
 // usedLine says what a shell used, at its end: "CPU 1m23.4s, peak
-// memory 1.4 GiB"; "" where nothing was measured.
+// memory 1.4 GiB (…)"; "" where nothing was measured. The peak says what
+// it counts (issue 37 item 15): a cgroup's memory.peak charges the page
+// cache of the files the task read or wrote, so a sleep after a build
+// showed 42 MiB, and a reader took it for what its processes held.
 func usedLine(t journal.Task) string {
 	var parts []string
 	if t.CPU > 0 {
 		parts = append(parts, "CPU "+t.CPU.Round(100*time.Millisecond).String())
 	}
 	if t.MemoryPeak > 0 {
-		parts = append(parts, "peak memory "+text.Bytes(t.MemoryPeak))
+		parts = append(parts, "peak memory "+text.Bytes(t.MemoryPeak)+" ("+peakCounts+")")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// peakCounts is what a peak memory figure counts, said beside it.
+const peakCounts = "page cache included where a cgroup measured it"
+
+// portsLine says which ports a shell leased: "20417 ($PORT), 20418,
+// leased while it runs".
+func portsLine(t journal.Task) string {
+	list := make([]string, len(t.Ports))
+	for i, p := range t.Ports {
+		list[i] = strconv.Itoa(p)
+	}
+	list[0] += " ($PORT)"
+	held := "leased while it runs"
+	if !t.Finished.IsZero() || t.State == journal.Orphaned {
+		held = "leased while it ran, released at its end"
+	}
+	return strings.Join(list, ", ") + ", " + held
 }
 
 // showTask prints one task with its result and the end of its log; an
@@ -558,6 +583,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 	}
 	if t.Sandbox != "" {
 		fmt.Fprintf(w, "  sandbox: %s\n", t.Sandbox)
+	}
+	if len(t.Ports) > 0 {
+		fmt.Fprintf(w, "  ports:   %s\n", portsLine(t))
 	}
 	if t.Owner != "" {
 		fmt.Fprintf(w, "  started by %s\n", t.Owner)

@@ -58,6 +58,7 @@ func fixtureJournal(t *testing.T) (dir string, now time.Time) {
 	j.StartSession(journal.Session{ID: "20261122-110000-bbbbbb", HostID: "h1", Surface: "mcp", Cwd: "/src", Started: at(2 * time.Hour)}, 0)
 	change("20261122-110000-bbbbbb", task.EventSpawned, "shell:1", "npm run dev   # the dev server, which runs until it is stopped", task.Running, 2*time.Hour, nil)
 	change("20261122-110000-bbbbbb", task.EventStarted, "shell:1", "npm run dev   # the dev server, which runs until it is stopped", task.Running, 2*time.Hour, nil)
+	j.Add(journal.TaskPorts{Session: "20261122-110000-bbbbbb", ID: "shell:1", Ports: []int{20417, 20418}})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := j.Close(ctx); err != nil {
@@ -174,6 +175,36 @@ func TestTasksShow(t *testing.T) {
 	}
 	if err := cancelTask(t.Context(), store, "", "shell:1", "", io.Discard); err == nil || !strings.Contains(err.Error(), "shell:1 is in 2 sessions; name one, as 20261122-110000-bbbbbb/shell:1") {
 		t.Errorf("cancel shell:1 = %v", err)
+	}
+}
+
+// TestTasksShowPorts (issue 40 item 3): the ports leased for a shell are
+// in tasks show, saying which was $PORT, and in its JSON.
+func TestTasksShowPorts(t *testing.T) {
+	dir, now := fixtureJournal(t)
+	timeNow = func() time.Time { return now }
+	defer func() { timeNow = time.Now }()
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var out, js bytes.Buffer
+	if err := showTask(t.Context(), store, "", "20261122-11/shell:1", false, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  ports:   20417 ($PORT), 20418, leased while it runs\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("tasks show:\n%s\nwant the line %q", out.String(), want)
+	}
+	if err := showTask(t.Context(), store, "", "20261122-11/shell:1", true, &js, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"ports":[20417,20418]`) {
+		t.Errorf("tasks show --json = %s, want its ports", js.String())
+	}
+	out.Reset()
+	if err := showTask(t.Context(), store, "", "20261122-09/shell:1", false, &out, io.Discard); err != nil || strings.Contains(out.String(), "ports") {
+		t.Errorf("a shell that leased no port shows %q (%v)", out.String(), err)
 	}
 }
 

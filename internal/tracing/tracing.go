@@ -9,6 +9,10 @@
 //   - offstage.task KIND: one task (a shell or a sub-agent), a child of the
 //     call that started it, which it may outlive: a background task's span
 //     ends when the task does, with its end and its exit code;
+//   - an autonomous turn (one a background task's result or notice
+//     started, with no message of the user's) is linked to the span of
+//     each task it hears from (see Spans): a span link, not a parent,
+//     since one turn may carry several tasks' results, of several traces;
 //   - and a traced program a shell runs joins the trace through
 //     TRACEPARENT in its environment (W3C trace context).
 //
@@ -20,6 +24,8 @@ package tracing
 
 import (
 	"context"
+	"slices"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -70,12 +76,73 @@ func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attri
 }
 
 // Root starts a turn's span with tp (nil: a no-op), the root of what the
-// turn does unless ctx already carries a span.
-func Root(ctx context.Context, tp trace.TracerProvider, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// turn does unless ctx already carries a span, linked to links (the
+// spans of the tasks that caused it; none for a user's turn).
+func Root(ctx context.Context, tp trace.TracerProvider, name string, links []trace.Link, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if tp == nil {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	return tp.Tracer(scope).Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return tp.Tracer(scope).Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+}
+
+// Spans remembers the span of each task started by calls made under it
+// (WithSpans), by task id, so that the turn a task's result or notice
+// later starts by itself can link to it. It keeps the newest maxSpans; a
+// task linked for its result is forgotten. The zero value is ready; it is
+// safe for concurrent use.
+type Spans struct {
+	mu    sync.Mutex
+	byID  map[string]trace.SpanContext // guarded by mu
+	order []string                     // guarded by mu: ids as added, oldest first, to forget
+}
+
+// maxSpans bounds what a Spans remembers: tasks whose results the model
+// took with task_wait are never linked, and a long session starts many.
+const maxSpans = 1024
+
+type spansKey struct{}
+
+// WithSpans returns ctx carrying s: the tasks a call made in it starts
+// (Task, with it as the call's context) are remembered in s.
+func WithSpans(ctx context.Context, s *Spans) context.Context {
+	return context.WithValue(ctx, spansKey{}, s)
+}
+
+func (s *Spans) add(id string, sc trace.SpanContext) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = make(map[string]trace.SpanContext)
+	}
+	s.byID[id] = sc
+	s.order = append(s.order, id)
+	if len(s.order) > maxSpans {
+		delete(s.byID, s.order[0])
+		s.order = slices.Delete(s.order, 0, 1)
+	}
+}
+
+// Links returns links to the spans of the tasks whose results (finished)
+// and notices (noticed, still running) a turn carries, and forgets the
+// finished ones. Tasks it never saw start (or forgot) have none.
+func (s *Spans) Links(finished, noticed []string) []trace.Link {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var links []trace.Link
+	for i, id := range slices.Concat(finished, noticed) {
+		sc, ok := s.byID[id]
+		if !ok {
+			continue
+		}
+		if i < len(finished) {
+			delete(s.byID, id) // its id stays in order until it ages out
+		}
+		links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{TaskID.String(id)}})
+	}
+	return links
 }
 
 // Task starts a task's span in the task's own context (taskCtx, which
@@ -88,9 +155,13 @@ func Task(taskCtx, callCtx context.Context, kind, id, label string) (context.Con
 	}
 	tracer := trace.SpanFromContext(callCtx).TracerProvider().Tracer(scope)
 	ctx := trace.ContextWithSpanContext(taskCtx, parent)
-	return tracer.Start(ctx, "offstage.task "+kind, trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := tracer.Start(ctx, "offstage.task "+kind, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithLinks(trace.Link{SpanContext: parent}),
 		trace.WithAttributes(TaskID.String(id), TaskKind.String(kind), TaskLabel.String(label)))
+	if s, ok := callCtx.Value(spansKey{}).(*Spans); ok && span.SpanContext().IsValid() {
+		s.add(id, span.SpanContext())
+	}
+	return ctx, span
 }
 
 // EndTask ends a task's span once the task has finished and its table

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -29,7 +30,7 @@ func TestATaskOutlivesItsCall(t *testing.T) {
 	tp := sdktrace.NewTracerProvider()
 	defer tp.Shutdown(context.Background())
 	callCtx, cancel := context.WithCancel(context.Background())
-	callCtx, call := Root(callCtx, tp, "execute_tool bash")
+	callCtx, call := Root(callCtx, tp, "execute_tool bash", nil)
 	taskCtx, span := Task(context.Background(), callCtx, "shell", "shell:1", "sleep 1")
 	cancel()
 	call.End()
@@ -45,4 +46,31 @@ func TestATaskOutlivesItsCall(t *testing.T) {
 		t.Errorf("Traceparent = %q, want %q", got, want)
 	}
 	span.End()
+}
+
+// TestSpansAreBoundedAndLinkedOnce: a Spans keeps the newest maxSpans
+// tasks' spans; a finished task is linked once, a noticed one each time.
+func TestSpansAreBoundedAndLinkedOnce(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	var s Spans
+	callCtx, call := Root(WithSpans(context.Background(), &s), tp, "execute_tool bash", nil)
+	defer call.End()
+	for i := range maxSpans + 10 {
+		_, span := Task(context.Background(), callCtx, "shell", fmt.Sprintf("shell:%d", i), "true")
+		span.End()
+	}
+	if n := len(s.Links([]string{"shell:0", "shell:9"}, nil)); n != 0 {
+		t.Errorf("%d links to the oldest tasks, forgotten past %d", n, maxSpans)
+	}
+	last := fmt.Sprintf("shell:%d", maxSpans+9)
+	if n := len(s.Links(nil, []string{last})) + len(s.Links(nil, []string{last})); n != 2 {
+		t.Errorf("a noticed task linked %d times in two turns, want 2", n)
+	}
+	if n := len(s.Links([]string{last}, nil)) + len(s.Links([]string{last}, nil)); n != 1 {
+		t.Errorf("a finished task linked %d times, want once", n)
+	}
+	if len(s.byID) > maxSpans || len(s.order) > maxSpans {
+		t.Errorf("Spans holds %d spans, %d ids; at most %d", len(s.byID), len(s.order), maxSpans)
+	}
 }

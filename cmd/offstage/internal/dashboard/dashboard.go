@@ -340,6 +340,8 @@ type taskJSON struct {
 	// Usage is what an agent task spent calling models, with the tasks
 	// it started.
 	Usage *task.Usage `json:"usage,omitempty"`
+	// Ports are the TCP ports leased for a shell (bash with port).
+	Ports []int `json:"ports,omitempty"`
 }
 
 func millis(t time.Time) int64 {
@@ -352,7 +354,7 @@ func millis(t time.Time) int64 {
 func toJSON(t journal.Task, detail bool) taskJSON {
 	j := taskJSON{Session: t.Session, ID: t.ID, Kind: t.Kind, Label: t.Label, Owner: t.Owner, State: t.State.String(),
 		Created: millis(t.Created), Started: millis(t.Started), Finished: millis(t.Finished), Exit: t.ExitCode,
-		Host: t.Hostname, Log: t.LogPath, Error: t.Error, EndedBy: t.EndedBy, EndReason: t.EndReason}
+		Host: t.Hostname, Log: t.LogPath, Error: t.Error, EndedBy: t.EndedBy, EndReason: t.EndReason, Ports: t.Ports}
 	if detail {
 		j.Result = t.Result
 	}

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,7 +194,8 @@ func differ(a, b journal.Task) bool {
 		return *t.ExitCode
 	}
 	return a.State != b.State || !a.Started.Equal(b.Started) || !a.Finished.Equal(b.Finished) || exit(a) != exit(b) ||
-		a.LogPath != b.LogPath || a.Error != b.Error || a.Label != b.Label || a.Hostname != b.Hostname || a.Usage != b.Usage
+		a.LogPath != b.LogPath || a.Error != b.Error || a.Label != b.Label || a.Hostname != b.Hostname || a.Usage != b.Usage ||
+		!slices.Equal(a.Ports, b.Ports) // recorded just after the task's start
 }
 
 func (h *hub) broadcast(cs []change) {

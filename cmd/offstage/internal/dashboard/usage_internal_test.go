@@ -26,3 +26,18 @@ func TestAnAgentTasksUsageReachesThePage(t *testing.T) {
 		t.Errorf("a shell's JSON has a usage: %s", b)
 	}
 }
+
+// The task page shows the ports leased for a shell (issue 40 item 3),
+// and a list that showed the shell before its ports were recorded gets
+// them.
+func TestAShellsPortsReachThePage(t *testing.T) {
+	a := journal.Task{Kind: "shell", ID: "shell:1"}
+	b := a
+	b.Ports = []int{20417, 20418}
+	if j, _ := json.Marshal(toJSON(b, false)); !strings.Contains(string(j), `"ports":[20417,20418]`) {
+		t.Errorf("toJSON = %s, want its ports", j)
+	}
+	if !differ(a, b) {
+		t.Error("differ() = false for a shell whose ports were recorded")
+	}
+}

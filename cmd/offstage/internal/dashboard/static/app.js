@@ -164,6 +164,7 @@
     fact(dl, "Created", clock(t.created));
     fact(dl, "Took", took(t));
     if (t.exit !== undefined) fact(dl, "Exit code", String(t.exit));
+    if (t.ports) fact(dl, "Ports", t.ports.join(", ") + " (leased" + (t.finished ? ", released at its end)" : ", $PORT is " + t.ports[0] + ")"));
     if (t.ended_by) fact(dl, "Ended by", t.ended_by + (t.end_reason ? " (" + t.end_reason + ")" : ""));
     if (t.usage) fact(dl, "Tokens", tokens(t.usage.input_tokens) + " in" +
       (t.usage.cached_input_tokens ? " (" + tokens(t.usage.cached_input_tokens) + " cached)" : "") +

@@ -137,6 +137,7 @@ type Service struct {
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // guarded by mu: sessions with a task table
+	left   chan struct{}      // guarded by mu: closed, and replaced, when a session leaves conns (Wait)
 	idle   []*idleSessions    // guarded by mu: the HTTP handlers' sessions
 	closed bool               // guarded by mu
 	wg     sync.WaitGroup     // session goroutines
@@ -170,7 +171,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	cfg.Surface.Name = "mcp"
 	// An MCP client is sent no result it did not ask for.
 	cfg.Agent.Tools.NoPush, cfg.Agent.NoContinuation = true, true
-	s := &Service{cfg: cfg, conns: make(map[*conn]struct{})}
+	s := &Service{cfg: cfg, conns: make(map[*conn]struct{}), left: make(chan struct{})}
 	defs, err := agent.ToolDefs(s.cfg.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
@@ -298,6 +299,30 @@ func (s *Service) closing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
+}
+
+// Wait blocks until no session holds a task table: each one's client went
+// away or it was closed, and its tasks have ended. It returns ctx's error
+// if ctx ends first. Over stdio, a Server().Run that returned because its
+// client went away is followed by Wait, then Close: the session's tasks
+// then record that the client went away, which Close alone, racing the
+// session's own ending, could record as the server shutting down. With
+// Config.KeepOnDisconnect a session whose client went away is closed only
+// by Close.
+func (s *Service) Wait(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, left := len(s.conns), s.left
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-left:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Sessions returns how many sessions currently hold a task table.
@@ -561,6 +586,8 @@ func (c *conn) close(ctx context.Context, why string) error {
 		close(c.done)
 		c.svc.mu.Lock()
 		delete(c.svc.conns, c)
+		close(c.svc.left)
+		c.svc.left = make(chan struct{})
 		c.svc.mu.Unlock()
 	})
 	return c.closeErr

@@ -607,3 +607,27 @@ func TestANotificationWithoutAStreamIsNotAWarning(t *testing.T) {
 		t.Errorf("logged:\n%s", b.String())
 	}
 }
+
+// TestWaitReturnsWhenTheClientsAreGone: Wait blocks while a session holds
+// tasks and returns once its client went away and it closed itself (the
+// CLI's TestMCPOverStdioWithTheGoSDK checks what its task then records).
+func TestWaitReturnsWhenTheClientsAreGone(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	cs := client(t, svc, nil)
+	var out tools.BashOutput
+	if call(t, cs, "bash", `{"command": "sleep 100", "run_in_background": true}`, &out) {
+		t.Fatalf("bash: %+v", out)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := svc.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with a client connected = %v, want the deadline", err)
+	}
+	cs.Close()
+	if err := svc.Wait(t.Context()); err != nil {
+		t.Fatalf("Wait after the client went away = %v", err)
+	}
+	if n := svc.Sessions(); n != 0 {
+		t.Errorf("Sessions() = %d after Wait", n)
+	}
+}

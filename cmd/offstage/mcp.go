@@ -145,6 +145,14 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			logger.Info("session ended", "err", err)
 		}
+		if ctx.Err() == nil && !*keep {
+			// The client went away: its session is closing on its own
+			// (stopping its tasks, each within its grace), and so records
+			// why; Close would say the server was shut down.
+			wctx, cancel := context.WithTimeout(ctx, stdioCloseWait)
+			svc.Wait(wctx)
+			cancel()
+		}
 		return nil
 	}
 	var dash interface{ Close() }
@@ -255,6 +263,10 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger, status *slog.Log
 	}
 	status.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
 }
+
+// stdioCloseWait bounds how long offstage mcp on stdio waits for the
+// session whose client went away to close itself before it closes it.
+const stdioCloseWait = time.Minute
 
 // handlerGrace is how long the HTTP server gets to finish once every
 // session is closed, before its connections are closed: what is left are

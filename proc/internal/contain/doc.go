@@ -291,5 +291,4 @@
 // death through the lifeline, which the same system calls arm but this
 // project does not verify), and processes that leave the group are not
 // contained.
-//
 package contain

@@ -12,8 +12,9 @@ import (
 // cgroup. Package proc makes one per Start (New), prepares the command
 // with it (Prepare, Start, Started), signals and counts through it while
 // the command runs, and ends what the leader left (EndLeftovers, Release)
-// once the leader has exited. Its methods but Prepare, Start and Started
-// are safe for concurrent use.
+// once the leader has exited. Prepare, Untrace, Start, Started and Abort
+// belong to the goroutine that starts the command (a traced start locks
+// it to its thread); the others are safe for concurrent use.
 type Task struct {
 	mark   mark
 	limits Limits

@@ -73,7 +73,7 @@ const (
 	ModeGroup = "group"
 )
 
-// ContainmentInfo says how this host contains its commands.
+// Info says how this host contains its commands.
 type Info struct {
 	Mode string // ModeCgroup, ModeMarks or ModeGroup
 	// Dir is the directory of this host's cgroups, in ModeCgroup.
@@ -109,7 +109,7 @@ func (c Info) String() string {
 	return s
 }
 
-// Containment says how this host contains its commands, deciding it if no
+// HostInfo says how this host contains its commands, deciding it if no
 // Start has yet (on Linux that makes this host's cgroup directory and
 // starts its keeper, as a Start would). Set
 // OFFSTAGE_CONTAINMENT=marks to force the fallback, or =cgroup to make

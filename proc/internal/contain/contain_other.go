@@ -67,7 +67,7 @@ func (c *cgroup) finalUsage() (time.Duration, int64)       { return 0, 0 }
 
 func DrainSpares() int { return 0 }
 
-// keeperInfo describes this host's keeper: a diagnostic for tests, not
+// KeeperInfo describes this host's keeper: a diagnostic for tests, not
 // API (the keeper is an implementation of containment).
 type KeeperInfo struct {
 	PID          int   // 0 when none runs
@@ -75,12 +75,12 @@ type KeeperInfo struct {
 	Err          error // why none runs
 }
 
-// keeperStatus reports on this host's keeper: there is none on this system.
+// KeeperStatus reports on this host's keeper: there is none on this system.
 func KeeperStatus() KeeperInfo {
 	return KeeperInfo{Err: errors.New("proc: no keeper on this system; only the process group and the lifeline contain a task")}
 }
 
-// v1Bases: no cgroup v1 here.
+// V1Bases: no cgroup v1 here.
 func V1Bases() []string { return nil }
 
 // LimitControllers says that no limit can be enforced here.

@@ -124,7 +124,7 @@ func startKeeper(dir string) (pid, w int, err error) {
 	return pid, p[1], nil
 }
 
-// keeperInfo describes this host's keeper: a diagnostic for tests, not
+// KeeperInfo describes this host's keeper: a diagnostic for tests, not
 // API (the keeper is an implementation of containment).
 type KeeperInfo struct {
 	PID int // 0 when none runs
@@ -135,7 +135,7 @@ type KeeperInfo struct {
 	Err          error // why none runs, or why the last one went
 }
 
-// keeperStatus reports on this host's keeper, starting it if it is not running
+// KeeperStatus reports on this host's keeper, starting it if it is not running
 // yet (it is otherwise started by the first Start). Safe for concurrent
 // use.
 func KeeperStatus() KeeperInfo {

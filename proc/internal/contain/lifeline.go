@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// lifelineFD is the descriptor number at which a child inherits the read
+// LifelineFD is the descriptor number at which a child inherits the read
 // end of its lifeline. Shell scripts can only name descriptors 0–9 in
 // redirections ("exec 9>lock"), so 10 cannot be clobbered by accident.
 const LifelineFD = 10
@@ -44,7 +44,7 @@ const LifelineFD = 10
 // The host also closes the write end itself once the process is reaped;
 // by then the group is gone, so that signals nobody.
 
-// lifelineFiles returns the ExtraFiles that put r at lifelineFD in the
+// LifelineFiles returns the ExtraFiles that put r at lifelineFD in the
 // child: descriptors 3 to lifelineFD-1 are left closed.
 func LifelineFiles(r *os.File) []*os.File {
 	files := make([]*os.File, LifelineFD-3+1)
@@ -52,7 +52,7 @@ func LifelineFiles(r *os.File) []*os.File {
 	return files
 }
 
-// armLifeline makes the kernel signal group pgid when the write end of r's
+// ArmLifeline makes the kernel signal group pgid when the write end of r's
 // pipe closes.
 func ArmLifeline(r *os.File, pgid int) error {
 	raw, err := r.SyscallConn()
@@ -77,7 +77,7 @@ func ArmLifeline(r *os.File, pgid int) error {
 	return ferr
 }
 
-// killGroup signals every process of group pgid. A group that is already
+// KillGroup signals every process of group pgid. A group that is already
 // gone is not an error.
 func KillGroup(pgid int, sig syscall.Signal) error {
 	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {

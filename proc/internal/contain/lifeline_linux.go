@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// waitExited blocks until the process pid has exited, without reaping it:
+// WaitExited blocks until the process pid has exited, without reaping it:
 // while the zombie stays, its pid, and so the group id, cannot be reused,
 // so killing the group afterwards can only hit the group we started.
 func WaitExited(pid int) error {
@@ -27,7 +27,7 @@ func WaitExited(pid int) error {
 	}
 }
 
-// pipe returns a close-on-exec pipe. Only the ends we read or write
+// Pipe returns a close-on-exec pipe. Only the ends we read or write
 // ourselves and must be able to interrupt (by Close or a deadline) are put
 // in non-blocking mode and registered with Go's poller; the ends a child
 // inherits stay plain, which saves a third of the cost of os.Pipe.
@@ -45,7 +45,7 @@ func Pipe(pollRead, pollWrite bool) (r, w *os.File, err error) {
 	return file(fds[0], pollRead, "|0"), file(fds[1], pollWrite, "|1"), nil
 }
 
-// pollable returns f as a file of the runtime's poller, closing f. The pty
+// Pollable returns f as a file of the runtime's poller, closing f. The pty
 // package hands its master out in blocking mode (it calls Fd), so a write
 // to a terminal nobody reads would block a thread in the kernel where
 // neither a write deadline nor Close reaches it: Input could not give up,

@@ -316,7 +316,7 @@ func (c *cgroup) removeV1() error {
 	return first
 }
 
-// v1Bases returns this process's cgroups in the v1 hierarchies of the
+// V1Bases returns this process's cgroups in the v1 hierarchies of the
 // limit controllers (one per hierarchy), where hosts make their v1
 // directories: the keeper (which runs in its host's cgroups) removes its
 // host's there, and a host sweeps those of hosts that are gone.

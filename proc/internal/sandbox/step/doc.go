@@ -1,10 +1,10 @@
-// Package step fences a sandboxed command (see "Sandbox" in
-// package proc's doc). Fence applies the rules of a Spec (capabilities,
+// Package step fences a sandboxed command (see package sandbox, and
+// "Sandbox" in package proc's doc). Fence applies the rules of a Spec (capabilities,
 // a session keyring, a seccomp filter against set-id bits, then
 // Landlock, over the raw system calls) to the calling OS thread alone; NewNetwork moves it into a network namespace with loopback up,
 // and ReadOnlyMounts into mount and IPC namespaces where all but the
 // writable places is read-only and /dev/pts is the command's own:
-// package proc calls them on a thread of its own that forks the command
+// package sandbox calls them on a thread of its own that forks the command
 // and dies. Where that cannot be, the step does it: the binary
 // re-executed with Env set brings loopback up in the namespace it was
 // cloned into, fences its thread and execs the command from it. It is a

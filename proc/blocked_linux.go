@@ -44,7 +44,7 @@ func (p *Process) blockedReading() (string, bool) {
 	if !ok {
 		return "", false
 	}
-	for _, pid := range p.taskPids() {
+	for _, pid := range p.task.Pids() {
 		if name, ok := readingInput(pid, in, reads); ok {
 			return name, true
 		}

@@ -293,7 +293,7 @@ func TestProcessesCountsEscapees(t *testing.T) {
 	}
 	p.CloseInput(t.Context()) // read returns: the leader exits
 	e := mustWait(t, p)
-	if e.Leftovers != 3 || e.Survivors != 0 {
+	if e.Contained.Leftovers != 3 || e.Contained.Survivors != 0 {
 		t.Errorf("Exit = %+v, want Leftovers 3, Survivors 0", e)
 	}
 	if got := p.Processes(); got != 0 {
@@ -574,7 +574,7 @@ func nestedHost(t *testing.T, fenced bool) {
 	}
 	p.Stop(time.Second)
 	e := mustWait(t, p)
-	if got := sleepers(t, id); len(got) != 0 || e.Survivors != 0 {
+	if got := sleepers(t, id); len(got) != 0 || e.Contained.Survivors != 0 {
 		t.Errorf("after the outer task ended: sleepers %v, exit %+v", got, e)
 	}
 	if _, err := os.Stat(inner); inner != "" && !os.IsNotExist(err) {

@@ -18,7 +18,7 @@ import (
 //     PASS, COOKIE, PRIVATE, DSN, AUTH, PAT, JWT or PWD as a part between
 //     underscores (DB_PASS, SESSION_COOKIE, SENTRY_DSN, GH_PAT,
 //     CI_JOB_JWT, DB_PWD; not PWD itself nor SSH_AUTH_SOCK);
-//   - it is one of DefaultSecrets (the journal's URL, which names its
+//   - it is OFFSTAGE_JOURNAL_URL (the journal's URL, which names its
 //     server and user even without a password);
 //   - or its value holds a URL with a password in it
 //     (postgres://app:pw@db/app), whatever its name: DATABASE_URL,
@@ -53,10 +53,10 @@ type EnvPolicy struct {
 	KeepAll bool
 }
 
-// DefaultSecrets returns the variables the default rule withholds by name
+// defaultSecrets returns the variables the default rule withholds by name
 // beyond its patterns: offstage's own secrets whose names the patterns do
 // not catch.
-func DefaultSecrets() []string { return []string{"OFFSTAGE_JOURNAL_URL"} }
+func defaultSecrets() []string { return []string{"OFFSTAGE_JOURNAL_URL"} }
 
 // secretWords are the name parts the default rule withholds, upper case.
 var secretWords = []string{"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"}
@@ -122,7 +122,7 @@ func (p EnvPolicy) Withholds(name, value string) bool {
 
 // defaultWithholds is the default rule.
 func defaultWithholds(name, value string) bool {
-	return secretName(name) || slices.Contains(DefaultSecrets(), name) || hasURLPassword(value) || hasPasswordSetting(value) || tokenValue(value)
+	return secretName(name) || slices.Contains(defaultSecrets(), name) || hasURLPassword(value) || hasPasswordSetting(value) || tokenValue(value)
 }
 
 // verdicts remembers the default rule's verdict on each variable it
@@ -313,14 +313,15 @@ func childEnv(env []string, policy EnvPolicy) []string {
 
 // markedEnv returns env with the task's mark in it, in place of any mark
 // inherited from a host that itself runs as someone's task.
-func markedEnv(env []string, m mark) []string {
+func markedEnv(env []string, mark string) []string {
+	name, _, _ := strings.Cut(mark, "=")
 	out := env[:0:0]
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, markEnv+"=") {
+		if !strings.HasPrefix(kv, name+"=") {
 			out = append(out, kv)
 		}
 	}
-	return append(out, m.env())
+	return append(out, mark)
 }
 
 // NonInteractiveEnv returns the variables a command gets when nothing can

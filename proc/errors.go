@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/offstage/offstage/proc/internal/contain"
 )
 
 var (
@@ -33,18 +35,18 @@ type ExitError struct {
 func (e *ExitError) Error() string {
 	var what string
 	switch {
-	case e.Signal == syscall.SIGKILL && e.MemoryKills > 0 && !e.Stopped:
-		return "killed: it reached its memory limit of " + FormatSize(e.MemoryLimit)
+	case e.Signal == syscall.SIGKILL && e.Contained.MemoryKills > 0 && !e.Stopped:
+		return "killed: it reached its memory limit of " + FormatSize(e.Contained.MemoryLimit)
 	case e.Signal != 0:
-		what = "killed by " + signalName(e.Signal)
+		what = "killed by " + contain.SignalName(e.Signal)
 	default:
 		what = fmt.Sprintf("exit status %d", e.Code)
 	}
 	if e.Stopped {
 		what = "stopped (" + what + ")"
 	}
-	if e.MemoryKills > 0 {
-		what += fmt.Sprintf("; the kernel killed %d of its processes: they reached the memory limit of %s", e.MemoryKills, FormatSize(e.MemoryLimit))
+	if e.Contained.MemoryKills > 0 {
+		what += fmt.Sprintf("; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, FormatSize(e.Contained.MemoryLimit))
 	}
 	return what
 }
@@ -57,30 +59,15 @@ func (e *ExitError) Error() string {
 // stopped it, which the cause it wraps names.
 func (e *ExitError) EndedBy() (by, reason string) {
 	switch {
-	case e.Stopped || e.MemoryKills == 0:
+	case e.Stopped || e.Contained.MemoryKills == 0:
 		return "", ""
 	case e.Signal == syscall.SIGKILL:
-		return "limit", "memory: the kernel killed it at its limit of " + FormatSize(e.MemoryLimit)
+		return "limit", "memory: the kernel killed it at its limit of " + FormatSize(e.Contained.MemoryLimit)
 	}
 	return "limit", fmt.Sprintf("memory: it failed (%s) after the kernel killed %d of its processes at its limit of %s",
-		(&ExitError{Exit: Exit{Code: e.Code, Signal: e.Signal}}).Error(), e.MemoryKills, FormatSize(e.MemoryLimit))
+		(&ExitError{Exit: Exit{Code: e.Code, Signal: e.Signal}}).Error(), e.Contained.MemoryKills, FormatSize(e.Contained.MemoryLimit))
 }
 
 // Unwrap returns the stop cause, so errors.Is(err, context.DeadlineExceeded)
 // and the like see why a stopped process ended.
 func (e *ExitError) Unwrap() error { return e.Cause }
-
-// signalName returns "SIGKILL" style names for the common signals.
-func signalName(s syscall.Signal) string {
-	names := map[syscall.Signal]string{
-		syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
-		syscall.SIGILL: "SIGILL", syscall.SIGABRT: "SIGABRT", syscall.SIGFPE: "SIGFPE",
-		syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV", syscall.SIGPIPE: "SIGPIPE",
-		syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM", syscall.SIGUSR1: "SIGUSR1",
-		syscall.SIGUSR2: "SIGUSR2", syscall.SIGBUS: "SIGBUS", syscall.SIGIO: "SIGIO",
-	}
-	if n, ok := names[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("signal %d", int(s))
-}

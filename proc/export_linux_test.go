@@ -1,17 +1,22 @@
 package proc
 
+import (
+	"github.com/offstage/offstage/proc/internal/contain"
+	"github.com/offstage/offstage/proc/internal/sandbox"
+)
+
 // ThroughStep says whether p, sandboxed, was started through the step
 // rather than forked from a fenced thread.
-func (p *Process) ThroughStep() bool { return p.sandbox != nil && !p.sandbox.thread }
+func (p *Process) ThroughStep() bool { return p.sandbox.ThroughStep() }
 
 // RootFence turns the root fence on (as it is) or off, for the starts
 // that follow.
-func RootFence(on bool) { noRootFence.Store(!on) }
+func RootFence(on bool) { contain.RootFence(on) }
 
 // SandboxABI makes sandboxes plan and fence for Landlock ABI n where the
 // kernel's is higher (0: the kernel's), as on an older kernel.
-func SandboxABI(n int) { pretendABI.Store(int32(n)) }
+func SandboxABI(n int) { sandbox.PretendABI(n) }
 
 // SandboxMounts turns the sandbox's read-only mounts on (where the host
 // can make them) or off, so that Landlock alone refuses writes.
-func SandboxMounts(on bool) { noSandboxMounts.Store(!on) }
+func SandboxMounts(on bool) { sandbox.Mounts(on) }

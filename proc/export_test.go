@@ -1,13 +1,18 @@
 package proc
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/offstage/offstage/proc/internal/contain"
+	"github.com/offstage/offstage/proc/internal/sandbox"
+)
 
 // Test hooks: the capture buffer, without a process around it; the
 // keeper's diagnostics; the defaults, which the documentation states.
 
-type KeeperInfo = keeperInfo
+type KeeperInfo = contain.KeeperInfo
 
-func Keeper() KeeperInfo { return keeperStatus() }
+func Keeper() KeeperInfo { return contain.KeeperStatus() }
 
 // Defaults returns the zero Config with its defaults filled in.
 func Defaults() Config { return Config{}.withDefaults() }
@@ -29,7 +34,7 @@ func V1Dirs() []string {
 		return nil
 	}
 	var dirs []string
-	for _, base := range v1Bases() {
+	for _, base := range contain.V1Bases() {
 		dirs = append(dirs, base+info.Dir[strings.LastIndexByte(info.Dir, '/'):])
 	}
 	return dirs
@@ -37,9 +42,9 @@ func V1Dirs() []string {
 
 // DrainSpareCgroups removes the empty cgroups kept for the next commands,
 // as spareIdle without a command would; it returns how many there were.
-func DrainSpareCgroups() int { return drainSpares() }
+func DrainSpareCgroups() int { return contain.DrainSpares() }
 
 // SandboxStep, while on, makes every sandboxed Start go through the
 // re-executed step, as it does where this process cannot fence a thread
 // of its own for it.
-func SandboxStep(on bool) { forceStep.Store(on) }
+func SandboxStep(on bool) { sandbox.ForceStep(on) }

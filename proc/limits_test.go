@@ -69,7 +69,7 @@ func TestLimitMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.MemoryKills == 0 || e.MemoryLimit != 64<<20 {
+	if e.Contained.MemoryKills == 0 || e.Contained.MemoryLimit != 64<<20 {
 		t.Errorf("Exit = %+v, want MemoryKills > 0 and MemoryLimit 64 MiB", e)
 	}
 	const want = "killed: it reached its memory limit of 64 MiB"
@@ -94,7 +94,7 @@ func TestLimitMemoryFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ := p.Wait(context.Background())
-	if e.Err() != nil || e.MemoryKills != 0 {
+	if e.Err() != nil || e.Contained.MemoryKills != 0 {
 		t.Errorf("Exit = %+v, want a clean exit", e)
 	}
 }

@@ -160,7 +160,7 @@ func (l *logFile) writeNow(b []byte) {
 	if reserve, left, low := l.low(int64(len(keep))); low {
 		// Write what leaves the reserve, not a byte more.
 		keep = keep[:max(0, min(int64(len(keep)), left-reserve))]
-		err = &ReserveError{Reserve: reserve, Free: left}
+		err = &reserveError{Reserve: reserve, Free: left}
 	}
 	n, werr := l.f.Write(keep)
 	if werr != nil {
@@ -202,22 +202,22 @@ const (
 	maxLogReserve = 256 << 20
 )
 
-// ErrLogReserve is what a ReserveError is: logging stopped to leave the
+// ErrLogReserve is what a LogError wraps when logging stopped to leave the
 // file system its reserve of free space (Config.LogReserveBytes).
 var ErrLogReserve = errors.New("the disk is nearly full")
 
-// ReserveError stops a log that would leave its file system less free
+// reserveError stops a log that would leave its file system less free
 // space than its reserve.
-type ReserveError struct {
+type reserveError struct {
 	Reserve int64 // the free space the log leaves
 	Free    int64 // the free space there was
 }
 
-func (e *ReserveError) Error() string {
+func (e *reserveError) Error() string {
 	return fmt.Sprintf("the disk is nearly full: %s free, which is kept for the journal and others", FormatSize(e.Free))
 }
 
-func (e *ReserveError) Is(target error) bool { return target == ErrLogReserve }
+func (e *reserveError) Is(target error) bool { return target == ErrLogReserve }
 
 // close waits for everything written so far, notes any cut, and closes the
 // file. It returns how many bytes were not logged.

@@ -8,22 +8,6 @@ import (
 	"strings"
 )
 
-// taskPids returns the pids of the command's live processes: the cgroup's
-// list, or a scan of /proc for the mark; the leader's pid alone when
-// neither finds any.
-func (p *Process) taskPids() []int {
-	var pids []int
-	if p.cg != nil {
-		pids = p.cg.pids()
-	} else {
-		newScanner().scan(exact(p.mark), false, func(pid int) { pids = append(pids, pid) })
-	}
-	if !slices.Contains(pids, p.pid) {
-		pids = append(pids, p.pid)
-	}
-	return pids
-}
-
 // Ports returns the TCP ports the command's processes listen on, sorted,
 // nil if none or once it is done: the listening sockets of
 // /proc/net/tcp and tcp6 (in the leader's network namespace) whose inode
@@ -36,7 +20,7 @@ func (p *Process) Ports() []int {
 	default:
 	}
 	inodes := map[string]bool{}
-	for _, pid := range p.taskPids() {
+	for _, pid := range p.task.Pids() {
 		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 		entries, err := os.ReadDir(dir)
 		if err != nil {

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/offstage/offstage/proc/internal/contain"
+	"github.com/offstage/offstage/proc/internal/sandbox"
 )
 
 // Config describes a command to run. The zero value of every field but
@@ -204,16 +207,6 @@ type Exit struct {
 	Stderr   int64          // bytes written to stderr
 	LogCut   int64          // bytes not written to the log file, because of its cap or LogErr
 	LogErr   error          // a *LogError if writing the log failed (a full disk); nil otherwise
-	// Leftovers counts the processes of the task (descendants of the
-	// leader, in its group or not) still alive when the leader exited,
-	// all killed before Wait returned.
-	Leftovers int
-	// Survivors counts processes of the task still alive when Wait
-	// returned: they outlived every SIGKILL for as long as Wait waited
-	// (stuck in the kernel) or could not be signalled (they changed their
-	// user). Zero unless something is badly wrong; SurvivorsErr says what.
-	Survivors    int
-	SurvivorsErr error
 	// CPU is the user and system time the task used, and MemoryPeak its
 	// highest memory in bytes, as far as the containment can tell (see
 	// Usage): the cgroup's cpu.stat and memory.peak in ModeCgroup, else
@@ -223,11 +216,11 @@ type Exit struct {
 	// 0 where nothing was measured.
 	CPU        time.Duration
 	MemoryPeak int64
-	// MemoryKills counts the processes of the task the kernel killed
-	// because the task reached its memory limit (Config.Limits.Memory),
-	// which MemoryLimit repeats; Err then says so.
-	MemoryKills int
-	MemoryLimit int64
+	// Contained is what the containment saw as it ended: the processes
+	// the leader left behind (all killed), those that outlived every
+	// SIGKILL (zero unless something is badly wrong), and those the
+	// kernel killed at the memory limit (Err then says so).
+	Contained Contained
 }
 
 // Err returns nil for a process that exited with status 0 by itself, and
@@ -246,9 +239,9 @@ func (e Exit) Err() error {
 type Process struct {
 	cfg      Config
 	cmd      *exec.Cmd
-	pid      int     // also the process group id
-	mark     mark    // on every process of the task; see "Containment"
-	cg       *cgroup // the task's cgroup, in ModeCgroup; nil otherwise
+	pid      int            // also the process group id
+	task     *contain.Task  // its containment: mark, cgroup
+	sandbox  *sandbox.Setup // nil when off
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
 	done     chan struct{}
@@ -279,12 +272,6 @@ type Process struct {
 	lastOutput  time.Time     // when output last arrived, or the start
 	prompt      string        // the prompt the process seems to wait on; "" when not
 	exit        Exit          // set before done is closed
-
-	sandbox *sandboxSetup // nil when off
-
-	usageMu  sync.Mutex    // guards the highest usage seen, below
-	peakSeen int64         // the highest memory Usage saw
-	cpuSeen  time.Duration // the highest CPU time Usage saw
 }
 
 // Start runs cfg.Command in a new process group and returns at once. When
@@ -299,10 +286,42 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
-	sb, err := prepareSandbox(cfg)
+	var u undo
+	p, st, err := open(cfg, &u)
+	if err == nil {
+		err = p.launch(st, &u)
+	}
 	if err != nil {
+		u.run()
 		return nil, err
 	}
+	st.closeChild() // the child has its copies
+	p.watch(ctx, st)
+	return p, nil
+}
+
+// undo is what a Start that fails gives back: each resource it acquires
+// pushes its release, and the one failure path runs them, the last
+// acquired first.
+type undo []func()
+
+func (u *undo) push(f func()) { *u = append(*u, f) }
+
+func (u undo) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// open acquires what a process needs before it starts: its sandbox's
+// temporary directory, its log, its pipes (or terminal) and lifeline,
+// and its containment (a cgroup).
+func open(cfg Config, u *undo) (*Process, *streams, error) {
+	sb, err := sandbox.Prepare(cfg.Sandbox, cfg.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	u.push(sb.Remove)
 	cfg = cfg.withDefaults()
 	p := &Process{
 		cfg:     cfg,
@@ -315,39 +334,27 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if cfg.LogPath != "" {
 		lf, err := openLog(cfg.LogPath, cfg.LogMaxBytes, cfg.LogReserveBytes, cfg.OnLogError)
 		if err != nil {
-			sb.remove()
-			return nil, fmt.Errorf("proc: %w", err)
+			return nil, nil, fmt.Errorf("proc: %w", err)
 		}
 		p.log = lf
+		u.push(func() { lf.close() })
 	}
 	st, err := openStreams(cfg)
-	fail := func(err error) (*Process, error) {
-		st.close()
-		sb.remove()
-		if p.log != nil {
-			p.log.close()
-		}
-		return nil, err
-	}
+	u.push(st.close)
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
+	if p.task, err = contain.New(cfg.Limits); err != nil {
+		return nil, nil, err
+	}
+	u.push(p.task.Abort)
+	return p, st, nil
+}
 
-	ensureKeeper()
-	p.mark = newMark()
-	if p.cg, err = newTaskCgroup(cfg.Limits); err != nil {
-		return fail(err)
-	}
-	if p.cg != nil {
-		// From here fail and a failed start remove it.
-		cg := p.cg
-		fail0 := fail
-		fail = func(err error) (*Process, error) {
-			cg.closeDir()
-			cg.remove()
-			return fail0(err)
-		}
-	}
+// command is the exec.Cmd that runs cfg, with the streams st, in a
+// process group (a session, on a terminal or in a sandbox) of its own.
+func (p *Process) command(st *streams) *exec.Cmd {
+	cfg := p.cfg
 	var cmd *exec.Cmd
 	if len(cfg.Args) > 0 {
 		cmd = exec.Command(cfg.Args[0], cfg.Args[1:]...)
@@ -355,10 +362,9 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		cmd = exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	}
 	cmd.Dir = cfg.Dir
-	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.mark)
-	cmd.ExtraFiles = lifelineFiles(st.lifeR)
+	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.task.Env())
+	cmd.ExtraFiles = contain.LifelineFiles(st.lifeR)
 	st.attach(cmd)
-	p.stdin = st.stdin
 	switch {
 	case cfg.TTY:
 		cmd.Env = withTERM(cmd.Env, cfg.Env != nil)
@@ -371,7 +377,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		fallthrough
 	default:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if sb != nil {
+		if p.sandbox != nil {
 			// A sandboxed command gets a session of its own, so no
 			// controlling terminal: through offstage's (/dev/tty) it
 			// could push keystrokes (TIOCSTI) into the user's shell and
@@ -380,63 +386,51 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		}
 	}
-	traced := false
-	if p.cg != nil {
-		p.cg.attach(cmd.SysProcAttr)
-		// Limits on cgroup v1: stopped at the exec, to join those cgroups.
-		traced = p.cg.traceStart(cmd.SysProcAttr)
-	} else {
-		traced = traceStart(cmd.SysProcAttr)
-	}
+	return cmd
+}
+
+// launch starts the command contained (and fenced, with a sandbox), and
+// arms its lifeline.
+func (p *Process) launch(st *streams, u *undo) error {
+	cfg, sb := p.cfg, p.sandbox
+	cmd := p.command(st)
+	traced := p.task.Prepare(cmd.SysProcAttr)
+	u.push(p.task.Untrace)
+	var start func(*exec.Cmd) error
 	if sb != nil {
 		if cfg.TTY {
-			sb.terminal(st.childOut.Name())
+			sb.Terminal(st.childOut.Name())
 		}
 		defaultShell := len(cfg.Args) == 0 && slices.Equal(cfg.Shell, []string{"/bin/sh", "-c"})
-		if err := sb.apply(cmd, traced, defaultShell); err != nil {
-			if traced {
-				untrace()
-			}
-			return fail(err)
+		if err := sb.Apply(cmd, traced, defaultShell); err != nil {
+			return err
 		}
+		start = sb.Start
 	}
-	joined, joinErr, err := p.containStart(cmd, traced)
-	if traced && (err != nil || joined) {
-		untrace() // joined: on the thread that forked, not this one
+	if err := p.task.Start(cmd, start); err != nil {
+		return startError(cfg, err)
 	}
-	if err != nil {
-		return fail(startError(cfg, err))
-	}
+	u.push(func() {
+		contain.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
 	p.cmd, p.pid, p.started, p.lifeline = cmd, cmd.Process.Pid, time.Now(), st.lifeW
 	p.lastOutput = p.started
-	if p.cg != nil {
-		p.cg.closeDir()
-		if traced {
-			err := joinErr
-			if !joined {
-				err = p.cg.joinStarted(p.pid)
-			}
-			if err != nil {
-				killGroup(p.pid, syscall.SIGKILL)
-				cmd.Wait()
-				return fail(err)
-			}
-		}
-	} else {
-		// Traced, the shell is stopped at its exec: everything it forks
-		// inherits the mark. Untraced, it has seldom had the time to fork;
-		// one that forks faster is found by the environment.
-		markStarted(p.pid, p.mark, traced)
+	p.stdin = st.stdin
+	if err := p.task.Started(cmd); err != nil {
+		return err
 	}
-	if err := armLifeline(st.lifeR, p.pid); err != nil {
-		killGroup(p.pid, syscall.SIGKILL)
-		cmd.Wait()
-		return fail(fmt.Errorf("proc: arm lifeline: %w", err))
+	if err := contain.ArmLifeline(st.lifeR, p.pid); err != nil {
+		return fmt.Errorf("proc: arm lifeline: %w", err)
 	}
-	st.closeChild() // the child has its copies
+	return nil
+}
 
+// watch starts the goroutines of a started process: a reader per pipe,
+// the reaper, the prompt watcher, and the stop when ctx ends.
+func (p *Process) watch(ctx context.Context, st *streams) {
 	if ctx != nil && ctx.Done() != nil {
-		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(cfg.Grace, context.Cause(ctx)) })
+		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(p.cfg.Grace, context.Cause(ctx)) })
 	}
 	readers := make(chan struct{}, 2)
 	go p.capture(st.out, Stdout, readers)
@@ -446,21 +440,15 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		readers <- struct{}{} // a terminal has one stream
 	}
 	go p.reap(st.out, st.err, readers)
-	if cfg.PromptAfter > 0 {
+	if p.cfg.PromptAfter > 0 {
 		go p.watchPrompts()
 	}
-	return p, nil
 }
 
 // Sandbox says what fences the process: its mode, where it may write,
 // whether it has the network, and, for a best-effort sandbox, what did
 // not hold. Mode is off for a process without a sandbox.
-func (p *Process) Sandbox() SandboxStatus {
-	if p.sandbox == nil {
-		return SandboxStatus{Mode: SandboxOff}
-	}
-	return p.sandbox.status
-}
+func (p *Process) Sandbox() SandboxStatus { return p.sandbox.Status() }
 
 // LogPath returns the file the output is logged to ("" without one).
 func (p *Process) LogPath() string { return p.cfg.LogPath }
@@ -521,7 +509,7 @@ func (p *Process) stop(grace time.Duration, cause error) {
 		return
 	}
 	p.stopped, p.stopCause, p.stopBy = true, cause, time.Now().Add(grace)
-	killGroup(p.pid, sig)
+	contain.KillGroup(p.pid, sig)
 	if grace > 0 {
 		p.killTimer = time.AfterFunc(grace, p.forceStop)
 	}
@@ -529,11 +517,7 @@ func (p *Process) stop(grace time.Duration, cause error) {
 	// The processes that left the group are found in the cgroup or by
 	// their mark, each checked through a pidfd, so the lock is not needed
 	// (nor held during the scan of /proc).
-	if p.cg != nil {
-		p.cg.signal(sig)
-	} else {
-		signalMarks(p.mark, sig)
-	}
+	p.task.Signal(sig)
 }
 
 // forceStop ends a stop's grace: SIGKILL to the group and to every marked
@@ -542,15 +526,11 @@ func (p *Process) forceStop() {
 	p.mu.Lock()
 	gone := p.leaderGone
 	if !gone {
-		killGroup(p.pid, syscall.SIGKILL)
+		contain.KillGroup(p.pid, syscall.SIGKILL)
 	}
 	p.mu.Unlock()
-	switch {
-	case gone:
-	case p.cg != nil:
-		p.cg.kill()
-	default:
-		signalMarks(p.mark, syscall.SIGKILL)
+	if !gone {
+		p.task.Kill()
 	}
 }
 
@@ -612,18 +592,21 @@ func (p *Process) record(b []byte, s Stream) {
 // leader, waits (boundedly) for the output, and publishes the exit.
 func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	// While the leader's zombie stays, its pid (and so the group id)
-	// cannot be reused, and forkedSince can tell that it forked nothing at
-	// all. The marked processes go first, so that they are counted before
-	// the group's SIGKILL; the group's are all marked unless they shed it.
-	beforeReap := waitExited(p.pid) == nil
-	var leftovers, survivors int
-	var survivorsErr error
+	// cannot be reused, and the task can tell that it forked nothing at
+	// all. The leftovers go first, so that they are counted before the
+	// group's SIGKILL; the group's are all in the task unless they shed
+	// their mark.
+	beforeReap := contain.WaitExited(p.pid) == nil
+	var ended Contained
 	// alone: nothing of it outlived the leader, so its cgroup may serve
-	// the next command (see spare_linux.go).
+	// the next command.
 	alone := beforeReap
-	if beforeReap && p.mayHaveLeftovers() {
+	if beforeReap && p.task.MayHaveLeftovers() {
 		alone = false
-		leftovers, survivors, survivorsErr = p.endLeftovers()
+		p.mu.Lock()
+		stopping, by := p.stopped, p.stopBy
+		p.mu.Unlock()
+		p.task.EndLeftovers(&ended, stopping, by)
 	}
 	if beforeReap {
 		p.leaderIsGone()
@@ -632,18 +615,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if !beforeReap {
 		p.leaderIsGone()
 	}
-	cpu, peak := p.finalUsage(p.cmd.ProcessState) // before the cgroup goes
-	var memoryKills int
-	if p.cg != nil {
-		memoryKills = p.cg.memoryKills() // before the cgroup goes
-	}
-	if p.cg != nil && p.cg.release(alone) != nil && p.cg.populated() {
-		// Processes are left that the leader's exit did not end (it could
-		// not be waited for without reaping it): end them now.
-		p.cg.kill()
-		p.cg.waitEmpty(time.Now().Add(leftoverWait))
-		p.cg.remove() // fails only with survivors; the keeper removes them then
-	}
+	cpu, peak := p.task.Release(&ended, alone, p.cmd.ProcessState)
 	timer := time.NewTimer(p.cfg.WaitDelay)
 	timeout := timer.C
 	for n := 0; n < 2; {
@@ -659,7 +631,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	}
 	timer.Stop()
 	closeAll(rOut, rErr)
-	p.sandbox.release(alone && p.cg != nil) // nothing of the task is left to write there
+	p.sandbox.Release(alone && p.task.InCgroup()) // nothing of the task is left to write there
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails
@@ -680,11 +652,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	e := Exit{Code: -1, Stopped: p.stopped, Cause: p.stopCause, Duration: time.Since(p.started)}
 	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
 	e.LogCut, e.LogErr = logCut, logErr
-	e.Leftovers, e.Survivors, e.SurvivorsErr = leftovers, survivors, survivorsErr
-	e.CPU, e.MemoryPeak = cpu, peak
-	if memoryKills > 0 {
-		e.MemoryKills, e.MemoryLimit = memoryKills, p.cfg.Limits.Memory
-	}
+	e.CPU, e.MemoryPeak, e.Contained = cpu, peak, ended
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()
@@ -697,66 +665,6 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	p.exit = e
 	p.mu.Unlock()
 	close(p.done)
-}
-
-// leftoverWait bounds how long reap keeps killing processes of the task
-// that will not die before it gives up and reports them as survivors.
-const leftoverWait = 5 * time.Second
-
-// endLeftovers ends the processes of the task that outlived the leader,
-// in its group or out of it. After a natural exit they are killed at
-// once, as the group always was. During a stop they get what is left of
-// the grace to end on the SIGTERM they were sent, then SIGKILL. It
-// returns how many were alive, how many outlived every SIGKILL, and why.
-func (p *Process) endLeftovers() (leftovers, survivors int, err error) {
-	p.mu.Lock()
-	stopping, by := p.stopped, p.stopBy
-	p.mu.Unlock()
-	if p.cg != nil {
-		return p.endCgroup(stopping, by)
-	}
-	if stopping {
-		for delay := time.Millisecond; time.Now().Before(by) && countMarks(p.mark) > 0; delay = min(2*delay, 50*time.Millisecond) {
-			time.Sleep(min(delay, time.Until(by)))
-		}
-	}
-	// A stop looks for the mark in every environment, for processes that
-	// reset their limit; after a natural exit the limit (or the host mark
-	// and the environment) is enough.
-	leftovers, err = killMarks(p.mark, p.pid, stopping, time.Now().Add(leftoverWait))
-	if err != nil {
-		survivors = countMarks(p.mark)
-	}
-	return leftovers, survivors, err
-}
-
-// mayHaveLeftovers says whether the exited leader may have left processes:
-// the cgroup's list, or whether any process was created since the leader.
-func (p *Process) mayHaveLeftovers() bool {
-	if p.cg != nil {
-		return p.cg.populated()
-	}
-	forked, _ := forkedSince(p.pid)
-	return forked
-}
-
-// endCgroup is endLeftovers in ModeCgroup: the grace of a stop ends as
-// soon as the cgroup is empty, then cgroup.kill, and the wait until it is
-// empty, both woken by the kernel's notice.
-func (p *Process) endCgroup(stopping bool, by time.Time) (leftovers, survivors int, err error) {
-	if stopping {
-		p.cg.waitEmpty(by)
-	}
-	leftovers = p.cg.count(p.pid)
-	if leftovers == 0 {
-		return 0, 0, nil
-	}
-	p.cg.kill()
-	if !p.cg.waitEmpty(time.Now().Add(leftoverWait)) {
-		survivors = p.cg.count(p.pid)
-		err = errSurvivors{survivors}
-	}
-	return leftovers, survivors, err
 }
 
 // Processes returns how many processes of the task are alive: the leader
@@ -772,13 +680,21 @@ func (p *Process) Processes() int {
 		return 0
 	default:
 	}
-	if p.cg != nil {
-		return max(p.cg.count(0), 1)
+	return p.task.Processes()
+}
+
+// Usage reports what the command uses while it runs (see Usage); the
+// zero Usage once it is done. In ModeCgroup it reads the task's cgroup
+// (a few small files, and each process's statm when the memory
+// controller is off); in ModeMarks it costs a scan of /proc for its
+// processes (as Processes does), and a read of each one's stat.
+func (p *Process) Usage() Usage {
+	select {
+	case <-p.done:
+		return Usage{}
+	default:
 	}
-	if forked, _ := forkedSince(p.pid); !forked {
-		return 1
-	}
-	return max(countMarks(p.mark), 1)
+	return p.task.Usage()
 }
 
 // leaderIsGone marks the leader exited, stops the pending SIGKILL and kills
@@ -790,7 +706,7 @@ func (p *Process) leaderIsGone() {
 		p.killTimer.Stop()
 	}
 	if !p.leaderGone {
-		killGroup(p.pid, syscall.SIGKILL)
+		contain.KillGroup(p.pid, syscall.SIGKILL)
 		p.leaderGone = true
 	}
 }

@@ -79,9 +79,27 @@ func (p *Process) lastLineLocked() (string, bool) {
 // output stopped Config.PromptAfter ago or longer on an unfinished line
 // that LooksLikePrompt, and nothing came since. It returns that line. New
 // output, and input written to the process, clear it; a finished process
-// waits for nothing. With an input (Config.Stdin or Config.TTY), a
-// process also waits for input when, after the same quiet, one of its
-// processes is asleep reading that input (see watchPrompts).
+// waits for nothing. A timer that follows the last output does the
+// watching, one goroutine per process, which sleeps between checks and
+// ends with the process.
+//
+// A process with an input (Config.Stdin or Config.TTY) is also seen from
+// the kernel, on Linux: when its output has been quiet for PromptAfter and
+// its last line is no question, each quiet period looks at its processes
+// for one asleep in read or readv (/proc/PID/syscall) on the stdin pipe,
+// or, on a terminal, the terminal (or /dev/tty) from the terminal's
+// foreground process group. Then it waits for input, marked with its
+// unfinished last line or "(NAME is reading its input)": cat or read with
+// no prompt, a pager (less), a REPL at its prompt (which is right). Known
+// false positives: a program that reads its input only for optional keys
+// while it works silently (a dev server's "press r to restart", ffmpeg's
+// "q" when its progress is off): it is marked, once per quiet stall,
+// though nobody needs to answer; the mark clears when output resumes or
+// the read ends. Only each process's main thread is looked at. Not seen: a
+// program that waits in poll or select rather than read (some editors),
+// and commands without an input, whose stdin is /dev/null. Where
+// /proc/PID/syscall cannot be read, or off Linux, the prompt-line rule
+// alone applies, silently.
 func (p *Process) WaitingForInput() (prompt string, ok bool) {
 	select {
 	case <-p.done:

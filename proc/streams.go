@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/offstage/offstage/proc/internal/contain"
 )
 
 // startError says why cmd.Start failed. The kernel reports a working
@@ -59,7 +61,7 @@ func openStreams(cfg Config) (*streams, error) {
 		s.keep(s.out, tty)
 		s.stdin, s.childIn, s.childOut, s.childErr = s.out, tty, tty, tty
 	} else {
-		if s.out, s.childOut, err = pipe(true, false); err != nil {
+		if s.out, s.childOut, err = contain.Pipe(true, false); err != nil {
 			return s, err
 		}
 		s.keep(s.out, s.childOut)
@@ -67,19 +69,19 @@ func openStreams(cfg Config) (*streams, error) {
 		// pipes read by two goroutines cannot.
 		s.childErr = s.childOut
 		if cfg.SeparateStreams {
-			if s.err, s.childErr, err = pipe(true, false); err != nil {
+			if s.err, s.childErr, err = contain.Pipe(true, false); err != nil {
 				return s, err
 			}
 			s.keep(s.err, s.childErr)
 		}
 		if cfg.Stdin {
-			if s.childIn, s.stdin, err = pipe(false, true); err != nil {
+			if s.childIn, s.stdin, err = contain.Pipe(false, true); err != nil {
 				return s, err
 			}
 			s.keep(s.stdin, s.childIn)
 		}
 	}
-	if s.lifeR, s.lifeW, err = pipe(false, false); err != nil {
+	if s.lifeR, s.lifeW, err = contain.Pipe(false, false); err != nil {
 		return s, err
 	}
 	s.keep(s.lifeW, s.lifeR)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/creack/pty"
+
+	"github.com/offstage/offstage/proc/internal/contain"
 )
 
 // openTTY opens a pseudo-terminal of the given size: master is ours
@@ -20,7 +22,7 @@ func openTTY(cols, rows uint16) (master, tty *os.File, err error) {
 		tty.Close()
 		return nil, nil, fmt.Errorf("proc: size the terminal: %w", err)
 	}
-	if master, err = pollable(master); err != nil {
+	if master, err = contain.Pollable(master); err != nil {
 		tty.Close()
 		return nil, nil, fmt.Errorf("proc: open a terminal: %w", err)
 	}

@@ -60,7 +60,7 @@ func TestTTY(t *testing.T) {
 	}
 	p.Stop(time.Second)
 	e := mustWait(t, p)
-	if !e.Stopped || e.Survivors != 0 {
+	if !e.Stopped || e.Contained.Survivors != 0 {
 		t.Errorf("Exit = %+v", e)
 	}
 }

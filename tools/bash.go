@@ -397,14 +397,14 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		}
 		e, _ := p.Exit()
 		out.Note = joinNotes(out.Note, bestEffortNote(p.Sandbox()))
-		if e.Leftovers > 0 {
-			out.Note = joinNotes(out.Note, leftoversNote(e.Leftovers))
+		if e.Contained.Leftovers > 0 {
+			out.Note = joinNotes(out.Note, leftoversNote(e.Contained.Leftovers))
 		}
 		if failedByItself(e) {
 			out.Note = joinNotes(out.Note, inUseNote(v, id, r.Label, out.Output))
 			out.Note = joinNotes(out.Note, sandboxNote(p.Sandbox(), out.Output, s.cfg.Escalate != nil, s.cfg.Advice))
 		}
-		if e.MemoryKills > 0 && e.Err() == nil {
+		if e.Contained.MemoryKills > 0 && e.Err() == nil {
 			out.Note = joinNotes(out.Note, memoryNote(e))
 		}
 	}
@@ -429,7 +429,7 @@ func logLostNote(id string, log proc.LogState) string {
 // to its memory limit (a failed one's error says so already).
 func memoryNote(e proc.Exit) string {
 	return fmt.Sprintf("The kernel killed %d of its processes: they reached the memory limit of %s set for each shell. The command went on and exited 0, but its work may be incomplete.",
-		e.MemoryKills, proc.FormatSize(e.MemoryLimit))
+		e.Contained.MemoryKills, proc.FormatSize(e.Contained.MemoryLimit))
 }
 
 func leftoversNote(n int) string {

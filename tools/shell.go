@@ -341,17 +341,17 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 	var b strings.Builder
 	b.WriteString(exitSummary(e))
 	fmt.Fprintf(&b, " after %s, %d bytes of output", e.Duration.Round(time.Millisecond), e.Bytes)
-	if e.Leftovers > 0 {
-		fmt.Fprintf(&b, "; %d processes it left running were killed", e.Leftovers)
+	if e.Contained.Leftovers > 0 {
+		fmt.Fprintf(&b, "; %d processes it left running were killed", e.Contained.Leftovers)
 	}
-	if e.Survivors > 0 {
-		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Survivors, e.SurvivorsErr)
+	if e.Contained.Survivors > 0 {
+		fmt.Fprintf(&b, "; %d of its processes could not be killed (%v)", e.Contained.Survivors, e.Contained.SurvivorsErr)
 	}
 	if note := bestEffortNote(sandboxOf(p)); note != "" {
 		b.WriteString("; " + note)
 	}
-	if e.MemoryKills > 0 && e.Err() == nil {
-		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.MemoryKills, proc.FormatSize(e.MemoryLimit))
+	if e.Contained.MemoryKills > 0 && e.Err() == nil {
+		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, proc.FormatSize(e.Contained.MemoryLimit))
 	}
 	var le *proc.LogError
 	if errors.As(e.LogErr, &le) {

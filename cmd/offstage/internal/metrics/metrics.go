@@ -242,7 +242,7 @@ func (m *Metrics) shellExit(p *proc.Process) {
 		return
 	}
 	m.output.Add(float64(e.Bytes))
-	m.leftover.Add(float64(e.Leftovers))
+	m.leftover.Add(float64(e.Contained.Leftovers))
 }
 
 // recorder returns a task.Recorder for one table that counts its changes

@@ -1,0 +1,276 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/offstage/offstage/proc/internal/sandbox/step"
+)
+
+// The root fence. Run by root, a command may write any file: its own
+// pids.max, or its pid into the root cgroup's cgroup.procs, and so lift
+// its limits and leave its task. In ModeCgroup, a command run by root
+// without a sandbox is forked from a thread fenced by
+// step.Contain: in a mount namespace (one per host, made at the
+// first such start and kept) where cgroup file systems, /sys and
+// /proc/sys are read-only, without the capabilities that would undo
+// that, and, from Linux 5.13, in a Landlock domain that refuses it any
+// mount. A sandboxed command has all of that and more from its sandbox.
+//
+// A thread per start, which ends after the fork: its bounding set and
+// Landlock domain must reach the command alone. Its namespace is made
+// once (a copy of the host's mount table: the per-start cost would grow
+// with the host's mounts), joined with setns.
+var rootFence struct {
+	once     sync.Once
+	mntns    *os.File // the contained mount namespace; nil: no fence
+	ruleset  int      // the Landlock ruleset; -1 without Landlock
+	err      error    // why there is no fence
+	noLayers error    // why there is no Landlock layer (with a fence)
+}
+
+// noRootFence turns the fence off (tests: to see that what it stops
+// happens without it).
+var noRootFence atomic.Bool
+
+// fenceRoot makes the root fence, once, and returns it: nil mntns where
+// this host starts its commands as a user that is not root, or where the
+// fence cannot be made.
+func fenceRoot() (mntns *os.File, ruleset int) {
+	if os.Geteuid() != 0 || noRootFence.Load() {
+		return nil, -1
+	}
+	rootFence.once.Do(func() {
+		f := &rootFence
+		f.ruleset = -1
+		f.err = OnFencedThread(func() error {
+			if err := step.ContainNamespace(); err != nil {
+				return err
+			}
+			ns, err := os.Open("/proc/thread-self/ns/mnt")
+			if err != nil {
+				return err
+			}
+			f.mntns = ns
+			return nil
+		})
+		if f.err != nil {
+			return
+		}
+		f.ruleset, f.noLayers = step.ContainRuleset()
+	})
+	return rootFence.mntns, rootFence.ruleset
+}
+
+// rootFenceNote says, for a host running as root in ModeCgroup, what a
+// command run by root without a sandbox can do to its containment.
+func rootFenceNote() string {
+	if os.Geteuid() != 0 {
+		return ""
+	}
+	if noRootFence.Load() {
+		return "root commands can lift their limits and leave their cgroup (no fence: turned off)"
+	}
+	fenceRoot() // made, or found impossible, once: f is read-only from here
+	f := &rootFence
+	if f.mntns == nil {
+		return "root commands can lift their limits and leave their cgroup (no fence: " + f.err.Error() + ")"
+	}
+	s := "root commands: cgroup file systems, /sys and /proc/sys read-only in a mount namespace, without " + step.ContainDropped
+	if f.noLayers != nil {
+		s += "; no Landlock (" + f.noLayers.Error() + "): in a user namespace of its own a root command can mount a cgroup file system and lift its limits"
+	} else {
+		s += ", no mounts (Landlock)"
+	}
+	return s + "; a root command can still have a daemon (systemd, cron, sshd, docker) start a process outside"
+}
+
+// fencedStart starts cmd, a root command without a sandbox, from the
+// fenced thread, and runs after (for a traced start: joining its v1
+// cgroups) on that thread, which traces it.
+func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int) error) (afterErr error, err error) {
+	if !filepath.IsAbs(cmd.Dir) { // the thread's working directory is the namespace's /
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("proc: %w", err)
+		}
+		cmd.Dir = filepath.Join(wd, cmd.Dir)
+	}
+	run := func() error {
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		if after != nil {
+			afterErr = after(cmd.Process.Pid)
+		}
+		return nil
+	}
+	if err := fenceThread.do(run, mntns, ruleset); err != errFenceBusy {
+		return afterErr, err
+	}
+	// Every slot taken: a thread of its own, which ends after.
+	err = OnFencedThread(func() error {
+		if err := step.Contain(int(mntns.Fd()), ruleset); err != nil {
+			return fmt.Errorf("proc: the root fence: %w", err)
+		}
+		return run()
+	})
+	return afterErr, err
+}
+
+// The fenced thread. Making an OS thread and ending it costs more than
+// the start it serves (a clone, the runtime's setup, and the exit:
+// 100-250 µs on a busy machine), so one thread, fenced once, forks the
+// root commands one after another, and ends after fenceIdle without
+// one. It is safe to share: its commands cannot reach it (it keeps the
+// capabilities they lack, so ptrace and its /proc files need
+// CAP_SYS_PTRACE, which they lack too), and they share with each other
+// no more than root's processes outside the fence do (their uid).
+var fenceThread fenceServer
+
+// fenceIdle is how long the fenced thread waits for the next start
+// before it ends; short, so that a program (or a test) that has stopped
+// starting commands is soon left with no goroutine of it.
+const fenceIdle = 50 * time.Millisecond
+
+var errFenceBusy = errors.New("the fenced thread is busy")
+
+type fenceServer struct {
+	mu   sync.Mutex
+	reqs chan fenceReq // guarded by mu: nil while no thread runs; sent to under mu
+}
+
+// fenceReq is one start for the fenced thread, and where its result goes.
+type fenceReq struct {
+	start func() error
+	reply chan error
+}
+
+// do runs start on the fenced thread, starting it if none runs, and
+// returns what start returned, or errFenceBusy where another start is
+// already waiting for it.
+func (s *fenceServer) do(start func() error, mntns *os.File, ruleset int) error {
+	r := fenceReq{start, make(chan error, 1)}
+	s.mu.Lock()
+	if s.reqs == nil {
+		s.reqs = make(chan fenceReq, 1)
+		go s.serve(s.reqs, mntns, ruleset)
+	}
+	select {
+	case s.reqs <- r:
+	default:
+		s.mu.Unlock()
+		return errFenceBusy
+	}
+	s.mu.Unlock()
+	return <-r.reply
+}
+
+// serve is the fenced thread: it fences itself, then runs each start
+// sent (or fails it, if the fence failed), until fenceIdle passes
+// without one.
+func (s *fenceServer) serve(reqs chan fenceReq, mntns *os.File, ruleset int) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	if syscall.Gettid() == syscall.Getpid() {
+		// The main thread is never ended: serve from another, and keep
+		// this one locked until then, so no other goroutine lands on it.
+		defer runtime.UnlockOSThread()
+		done := make(chan struct{})
+		go func() { s.serve(reqs, mntns, ruleset); close(done) }()
+		<-done
+		return
+	}
+	err := step.Contain(int(mntns.Fd()), ruleset)
+	if err != nil {
+		err = fmt.Errorf("proc: the root fence: %w", err)
+	}
+	idle := time.NewTimer(fenceIdle)
+	for {
+		select {
+		case r := <-reqs:
+			if err != nil {
+				r.reply <- err
+			} else {
+				r.reply <- r.start()
+			}
+			idle.Reset(fenceIdle)
+		case <-idle.C:
+			s.mu.Lock()
+			if len(reqs) > 0 { // sent under mu: serve it first
+				s.mu.Unlock()
+				idle.Reset(fenceIdle)
+				continue
+			}
+			s.reqs = nil
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// fencedStart starts cmd, a command in a cgroup, with the root fence
+// where it applies (run by root; a sandboxed command has its sandbox
+// instead). A traced start (v1 limits) is then joined to its v1 cgroups
+// on the fenced thread, which traces it: joined says so, and joinErr is
+// how that went.
+func (t *Task) fencedStart(cmd *exec.Cmd) (joined bool, joinErr, err error) {
+	mntns, ruleset := fenceRoot()
+	if mntns == nil {
+		return false, nil, cmd.Start()
+	}
+	var after func(int) error
+	if t.traced {
+		if after, err = t.cg.joiner(); err != nil {
+			return false, nil, err
+		}
+	}
+	joinErr, err = fencedStart(cmd, mntns, ruleset, after)
+	return t.traced && err == nil, joinErr, err
+}
+
+// rootNote is ContainmentInfo.Root.
+func rootNote(info Info) string {
+	switch {
+	case os.Geteuid() != 0 || info.Err != nil:
+		return ""
+	case info.Mode == ModeCgroup:
+		return rootFenceNote()
+	}
+	return "root commands keep every capability, and can leave the marks as any command can (the root fence needs a cgroup per command)"
+}
+
+// OnFencedThread runs f on an OS thread of its own, which dies after it:
+// whatever f changes of the thread (its namespaces, credentials, Landlock
+// domain) never reaches another goroutine.
+//
+// Not on the main thread, which the Go runtime parks for good instead of
+// ending it: parked, it would still carry the fence, and signals sent to
+// the process would be judged against it (a fenced command could signal
+// the host). A goroutine that finds itself there keeps the main thread
+// locked, so that no other goroutine can land on it, while another
+// thread does the work.
+func OnFencedThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if syscall.Gettid() == syscall.Getpid() {
+			defer runtime.UnlockOSThread() // the main thread, untouched
+			errc <- OnFencedThread(f)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// RootFence turns the root fence on (as it is) or off, for the starts
+// that follow: a test knob, to see what it stops happen without it.
+func RootFence(on bool) { noRootFence.Store(!on) }

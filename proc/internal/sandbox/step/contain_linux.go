@@ -1,0 +1,200 @@
+package step
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The containment fence: what keeps a command run by root, without a
+// sandbox, in the cgroup offstage gave it. Root may write any file, and
+// so its own pids.max, or its pid into the root cgroup's cgroup.procs,
+// and leave its limits and its task behind. Package proc forks such a
+// command from a thread that has
+//
+//   - joined a mount namespace (made once per host by ContainNamespace)
+//     where every cgroup file system, /sys and /proc/sys are read-only
+//     mounts (EROFS), and nothing else changes: the command writes files
+//     as before;
+//   - dropped from its bounding set, so that the command never has them,
+//     the capabilities with which root would undo that or reach around
+//     it (containDrops): CAP_SYS_ADMIN (remount, mount, setns back into
+//     the host's namespace), CAP_SYS_PTRACE (another process's
+//     /proc/PID/root, or its memory), and those that change the kernel
+//     itself (CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT's kexec,
+//     CAP_BPF, CAP_PERFMON);
+//   - entered a Landlock domain that allows every file access it fences
+//     everywhere under / (ContainRuleset), which no process in it can
+//     leave: Landlock refuses mount, remount, move_mount and pivot_root
+//     to it, even in a user namespace of its own (where root would have
+//     CAP_SYS_ADMIN again and could mount a cgroup file system of its own
+//     namespace), and writes to files on a mount not attached under /
+//     (fsmount's); and it may ptrace (so read the /proc/PID/root of)
+//     only processes in its own domain.
+//
+// No no_new_privs: the thread is root with CAP_SYS_ADMIN, which Landlock
+// takes instead, and set-uid programs keep working.
+
+// containDrops are the capabilities a contained root command never has.
+const containDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<38 | 1<<39
+
+// ContainDropped names containDrops, for what offstage tells its user.
+const ContainDropped = "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_BPF, CAP_PERFMON"
+
+// ContainNamespace moves the calling (locked) thread into a new mount
+// namespace where every cgroup file system, /sys and /proc/sys are
+// read-only; the caller keeps it (open /proc/thread-self/ns/mnt) for the
+// commands it forks later (Contain). Mounts the host makes later reach it
+// (slave propagation), none made in it reach the host. It needs
+// CAP_SYS_ADMIN (root).
+func ContainNamespace() error {
+	if err := syscall.Unshare(syscall.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("mount propagation: %w", err)
+	}
+	// /proc/sys is not a mount of its own: bound onto itself, then
+	// read-only (core_pattern, modprobe and friends would have the kernel
+	// run a program of root's choosing outside any cgroup).
+	if err := unix.Mount("/proc/sys", "/proc/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind /proc/sys: %w", err)
+	}
+	points := []string{"/sys", "/proc/sys"}
+	cg, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	points = append(points, cg...)
+	for _, p := range points {
+		if err := readOnlyTree(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readOnlyTree makes the mount at p, and every mount under it,
+// read-only.
+func readOnlyTree(p string) error {
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE, &ro)
+	if err == syscall.ENOSYS { // before Linux 5.12: that mount alone
+		err = unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	}
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("read-only %s: %w", p, err)
+	}
+	return nil
+}
+
+// cgroupMounts lists the mount points of cgroup file systems (v1 and v2)
+// in the calling thread's mount namespace.
+func cgroupMounts() ([]string, error) {
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
+		pre, post, ok := bytes.Cut(sc.Bytes(), []byte(" - "))
+		fields, typ := bytes.Fields(pre), bytes.Fields(post)
+		if !ok || len(fields) < 5 || len(typ) < 1 {
+			continue
+		}
+		if t := string(typ[0]); t == "cgroup" || t == "cgroup2" {
+			points = append(points, unescapeOctal(string(fields[4])))
+		}
+	}
+	return points, sc.Err()
+}
+
+// unescapeOctal undoes mountinfo's \NNN escapes (of space, tab, newline
+// and backslash).
+func unescapeOctal(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b = append(b, (s[i+1]-'0')<<6|(s[i+2]-'0')<<3|(s[i+3]-'0'))
+			i += 3
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// ContainRuleset makes the containment's Landlock ruleset: write access
+// to files handled, and allowed everywhere under /. The caller keeps the
+// descriptor for every Contain.
+func ContainRuleset() (int, error) {
+	if _, err := ABI(); err != nil {
+		return -1, err
+	}
+	attr := unix.LandlockRulesetAttr{Access_fs: fsWriteFile}
+	r0, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return -1, fmt.Errorf("landlock: create ruleset: %w", errno)
+	}
+	ruleset := int(r0)
+	if err := addRule(ruleset, rule{path: "/", access: fsWriteFile}, fsWriteFile); err != nil {
+		syscall.Close(ruleset)
+		return -1, fmt.Errorf("landlock: %w", err)
+	}
+	syscall.CloseOnExec(ruleset)
+	return ruleset, nil
+}
+
+// Contain fences the calling (locked) OS thread, which must then fork
+// the command and die, as Fence's caller does: into the mount namespace
+// open as mntns, without containDrops in its bounding set, and, with a
+// ruleset (>= 0), in a Landlock domain of its own. The thread's working
+// directory becomes the namespace's /: the command must change into its
+// directory by path.
+func Contain(mntns, ruleset int) error {
+	// setns into a mount namespace needs a file system context
+	// (root, cwd) of the thread's own; Go's threads share the process's.
+	if err := syscall.Unshare(syscall.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare file system context: %w", err)
+	}
+	if err := unix.Setns(mntns, syscall.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("join the containment's mount namespace: %w", err)
+	}
+	if err := dropBounding(containDrops); err != nil {
+		return err
+	}
+	if ruleset < 0 {
+		return nil
+	}
+	if _, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock: restrict: %w", errno)
+	}
+	return nil
+}
+
+// dropBounding takes the capabilities in drop out of this thread's
+// bounding set (those the kernel knows).
+func dropBounding(drop uint64) error {
+	const prCapbsetDrop = 24
+	for c := uintptr(0); c < 64; c++ {
+		if drop&(1<<c) == 0 {
+			continue
+		}
+		if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prCapbsetDrop, c, 0, 0, 0, 0); errno != 0 && errno != syscall.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package step
+
+import (
+	"fmt"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// No set-id bits. A command owns what it makes, and may set the set-uid
+// and set-gid bits on it with no capability at all: run by root, it
+// could leave a set-uid root program in the workspace (or its $TMPDIR,
+// while it runs) for any user of the machine to become root with, and
+// the bit is on disk, so no mount option outside holds it. A seccomp
+// filter on the calling thread refuses (EPERM) every way to give a file
+// those bits: chmod, fchmod, fchmodat(2) and mknod(at) with them in the
+// mode, and open, openat and creat that create a file with them. openat2
+// (whose mode is in a struct the filter cannot read) and io_uring (whose
+// opens it cannot see) are refused with ENOSYS, on which programs fall
+// back to openat and plain system calls. Filtered for the compatibility
+// ABI too (i386 on amd64, arm on arm64); x32 is refused whole.
+
+// setidFilter lists, per system call number, how to judge it.
+type setidCall struct {
+	nr   uint32
+	mode int // argument holding the mode; -1: refused whole (ENOSYS)
+	open int // argument holding the open flags, when it creates only with O_CREAT or O_TMPFILE; -1 else
+}
+
+// setidArch is one ABI's calls, under its audit architecture.
+type setidArch struct {
+	arch  uint32
+	calls []setidCall
+	x32   bool // refuse system calls with the x32 bit (0x40000000)
+}
+
+const (
+	setidBits   = 0o6000
+	createFlags = 0x40 | 0x400000 // O_CREAT, __O_TMPFILE
+)
+
+// SetIDFenced says whether this build filters set-id bits on this
+// architecture (amd64, arm64).
+func SetIDFenced() bool { return len(setidArches) > 0 }
+
+// noSetID refuses set-id bits to what the calling thread starts. It needs
+// no_new_privs (Fence sets it); without a filter for this architecture
+// it does nothing and says so.
+func noSetID() error {
+	if len(setidArches) == 0 {
+		return nil
+	}
+	prog := setidProgram(setidArches)
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, errno := syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+		return fmt.Errorf("seccomp: %w", errno)
+	}
+	return nil
+}
+
+// setidProgram assembles the filter: the architecture, then the call,
+// then its mode (and flags) argument.
+func setidProgram(arches []setidArch) []unix.SockFilter {
+	const (
+		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+
+		offNR   = 0
+		offArch = 4
+		offArgs = 16 // args[i] at 16+8i; its low 32 bits first (little-endian)
+
+		allow  = unix.SECCOMP_RET_ALLOW
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(syscall.EPERM)
+		enosys = unix.SECCOMP_RET_ERRNO | uint32(syscall.ENOSYS)
+	)
+	stmt := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
+	jump := func(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
+		return unix.SockFilter{Code: code, K: k, Jt: jt, Jf: jf}
+	}
+	arg := func(i int) uint32 { return uint32(offArgs + 8*i) }
+
+	prog := []unix.SockFilter{stmt(ldW, offArch)}
+	for _, a := range arches {
+		var block []unix.SockFilter
+		block = append(block, stmt(ldW, offNR))
+		if a.x32 {
+			block = append(block, jump(jge, 0x40000000, 0, 1), stmt(ret, enosys))
+		}
+		for _, c := range a.calls {
+			var check []unix.SockFilter
+			switch {
+			case c.mode < 0:
+				check = []unix.SockFilter{stmt(ret, enosys)}
+			case c.open < 0:
+				check = []unix.SockFilter{stmt(ldW, arg(c.mode)), jump(jset, setidBits, 0, 1), stmt(ret, eperm), stmt(ret, allow)}
+			default:
+				check = []unix.SockFilter{stmt(ldW, arg(c.open)), jump(jset, createFlags, 0, 3),
+					stmt(ldW, arg(c.mode)), jump(jset, setidBits, 0, 1), stmt(ret, eperm), stmt(ret, allow)}
+			}
+			block = append(block, jump(jeq, c.nr, 0, uint8(len(check))))
+			block = append(block, check...)
+		}
+		block = append(block, stmt(ret, allow))
+		prog = append(prog, jump(jeq, a.arch, 0, uint8(len(block))))
+		prog = append(prog, block...)
+	}
+	return append(prog, stmt(ret, allow))
+}

@@ -616,21 +616,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 		p.leaderIsGone()
 	}
 	cpu, peak := p.task.Release(&ended, alone, p.cmd.ProcessState)
-	timer := time.NewTimer(p.cfg.WaitDelay)
-	timeout := timer.C
-	for n := 0; n < 2; {
-		select {
-		case <-readers:
-			n++
-		case <-timeout:
-			// Processes that left the group still hold the pipes:
-			// closing our ends unblocks the readers.
-			closeAll(rOut, rErr)
-			timeout = nil
-		}
-	}
-	timer.Stop()
-	closeAll(rOut, rErr)
+	p.waitReaders(rOut, rErr, readers)
 	p.sandbox.Release(alone && p.task.InCgroup()) // nothing of the task is left to write there
 	p.lifeline.Close()
 	if p.stdin != nil {
@@ -639,6 +625,33 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if p.stopCtx != nil {
 		p.stopCtx()
 	}
+	p.publish(Exit{CPU: cpu, MemoryPeak: peak, Contained: ended}, err)
+}
+
+// waitReaders waits for the two readers to reach the end of their pipes,
+// for Config.WaitDelay at most: processes that left the group may still
+// hold the pipes, and closing our ends then unblocks the readers.
+func (p *Process) waitReaders(rOut, rErr *os.File, readers <-chan struct{}) {
+	timer := time.NewTimer(p.cfg.WaitDelay)
+	defer timer.Stop()
+	timeout := timer.C
+	for n := 0; n < 2; {
+		select {
+		case <-readers:
+			n++
+		case <-timeout:
+			closeAll(rOut, rErr)
+			timeout = nil
+		}
+	}
+	closeAll(rOut, rErr)
+}
+
+// publish closes the log, completes e (the containment's figures already
+// in it) with how the reaped leader ended and what was captured, and
+// closes done: the exit is written before anyone can read it. waitErr is
+// cmd.Wait's.
+func (p *Process) publish(e Exit, waitErr error) {
 	var logCut int64
 	var logErr error
 	if p.log != nil {
@@ -647,20 +660,18 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 		p.logMu.Unlock()
 		logErr = p.log.failed()
 	}
-
 	p.mu.Lock()
-	e := Exit{Code: -1, Stopped: p.stopped, Cause: p.stopCause, Duration: time.Since(p.started)}
+	e.Code, e.Stopped, e.Cause, e.Duration = -1, p.stopped, p.stopCause, time.Since(p.started)
 	e.Bytes, e.Stdout, e.Stderr = p.out.total, p.streams[0].total, p.streams[1].total
 	e.LogCut, e.LogErr = logCut, logErr
-	e.CPU, e.MemoryPeak, e.Contained = cpu, peak, ended
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()
 		} else {
 			e.Code = ps.ExitCode()
 		}
-	} else if err != nil {
-		e.Cause = err
+	} else if waitErr != nil {
+		e.Cause = waitErr
 	}
 	p.exit = e
 	p.mu.Unlock()

@@ -90,7 +90,7 @@ func rootFenceNote() string {
 	} else {
 		s += ", no mounts (Landlock)"
 	}
-	return s + "; a root command can still have a daemon (systemd, cron, sshd, docker) start a process outside"
+	return s + "; a root command can still signal any process of the machine (kill -9 -1 included; the sandbox fences that where Landlock scopes signals, ABI 6) and have a daemon (systemd, cron, sshd, docker) start a process outside"
 }
 
 // fencedStart starts cmd, a root command without a sandbox, from the

@@ -260,6 +260,12 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 	switch {
 	case err == nil && len(r.Done) == 1:
 		return s.finished(v, r.Done[0], true, ""), nil
+	case err == nil && len(r.Notices) == 0:
+		// It finished, and another call of the turn (a task_wait on it,
+		// made at the same time) took its result first: that call's
+		// result carries it. What it did is here all the same.
+		info, _ := v.Info(id)
+		return s.finished(v, task.Result{Info: info}, false, "Its result went to another call of this turn that waited on it too; its status and output are here as well."), nil
 	case err == nil && len(r.Done) == 0:
 		// A notice ended the wait: the command waits for input.
 		var notes []string

@@ -27,10 +27,12 @@ const DrainGrace = 5 * time.Second
 // nested deeper than rpcline.DefaultMaxDepth, or one that is not a JSON-RPC
 // 2.0 message (an id that is not a string or an integer within ±2^53
 // among them) an invalid-request error (-32600); either is then skipped
-// and the session goes on. When in ends, the requests already read are
+// and the session goes on. A request whose params have a field of the
+// wrong type (tools/call's name, tasks/get's taskId, …) gets an
+// invalid-params error (-32602) naming the field and what to send. When in ends, the requests already read are
 // answered (for up to DrainGrace) before the session ends. Replies and
 // the SDK's messages never interleave within a line.
 func Stdio(in io.Reader, out io.Writer) mcp.Transport {
-	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace})
+	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams})
 	return &mcp.IOTransport{Reader: r, Writer: w}
 }

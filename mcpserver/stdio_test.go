@@ -180,3 +180,57 @@ func FuzzStdio(f *testing.F) {
 		p.check(t)
 	})
 }
+
+// TestStdioNamesAParamOfTheWrongType: a field of the wrong JSON type in a
+// request's params is refused naming the field and what to send, in JSON
+// words: the SDK alone answered in Go's ("into a *mcpserver.taskParams:
+// … Go struct field … of type string") and quoted the whole params back,
+// a 5 MB argument included (an outsider's trial).
+func TestStdioNamesAParamOfTheWrongType(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	big := strings.Repeat("x", 1<<20)
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":5,"arguments":{"command":"` + big + `"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":12}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":5}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":"ls"}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"resources/read","params":[1]}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`,
+	}
+	var out bytes.Buffer
+	if err := svc.Server().Run(t.Context(), mcpserver.Stdio(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out)); err != nil {
+		t.Logf("Run() = %v", err)
+	}
+	replies := map[float64]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID    float64
+			Error *struct {
+				Code    int
+				Message string
+			}
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && m.Error != nil {
+			replies[m.ID] = m.Error.Message
+			if m.Error.Code != -32602 {
+				t.Errorf("id %v: code %d, want -32602", m.ID, m.Error.Code)
+			}
+			if len(l) > 4096 {
+				t.Errorf("id %v: an error of %d bytes: the params are quoted back", m.ID, len(l))
+			}
+		}
+	}
+	for id, want := range map[float64]string{
+		2: "tools/call: name must be a string", 3: "tasks/get: taskId must be a string (the task's id", 4: "cursor must be a string",
+		5: "arguments must be an object", 6: "params must be an object, not an array",
+	} {
+		if got := replies[id]; !strings.Contains(got, want) || strings.Contains(got, "Go ") || strings.Contains(got, "mcpserver.") {
+			t.Errorf("id %v: %q, want %q in JSON words", id, got, want)
+		}
+	}
+	if _, refused := replies[7]; refused {
+		t.Errorf("a good tools/list was refused: %q", replies[7])
+	}
+}

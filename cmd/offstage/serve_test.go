@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serveState is a fresh state directory with a short path: the socket's
+// path must fit sun_path (108 bytes), and t.TempDir's names do not.
+func serveState(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "osv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// served is a running offstage serve for a test.
+type served struct {
+	cmd    *exec.Cmd
+	mark   string
+	state  string
+	stderr *bytes.Buffer
+	exited chan struct{} // closed when it has exited
+}
+
+// startServe starts offstage serve on state and waits until its socket
+// answers. It is stopped (SIGTERM) at the end of the test if still up.
+func startServe(t *testing.T, state string, args ...string) *served {
+	t.Helper()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, append([]string{"serve"}, args...)...)
+	sv := &served{cmd: cmd, mark: mark, state: state, stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	cmd.Stderr = sv.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(sv.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-sv.exited:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-sv.exited
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := sv.ping(); err == nil {
+			return sv
+		}
+		select {
+		case <-sv.exited:
+			t.Fatalf("offstage serve exited: %v\n%s", cmd.ProcessState, sv.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve does not answer:\n%s", sv.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ask sends a header with face and decodes the one answer into v.
+func (sv *served) ask(face string, v any) error {
+	c, err := net.Dial("unix", socketPath(filepath.Join(sv.state, "offstage")))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(serveHeader{Face: face}); err != nil {
+		return err
+	}
+	return json.NewDecoder(bufio.NewReader(c)).Decode(v)
+}
+
+func (sv *served) ping() (int, error) {
+	var p struct{ PID int }
+	err := sv.ask("ping", &p)
+	return p.PID, err
+}
+
+// live is what the supervisor hosts now.
+func (sv *served) live(t *testing.T) liveState {
+	t.Helper()
+	var st liveState
+	if err := sv.ask("tasks", &st); err != nil {
+		t.Fatalf("asking offstage serve for its sessions: %v", err)
+	}
+	return st
+}
+
+// wait waits for offstage serve to exit, at most 60 s.
+func (sv *served) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-sv.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("offstage serve did not stop:\n%s", sv.stderr)
+	}
+}
+
+// runIn runs offstage with args on state, stdin from in, and returns its
+// output, stderr and exit code.
+func runIn(t *testing.T, state string, in io.Reader, args ...string) (stdout, stderr string, code int, mark string) {
+	t.Helper()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), exitOf(t, err), mark
+}
+
+// journalTasks is offstage tasks --json on state: one record a line.
+func journalTasks(t *testing.T, state string) []map[string]any {
+	t.Helper()
+	out, errOut, code, _ := runIn(t, state, nil, "tasks", "--json")
+	if code != 0 {
+		t.Fatalf("offstage tasks: exit %d: %s", code, errOut)
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("offstage tasks --json line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// waitTask polls the journal until the task's record satisfies ok.
+func waitTask(t *testing.T, state, id string, ok func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, r := range journalTasks(t, state) {
+			if r["task_id"] == id && ok(r) {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached the state wanted: %v", id, journalTasks(t, state))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce: a one-shot
+// run served by offstage serve starts a background shell and exits; the
+// shell goes on in the supervisor; run --attach receives its result in
+// one turn, and a second attach does not get it again (issue 38 items
+// 2, 3, 6).
+func TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	start := `{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e ` + gate + ` ]; do sleep 0.05; done; echo shell-finished", "run_in_background": true}}]},
+		{"text": "started it"}`
+	first := writeScript(t, `{"turns": [`+start+`]}`)
+	_, errOut, code, mark := runIn(t, state, nil, "run", "--wait", "0", "--script", first, "start it")
+	if code != 0 {
+		t.Fatalf("the one-shot run: exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{"is hosted by offstage serve", "detached from session", "its work goes on under offstage serve (1 running task)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the one-shot run does not say %q:\n%s", want, errOut)
+		}
+	}
+	waitSurvivors(t, mark, 1) // the run exited; its shell runs in the supervisor
+	if st := sv.live(t); len(st.Sessions) != 1 || st.Sessions[0].Attached || len(st.Sessions[0].Tasks) != 1 || st.Sessions[0].Tasks[0].State.Finished() {
+		t.Errorf("offstage serve hosts %+v; want one session, no client, shell:1 running", st)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+
+	second := writeScript(t, `{"turns": [`+start+`, {"expect": "shell-finished", "text": "the shell said shell-finished"}]}`)
+	out, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach", "--script", second)
+	if code != 0 {
+		t.Fatalf("run --attach: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"attached to session", "finished meanwhile: shell:1 completed", "background results joined the conversation: shell:1", "the shell said shell-finished", "detached from session"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run --attach does not say %q:\n%s", want, out)
+		}
+	}
+	out, errOut, code, _ = runIn(t, state, strings.NewReader(""), "run", "--attach", "--script", second)
+	if code != 0 || strings.Contains(out, "joined the conversation") || strings.Contains(out, "autonomous turn") {
+		t.Errorf("a second attach: exit %d; want no result and no turn (delivered once):\n%s%s", code, out, errOut)
+	}
+	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
+		t.Errorf("shell:1 is not recorded delivered: %v", r)
+	}
+	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+	if _, err := os.Lstat(socketPath(filepath.Join(state, "offstage"))); !os.IsNotExist(err) {
+		t.Errorf("the socket is left after stop: %v", err)
+	}
+	noSurvivors(t, mark)
+}
+
+// TestSIGKILLOfAnAttachedRunLeavesItsWorkAndStopEndsIt: a conversation
+// served by offstage serve starts a shell; SIGKILL of the run detaches
+// (the shell goes on, the next attach finds it running); SIGTERM to the
+// supervisor ends it with ended_by supervisor and reaps it (items 2, 5).
+func TestSIGKILLOfAnAttachedRunLeavesItsWorkAndStopEndsIt(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "run", "--script", script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "start it\n")
+	waitOutput(t, &out, "started it")
+	waitSurvivors(t, mark, 1)
+	cmd.Process.Kill()
+	cmd.Wait()
+	in.Close()
+
+	// The session detaches when the supervisor sees the client gone.
+	var attached string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach")
+		if code == 0 {
+			attached = o
+			break
+		}
+		if !strings.Contains(errOut, "has a client already") || time.Now().After(deadline) {
+			t.Fatalf("run --attach after the SIGKILL: exit %d: %s%s", code, o, errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(attached, "still running: shell:1") {
+		t.Errorf("run --attach does not find shell:1 running:\n%s", attached)
+	}
+	if len(survivors(t, mark)) == 0 {
+		t.Errorf("the shell died with the attached run")
+	}
+	// offstage tasks asks the supervisor for its live sessions (item 3).
+	_, errOut, code, _ := runIn(t, state, nil, "tasks")
+	if want := "hosts 1 live session.\n  "; code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "no client for") || !strings.Contains(errOut, "running: shell:1 running") {
+		t.Errorf("offstage tasks with offstage serve running: exit %d; want %q, no client, shell:1 running:\n%s", code, want, errOut)
+	}
+	cmd.Process.Signal(syscall.SIGTERM) // already dead: harmless
+	sv.cmd.Process.Signal(syscall.SIGTERM)
+	sv.wait(t)
+	noSurvivors(t, mark)
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "supervisor" || !strings.Contains(r["end_reason"].(string), "offstage serve was stopped") {
+		t.Errorf("shell:1 after SIGTERM to offstage serve: ended_by %v, end_reason %q; want supervisor", r["ended_by"], r["end_reason"])
+	}
+	if !strings.Contains(sv.stderr.String(), "stopped: 1 session closed") {
+		t.Errorf("offstage serve's last words: %s", sv.stderr)
+	}
+}
+
+// TestASIGKILLedSupervisorsWorkIsOrphaned: the keeper kills the work of a
+// supervisor that is SIGKILLed, and the next one to start marks it
+// orphaned, ended_by host (item 5).
+func TestASIGKILLedSupervisorsWorkIsOrphaned(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, code, mark := runIn(t, state, nil, "run", "--wait", "0", "--script", script, "go")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	waitSurvivors(t, mark, 1)
+	sv.cmd.Process.Kill()
+	sv.wait(t)
+	noSurvivors(t, mark)
+	sv = startServe(t, state)
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "host" {
+		t.Errorf("shell:1 of a SIGKILLed supervisor: ended_by %v (%v); want host", r["ended_by"], r["end_reason"])
+	}
+	if _, _, code, _ := runIn(t, state, nil, "serve", "stop"); code != 0 {
+		t.Errorf("serve stop: exit %d", code)
+	}
+	sv.wait(t)
+}
+
+// TestOneSupervisorPerStateDirectory: a second offstage serve on the same
+// state directory refuses to start, naming the first.
+func TestOneSupervisorPerStateDirectory(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	_, errOut, code, _ := runIn(t, state, nil, "serve")
+	if code != 2 || !strings.Contains(errOut, "offstage serve already runs") || !strings.Contains(errOut, "pid "+strconv.Itoa(sv.cmd.Process.Pid)) {
+		t.Errorf("a second offstage serve: exit %d: %s", code, errOut)
+	}
+	st, err := os.Stat(filepath.Join(state, "offstage", "run", "serve.sock"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the socket: %v, %v; want mode 0600", st.Mode(), err)
+	}
+}
+
+// TestNoServeKeepsTheSessionInTheRun: --no-serve hosts the session in the
+// run's own process, which ends its work when it exits.
+func TestNoServeKeepsTheSessionInTheRun(t *testing.T) {
+	state := serveState(t)
+	startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, _, mark := runIn(t, state, nil, "run", "--no-serve", "--wait", "0", "--script", script, "go")
+	if strings.Contains(errOut, "offstage serve") || !strings.Contains(errOut, "cancelled, and every process reaped") {
+		t.Errorf("run --no-serve with a supervisor running:\n%s", errOut)
+	}
+	noSurvivors(t, mark)
+}
+
+// waitOutput waits until out holds want.
+func waitOutput(t *testing.T, out *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in:\n%s", want, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

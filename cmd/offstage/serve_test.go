@@ -33,7 +33,7 @@ type served struct {
 	cmd    *exec.Cmd
 	mark   string
 	state  string
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	exited chan struct{} // closed when it has exited
 }
 
@@ -42,7 +42,7 @@ type served struct {
 func startServe(t *testing.T, state string, args ...string) *served {
 	t.Helper()
 	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, append([]string{"serve"}, args...)...)
-	sv := &served{cmd: cmd, mark: mark, state: state, stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	sv := &served{cmd: cmd, mark: mark, state: state, stderr: new(syncBuffer), exited: make(chan struct{})}
 	cmd.Stderr = sv.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -63,11 +63,11 @@ func startServe(t *testing.T, state string, args ...string) *served {
 		}
 		select {
 		case <-sv.exited:
-			t.Fatalf("offstage serve exited: %v\n%s", cmd.ProcessState, sv.stderr)
+			t.Fatalf("offstage serve exited: %v\n%s", cmd.ProcessState, sv.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("offstage serve does not answer:\n%s", sv.stderr)
+			t.Fatalf("offstage serve does not answer:\n%s", sv.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -108,7 +108,7 @@ func (sv *served) wait(t *testing.T) {
 	select {
 	case <-sv.exited:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("offstage serve did not stop:\n%s", sv.stderr)
+		t.Fatalf("offstage serve did not stop:\n%s", sv.stderr.String())
 	}
 }
 
@@ -287,7 +287,7 @@ func TestSIGKILLOfAnAttachedRunLeavesItsWorkAndStopEndsIt(t *testing.T) {
 		t.Errorf("shell:1 after SIGTERM to offstage serve: ended_by %v, end_reason %q; want supervisor", r["ended_by"], r["end_reason"])
 	}
 	if !strings.Contains(sv.stderr.String(), "stopped: 1 session closed") {
-		t.Errorf("offstage serve's last words: %s", sv.stderr)
+		t.Errorf("offstage serve's last words: %s", sv.stderr.String())
 	}
 }
 
@@ -358,5 +358,73 @@ func waitOutput(t *testing.T, out *syncBuffer, want string) {
 			t.Fatalf("no %q in:\n%s", want, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeRefusesAnotherUser: with the socket's directory and mode
+// opened to everyone, a connection from another uid is still refused
+// (SO_PEERCRED), and the supervisor says so.
+func TestServeRefusesAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("OFFSTAGE_REQUIRE_ROOT") != "" {
+			t.Fatal("OFFSTAGE_REQUIRE_ROOT is set, but the test does not run as root")
+		}
+		t.Skip("needs root, to connect as another user")
+	}
+	state := serveState(t)
+	sv := startServe(t, state)
+	run := filepath.Join(state, "offstage", "run")
+	for _, d := range []string{state, filepath.Dir(run), run} {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(socketPath(filepath.Join(state, "offstage")), 0o666)
+	// The test binary, where the other user may run it.
+	binDir, err := os.MkdirTemp("", "osvbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	os.Chmod(binDir, 0o755)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(binDir, "offstage")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t, `{"turns": [{"text": "hi"}]}`)
+	os.Chmod(filepath.Dir(script), 0o755)
+	cmd := exec.Command(bin, "run", "--script", script, "hello")
+	cmd.Env = []string{asMainEnv + "=1", "XDG_STATE_HOME=" + state, "HOME=" + binDir, "PATH=/usr/bin:/bin"}
+	cmd.Dir = binDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if exitOf(t, err) == 0 || !strings.Contains(string(out), "offstage serve went away") {
+		t.Errorf("a run as uid 65534: %v; want it refused:\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(sv.stderr.String(), "refused a connection from uid 65534") {
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve does not say it refused uid 65534:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPrintUnit: the systemd --user unit runs this offstage's serve with
+// the flags given, and stops it by SIGTERM to it alone.
+func TestPrintUnit(t *testing.T) {
+	out, errOut, code, _ := runIn(t, serveState(t), nil, "serve", "--print-unit", "--idle", "2h")
+	if code != 0 {
+		t.Fatalf("serve --print-unit: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"serve" "--idle" "2h"`, "KillMode=mixed", "TimeoutStopSec=30", "WantedBy=default.target"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the unit has no %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "print-unit") {
+		t.Errorf("the unit's command prints a unit:\n%s", out)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
+	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
@@ -200,6 +201,8 @@ type supervisor struct {
 	stoppersMu sync.Mutex
 	stoppers   []net.Conn // guarded by stoppersMu: serve stop clients, answered at the very end
 
+	acp *acpserver.Keeper // the ACP faces' sessions, kept across their connections
+
 	mu       sync.Mutex
 	sessions map[string]*hosted // guarded by mu
 	stopping bool               // guarded by mu
@@ -208,7 +211,8 @@ type supervisor struct {
 func newSupervisor(rec *recorder, tracer trace.TracerProvider, idle time.Duration, logger *slog.Logger, stop context.CancelCauseFunc) *supervisor {
 	faces, endFaces := context.WithCancel(context.Background())
 	return &supervisor{rec: rec, tracer: tracer, idle: idle, logger: logger, stop: stop,
-		life: context.Background(), faces: faces, endFaces: endFaces, sessions: map[string]*hosted{}}
+		life: context.Background(), faces: faces, endFaces: endFaces, sessions: map[string]*hosted{},
+		acp: acpserver.NewKeeper(context.Background())}
 }
 
 // accept serves each connection until ln is closed.
@@ -260,6 +264,8 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 	switch h.Face {
 	case "run":
 		sup.serveRun(c, br, w, h)
+	case "acp":
+		sup.serveStream(c, br, h, acpFace)
 	case "tasks":
 		w.send(sup.live())
 	case "ping":
@@ -344,6 +350,35 @@ func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter
 	c.CloseRead() // the reader stops
 	<-read
 	stdinR.Close()
+}
+
+// serveStream runs a stream face (acp) on a connection: after the
+// header, the protocol's own bytes both ways. What it writes on stderr
+// goes to the supervisor's log.
+func (sup *supervisor) serveStream(c *net.UnixConn, br *bufio.Reader, h serveHeader, run func(context.Context, *face, []string, io.Reader, io.Writer, io.Writer) error) {
+	env := h.Env
+	f := &face{getenv: func(k string) string { return envValue(env, k) }, environ: env, cwd: h.Dir,
+		width: func() int { return 0 }, interrupts: newFanout().subscribe, resizes: newFanout().subscribe,
+		host: sup, conn: sup.faces}
+	logw := logWriter{sup.logger, h.Face}
+	if err := run(sup.faces, f, h.Args, br, c, logw); err != nil {
+		sup.logger.Warn(fmt.Sprintf("serve: %s: %v", h.Face, err))
+	}
+}
+
+// logWriter writes a face's stderr lines to the supervisor's log.
+type logWriter struct {
+	logger *slog.Logger
+	face   string
+}
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for line := range strings.Lines(string(p)) {
+		if line = strings.TrimSpace(line); line != "" {
+			w.logger.Warn(w.face + ": " + line)
+		}
+	}
+	return len(p), nil
 }
 
 // envValue is the value of key in env (KEY=VALUE lines), the last wins.
@@ -622,7 +657,13 @@ func (sup *supervisor) shutdown(cause error) int {
 	}
 	clear(sup.sessions)
 	sup.mu.Unlock()
+	n := len(all) + sup.acp.Len()
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := sup.acp.Close(cause); err != nil {
+			sup.logger.Warn("serve: closing the ACP sessions: " + err.Error())
+		}
+	})
 	for _, h := range all {
 		wg.Go(func() {
 			if err := h.s.CloseCause(context.Background(), cause); err != nil {
@@ -633,7 +674,7 @@ func (sup *supervisor) shutdown(cause error) int {
 	wg.Wait()
 	sup.endFaces()
 	sup.running.Wait()
-	return len(all)
+	return n
 }
 
 // released answers the serve stop clients: it is over.
@@ -666,6 +707,7 @@ type liveSession struct {
 type liveState struct {
 	PID      int           `json:"pid"`
 	Sessions []liveSession `json:"sessions"`
+	ACP      int           `json:"acp"` // ACP sessions kept, with a client or not
 }
 
 // live is what the supervisor hosts now.
@@ -676,7 +718,7 @@ func (sup *supervisor) live() liveState {
 		all = append(all, h)
 	}
 	sup.mu.Unlock()
-	st := liveState{PID: os.Getpid(), Sessions: []liveSession{}}
+	st := liveState{PID: os.Getpid(), Sessions: []liveSession{}, ACP: sup.acp.Len()}
 	for _, h := range all {
 		h.mu.Lock()
 		ls := liveSession{ID: h.s.ID(), Face: h.face, Attached: h.attached, Started: h.started, Left: h.left}

@@ -102,6 +102,12 @@ func (sv *served) live(t *testing.T) liveState {
 	return st
 }
 
+// liveACP is how many ACP sessions the supervisor keeps.
+func (sv *served) liveACP(t *testing.T) int {
+	t.Helper()
+	return sv.live(t).ACP
+}
+
 // wait waits for offstage serve to exit, at most 60 s.
 func (sv *served) wait(t *testing.T) {
 	t.Helper()
@@ -427,4 +433,88 @@ func TestPrintUnit(t *testing.T) {
 	if strings.Contains(out, "print-unit") {
 		t.Errorf("the unit's command prints a unit:\n%s", out)
 	}
+}
+
+// TestACPSessionOutlivesTheEditorUnderServe: offstage acp relays to
+// offstage serve; the TypeScript ACP SDK client starts a background shell
+// and quits without closing the session; the shell goes on; a new client
+// lists the session and session/load attaches to it, live: its
+// conversation replayed, and the result its model has not seen delivered
+// once, by the next prompt's turn (issue 38 items 3, 6).
+func TestACPSessionOutlivesTheEditorUnderServe(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	script := writeScript(t, `{"turns": [
+		{"text": "Starting it.", "tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e `+gate+` ]; do sleep 0.05; done; echo shell-finished", "run_in_background": true}}]},
+		{"text": "It runs in the background."},
+		{"expect": "shell-finished", "text": "The shell said shell-finished."}
+	]}`)
+	cwd := t.TempDir()
+	quit, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), cwd, "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	var stdout, stderr bytes.Buffer
+	quit.Stdout, quit.Stderr = &stdout, &stderr
+	if err := quit.Run(); err != nil {
+		t.Fatalf("the first node client failed: %v\n%s", err, stderr.String())
+	}
+	var first struct{ SessionID, StopReason string }
+	if err := json.Unmarshal(stdout.Bytes(), &first); err != nil || first.StopReason != "end_turn" {
+		t.Fatalf("the first client printed %q (%v)\n%s", stdout.String(), err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "hosted by offstage serve") {
+		t.Errorf("offstage acp does not say it relays to offstage serve:\n%s", stderr.String())
+	}
+	waitSurvivors(t, mark, 1) // the editor quit; the shell goes on
+	os.WriteFile(gate, nil, 0o644)
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+
+	load, mark2 := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	load.Path, load.Args = node, []string{node, filepath.Join(dir, "acp-load.mjs"), cwd, os.Args[0], "acp", "--script", script, "--yolo"}
+	stdout.Reset()
+	stderr.Reset()
+	load.Stdout, load.Stderr = &stdout, &stderr
+	if err := load.Run(); err != nil {
+		t.Fatalf("the second node client failed: %v\n%s", err, stderr.String())
+	}
+	var loaded struct {
+		Listed     []struct{ SessionID string }
+		Replayed   int
+		StopReason string
+		Updates    []string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &loaded); err != nil {
+		t.Fatalf("node printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	if len(loaded.Listed) != 1 || loaded.Listed[0].SessionID != first.SessionID {
+		t.Fatalf("listed %+v; want %s", loaded.Listed, first.SessionID)
+	}
+	replay := strings.Join(loaded.Updates[:loaded.Replayed], "\n")
+	for _, want := range []string{"user start it", "message Starting it.", "message It runs in the background."} {
+		if !strings.Contains(replay, want) {
+			t.Errorf("the replay of the live session lacks %q:\n%s", want, replay)
+		}
+	}
+	if after := strings.Join(loaded.Updates[loaded.Replayed:], "\n"); loaded.StopReason != "end_turn" || !strings.Contains(after, "message The shell said shell-finished.") {
+		t.Errorf("the prompt on the attached session: %s\n%s", loaded.StopReason, after)
+	}
+	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
+		t.Errorf("shell:1 is not recorded delivered: %v", r)
+	}
+	// The second client closed the session: the supervisor holds none.
+	deadline := time.Now().Add(10 * time.Second)
+	for sv.liveACP(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve still holds the closed ACP session")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, code, _ := runIn(t, state, nil, "serve", "stop"); code != 0 {
+		t.Errorf("serve stop: exit %d", code)
+	}
+	sv.wait(t)
+	noSurvivors(t, mark)
+	noSurvivors(t, mark2)
 }

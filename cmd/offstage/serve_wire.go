@@ -256,3 +256,28 @@ func absPaths(fs *flag.FlagSet, args []string, abs func(string) string) []string
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// relayStream runs a stream face (acp) in offstage serve: after the
+// header, the connection is the protocol's own bytes, both ways. The end
+// of stdin half-closes it; SIGTERM or SIGHUP drop it. Either way the
+// supervisor detaches the sessions; nothing ends.
+func relayStream(ctx context.Context, c *net.UnixConn, face string, args []string, stdin io.Reader, stdout io.Writer) error {
+	defer c.Close()
+	cwd, _ := os.Getwd()
+	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ()}
+	if err := newWireWriter(c).send(h); err != nil {
+		return fmt.Errorf("offstage serve: %w", err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	go func() { // left behind at exit, blocked on stdin: main exits
+		io.Copy(c, stdin)
+		c.CloseWrite()
+	}()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_, err := io.Copy(stdout, c)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -508,6 +508,9 @@ func interactive(ctx context.Context, rs *runSession, stdin io.Reader, stdout io
 	tty := f.tty[1]
 	ordered := !f.tty[0]
 	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: f.width, live: tty, usage: s.Usage, pricing: pr}
+	if rs.served() {
+		p.seen = s.Table().Events().Last() // an attach tells what happened before in a few lines (caughtUp)
+	}
 	resized, stopResized := f.resizes()
 	defer stopResized()
 	p.session(sessionID)
@@ -515,7 +518,6 @@ func interactive(ctx context.Context, rs *runSession, stdin io.Reader, stdout io
 	switch {
 	case rs.served():
 		asks = rs.h.asks
-		p.seen = s.Table().Events().Last() // what happened before is told in a few lines (caughtUp)
 		p.line("offstage: session " + sessionID + " is hosted by offstage serve: leaving (end of input, Ctrl-C twice, a closed terminal) detaches and its work goes on; /quit ends it; offstage run --attach " + sessionID + " joins it again.")
 		rs.caughtUp(p.line)
 	case sessionID != "":

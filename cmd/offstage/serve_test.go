@@ -214,6 +214,9 @@ func TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce(t *testing.T) {
 			t.Errorf("run --attach does not say %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "shell:1 started") {
+		t.Errorf("run --attach replays the task log from its start; want only what happened meanwhile, in a few lines:\n%s", out)
+	}
 	out, errOut, code, _ = runIn(t, state, strings.NewReader(""), "run", "--attach", "--script", second)
 	if code != 0 || strings.Contains(out, "joined the conversation") || strings.Contains(out, "autonomous turn") {
 		t.Errorf("a second attach: exit %d; want no result and no turn (delivered once):\n%s%s", code, out, errOut)

@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -86,4 +92,81 @@ func TestIdlePolicyClosesOnlySessionsWithNoClientAndNoWork(t *testing.T) {
 		busy.s.Close(context.Background())
 		quiet.s.Close(context.Background())
 	})
+}
+
+// TestServeInProcessStopsClean runs offstage serve in this process (so
+// goleak sees its goroutines): a ping, a face it does not know, a header
+// that is not JSON, a one-shot run over the wire, then serve stop; every
+// goroutine it started is gone when it returns (TestMain's goleak).
+func TestServeInProcessStopsClean(t *testing.T) {
+	state := serveState(t)
+	t.Setenv("XDG_STATE_HOME", state)
+	done := make(chan error, 1)
+	var stderr syncBuffer
+	go func() { done <- serveCommand(context.Background(), nil, io.Discard, &stderr) }()
+	sock := socketPath(filepath.Join(state, "offstage"))
+	dial := func() net.Conn {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c, err := net.Dial("unix", sock)
+			if err == nil {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("offstage serve does not answer: %v\n%s", err, stderr.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	frames := func(c net.Conn, h serveHeader) (out string, exit int) {
+		defer c.Close()
+		json.NewEncoder(c).Encode(h)
+		dec := json.NewDecoder(c)
+		for {
+			var f frame
+			if err := dec.Decode(&f); err != nil {
+				t.Fatalf("reading frames: %v (so far %q)", err, out)
+			}
+			out += string(f.Out) + string(f.Err)
+			if f.Exit != nil {
+				return out, *f.Exit
+			}
+		}
+	}
+	var p struct{ PID int }
+	c := dial()
+	json.NewEncoder(c).Encode(serveHeader{Face: "ping"})
+	if err := json.NewDecoder(c).Decode(&p); err != nil || p.PID != os.Getpid() {
+		t.Errorf("ping: %+v, %v", p, err)
+	}
+	c.Close()
+	if out, code := frames(dial(), serveHeader{Face: "telnet"}); code != 2 || !strings.Contains(out, `no face "telnet"`) {
+		t.Errorf("an unknown face: exit %d, %q", code, out)
+	}
+	c = dial()
+	io.WriteString(c, "not json\n")
+	if n, _ := c.Read(make([]byte, 1)); n != 0 {
+		t.Errorf("a header that is not JSON got an answer")
+	}
+	c.Close()
+	script := writeScript(t, `{"turns": [{"text": "hello from the supervisor"}]}`)
+	out, code := frames(dial(), serveHeader{Face: "run", Args: []string{"--script", script, "hi"}, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+	if code != 0 || !strings.Contains(out, "hello from the supervisor") || !strings.Contains(out, "is hosted by offstage serve") {
+		t.Errorf("a served one-shot run: exit %d:\n%s", code, out)
+	}
+	c = dial()
+	json.NewEncoder(c).Encode(serveHeader{Face: "stop"})
+	io.Copy(io.Discard, c) // closed when it has stopped
+	c.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("offstage serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("offstage serve did not stop:\n%s", stderr.String())
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is left: %v", err)
+	}
 }

@@ -521,3 +521,32 @@ func TestACPSessionOutlivesTheEditorUnderServe(t *testing.T) {
 	noSurvivors(t, mark)
 	noSurvivors(t, mark2)
 }
+
+// TestStoppingServeEndsADetachedACPSessionsWork: the work of an ACP
+// session whose editor quit ends with ended_by supervisor when offstage
+// serve is stopped, every process reaped (item 5).
+func TestStoppingServeEndsADetachedACPSessionsWork(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "It runs in the background."}]}`)
+	quit, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), t.TempDir(), "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	if out, err := quit.CombinedOutput(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, out)
+	}
+	waitSurvivors(t, mark, 1)
+	if n := sv.liveACP(t); n != 1 {
+		t.Errorf("offstage serve keeps %d ACP sessions; want the detached one", n)
+	}
+	sv.cmd.Process.Signal(syscall.SIGTERM)
+	sv.wait(t)
+	noSurvivors(t, mark)
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "supervisor" {
+		t.Errorf("shell:1 of a detached ACP session after SIGTERM to offstage serve: ended_by %v (%v); want supervisor", r["ended_by"], r["end_reason"])
+	}
+}

@@ -616,7 +616,9 @@ func (sup *supervisor) idleLoop(ctx context.Context) {
 			return
 		case now := <-t.C:
 			for _, h := range sup.idleAt(now) {
-				h.s.CloseCause(context.Background(), task.Closed(fmt.Sprintf("serve: idle policy: no client and no running work for %s", sup.idle)))
+				why := fmt.Sprintf("serve: idle policy: no client and no running work for %s", sup.idle)
+				h.s.CloseCause(context.Background(), task.Closed(why))
+				sup.logger.Warn(fmt.Sprintf("closed session %s (%s)", h.s.ID(), why))
 			}
 		}
 	}

@@ -550,3 +550,33 @@ func TestStoppingServeEndsADetachedACPSessionsWork(t *testing.T) {
 		t.Errorf("shell:1 of a detached ACP session after SIGTERM to offstage serve: ended_by %v (%v); want supervisor", r["ended_by"], r["end_reason"])
 	}
 }
+
+// TestIdleSessionClosesUnderServe: a detached session whose work has
+// ended closes after --idle, as a real supervisor runs it; the session's
+// end is recorded and the supervisor says why (the idle policy's clock
+// itself: TestIdlePolicyClosesOnlySessionsWithNoClientAndNoWork).
+func TestIdleSessionClosesUnderServe(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1s")
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.5", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, code, _ := runIn(t, state, nil, "run", "--wait", "0", "--script", script, "go")
+	if code != 0 || !strings.Contains(errOut, "detached from session") {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(sv.live(t).Sessions) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session is still live: %+v", sv.live(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(sv.stderr.String(), "(serve: idle policy: no client and no running work for 1s)") {
+		t.Errorf("offstage serve does not say why it closed the session:\n%s", sv.stderr.String())
+	}
+	sessions, tasks := journalOf(t, state)
+	if len(sessions) != 1 || sessions[0].Ended.IsZero() || len(tasks) != 1 || tasks[0].EndedBy != "self" {
+		t.Errorf("the journal after the idle close: sessions %+v, tasks %+v", sessions, tasks)
+	}
+}

@@ -183,8 +183,7 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		return openError(err)
 	}
 	if res := s.Resumed(); res != nil {
-		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
-			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
+		sayResumed(stderr, s)
 		if resume.id == "" && len(rest) > 0 {
 			// --resume WORD "prompt": WORD was not taken for a session
 			// (see sessionArgPattern); say so before the model gets it.
@@ -742,4 +741,12 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// sayResumed tells what a resumed session brought back.
+func sayResumed(w io.Writer, s *agent.Session) {
+	if res := s.Resumed(); res != nil {
+		fmt.Fprintf(w, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
+			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
+	}
 }

@@ -466,6 +466,9 @@ func servedRun(ctx context.Context, f *face, sf *sessionFlags, o servedOptions, 
 		return err
 	}
 	rs := &runSession{s: h.s, face: f, h: h}
+	if o.resume.set {
+		sayResumed(stderr, h.s)
+	}
 	context.AfterFunc(f.conn, func() { h.markGone() })
 	if o.prompt == "" {
 		return interactive(ctx, rs, stdin, stdout, o.json, h.s.ID(), nil, o.pricing)

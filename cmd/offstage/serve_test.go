@@ -576,7 +576,17 @@ func TestIdleSessionClosesUnderServe(t *testing.T) {
 		t.Errorf("offstage serve does not say why it closed the session:\n%s", sv.stderr.String())
 	}
 	sessions, tasks := journalOf(t, state)
-	if len(sessions) != 1 || sessions[0].Ended.IsZero() || len(tasks) != 1 || tasks[0].EndedBy != "self" {
+	if len(sessions) != 1 || sessions[0].Ended.IsZero() || len(tasks) != 1 || tasks[0].EndedBy != "self" || tasks[0].Delivered {
 		t.Errorf("the journal after the idle close: sessions %+v, tasks %+v", sessions, tasks)
+	}
+	// --resume goes on with it in the supervisor, and delivers the result
+	// the idle close left unseen.
+	resume := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.5", "run_in_background": true}}]},
+		{"text": "started it"},
+		{"expect": "shell:1", "text": "it finished"}]}`)
+	out, errOut, code, _ := runIn(t, state, nil, "run", "--resume", "--script", resume, "and?")
+	if code != 0 || !strings.Contains(errOut, "resuming session "+sessions[0].ID+": 4 messages, 1 result it has not seen") || !strings.Contains(errOut, "is hosted by offstage serve") || !strings.Contains(out, "it finished") {
+		t.Errorf("run --resume under serve: exit %d:\n%s%s", code, out, errOut)
 	}
 }

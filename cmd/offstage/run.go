@@ -140,7 +140,9 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	if err != nil {
 		return err
 	}
-	hideWithheld(policy.env, stderr)
+	if !f.served() { // the supervisor hid its own at its start; a face's environment is not in its block
+		hideWithheld(policy.env, stderr)
+	}
 	if *dir == "" {
 		*dir = f.cwd
 	}

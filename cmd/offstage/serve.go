@@ -26,6 +26,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 )
@@ -96,6 +97,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	hideWithheld(proc.EnvPolicy{}, stderr) // its own secrets; the faces' come over the socket, never into its environment block
 	ln, unlock, err := listenServe(state)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -214,4 +215,187 @@ func writeLive(w io.Writer, st liveState, now time.Time) {
 		fmt.Fprintf(w, "  %s (%s, %s): %s; %s finished\n", s.ID, s.Face, client, what, text.Plural(len(done), "task"))
 	}
 	fmt.Fprintln(w)
+}
+
+// servedOptions is what runFace resolved for a served session.
+type servedOptions struct {
+	model   provider.Model // nil: an attach keeps the session's
+	policy  policy
+	dir     string
+	prompt  string
+	attach  resumeFlag
+	resume  resumeFlag
+	json    bool
+	wait    time.Duration
+	pricing pricing
+}
+
+// servedRun is offstage run's session in the supervisor: a new one, a
+// resumed one, or an attach to a live one.
+func servedRun(ctx context.Context, f *face, sf *sessionFlags, o servedOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	sup := f.host
+	var (
+		h   *hosted
+		err error
+	)
+	if o.attach.set {
+		h, err = sup.attach(o.attach.id, o.model)
+	} else {
+		cfg, surface := sf.template(o.model, sf.agents.profiles(o.dir, sf.model, stderr), o.policy, o.dir, sup.rec.journal())
+		cfg.Tools.Process.Env = f.environ
+		cfg.Tracer = sup.tracer
+		surface.Name, surface.Logger = "run", sup.logger
+		if o.resume.set {
+			if surface.ID, err = sup.rec.resumeID(ctx, o.resume); err != nil {
+				return err
+			}
+			if live := sup.find(surface.ID); live != "" {
+				return usagef("session %s is live under offstage serve: offstage run --attach %s joins it", live, live)
+			}
+			surface.Resume = true
+		}
+		h, err = sup.open(cfg, surface, sf.sandbox.escalation)
+	}
+	if err != nil {
+		return err
+	}
+	rs := &runSession{s: h.s, face: f, h: h}
+	if o.resume.set {
+		sayResumed(stderr, h.s)
+	}
+	context.AfterFunc(f.conn, func() { h.markGone() })
+	if o.prompt == "" {
+		return interactive(ctx, rs, stdin, stdout, o.json, h.s.ID(), nil, o.pricing)
+	}
+	fmt.Fprintf(stderr, "offstage: session %s is hosted by offstage serve (pid %d): its work goes on if this run goes away.\n", h.s.ID(), os.Getpid())
+	rs.caughtUp(func(s string) { fmt.Fprintln(stderr, s) })
+	explain := func(ctx context.Context, err error) error { return modelError(ctx, err, o.model, sf.model) }
+	return oneShot(ctx, rs, explain, o.prompt, o.json, o.wait, o.pricing, stdout, stderr)
+}
+
+// errStopping refuses a session while the supervisor stops.
+var errStopping = errors.New("offstage serve is stopping: it takes no new session")
+
+// open starts a hosted session, attached to the face that opens it.
+func (sup *supervisor) open(cfg agent.Config, sf agent.Surface, escalationMode string) (*hosted, error) {
+	h := &hosted{model: &swapModel{m: cfg.Model}, ctx: sup.life, asks: make(chan escalation), face: sf.Name, started: time.Now(), attached: true}
+	cfg.Model = h.model
+	switch escalationMode {
+	case "deny":
+		cfg.Tools.Escalate = nil
+	case "allow":
+		cfg.Tools.Escalate = func(context.Context, string, string) error { return nil }
+	default:
+		cfg.Tools.Escalate = h.escalate
+	}
+	sup.mu.Lock()
+	stopping := sup.stopping
+	sup.mu.Unlock()
+	if stopping {
+		return nil, errStopping
+	}
+	s, err := agent.Open(sup.life, cfg, sf)
+	if err != nil {
+		return nil, openError(err)
+	}
+	h.s = s
+	sup.mu.Lock()
+	stopping = sup.stopping
+	if !stopping {
+		sup.sessions[s.ID()] = h
+	}
+	sup.mu.Unlock()
+	if stopping { // the stop began while it opened: it closes as the others did
+		s.CloseCause(context.Background(), &task.EndError{By: task.BySupervisor, Reason: "offstage serve was stopped", Err: task.ErrClosed})
+		return nil, errStopping
+	}
+	return h, nil
+}
+
+// find returns the id of the live session id names (an id or its start),
+// or "".
+func (sup *supervisor) find(id string) string {
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	for sid := range sup.sessions {
+		if strings.HasPrefix(sid, id) {
+			return sid
+		}
+	}
+	return ""
+}
+
+// attach gives a face the live session id names (an id or its start), or,
+// for "", the latest one with no client; model, if not nil, drives its
+// turns from now on.
+func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) {
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	var pick []*hosted
+	for sid, h := range sup.sessions {
+		if id != "" && strings.HasPrefix(sid, id) {
+			pick = append(pick, h)
+		}
+		if id == "" {
+			h.mu.Lock()
+			free := !h.attached
+			h.mu.Unlock()
+			if free {
+				pick = append(pick, h)
+			}
+		}
+	}
+	switch {
+	case len(pick) == 0 && id == "":
+		return nil, usagef("no live session without a client under offstage serve (offstage tasks lists the sessions; offstage run --resume continues a recorded one)")
+	case len(pick) == 0:
+		return nil, usagef("no live session %s under offstage serve (offstage run --resume %s continues a recorded one)", id, id)
+	case len(pick) > 1 && id != "":
+		return nil, usagef("%q is the start of %d live sessions; give more of the id", id, len(pick))
+	}
+	slices.SortFunc(pick, func(a, b *hosted) int { return b.started.Compare(a.started) })
+	h := pick[0]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.attached {
+		return nil, usagef("session %s has a client already; it takes one at a time (it detaches when that run ends or goes away)", h.s.ID())
+	}
+	h.attached, h.quiet = true, time.Time{}
+	if model != nil {
+		h.model.set(model)
+	}
+	return h, nil
+}
+
+// markGone notes how much of the conversation a face that went away had
+// seen: a turn that finishes after it is news for the next face.
+func (h *hosted) markGone() {
+	n := len(h.s.History())
+	h.mu.Lock()
+	if h.attached {
+		h.seen, h.left = n, time.Now()
+	}
+	h.mu.Unlock()
+}
+
+// detach frees the session for another face; its work goes on.
+func (sup *supervisor) detach(h *hosted) {
+	n := len(h.s.History())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.left.IsZero() || h.seen > n || !h.attached {
+		h.seen = n
+	}
+	if h.left.IsZero() || h.attached {
+		h.left = time.Now()
+	}
+	h.attached, h.quiet = false, time.Time{}
+}
+
+// close ends a hosted session with cause, and forgets it.
+func (sup *supervisor) close(h *hosted, cause error) error {
+	sup.mu.Lock()
+	delete(sup.sessions, h.s.ID())
+	sup.mu.Unlock()
+	return h.s.CloseCause(context.Background(), cause)
 }

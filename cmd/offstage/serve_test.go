@@ -500,8 +500,14 @@ func TestACPSessionOutlivesTheEditorUnderServe(t *testing.T) {
 			t.Errorf("the replay of the live session lacks %q:\n%s", want, replay)
 		}
 	}
-	if after := strings.Join(loaded.Updates[loaded.Replayed:], "\n"); loaded.StopReason != "end_turn" || !strings.Contains(after, "message The shell said shell-finished.") {
-		t.Errorf("the prompt on the attached session: %s\n%s", loaded.StopReason, after)
+	said := "" // the answer, streamed in chunks
+	for _, u := range loaded.Updates[loaded.Replayed:] {
+		if text, ok := strings.CutPrefix(u, "message "); ok {
+			said += text
+		}
+	}
+	if loaded.StopReason != "end_turn" || !strings.Contains(said, "The shell said shell-finished.") {
+		t.Errorf("the prompt on the attached session: %s, said %q\n%s", loaded.StopReason, said, strings.Join(loaded.Updates[loaded.Replayed:], "\n"))
 	}
 	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
 		t.Errorf("shell:1 is not recorded delivered: %v", r)

@@ -165,6 +165,10 @@ func listenServe(state string) (*net.UnixListener, func(), error) {
 	lock.Truncate(0)
 	lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	sock := socketPath(state)
+	if err := socketFits(sock); err != nil {
+		lock.Close()
+		return nil, nil, err
+	}
 	os.Remove(sock) // a dead supervisor's: the lock says none runs
 	old := unix.Umask(0o177)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})

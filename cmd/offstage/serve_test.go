@@ -596,3 +596,13 @@ func TestIdleSessionClosesUnderServe(t *testing.T) {
 		t.Errorf("run --resume under serve: exit %d:\n%s%s", code, out, errOut)
 	}
 }
+
+// TestServeRefusesASocketPathTooLong: a state directory whose socket path
+// would not fit sun_path is refused, naming the way out.
+func TestServeRefusesASocketPathTooLong(t *testing.T) {
+	state := filepath.Join(serveState(t), strings.Repeat("d", 100))
+	_, errOut, code, _ := runIn(t, state, nil, "serve")
+	if code != 2 || !strings.Contains(errOut, "a Unix socket's path holds at most 103") || !strings.Contains(errOut, "--state-dir") {
+		t.Errorf("offstage serve with a long state directory: exit %d: %s", code, errOut)
+	}
+}

@@ -121,6 +121,18 @@ var errNoServe = errors.New("offstage serve is not running")
 // socketPath is offstage serve's socket for a state directory.
 func socketPath(state string) string { return filepath.Join(state, "run", "serve.sock") }
 
+// maxSocketPath is the longest path a Unix socket can have (sun_path
+// holds 108 bytes on Linux, 104 on macOS, with its NUL).
+const maxSocketPath = 103
+
+// socketFits refuses a socket path the kernel would cut or refuse.
+func socketFits(sock string) error {
+	if len(sock) > maxSocketPath {
+		return usagef("offstage serve's socket would be %s, %d bytes; a Unix socket's path holds at most %d: pass --state-dir (or set XDG_STATE_HOME to) a shorter directory", sock, len(sock), maxSocketPath)
+	}
+	return nil
+}
+
 // dialServe connects to the supervisor of the journal flags' state
 // directory. errNoServe when there is no socket at all.
 func dialServe(jf journalFlags) (*net.UnixConn, string, error) {

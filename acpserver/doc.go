@@ -40,8 +40,10 @@
 // are not started (it has its own), and the results its model has not seen
 // wait in its table for the next prompt's turn, which delivers each once.
 // One connection holds a session at a time; while none does, a call that
-// needs permission is refused. session/close ends it; Keeper.Close ends
-// all of them with its cause (offstage serve's: ended_by supervisor).
+// needs permission is refused. session/close ends it; Keeper.CloseIdle
+// those with no connection and no unfinished task for a while;
+// Keeper.Close all of them with its cause (offstage serve's: ended_by
+// supervisor).
 //
 // # The editor's MCP servers
 //

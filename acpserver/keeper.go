@@ -3,12 +3,15 @@ package acpserver
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
 )
 
 // Keeper keeps sessions across connections, for a process that outlives
@@ -30,9 +33,10 @@ type Keeper struct {
 
 // kept is what of a session outlives a connection.
 type kept struct {
-	sess *agent.Session
-	mcp  []*mcpServer
-	cur  atomic.Pointer[session] // the connection's session driving it; nil while detached
+	sess  *agent.Session
+	mcp   []*mcpServer
+	cur   atomic.Pointer[session] // the connection's session driving it; nil while detached
+	quiet time.Time               // guarded by Keeper.mu: since when it has had no connection and no unfinished task (zero: not quiet)
 }
 
 // NewKeeper returns a Keeper whose sessions live as long as ctx (which
@@ -139,6 +143,34 @@ func (k *Keeper) Close(cause error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// CloseIdle ends, with cause, the sessions that have had no connection
+// and no unfinished task (queued or running) since at least idle before
+// now, and starts the clock of those that just became so. Called now and
+// then (offstage serve's idle policy), a session ends within idle and
+// two calls' interval. It returns how many it ended.
+func (k *Keeper) CloseIdle(now time.Time, idle time.Duration, cause error) int {
+	k.mu.Lock()
+	var ended []*kept
+	for id, kp := range k.all {
+		busy := kp.cur.Load() != nil || slices.ContainsFunc(kp.sess.Table().List(), func(i task.Info) bool { return !i.State.Finished() })
+		switch {
+		case busy:
+			kp.quiet = time.Time{}
+		case kp.quiet.IsZero():
+			kp.quiet = now
+		case now.Sub(kp.quiet) >= idle:
+			delete(k.all, id)
+			ended = append(ended, kp)
+		}
+	}
+	k.mu.Unlock()
+	for _, kp := range ended {
+		kp.sess.CloseCause(context.Background(), cause)
+		closeMCP(kp.mcp)
+	}
+	return len(ended)
 }
 
 // Len is how many sessions the keeper holds, attached or not.

@@ -444,6 +444,10 @@ func (sup *supervisor) idleLoop(ctx context.Context) {
 				h.s.CloseCause(context.Background(), task.Closed(why))
 				sup.logger.Warn(fmt.Sprintf("closed session %s (%s)", h.s.ID(), why))
 			}
+			why := fmt.Sprintf("serve: idle policy: no editor and no running work for %s", sup.idle)
+			if n := sup.acp.CloseIdle(now, sup.idle, task.Closed(why)); n > 0 {
+				sup.logger.Warn(fmt.Sprintf("closed %d ACP sessions (%s)", n, why))
+			}
 		}
 	}
 }

@@ -606,3 +606,34 @@ func TestServeRefusesASocketPathTooLong(t *testing.T) {
 		t.Errorf("offstage serve with a long state directory: exit %d: %s", code, errOut)
 	}
 }
+
+// TestIdleACPSessionClosesUnderServe: the idle policy holds for an ACP
+// session whose editor quit: once its work has ended, it closes after
+// --idle.
+func TestIdleACPSessionClosesUnderServe(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1s")
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.5", "run_in_background": true}}]},
+		{"text": "It runs in the background."}]}`)
+	quit, _ := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), t.TempDir(), "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	if out, err := quit.CombinedOutput(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sv.liveACP(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle ACP session is still kept:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(sv.stderr.String(), "closed 1 ACP sessions (serve: idle policy: no editor and no running work for 1s)") {
+		t.Errorf("offstage serve does not say why it closed the ACP session:\n%s", sv.stderr.String())
+	}
+	if r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "self" {
+		t.Errorf("shell:1: ended_by %v; want self (the policy waits for work to end)", r["ended_by"])
+	}
+}

@@ -31,6 +31,20 @@
 // at most Config.MaxSessions (64) sessions at once; session/new past that
 // is refused, saying to close one.
 //
+// With Config.Keep (a Keeper, which offstage serve holds), sessions outlive
+// their connection: one that ends detaches its sessions (the turn in
+// progress is cancelled and no turn runs; tasks, shells and the editor's
+// MCP servers go on), and session/load of a live session, from any later
+// connection, attaches to it instead of loading a copy: its conversation
+// is replayed from the live session, the editor's MCP servers of the load
+// are not started (it has its own), and the results its model has not seen
+// wait in its table for the next prompt's turn, which delivers each once.
+// One connection holds a session at a time; while none does, a call that
+// needs permission is refused. session/close ends it; Keeper.CloseIdle
+// those with no connection and no unfinished task for a while;
+// Keeper.Close all of them with its cause (offstage serve's: ended_by
+// supervisor).
+//
 // # The editor's MCP servers
 //
 // The mcpServers of session/new and session/load are connected with the

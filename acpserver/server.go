@@ -68,6 +68,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is reported to clients.
 	Version string
+	// Keep, if set, keeps sessions across connections (see Keeper): a
+	// connection that ends detaches its sessions, and session/load of a
+	// live one attaches to it. Nil: a session ends with its connection.
+	Keep *Keeper
 }
 
 const (
@@ -294,6 +298,24 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if srv.full() {
 		return acp.LoadSessionResponse{}, srv.fullError()
 	}
+	if srv.cfg.Keep != nil {
+		s, live, err := attachSession(srv, p.SessionId)
+		switch {
+		case err != nil:
+			return acp.LoadSessionResponse{}, invalid("session %s is live, and cannot be loaded here: %s", p.SessionId, err.Error())
+		case live:
+			// Live: its own conversation is replayed, and what its model
+			// has not seen waits in its table for the next prompt.
+			history := s.sess.History()
+			s.replay(history)
+			s.flush(ctx)
+			if err := srv.add(p.SessionId, s); err != nil {
+				return acp.LoadSessionResponse{}, err
+			}
+			srv.cfg.Logger.Info("live session attached", "session", p.SessionId, "messages", len(history))
+			return acp.LoadSessionResponse{}, nil
+		}
+	}
 	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {
 	case errors.Is(err, agent.ErrUnknownSession):
@@ -381,6 +403,10 @@ func (srv *server) closeAll(why string) error {
 	srv.mu.Unlock()
 	var errs []error
 	for _, s := range all {
+		if s.kept != nil {
+			s.detach() // Config.Keep: it goes on without the connection
+			continue
+		}
 		errs = append(errs, s.close(why))
 	}
 	return errors.Join(errs...)

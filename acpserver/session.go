@@ -45,6 +45,7 @@ type session struct {
 	announceTimer *time.Timer // set before the session is listed; stopped by close
 
 	mcp      []*mcpServer // the editor's MCP servers, closed with the session
+	kept     *kept        // with Config.Keep: what outlives the connection; nil otherwise
 	problems []string     // what went wrong connecting them, told the user with the commands
 
 	mu     sync.Mutex
@@ -70,7 +71,52 @@ type queued struct {
 }
 
 func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
-	s := &session{
+	s := blankSession(srv, id)
+	life, permit := srv.ctx, s.permit
+	var kp *kept
+	if k := srv.cfg.Keep; k != nil {
+		kp = &kept{}
+		life, permit = k.ctx, kp.permit // the session outlives the connection, and asks whoever holds it
+	}
+	started := srv.connectMCP(life, mcpServers, cwd)
+	s.mcp, s.problems = started.servers, started.problems
+	cfg, sf := srv.sessionConfig(cwd, permit, started.tools)
+	sf.ID, sf.Resume = string(id), resume
+	sess, err := agent.Open(life, cfg, sf)
+	if err != nil {
+		closeMCP(s.mcp)
+		return nil, err
+	}
+	s.sess = sess
+	if kp != nil {
+		kp.sess, kp.mcp = sess, s.mcp
+		s.kept = kp
+		if err := srv.cfg.Keep.add(id, kp, s); err != nil {
+			sess.Close(context.Background())
+			closeMCP(s.mcp)
+			return nil, err
+		}
+	}
+	s.start(life)
+	return s, nil
+}
+
+// attachSession gives srv the kept session id, detached from the
+// connection that made it: ok is false when the keeper has none.
+func attachSession(srv *server, id acp.SessionId) (s *session, ok bool, err error) {
+	s = blankSession(srv, id)
+	kp, ok, err := srv.cfg.Keep.take(id, s)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	s.sess, s.mcp, s.kept = kp.sess, kp.mcp, kp
+	s.start(srv.cfg.Keep.ctx)
+	return s, true, nil
+}
+
+// blankSession is a session's connection side, before its agent session.
+func blankSession(srv *server, id acp.SessionId) *session {
+	return &session{
 		srv: srv, id: id,
 		input:     make(chan string),
 		ran:       make(chan struct{}),
@@ -86,28 +132,21 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 		subCalls:  make(map[string][]subCall),
 		spawns:    make(map[string][]string),
 	}
-	started := srv.connectMCP(srv.ctx, mcpServers, cwd)
-	s.mcp, s.problems = started.servers, started.problems
-	cfg, sf := srv.sessionConfig(cwd, s.permit, started.tools)
-	sf.ID, sf.Resume = string(id), resume
-	sess, err := agent.Open(srv.ctx, cfg, sf)
-	if err != nil {
-		closeMCP(s.mcp)
-		return nil, err
-	}
-	s.sess = sess
-	runCtx, stop := context.WithCancel(srv.ctx)
+}
+
+// start runs the session's sender and Run loop, under life.
+func (s *session) start(life context.Context) {
+	runCtx, stop := context.WithCancel(life)
 	s.stopRun = stop
 	go s.send()
 	go func() {
 		defer close(s.ran)
-		sess.Run(runCtx, s.input, s)
+		s.sess.Run(runCtx, s.input, s)
 	}()
 	// The client learns the session's id from the response to
 	// session/new, written after this returns: the commands follow it
 	// shortly, or come first thing in the first prompt.
 	s.announceTimer = time.AfterFunc(100*time.Millisecond, s.announceCommands)
-	return s, nil
 }
 
 // sessionConfig returns a session's configuration in cwd: the template's
@@ -402,22 +441,47 @@ func (s *session) cancel() {
 // why says what closed it, for the tasks it ends (task.Closed).
 func (s *session) close(why string) error {
 	s.closeOnce.Do(func() {
-		close(s.done)
-		s.announceTimer.Stop() // a session closed at once announces nothing
-		s.sess.CancelTurn()
-		s.stopRun()
-		<-s.ran
+		s.stop()
+		if s.kept != nil {
+			s.srv.cfg.Keep.forget(s.id)
+		}
 		s.closeErr = s.sess.CloseCause(context.Background(), task.Closed("acp: "+why))
 		closeMCP(s.mcp) // no call is left: every turn and task has ended
-		select {
-		case <-s.sent:
-		case <-time.After(sendGrace):
-			// The sender is stuck writing to a client that reads nothing:
-			// what it still holds goes with the connection.
-			s.srv.cfg.Logger.Warn("closed a session whose client is not reading its updates", "session", s.id)
-		}
+		s.waitSent()
 	})
 	return s.closeErr
+}
+
+// detach lets go of a kept session when its connection ends: its turn is
+// cancelled (no one would see the answer) and Run stops, so no turn runs
+// while no editor is connected; its tasks, shells and MCP servers go on.
+func (s *session) detach() {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.waitSent()
+		s.srv.cfg.Keep.release(s.id, s)
+	})
+}
+
+// stop releases what waits on a full queue (a client that is alive but
+// not reading must not stall it), cancels the turn and stops Run.
+func (s *session) stop() {
+	close(s.done)
+	s.announceTimer.Stop() // a session closed at once announces nothing
+	s.sess.CancelTurn()
+	s.stopRun()
+	<-s.ran
+}
+
+// waitSent waits, a little, for the sender to write what it holds.
+func (s *session) waitSent() {
+	select {
+	case <-s.sent:
+	case <-time.After(sendGrace):
+		// The sender is stuck writing to a client that reads nothing:
+		// what it still holds goes with the connection.
+		s.srv.cfg.Logger.Warn("closed a session whose client is not reading its updates", "session", s.id)
+	}
 }
 
 // sendGrace bounds how long closing a session waits for its last updates

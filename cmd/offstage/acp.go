@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/provider"
 )
 
 const acpUsage = `Usage: offstage acp [flags]
@@ -44,20 +44,39 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
 `
 
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	return acpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
+}
+
+// acpFace is offstage acp for a face: this process's stdio, or, under
+// offstage serve (f.host), a relayed connection whose sessions the
+// supervisor keeps when it ends, for a later session/load to attach.
+func acpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
 	var sf serverFlags
 	sf.register(fs, "")
 	yolo := fs.Bool("yolo", false, "run every tool call without asking the editor for permission")
+	noServe := fs.Bool("no-serve", false, "host the sessions in this process even when offstage serve runs (they then end with it)")
+	if f.served() {
+		args = absPaths(fs, args, f.abs)
+	}
 	rest, err := parse(fs, args, acpUsage, acpExamples, stdout)
 	if err != nil {
 		return err
+	}
+	if !f.served() && !*noServe && !sf.journal.noJournal {
+		if conn, sock, err := dialServe(sf.journal); err == nil {
+			fmt.Fprintf(stderr, "offstage: the sessions are hosted by offstage serve (%s): they go on when the editor goes, and session/load attaches to them.\n", sock)
+			return relayStream(ctx, conn, "acp", args, stdin, stdout)
+		} else if !errors.Is(err, errNoServe) {
+			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the sessions run in this process.\n", sock, err)
+		}
 	}
 	// Without a model (no key, the likeliest first slip in an editor's
 	// settings) the agent still answers initialize: an editor shows an
 	// agent that exits at once as dead, and the message on stderr where
 	// nobody looks. Each session/new then fails with the advice.
 	var noModel string
-	model, err := newModel(sf.model, os.Getenv)
+	model, err := newModel(sf.model, f.getenv)
 	var ue *usageError
 	switch {
 	case errors.As(err, &ue):
@@ -66,9 +85,12 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case err != nil:
 		return err
 	}
-	cwd, err := workDir("")
+	cwd, err := workDir(f.cwd)
 	if err != nil {
 		return err
+	}
+	if f.served() {
+		return servedACP(ctx, f, &sf, model, noModel, *yolo, cwd, rest, stdin, stdout, stderr)
 	}
 	srv, err := sf.open(ctx, "acp", rest, stderr)
 	if err != nil {
@@ -82,5 +104,26 @@ func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	cfg.Tracer = srv.tracer
 	return acpserver.Serve(srv.ctx, acpserver.Config{Agent: cfg, Surface: surface, NoModel: noModel,
 		AllowAll: *yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: srv.logger, Version: version(),
+	}, stdin, stdout)
+}
+
+// servedACP serves ACP on a relayed connection in offstage serve: the
+// supervisor's journal, tracer and log; the client's environment for the
+// model and the shells; sessions kept by the supervisor's Keeper.
+func servedACP(ctx context.Context, f *face, sf *serverFlags, model provider.Model, noModel string, yolo bool, cwd string, rest []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(rest) > 0 {
+		return usagef("acp takes no arguments (got %q)", rest[0])
+	}
+	p, err := sf.policy()
+	if err != nil {
+		return err
+	}
+	sup := f.host
+	cfg, surface := sf.template(model, sf.agents.profiles(cwd, sf.model, stderr), p, "", sup.rec.journal())
+	cfg.Tracer = sup.tracer
+	cfg.Tools.Process.Env = f.environ
+	return acpserver.Serve(ctx, acpserver.Config{Agent: cfg, Surface: surface, NoModel: noModel,
+		AllowAll: yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: sup.logger, Version: version(),
+		Keep: sup.acp,
 	}, stdin, stdout)
 }

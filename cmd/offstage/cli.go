@@ -38,9 +38,12 @@ var errInterrupted = errors.New("interrupted")
 // runtime failure, 2 usage or configuration error.
 func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
+	var es exitStatus
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.As(err, &es):
+		return int(es) // a served command: the supervisor printed why
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "offstage:", ue.msg)
 		return 2
@@ -60,6 +63,7 @@ results come back exactly once, that never leak a process.
 Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
   offstage run [prompt]       talk to a model: one answer for a prompt, or a conversation
+  offstage serve              a supervisor that hosts run's sessions, so their work outlives the terminal
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
@@ -85,6 +89,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return mcpCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "acp":
 		return acpCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "serve":
+		return serveCommand(ctx, args[1:], stdout, stderr)
 	case "agents":
 		return agentsCommand(ctx, args[1:], stdout, stderr)
 	case "tasks":
@@ -112,7 +118,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // commands are the CLI's commands, as mainUsage lists them.
-var commands = []string{"demo", "run", "mcp", "acp", "agents", "tasks", "dashboard", "version", "help"}
+var commands = []string{"demo", "run", "serve", "mcp", "acp", "agents", "tasks", "dashboard", "version", "help"}
 
 func version() string {
 	info, ok := debug.ReadBuildInfo()

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/offstage/offstage/agent"
@@ -59,7 +60,13 @@ continues the latest recorded conversation, or --resume SESSION that one
 after --resume that starts with a digit and has only digits, a-f and
 dashes is taken for SESSION, anything else for the prompt):
 its history comes back, results it never saw are delivered once, and the
-model is told which tasks a crash or restart orphaned.`
+model is told which tasks a crash or restart orphaned.
+
+When offstage serve runs for the state directory, the session is hosted
+there and outlives this run: leaving (end of input, Ctrl-C twice, a
+closed terminal, a one-shot run whose --wait runs out) detaches, and its
+work goes on; /quit ends it. --attach [SESSION] joins a live session
+again; --no-serve keeps the session in this process (docs/serve.md).`
 
 const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the background and summarise the README"
   offstage run --provider anthropic --model claude-sonnet-4-5
@@ -72,7 +79,14 @@ const runExamples = `  OPENAI_API_KEY=sk-... offstage run "run the tests in the 
   (echo "review this diff:"; git diff) | offstage run -
 `
 
-func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return runFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
+}
+
+// runFace is offstage run on a face: this process's terminal, or, under
+// offstage serve, a client's (f.host set: the session is the
+// supervisor's, and it outlives the face).
+func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var sf sessionFlags
 	sf.register(fs, "")
@@ -80,36 +94,70 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	dir := fs.String("dir", "", "working directory of the shells (default: the current one)")
 	wait := fs.Duration("wait", 5*time.Minute, "with a prompt: how long to wait for background work after the answer")
 	promptFile := fs.String("prompt-file", "", "read the prompt from `FILE` (- for stdin), for a prompt too long for an argument")
-	var resume resumeFlag
+	var resume, attach resumeFlag
 	fs.Var(&resume, "resume", "continue a recorded conversation: the latest, or --resume SESSION, an id or its start (offstage tasks lists them)")
+	fs.Var(&attach, "attach", "join a live session of offstage serve: the latest with no client, or --attach SESSION; it shows what happened meanwhile and delivers the results the model has not seen, once")
+	noServe := fs.Bool("no-serve", false, "host the session in this process even when offstage serve runs (it then ends with this process)")
+	if f.served() {
+		args = absPaths(fs, args, f.abs)
+	}
 	rest, err := parse(fs, args, runUsage, runExamples, stdout)
 	if err != nil {
 		return err
 	}
-	if resume.set && resume.id == "" && len(rest) > 0 && sessionArgPattern.MatchString(rest[0]) {
-		resume.id, rest = rest[0], rest[1:] // --resume SESSION: it resolves or errors, as --resume=SESSION
+	if !f.served() && !*noServe && !sf.journal.noJournal {
+		if conn, sock, err := dialServe(sf.journal); err == nil {
+			return relay(ctx, conn, "run", args, stdin, stdout, stderr)
+		} else if attach.set {
+			return usagef("--attach joins a session of offstage serve, and none answers at %s (%v): start one with offstage serve", sock, err)
+		} else if !errors.Is(err, errNoServe) {
+			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the session runs in this process.\n", sock, err)
+		}
+	}
+	switch {
+	case attach.set && resume.set:
+		return usagef("--attach joins a live session and --resume continues a recorded one: give one of them")
+	case attach.set && !f.served():
+		return usagef("--attach joins a session of offstage serve; drop --no-serve and --no-journal")
+	}
+	for _, r := range []*resumeFlag{&resume, &attach} {
+		if r.set && r.id == "" && len(rest) > 0 && sessionArgPattern.MatchString(rest[0]) {
+			r.id, rest = rest[0], rest[1:] // --resume SESSION: it resolves or errors, as --resume=SESSION
+		}
 	}
 	prompt, err := promptOf(rest, *promptFile, stdin)
 	if err != nil {
 		return err
 	}
 	mf, af := sf.model, sf.agents
-	model, err := newModel(mf, os.Getenv)
-	if err != nil {
-		return err
+	var model provider.Model
+	if !attach.set || providerName(mf, f.getenv) != "" { // an attach without model flags keeps the session's
+		if model, err = newModel(mf, f.getenv); err != nil {
+			return err
+		}
 	}
 	policy, err := sf.policy()
 	if err != nil {
 		return err
 	}
-	hideWithheld(policy.env, stderr)
+	if !f.served() { // the supervisor hid its own at its start; a face's environment is not in its block
+		hideWithheld(policy.env, stderr)
+	}
+	if *dir == "" {
+		*dir = f.cwd
+	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
+	}
+	pr := pricing{model: mf.describe(f.getenv), prices: policy.prices}
+	if f.served() {
+		return servedRun(ctx, f, &sf, servedOptions{model: model, policy: policy, dir: *dir, prompt: prompt,
+			attach: attach, resume: resume, json: *asJSON, wait: *wait, pricing: pr}, stdin, stdout, stderr)
 	}
 	// Running a command outside the sandbox: asked in the conversation
 	// (its next line answers), or, one-shot, on the terminal.
 	asks := make(chan escalation)
-	escalate := sf.sandbox.escalate(prompt == "" && isTTY(stdin) || prompt != "" && hasTTY())
+	escalate := sf.sandbox.escalate(prompt == "" && f.tty[0] || prompt != "" && f.device)
 	if escalate != nil && prompt == "" && sf.sandbox.escalation != "allow" {
 		escalate = askInConversation(asks)
 	}
@@ -137,20 +185,19 @@ func runCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return openError(err)
 	}
 	if res := s.Resumed(); res != nil {
-		fmt.Fprintf(stderr, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
-			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
+		sayResumed(stderr, s)
 		if resume.id == "" && len(rest) > 0 {
 			// --resume WORD "prompt": WORD was not taken for a session
 			// (see sessionArgPattern); say so before the model gets it.
 			fmt.Fprintf(stderr, "offstage: the latest session, since %q is not a session id; the prompt is %q (--resume=SESSION picks another session).\n", rest[0], text.OneLine(prompt, 200))
 		}
 	}
-	pr := pricing{model: mf.describe(os.Getenv), prices: policy.prices}
+	rs := &runSession{s: s, face: f}
 	if prompt != "" {
 		explain := func(ctx context.Context, err error) error { return modelError(ctx, err, model, mf) }
-		return oneShot(ctx, s, explain, prompt, *asJSON, *wait, pr, stdout, stderr)
+		return oneShot(ctx, rs, explain, prompt, *asJSON, *wait, pr, stdout, stderr)
 	}
-	return interactive(ctx, s, stdin, stdout, *asJSON, s.ID(), asks, pr)
+	return interactive(ctx, rs, stdin, stdout, *asJSON, s.ID(), asks, pr)
 }
 
 // sessionArgPattern matches an argument after a bare --resume that is
@@ -290,15 +337,19 @@ func openError(err error) error {
 
 // oneShot runs the prompt's turn, then keeps the session alive (running
 // autonomous turns) until its background work is done, at most wait.
-func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context, error) error, prompt string, asJSON bool, wait time.Duration, pr pricing, stdout, stderr io.Writer) error {
+func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, error) error, prompt string, asJSON bool, wait time.Duration, pr pricing, stdout, stderr io.Writer) error {
+	s := rs.s
 	parent := ctx
-	ctx, cancel := cancelOnInterrupt(ctx)
+	ctx, cancel := rs.face.cancelOnInterrupt(ctx)
 	defer cancel()
 	out := stderr // progress; the answer goes to stdout
 	if asJSON {
 		out = stdout
 	}
 	p := &printer{w: out, json: asJSON, table: s.Table(), usage: s.Usage, pricing: pr, errorsLater: true}
+	if rs.served() {
+		p.seen = s.Table().Events().Last() // an attach tells what happened before in a few lines (caughtUp)
+	}
 	p.session(s.ID())
 	var (
 		mu      sync.Mutex
@@ -333,7 +384,7 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 	input := make(chan string, 1)
 	input <- prompt
 	ran := make(chan struct{})
-	go func() { s.Run(ctx, input, sink); close(ran) }()
+	go func() { s.Run(rs.runContext(ctx), input, sink); close(ran) }()
 
 	select {
 	case <-ended:
@@ -368,6 +419,13 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 	mu.Lock()
 	turnFailed := failed != nil
 	mu.Unlock()
+	interrupted := ctx.Err() != nil && parent.Err() == nil // Ctrl-C, not the end of --wait
+	if rs.served() && !turnFailed && !interrupted && (parent.Err() != nil || running(s.Table()) > 0) {
+		// Under offstage serve, work that outlasts --wait, and a face that
+		// went away, leave the session running: it detaches, nothing ends.
+		<-ran // a turn in progress finishes (its Run is the session's)
+		return rs.detach(stderr)
+	}
 	if n := running(s.Table()); n > 0 {
 		what := fmt.Sprintf("--wait %s ran out", wait)
 		advice := " (a longer --wait, or a conversation without a prompt, lets them finish)"
@@ -382,7 +440,9 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		why = "run: " + what + " (one-shot)"
 		fmt.Fprintf(stderr, "offstage: %s with %s still running: cancelled, and every process reaped%s.\n", what, text.Plural(n, "task"), advice)
 	}
-	interrupted := ctx.Err() != nil && parent.Err() == nil // Ctrl-C, not the end of --wait
+	if interrupted {
+		s.CancelTurn() // under serve, Run's context is the session's
+	}
 	cancel()
 	<-ran
 	mu.Lock()
@@ -390,7 +450,7 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 		why = "run: the one-shot prompt's turn failed"
 	}
 	mu.Unlock()
-	closeErr := s.CloseCause(context.Background(), task.Closed(why))
+	closeErr := rs.close(why)
 	if line := sessionUsageLine(s.Usage(), pr.model, pr.prices); line != "" && !asJSON {
 		fmt.Fprintln(stderr, line)
 	}
@@ -406,7 +466,7 @@ func oneShot(ctx context.Context, s *agent.Session, explain func(context.Context
 	}
 	// On a terminal the trace on stderr has already shown the answers; a
 	// pipe or file gets them on stdout, alone.
-	if !asJSON && !(isTTY(stdout) && isTTY(stderr)) {
+	if !asJSON && !(rs.face.tty[1] && rs.face.tty[2]) {
 		if _, err := fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n"))); err != nil {
 			return fmt.Errorf("the answer could not be written: %w", err) // a script must not take the run for a success
 		}
@@ -444,29 +504,45 @@ func settled(tb *task.Table) bool {
 // pipe or a file each line waits until the turns of the messages before
 // it have ended, and so does the end of the input, so a script's lines
 // run in order and its last message is answered before it leaves.
-func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string, asks <-chan escalation, pr pricing) error {
-	tty := isTerminal(stdout)
-	ordered := !isTTY(stdin)
-	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: func() int { return terminalWidth(stdout) }, live: tty, usage: s.Usage, pricing: pr}
-	resized, stopResized := resizes()
+func interactive(ctx context.Context, rs *runSession, stdin io.Reader, stdout io.Writer, asJSON bool, sessionID string, asks <-chan escalation, pr pricing) error {
+	s, f := rs.s, rs.face
+	tty := f.tty[1]
+	ordered := !f.tty[0]
+	p := &printer{w: stdout, json: asJSON, table: s.Table(), width: f.width, live: tty, usage: s.Usage, pricing: pr}
+	if rs.served() {
+		p.seen = s.Table().Events().Last() // an attach tells what happened before in a few lines (caughtUp)
+	}
+	resized, stopResized := f.resizes()
 	defer stopResized()
 	p.session(sessionID)
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
-	if sessionID != "" {
+	switch {
+	case rs.served():
+		asks = rs.h.asks
+		p.line("offstage: session " + sessionID + " is hosted by offstage serve: leaving (end of input, Ctrl-C twice, a closed terminal) detaches and its work goes on; /quit ends it; offstage run --attach " + sessionID + " joins it again.")
+		rs.caughtUp(p.line)
+	case sessionID != "":
 		p.line("offstage: session " + sessionID + "; offstage run --resume " + sessionID + " continues it later.")
 	}
-	sigs, stopSigs := interrupts()
+	sigs, stopSigs := f.interrupts()
 	defer stopSigs()
-	runCtx, stopRun := context.WithCancel(ctx)
+	runCtx, stopRun := context.WithCancel(rs.runContext(ctx))
 	input := make(chan string, 32)
 	// answered receives when the turn of a message sent to input ends
-	// (every message gets one turn; autonomous turns do not count). At
-	// most cap(input)+1 turns end while the loop is not listening (the
-	// queued messages and the one in flight), so the send never blocks.
-	answered := make(chan struct{}, cap(input)+1)
+	// (every message gets one turn; autonomous turns do not count, but
+	// the one that delivers what an attach found waiting does). At most
+	// cap(input)+2 turns end while the loop is not listening (the queued
+	// messages, the one in flight, the catch-up), so the send never blocks.
+	answered := make(chan struct{}, cap(input)+2)
+	pending := 0 // messages sent whose turn has not ended
+	var catchUp atomic.Bool
+	if rs.served() && resultsWaiting(s.Table()) {
+		pending++ // an attach: the autonomous turn that delivers them comes first
+		catchUp.Store(true)
+	}
 	sink := agent.SinkFunc(func(e agent.Event) {
 		p.Event(e)
-		if e.Type == agent.TurnEnd && !e.Autonomous {
+		if e.Type == agent.TurnEnd && !e.Autonomous || (e.Type == agent.TurnEnd || e.Type == agent.BudgetStop) && catchUp.CompareAndSwap(true, false) {
 			answered <- struct{}{}
 		}
 	})
@@ -485,7 +561,7 @@ func interactive(ctx context.Context, s *agent.Session, stdin io.Reader, stdout 
 	defer ticker.Stop()
 	interrupted := false
 	why := "run: the conversation ended" // why the session closes: set where the loop breaks
-	pending := 0                         // messages sent whose turn has not ended
+	quit := !rs.served()                 // the session ends with the loop; under serve only /quit ends it
 	var asking []escalation              // requests to run outside the sandbox; the next line answers the first
 loop:
 	for {
@@ -525,7 +601,7 @@ loop:
 			case line == "":
 			case strings.HasPrefix(line, "/"):
 				if !command(ctx, s, p, line, sigs) {
-					why = "run: " + line
+					why, quit = "run: "+line, true
 					break loop
 				}
 			default:
@@ -545,10 +621,14 @@ loop:
 				break loop
 			}
 			interrupted = true
+			again := "Ctrl-C again or /quit to leave"
+			if rs.served() {
+				again = "Ctrl-C again to detach, /quit to end the session"
+			}
 			if s.CancelTurn() {
-				p.line("(turn interrupted; background tasks keep running. Ctrl-C again or /quit to leave)")
+				p.line("(turn interrupted; background tasks keep running. " + again + ")")
 			} else {
-				p.line("(Ctrl-C again or /quit to leave; background tasks keep running until then)")
+				p.line("(" + again + "; background tasks keep running until then)")
 			}
 		case <-ticker.C:
 			if tty {
@@ -563,10 +643,16 @@ loop:
 			break loop
 		}
 	}
+	if !quit {
+		close(input) // a turn in progress finishes; nothing ends
+		<-ran
+		stopRun()
+		return rs.detach(stdout)
+	}
 	stopRun()
 	<-ran
 	n := running(s.Table())
-	if err := s.CloseCause(context.Background(), task.Closed(why)); err != nil {
+	if err := rs.close(why); err != nil {
 		return err
 	}
 	if line := sessionUsageLine(s.Usage(), pr.model, pr.prices); line != "" && !asJSON {
@@ -657,4 +743,12 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// sayResumed tells what a resumed session brought back.
+func sayResumed(w io.Writer, s *agent.Session) {
+	if res := s.Resumed(); res != nil {
+		fmt.Fprintf(w, "offstage: resuming session %s: %s, %s it has not seen, %s the restart orphaned.\n",
+			s.ID(), text.Plural(len(res.History), "message"), text.Plural(len(res.Results), "result"), text.Plural(len(res.Delivered)-len(res.Results), "task"))
+	}
 }

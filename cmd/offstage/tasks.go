@@ -152,6 +152,13 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer lostNotes(ctx, store, tasks, stderr)
 	markHostGone(ctx, store, tasks, stderr)
+	if live, ok := askLive(jf); ok { // what offstage serve hosts now; JSON lines on stdout stay task records
+		if jsonOut {
+			writeLive(stderr, live, timeNow())
+		} else {
+			writeLive(stdout, live, timeNow())
+		}
+	}
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)

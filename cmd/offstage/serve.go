@@ -1,0 +1,615 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sys/unix"
+
+	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+)
+
+const serveUsage = `Usage: offstage serve [flags]
+       offstage serve stop [--state-dir DIR]
+       offstage serve --print-unit [flags]
+
+Runs the supervisor: one process per user and state directory that hosts
+the sessions of offstage run, so that they and their work outlive the
+terminal that started them. While it runs, offstage run hosts its session
+there and says so in one line (--no-serve keeps a session in its own
+process, the default when no supervisor answers). A run that goes away
+(end of its input, Ctrl-C twice, the terminal closed, SIGKILL) detaches:
+its session and its running work go on, contained, limited and recorded.
+offstage run --attach [SESSION] joins a live session again: the latest
+with no client by default; it shows what happened meanwhile and delivers
+each result the model has not seen, once. /quit ends a session.
+
+It listens on a Unix socket, STATE/run/serve.sock (0600, in a 0700
+directory; a connection from another user is refused), never TCP; one
+supervisor per state directory (a lock, STATE/run/serve.lock). It runs in
+the foreground and logs to stderr; --print-unit writes a systemd --user
+unit that starts it at login.
+
+A session with no client and no unfinished task for --idle closes (its
+end is recorded as by the session: "serve: idle policy"). offstage serve
+stop, SIGTERM or Ctrl-C stop it: every session closes, its tasks end
+with ended_by supervisor, every process is reaped, the journal is
+written and the socket removed. If it is killed (SIGKILL, a crash), the
+keeper kills its work and the next offstage to start marks those tasks
+orphaned (ended_by host).`
+
+const serveExamples = `  offstage serve &                                   # then, in any terminal:
+  offstage run --script examples/scripted/hello.json "run the tests"
+  offstage run --attach                              # the latest session with no client
+  offstage serve stop
+  offstage serve --print-unit > ~/.config/systemd/user/offstage.service && systemctl --user enable --now offstage
+`
+
+// defaultIdle is how long a session with no client and no running work
+// lives under offstage serve.
+const defaultIdle = 24 * time.Hour
+
+func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var jf journalFlags
+	jf.register(fs)
+	idle := fs.Duration("idle", defaultIdle, "close a session that has had no client and no running or queued task for this long")
+	unit := fs.Bool("print-unit", false, "write a systemd --user unit that runs offstage serve with these flags, and exit")
+	rest, err := parse(fs, args, serveUsage, serveExamples, stdout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) == 1 && rest[0] == "stop":
+		return serveStop(jf, stdout)
+	case len(rest) > 0:
+		return usagef("offstage serve takes no arguments but stop (got %q)", rest[0])
+	case *idle <= 0:
+		return usagef("--idle must be positive (got %s); a long one (--idle 720h) keeps sessions a month", *idle)
+	case jf.noJournal:
+		return usagef("offstage serve records what its sessions run; --no-journal is for a run in its own process (offstage run --no-serve --no-journal)")
+	case *unit:
+		return printUnit(stdout, args)
+	}
+	state, err := jf.dir(os.Getenv)
+	if err != nil {
+		return err
+	}
+	hideWithheld(proc.EnvPolicy{}, stderr) // its own secrets; the faces' come over the socket, never into its environment block
+	ln, unlock, err := listenServe(state)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ctx, stopSignals := cancelOnInterrupt(ctx)
+	defer stopSignals()
+	ctx, requestStop := context.WithCancelCause(ctx)
+	defer requestStop(nil)
+	var sup *supervisor
+	defer func() {
+		if sup != nil {
+			sup.released() // last, after the journal is written: serve stop returns then
+		}
+	}()
+	rec, err := openRecorder(ctx, jf, stderr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer rec.closeInto(&err)
+	tracer, closeTracing, err := openTracing(ctx, stderr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer closeTracing()
+	sup = newSupervisor(rec, tracer, *idle, warnings(stderr), requestStop)
+	fmt.Fprintf(stderr, "offstage serve: pid %d, serving %s; sessions with no client and no running work close after %s.\n", os.Getpid(), ln.Addr(), *idle)
+	accepted := make(chan struct{})
+	go func() { defer close(accepted); sup.accept(ln) }()
+	idled := make(chan struct{})
+	go func() { defer close(idled); sup.idleLoop(ctx) }()
+	<-ctx.Done()
+	why := "offstage serve was stopped (" + context.Cause(ctx).Error() + ")"
+	ln.Close() // no new face; the socket file goes with it
+	<-accepted
+	<-idled
+	n := sup.shutdown(&task.EndError{By: task.BySupervisor, Reason: why, Err: task.ErrClosed})
+	fmt.Fprintf(stderr, "offstage serve: stopped: %s closed, every process reaped.\n", text.Plural(n, "session"))
+	return nil
+}
+
+// listenServe takes the state directory's supervisor lock and listens on
+// its socket: STATE/run, 0700 and this user's (journal.CheckDir), the
+// socket 0600. unlock releases the lock.
+func listenServe(state string) (*net.UnixListener, func(), error) {
+	dir := filepath.Join(state, "run")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, usagef("cannot make the socket's directory: %v", err)
+	}
+	if err := journal.CheckDir(dir); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "serve.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, nil, usagef("cannot open the supervisor's lock: %v", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := io.ReadAll(io.LimitReader(lock, 32))
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil, usagef("offstage serve already runs for %s (pid %s); offstage serve stop stops it", state, strings.TrimSpace(string(pid)))
+		}
+		return nil, nil, usagef("cannot lock %s: %v", lock.Name(), err)
+	}
+	lock.Truncate(0)
+	lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	sock := socketPath(state)
+	if err := socketFits(sock); err != nil {
+		lock.Close()
+		return nil, nil, err
+	}
+	os.Remove(sock) // a dead supervisor's: the lock says none runs
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		lock.Close()
+		return nil, nil, usagef("cannot listen on %s: %v", sock, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		lock.Close()
+		return nil, nil, fmt.Errorf("making the socket private: %w", err)
+	}
+	return ln, func() { lock.Close() }, nil
+}
+
+// supervisor is offstage serve: the sessions it hosts, and the faces
+// (connections) driving them.
+type supervisor struct {
+	rec    *recorder
+	tracer trace.TracerProvider
+	idle   time.Duration
+	logger *slog.Logger
+	stop   context.CancelCauseFunc // asks serveCommand to stop
+	// life is every session's context. A stop does not cancel it: each
+	// session is closed with the supervisor's cause first (CloseCause),
+	// so its tasks say who ended them.
+	life context.Context
+	// faces is the faces' context, cancelled once every session is
+	// closed: the connections then end.
+	faces      context.Context
+	endFaces   context.CancelFunc
+	running    sync.WaitGroup // connection handlers
+	stoppersMu sync.Mutex
+	stoppers   []net.Conn // guarded by stoppersMu: serve stop clients, answered at the very end
+
+	acp *acpserver.Keeper // the ACP faces' sessions, kept across their connections
+
+	mu       sync.Mutex
+	sessions map[string]*hosted // guarded by mu
+	stopping bool               // guarded by mu
+}
+
+func newSupervisor(rec *recorder, tracer trace.TracerProvider, idle time.Duration, logger *slog.Logger, stop context.CancelCauseFunc) *supervisor {
+	faces, endFaces := context.WithCancel(context.Background())
+	return &supervisor{rec: rec, tracer: tracer, idle: idle, logger: logger, stop: stop,
+		life: context.Background(), faces: faces, endFaces: endFaces, sessions: map[string]*hosted{},
+		acp: acpserver.NewKeeper(context.Background())}
+}
+
+// accept serves each connection until ln is closed.
+func (sup *supervisor) accept(ln *net.UnixListener) {
+	for {
+		c, err := ln.AcceptUnix()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			sup.logger.Warn("serve: accept: " + err.Error())
+			time.Sleep(100 * time.Millisecond) // out of descriptors, say: not a busy loop
+			continue
+		}
+		sup.running.Add(1)
+		go func() {
+			defer sup.running.Done()
+			sup.serveConn(c)
+		}()
+	}
+}
+
+// serveConn checks who is calling (this user only), reads the header and
+// runs the face it asks for.
+func (sup *supervisor) serveConn(c *net.UnixConn) {
+	keep := false
+	defer func() {
+		if !keep {
+			c.Close()
+		}
+	}()
+	uid, pid, err := peer(c)
+	if err != nil || uid != os.Getuid() {
+		sup.logger.Warn(fmt.Sprintf("serve: refused a connection from uid %d pid %d: only uid %d may use it (%v)", uid, pid, os.Getuid(), err))
+		return
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := readWireLine(br)
+	if err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	var h serveHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		return
+	}
+	w := newWireWriter(c)
+	switch h.Face {
+	case "run":
+		sup.serveRun(c, br, w, h)
+	case "acp":
+		sup.serveStream(c, br, h, acpFace)
+	case "tasks":
+		w.send(sup.live())
+	case "ping":
+		w.send(map[string]int{"pid": os.Getpid()})
+	case "stop":
+		keep = true
+		sup.stoppersMu.Lock()
+		sup.stoppers = append(sup.stoppers, c)
+		sup.stoppersMu.Unlock()
+		sup.stop(fmt.Errorf("offstage serve stop, from pid %d", pid))
+	default:
+		code := 2
+		w.send(frame{Err: []byte(fmt.Sprintf("offstage serve: no face %q (this offstage is %s)\n", h.Face, version())), Exit: &code})
+	}
+}
+
+// serveRun runs offstage run for a client: its input, Ctrl-C and width
+// come in frames, its output goes back in frames, then its exit code.
+// The client going away cancels the face's context (the session
+// detaches); it does not end the session.
+func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter, h serveHeader) {
+	ctx, gone := context.WithCancelCause(sup.faces)
+	defer gone(nil)
+	stdinR, stdinW := io.Pipe()
+	ints, sizes := newFanout(), newFanout()
+	var width atomic.Int64
+	width.Store(int64(h.Width))
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		in := make(chan []byte, 1024) // the input waits here while the face does not read it, so Ctrl-C still comes through
+		defer close(in)
+		go func() {
+			for b := range in {
+				if b == nil {
+					stdinW.Close()
+				} else {
+					stdinW.Write(b)
+				}
+			}
+			stdinW.Close()
+		}()
+		for {
+			line, err := readWireLine(br)
+			if err != nil {
+				gone(errors.New("its client went away"))
+				return
+			}
+			var f frame
+			if json.Unmarshal(line, &f) != nil {
+				continue
+			}
+			switch {
+			case f.In != nil:
+				in <- f.In
+			case f.EOF:
+				in <- nil
+			case f.Signal == "int":
+				ints.send(os.Interrupt)
+			case f.Width > 0:
+				width.Store(int64(f.Width))
+				sizes.send(os.Interrupt) // any value: the width changed
+			}
+		}
+	}()
+	env := h.Env
+	f := &face{
+		getenv:     func(k string) string { return envValue(env, k) },
+		environ:    env,
+		cwd:        h.Dir,
+		tty:        h.TTY,
+		width:      func() int { return int(width.Load()) },
+		interrupts: ints.subscribe,
+		resizes:    sizes.subscribe,
+		host:       sup,
+		conn:       ctx,
+	}
+	stderr := stream{w: w, err: true}
+	err := runFace(ctx, f, h.Args, stdinR, stream{w: w}, stderr)
+	code := exitCode(err, stderr)
+	w.send(frame{Exit: &code})
+	c.CloseRead() // the reader stops
+	<-read
+	stdinR.Close()
+}
+
+// serveStream runs a stream face (acp) on a connection: after the
+// header, the protocol's own bytes both ways. What it writes on stderr
+// goes to the supervisor's log.
+func (sup *supervisor) serveStream(c *net.UnixConn, br *bufio.Reader, h serveHeader, run func(context.Context, *face, []string, io.Reader, io.Writer, io.Writer) error) {
+	env := h.Env
+	f := &face{getenv: func(k string) string { return envValue(env, k) }, environ: env, cwd: h.Dir,
+		width: func() int { return 0 }, interrupts: newFanout().subscribe, resizes: newFanout().subscribe,
+		host: sup, conn: sup.faces}
+	logw := logWriter{sup.logger, h.Face}
+	if err := run(sup.faces, f, h.Args, br, c, logw); err != nil {
+		sup.logger.Warn(fmt.Sprintf("serve: %s: %v", h.Face, err))
+	}
+}
+
+// logWriter writes a face's stderr lines to the supervisor's log.
+type logWriter struct {
+	logger *slog.Logger
+	face   string
+}
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for line := range strings.Lines(string(p)) {
+		if line = strings.TrimSpace(line); line != "" {
+			w.logger.Warn(w.face + ": " + line)
+		}
+	}
+	return len(p), nil
+}
+
+// envValue is the value of key in env (KEY=VALUE lines), the last wins.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// fanout hands a served face's Ctrl-C (or resizes) to whoever listens.
+type fanout struct {
+	mu   sync.Mutex
+	subs map[chan os.Signal]bool // guarded by mu
+}
+
+func newFanout() *fanout { return &fanout{subs: map[chan os.Signal]bool{}} }
+
+func (f *fanout) subscribe() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 2)
+	f.mu.Lock()
+	f.subs[ch] = true
+	f.mu.Unlock()
+	return ch, func() {
+		f.mu.Lock()
+		delete(f.subs, ch)
+		f.mu.Unlock()
+	}
+}
+
+func (f *fanout) send(s os.Signal) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.subs {
+		select {
+		case ch <- s:
+		default: // as signal.Notify: a full channel drops it
+		}
+	}
+}
+
+// idleLoop closes the sessions that have been idle for sup.idle: no face,
+// no unfinished task. It checks a sixtieth of the period at a time (at
+// most a minute), so a session closes within idle plus two of those.
+func (sup *supervisor) idleLoop(ctx context.Context) {
+	tick := min(sup.idle/60, time.Minute)
+	t := time.NewTicker(max(tick, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, h := range sup.idleAt(now) {
+				why := fmt.Sprintf("serve: idle policy: no client and no running work for %s", sup.idle)
+				h.s.CloseCause(context.Background(), task.Closed(why))
+				sup.logger.Warn(fmt.Sprintf("closed session %s (%s)", h.s.ID(), why))
+			}
+			why := fmt.Sprintf("serve: idle policy: no editor and no running work for %s", sup.idle)
+			if n := sup.acp.CloseIdle(now, sup.idle, task.Closed(why)); n > 0 {
+				sup.logger.Warn(fmt.Sprintf("closed %d ACP sessions (%s)", n, why))
+			}
+		}
+	}
+}
+
+// idleAt takes out of the table the sessions idle for sup.idle at now,
+// and starts the idle clock of those that just became quiet.
+func (sup *supervisor) idleAt(now time.Time) []*hosted {
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	var out []*hosted
+	for id, h := range sup.sessions {
+		busy := running(h.s.Table()) > 0
+		h.mu.Lock()
+		switch {
+		case h.attached || busy:
+			h.quiet = time.Time{}
+		case h.quiet.IsZero():
+			h.quiet = now
+		case now.Sub(h.quiet) >= sup.idle:
+			delete(sup.sessions, id)
+			out = append(out, h)
+		}
+		h.mu.Unlock()
+	}
+	return out
+}
+
+// shutdown closes every session with cause, concurrently (each reaps its
+// processes within 20 s), then ends the faces and waits for them. It
+// returns how many sessions it closed.
+func (sup *supervisor) shutdown(cause error) int {
+	sup.mu.Lock()
+	sup.stopping = true
+	all := make([]*hosted, 0, len(sup.sessions))
+	for _, h := range sup.sessions {
+		all = append(all, h)
+	}
+	clear(sup.sessions)
+	sup.mu.Unlock()
+	n := len(all) + sup.acp.Len()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := sup.acp.Close(cause); err != nil {
+			sup.logger.Warn("serve: closing the ACP sessions: " + err.Error())
+		}
+	})
+	for _, h := range all {
+		wg.Go(func() {
+			if err := h.s.CloseCause(context.Background(), cause); err != nil {
+				sup.logger.Warn(fmt.Sprintf("serve: closing session %s: %v", h.s.ID(), err))
+			}
+		})
+	}
+	wg.Wait()
+	sup.endFaces()
+	sup.running.Wait()
+	return n
+}
+
+// released answers the serve stop clients: it is over.
+func (sup *supervisor) released() {
+	sup.stoppersMu.Lock()
+	defer sup.stoppersMu.Unlock()
+	for _, c := range sup.stoppers {
+		c.Close()
+	}
+}
+
+// stopping reports whether the supervisor is stopping.
+func (sup *supervisor) isStopping() bool {
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	return sup.stopping
+}
+
+// liveSession is a hosted session as offstage tasks shows it.
+type liveSession struct {
+	ID       string      `json:"id"`
+	Face     string      `json:"face"`
+	Attached bool        `json:"attached"`
+	Started  time.Time   `json:"started"`
+	Left     time.Time   `json:"left,omitzero"` // when its last client went
+	Tasks    []task.Info `json:"tasks"`
+}
+
+// liveState is the supervisor's answer to offstage tasks.
+type liveState struct {
+	PID      int           `json:"pid"`
+	Sessions []liveSession `json:"sessions"`
+	ACP      int           `json:"acp"` // ACP sessions kept, with a client or not
+}
+
+// live is what the supervisor hosts now.
+func (sup *supervisor) live() liveState {
+	sup.mu.Lock()
+	all := make([]*hosted, 0, len(sup.sessions))
+	for _, h := range sup.sessions {
+		all = append(all, h)
+	}
+	sup.mu.Unlock()
+	st := liveState{PID: os.Getpid(), Sessions: []liveSession{}, ACP: sup.acp.Len()}
+	for _, h := range all {
+		h.mu.Lock()
+		ls := liveSession{ID: h.s.ID(), Face: h.face, Attached: h.attached, Started: h.started, Left: h.left}
+		h.mu.Unlock()
+		ls.Tasks = h.s.Table().List()
+		st.Sessions = append(st.Sessions, ls)
+	}
+	slices.SortFunc(st.Sessions, func(a, b liveSession) int { return a.Started.Compare(b.Started) })
+	return st
+}
+
+// serveStop asks the state directory's supervisor to stop, and waits
+// until it has: every session closed, every process reaped, the journal
+// written.
+func serveStop(jf journalFlags, stdout io.Writer) error {
+	c, sock, err := dialServe(jf)
+	if err != nil {
+		return usagef("no offstage serve answers at %s (%v)", sock, err)
+	}
+	defer c.Close()
+	if err := newWireWriter(c).send(serveHeader{Face: "stop"}); err != nil {
+		return fmt.Errorf("asking offstage serve to stop: %w", err)
+	}
+	io.Copy(io.Discard, c) // it closes the connection when it is done
+	fmt.Fprintln(stdout, "offstage serve stopped: every session closed, every process reaped.")
+	return nil
+}
+
+// printUnit writes a systemd --user unit running offstage serve with the
+// flags given (less --print-unit).
+func printUnit(w io.Writer, args []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding offstage's path for the unit: %w", err)
+	}
+	cmd := []string{exe, "serve"}
+	for _, a := range args {
+		if a != "--print-unit" && a != "-print-unit" {
+			cmd = append(cmd, a)
+		}
+	}
+	quoted := make([]string, len(cmd))
+	for i, a := range cmd {
+		quoted[i] = strconv.Quote(a)
+	}
+	_, err = fmt.Fprintf(w, `# offstage serve, started at login: save as ~/.config/systemd/user/offstage.service,
+# then: systemctl --user daemon-reload && systemctl --user enable --now offstage
+[Unit]
+Description=offstage supervisor: sessions and background work that outlive the terminal
+Documentation=https://github.com/offstage/offstage/blob/main/docs/serve.md
+
+[Service]
+ExecStart=%s
+# SIGTERM to offstage serve alone: it closes every session (ended_by
+# supervisor) and reaps every process itself; then systemd kills what is left.
+KillMode=mixed
+TimeoutStopSec=30
+Restart=on-failure
+
+[Install]
+WantedBy=default.target
+`, strings.Join(quoted, " "))
+	return err
+}

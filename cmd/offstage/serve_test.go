@@ -1,0 +1,639 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serveState is a fresh state directory with a short path: the socket's
+// path must fit sun_path (108 bytes), and t.TempDir's names do not.
+func serveState(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "osv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// served is a running offstage serve for a test.
+type served struct {
+	cmd    *exec.Cmd
+	mark   string
+	state  string
+	stderr *syncBuffer
+	exited chan struct{} // closed when it has exited
+}
+
+// startServe starts offstage serve on state and waits until its socket
+// answers. It is stopped (SIGTERM) at the end of the test if still up.
+func startServe(t *testing.T, state string, args ...string) *served {
+	t.Helper()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, append([]string{"serve"}, args...)...)
+	sv := &served{cmd: cmd, mark: mark, state: state, stderr: new(syncBuffer), exited: make(chan struct{})}
+	cmd.Stderr = sv.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(sv.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-sv.exited:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-sv.exited
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := sv.ping(); err == nil {
+			return sv
+		}
+		select {
+		case <-sv.exited:
+			t.Fatalf("offstage serve exited: %v\n%s", cmd.ProcessState, sv.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve does not answer:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ask sends a header with face and decodes the one answer into v.
+func (sv *served) ask(face string, v any) error {
+	c, err := net.Dial("unix", socketPath(filepath.Join(sv.state, "offstage")))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(serveHeader{Face: face}); err != nil {
+		return err
+	}
+	return json.NewDecoder(bufio.NewReader(c)).Decode(v)
+}
+
+func (sv *served) ping() (int, error) {
+	var p struct{ PID int }
+	err := sv.ask("ping", &p)
+	return p.PID, err
+}
+
+// live is what the supervisor hosts now.
+func (sv *served) live(t *testing.T) liveState {
+	t.Helper()
+	var st liveState
+	if err := sv.ask("tasks", &st); err != nil {
+		t.Fatalf("asking offstage serve for its sessions: %v", err)
+	}
+	return st
+}
+
+// liveACP is how many ACP sessions the supervisor keeps.
+func (sv *served) liveACP(t *testing.T) int {
+	t.Helper()
+	return sv.live(t).ACP
+}
+
+// wait waits for offstage serve to exit, at most 60 s.
+func (sv *served) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-sv.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("offstage serve did not stop:\n%s", sv.stderr.String())
+	}
+}
+
+// runIn runs offstage with args on state, stdin from in, and returns its
+// output, stderr and exit code.
+func runIn(t *testing.T, state string, in io.Reader, args ...string) (stdout, stderr string, code int, mark string) {
+	t.Helper()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), exitOf(t, err), mark
+}
+
+// journalTasks is offstage tasks --json on state: one record a line.
+func journalTasks(t *testing.T, state string) []map[string]any {
+	t.Helper()
+	out, errOut, code, _ := runIn(t, state, nil, "tasks", "--json")
+	if code != 0 {
+		t.Fatalf("offstage tasks: exit %d: %s", code, errOut)
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("offstage tasks --json line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// waitTask polls the journal until the task's record satisfies ok.
+func waitTask(t *testing.T, state, id string, ok func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, r := range journalTasks(t, state) {
+			if r["task_id"] == id && ok(r) {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached the state wanted: %v", id, journalTasks(t, state))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce: a one-shot
+// run served by offstage serve starts a background shell and exits; the
+// shell goes on in the supervisor; run --attach receives its result in
+// one turn, and a second attach does not get it again (issue 38 items
+// 2, 3, 6).
+func TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	start := `{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e ` + gate + ` ]; do sleep 0.05; done; echo shell-finished", "run_in_background": true}}]},
+		{"text": "started it"}`
+	first := writeScript(t, `{"turns": [`+start+`]}`)
+	_, errOut, code, mark := runIn(t, state, nil, "run", "--wait", "0", "--script", first, "start it")
+	if code != 0 {
+		t.Fatalf("the one-shot run: exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{"is hosted by offstage serve", "detached from session", "its work goes on under offstage serve (1 running task)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the one-shot run does not say %q:\n%s", want, errOut)
+		}
+	}
+	waitSurvivors(t, mark, 1) // the run exited; its shell runs in the supervisor
+	if st := sv.live(t); len(st.Sessions) != 1 || st.Sessions[0].Attached || len(st.Sessions[0].Tasks) != 1 || st.Sessions[0].Tasks[0].State.Finished() {
+		t.Errorf("offstage serve hosts %+v; want one session, no client, shell:1 running", st)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+
+	second := writeScript(t, `{"turns": [`+start+`, {"expect": "shell-finished", "text": "the shell said shell-finished"}]}`)
+	out, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach", "--script", second)
+	if code != 0 {
+		t.Fatalf("run --attach: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"attached to session", "finished meanwhile: shell:1 completed", "background results joined the conversation: shell:1", "the shell said shell-finished", "detached from session"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run --attach does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "shell:1 started") {
+		t.Errorf("run --attach replays the task log from its start; want only what happened meanwhile, in a few lines:\n%s", out)
+	}
+	out, errOut, code, _ = runIn(t, state, strings.NewReader(""), "run", "--attach", "--script", second)
+	if code != 0 || strings.Contains(out, "joined the conversation") || strings.Contains(out, "autonomous turn") {
+		t.Errorf("a second attach: exit %d; want no result and no turn (delivered once):\n%s%s", code, out, errOut)
+	}
+	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
+		t.Errorf("shell:1 is not recorded delivered: %v", r)
+	}
+	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+	if _, err := os.Lstat(socketPath(filepath.Join(state, "offstage"))); !os.IsNotExist(err) {
+		t.Errorf("the socket is left after stop: %v", err)
+	}
+	noSurvivors(t, mark)
+}
+
+// TestSIGKILLOfAnAttachedRunLeavesItsWorkAndStopEndsIt: a conversation
+// served by offstage serve starts a shell; SIGKILL of the run detaches
+// (the shell goes on, the next attach finds it running); SIGTERM to the
+// supervisor ends it with ended_by supervisor and reaps it (items 2, 5).
+func TestSIGKILLOfAnAttachedRunLeavesItsWorkAndStopEndsIt(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "run", "--script", script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "start it\n")
+	waitOutput(t, &out, "started it")
+	waitSurvivors(t, mark, 1)
+	cmd.Process.Kill()
+	cmd.Wait()
+	in.Close()
+
+	// The session detaches when the supervisor sees the client gone.
+	var attached string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach")
+		if code == 0 {
+			attached = o
+			break
+		}
+		if !strings.Contains(errOut, "has a client already") || time.Now().After(deadline) {
+			t.Fatalf("run --attach after the SIGKILL: exit %d: %s%s", code, o, errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(attached, "still running: shell:1") {
+		t.Errorf("run --attach does not find shell:1 running:\n%s", attached)
+	}
+	if len(survivors(t, mark)) == 0 {
+		t.Errorf("the shell died with the attached run")
+	}
+	// offstage tasks asks the supervisor for its live sessions (item 3).
+	_, errOut, code, _ := runIn(t, state, nil, "tasks")
+	if want := "hosts 1 live session.\n  "; code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "no client for") || !strings.Contains(errOut, "running: shell:1 running") {
+		t.Errorf("offstage tasks with offstage serve running: exit %d; want %q, no client, shell:1 running:\n%s", code, want, errOut)
+	}
+	cmd.Process.Signal(syscall.SIGTERM) // already dead: harmless
+	sv.cmd.Process.Signal(syscall.SIGTERM)
+	sv.wait(t)
+	noSurvivors(t, mark)
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "supervisor" || !strings.Contains(r["end_reason"].(string), "offstage serve was stopped") {
+		t.Errorf("shell:1 after SIGTERM to offstage serve: ended_by %v, end_reason %q; want supervisor", r["ended_by"], r["end_reason"])
+	}
+	if !strings.Contains(sv.stderr.String(), "stopped: 1 session closed") {
+		t.Errorf("offstage serve's last words: %s", sv.stderr.String())
+	}
+}
+
+// TestASIGKILLedSupervisorsWorkIsOrphaned: the keeper kills the work of a
+// supervisor that is SIGKILLed, and the next one to start marks it
+// orphaned, ended_by host (item 5).
+func TestASIGKILLedSupervisorsWorkIsOrphaned(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, code, mark := runIn(t, state, nil, "run", "--wait", "0", "--script", script, "go")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	waitSurvivors(t, mark, 1)
+	sv.cmd.Process.Kill()
+	sv.wait(t)
+	noSurvivors(t, mark)
+	sv = startServe(t, state)
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "host" {
+		t.Errorf("shell:1 of a SIGKILLed supervisor: ended_by %v (%v); want host", r["ended_by"], r["end_reason"])
+	}
+	if _, _, code, _ := runIn(t, state, nil, "serve", "stop"); code != 0 {
+		t.Errorf("serve stop: exit %d", code)
+	}
+	sv.wait(t)
+}
+
+// TestOneSupervisorPerStateDirectory: a second offstage serve on the same
+// state directory refuses to start, naming the first.
+func TestOneSupervisorPerStateDirectory(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	_, errOut, code, _ := runIn(t, state, nil, "serve")
+	if code != 2 || !strings.Contains(errOut, "offstage serve already runs") || !strings.Contains(errOut, "pid "+strconv.Itoa(sv.cmd.Process.Pid)) {
+		t.Errorf("a second offstage serve: exit %d: %s", code, errOut)
+	}
+	st, err := os.Stat(filepath.Join(state, "offstage", "run", "serve.sock"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the socket: %v, %v; want mode 0600", st.Mode(), err)
+	}
+}
+
+// TestNoServeKeepsTheSessionInTheRun: --no-serve hosts the session in the
+// run's own process, which ends its work when it exits.
+func TestNoServeKeepsTheSessionInTheRun(t *testing.T) {
+	state := serveState(t)
+	startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, _, mark := runIn(t, state, nil, "run", "--no-serve", "--wait", "0", "--script", script, "go")
+	if strings.Contains(errOut, "offstage serve") || !strings.Contains(errOut, "cancelled, and every process reaped") {
+		t.Errorf("run --no-serve with a supervisor running:\n%s", errOut)
+	}
+	noSurvivors(t, mark)
+}
+
+// waitOutput waits until out holds want.
+func waitOutput(t *testing.T, out *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in:\n%s", want, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeRefusesAnotherUser: with the socket's directory and mode
+// opened to everyone, a connection from another uid is still refused
+// (SO_PEERCRED), and the supervisor says so.
+func TestServeRefusesAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("OFFSTAGE_REQUIRE_ROOT") != "" {
+			t.Fatal("OFFSTAGE_REQUIRE_ROOT is set, but the test does not run as root")
+		}
+		t.Skip("needs root, to connect as another user")
+	}
+	state := serveState(t)
+	sv := startServe(t, state)
+	run := filepath.Join(state, "offstage", "run")
+	for _, d := range []string{state, filepath.Dir(run), run} {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(socketPath(filepath.Join(state, "offstage")), 0o666)
+	// The test binary, where the other user may run it.
+	binDir, err := os.MkdirTemp("", "osvbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	os.Chmod(binDir, 0o755)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(binDir, "offstage")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t, `{"turns": [{"text": "hi"}]}`)
+	os.Chmod(filepath.Dir(script), 0o755)
+	cmd := exec.Command(bin, "run", "--script", script, "hello")
+	cmd.Env = []string{asMainEnv + "=1", "XDG_STATE_HOME=" + state, "HOME=" + binDir, "PATH=/usr/bin:/bin"}
+	cmd.Dir = binDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if exitOf(t, err) == 0 || !strings.Contains(string(out), "offstage serve went away") {
+		t.Errorf("a run as uid 65534: %v; want it refused:\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(sv.stderr.String(), "refused a connection from uid 65534") {
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve does not say it refused uid 65534:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPrintUnit: the systemd --user unit runs this offstage's serve with
+// the flags given, and stops it by SIGTERM to it alone.
+func TestPrintUnit(t *testing.T) {
+	out, errOut, code, _ := runIn(t, serveState(t), nil, "serve", "--print-unit", "--idle", "2h")
+	if code != 0 {
+		t.Fatalf("serve --print-unit: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"serve" "--idle" "2h"`, "KillMode=mixed", "TimeoutStopSec=30", "WantedBy=default.target"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the unit has no %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "print-unit") {
+		t.Errorf("the unit's command prints a unit:\n%s", out)
+	}
+}
+
+// TestACPSessionOutlivesTheEditorUnderServe: offstage acp relays to
+// offstage serve; the TypeScript ACP SDK client starts a background shell
+// and quits without closing the session; the shell goes on; a new client
+// lists the session and session/load attaches to it, live: its
+// conversation replayed, and the result its model has not seen delivered
+// once, by the next prompt's turn (issue 38 items 3, 6).
+func TestACPSessionOutlivesTheEditorUnderServe(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	script := writeScript(t, `{"turns": [
+		{"text": "Starting it.", "tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e `+gate+` ]; do sleep 0.05; done; echo shell-finished", "run_in_background": true}}]},
+		{"text": "It runs in the background."},
+		{"expect": "shell-finished", "text": "The shell said shell-finished."}
+	]}`)
+	cwd := t.TempDir()
+	quit, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), cwd, "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	var stdout, stderr bytes.Buffer
+	quit.Stdout, quit.Stderr = &stdout, &stderr
+	if err := quit.Run(); err != nil {
+		t.Fatalf("the first node client failed: %v\n%s", err, stderr.String())
+	}
+	var first struct{ SessionID, StopReason string }
+	if err := json.Unmarshal(stdout.Bytes(), &first); err != nil || first.StopReason != "end_turn" {
+		t.Fatalf("the first client printed %q (%v)\n%s", stdout.String(), err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "hosted by offstage serve") {
+		t.Errorf("offstage acp does not say it relays to offstage serve:\n%s", stderr.String())
+	}
+	waitSurvivors(t, mark, 1) // the editor quit; the shell goes on
+	os.WriteFile(gate, nil, 0o644)
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+
+	load, mark2 := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	load.Path, load.Args = node, []string{node, filepath.Join(dir, "acp-load.mjs"), cwd, os.Args[0], "acp", "--script", script, "--yolo"}
+	stdout.Reset()
+	stderr.Reset()
+	load.Stdout, load.Stderr = &stdout, &stderr
+	if err := load.Run(); err != nil {
+		t.Fatalf("the second node client failed: %v\n%s", err, stderr.String())
+	}
+	var loaded struct {
+		Listed     []struct{ SessionID string }
+		Replayed   int
+		StopReason string
+		Updates    []string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &loaded); err != nil {
+		t.Fatalf("node printed %q: %v\n%s", stdout.String(), err, stderr.String())
+	}
+	if len(loaded.Listed) != 1 || loaded.Listed[0].SessionID != first.SessionID {
+		t.Fatalf("listed %+v; want %s", loaded.Listed, first.SessionID)
+	}
+	replay := strings.Join(loaded.Updates[:loaded.Replayed], "\n")
+	for _, want := range []string{"user start it", "message Starting it.", "message It runs in the background."} {
+		if !strings.Contains(replay, want) {
+			t.Errorf("the replay of the live session lacks %q:\n%s", want, replay)
+		}
+	}
+	said := "" // the answer, streamed in chunks
+	for _, u := range loaded.Updates[loaded.Replayed:] {
+		if text, ok := strings.CutPrefix(u, "message "); ok {
+			said += text
+		}
+	}
+	if loaded.StopReason != "end_turn" || !strings.Contains(said, "The shell said shell-finished.") {
+		t.Errorf("the prompt on the attached session: %s, said %q\n%s", loaded.StopReason, said, strings.Join(loaded.Updates[loaded.Replayed:], "\n"))
+	}
+	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
+		t.Errorf("shell:1 is not recorded delivered: %v", r)
+	}
+	// The second client closed the session: the supervisor holds none.
+	deadline := time.Now().Add(10 * time.Second)
+	for sv.liveACP(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve still holds the closed ACP session")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, code, _ := runIn(t, state, nil, "serve", "stop"); code != 0 {
+		t.Errorf("serve stop: exit %d", code)
+	}
+	sv.wait(t)
+	noSurvivors(t, mark)
+	noSurvivors(t, mark2)
+}
+
+// TestStoppingServeEndsADetachedACPSessionsWork: the work of an ACP
+// session whose editor quit ends with ended_by supervisor when offstage
+// serve is stopped, every process reaped (item 5).
+func TestStoppingServeEndsADetachedACPSessionsWork(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "It runs in the background."}]}`)
+	quit, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), t.TempDir(), "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	if out, err := quit.CombinedOutput(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, out)
+	}
+	waitSurvivors(t, mark, 1)
+	if n := sv.liveACP(t); n != 1 {
+		t.Errorf("offstage serve keeps %d ACP sessions; want the detached one", n)
+	}
+	sv.cmd.Process.Signal(syscall.SIGTERM)
+	sv.wait(t)
+	noSurvivors(t, mark)
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "supervisor" {
+		t.Errorf("shell:1 of a detached ACP session after SIGTERM to offstage serve: ended_by %v (%v); want supervisor", r["ended_by"], r["end_reason"])
+	}
+}
+
+// TestIdleSessionClosesUnderServe: a detached session whose work has
+// ended closes after --idle, as a real supervisor runs it; the session's
+// end is recorded and the supervisor says why (the idle policy's clock
+// itself: TestIdlePolicyClosesOnlySessionsWithNoClientAndNoWork).
+func TestIdleSessionClosesUnderServe(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1s")
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.5", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, code, _ := runIn(t, state, nil, "run", "--wait", "0", "--script", script, "go")
+	if code != 0 || !strings.Contains(errOut, "detached from session") {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(sv.live(t).Sessions) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session is still live: %+v", sv.live(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(sv.stderr.String(), "(serve: idle policy: no client and no running work for 1s)") {
+		t.Errorf("offstage serve does not say why it closed the session:\n%s", sv.stderr.String())
+	}
+	sessions, tasks := journalOf(t, state)
+	if len(sessions) != 1 || sessions[0].Ended.IsZero() || len(tasks) != 1 || tasks[0].EndedBy != "self" || tasks[0].Delivered {
+		t.Errorf("the journal after the idle close: sessions %+v, tasks %+v", sessions, tasks)
+	}
+	// --resume goes on with it in the supervisor, and delivers the result
+	// the idle close left unseen.
+	resume := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.5", "run_in_background": true}}]},
+		{"text": "started it"},
+		{"expect": "shell:1", "text": "it finished"}]}`)
+	out, errOut, code, _ := runIn(t, state, nil, "run", "--resume", "--script", resume, "and?")
+	if code != 0 || !strings.Contains(errOut, "resuming session "+sessions[0].ID+": 4 messages, 1 result it has not seen") || !strings.Contains(errOut, "is hosted by offstage serve") || !strings.Contains(out, "it finished") {
+		t.Errorf("run --resume under serve: exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestServeRefusesASocketPathTooLong: a state directory whose socket path
+// would not fit sun_path is refused, naming the way out.
+func TestServeRefusesASocketPathTooLong(t *testing.T) {
+	state := filepath.Join(serveState(t), strings.Repeat("d", 100))
+	_, errOut, code, _ := runIn(t, state, nil, "serve")
+	if code != 2 || !strings.Contains(errOut, "a Unix socket's path holds at most 103") || !strings.Contains(errOut, "--state-dir") {
+		t.Errorf("offstage serve with a long state directory: exit %d: %s", code, errOut)
+	}
+}
+
+// TestIdleACPSessionClosesUnderServe: the idle policy holds for an ACP
+// session whose editor quit: once its work has ended, it closes after
+// --idle.
+func TestIdleACPSessionClosesUnderServe(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1s")
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.5", "run_in_background": true}}]},
+		{"text": "It runs in the background."}]}`)
+	quit, _ := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), t.TempDir(), "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	if out, err := quit.CombinedOutput(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sv.liveACP(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle ACP session is still kept:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(sv.stderr.String(), "closed 1 ACP sessions (serve: idle policy: no editor and no running work for 1s)") {
+		t.Errorf("offstage serve does not say why it closed the ACP session:\n%s", sv.stderr.String())
+	}
+	if r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "self" {
+		t.Errorf("shell:1: ended_by %v; want self (the policy waits for work to end)", r["ended_by"])
+	}
+}

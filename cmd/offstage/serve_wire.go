@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The wire between a face and offstage serve: JSON lines on the Unix
+// socket. The face's first line is a serveHeader; after it both sides
+// send frames. The face sends what its person types (in, eof), Ctrl-C
+// (signal) and its window's width; the supervisor sends what to print
+// (out, err) and, last, the exit code. The face's code runs in the
+// supervisor (runFace with a served face): the client is a relay, so the
+// session and its printer are where the work is, and a client that goes
+// away takes nothing with it.
+//
+// Rejected: ACP as the one protocol, with run an ACP client drawing the
+// terminal (the design's first idea). run's printer draws from the live
+// task table (labels, the status line of running shells, /tasks); over
+// ACP it would need a second renderer and a table mirror. The relay keeps
+// one run, the same in process and served.
+
+// serveHeader is a face's first line.
+type serveHeader struct {
+	Face string   `json:"face"` // run, tasks, stop, ping
+	Args []string `json:"args,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	TTY  [3]bool  `json:"tty"` // stdin, stdout, stderr
+	// Width is the terminal's width in columns, 0 if unknown.
+	Width int `json:"width,omitempty"`
+}
+
+// frame is every later line, either way.
+type frame struct {
+	In     []byte `json:"in,omitempty"`
+	EOF    bool   `json:"eof,omitempty"`
+	Signal string `json:"signal,omitempty"` // "int": Ctrl-C
+	Width  int    `json:"width,omitempty"`
+	Out    []byte `json:"out,omitempty"`
+	Err    []byte `json:"err,omitempty"`
+	Exit   *int   `json:"exit,omitempty"`
+}
+
+// maxWireLine bounds a line on the socket: the header carries the
+// environment, a frame at most a 32 KiB chunk (base64).
+const maxWireLine = 4 << 20
+
+// readWireLine reads one line of at most maxWireLine bytes.
+func readWireLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxWireLine {
+			return nil, fmt.Errorf("a line over %d bytes on offstage serve's socket", maxWireLine)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+		default:
+			return nil, err
+		}
+	}
+}
+
+// wireWriter sends frames; safe for concurrent use. A peer that stops
+// reading for writeTimeout is taken for gone: a stuck client must not
+// stall the session whose printer writes to it.
+type wireWriter struct {
+	mu  sync.Mutex
+	c   net.Conn
+	enc *json.Encoder
+}
+
+const writeTimeout = 10 * time.Second
+
+func newWireWriter(c net.Conn) *wireWriter { return &wireWriter{c: c, enc: json.NewEncoder(c)} }
+
+func (w *wireWriter) send(v any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.c.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return w.enc.Encode(v)
+}
+
+// stream is an io.Writer of out or err frames.
+type stream struct {
+	w   *wireWriter
+	err bool
+}
+
+func (s stream) Write(p []byte) (int, error) {
+	f := frame{Out: p}
+	if s.err {
+		f = frame{Err: p}
+	}
+	if err := s.w.send(f); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// errNoServe means no supervisor runs for the state directory: no socket.
+var errNoServe = errors.New("offstage serve is not running")
+
+// socketPath is offstage serve's socket for a state directory.
+func socketPath(state string) string { return filepath.Join(state, "run", "serve.sock") }
+
+// maxSocketPath is the longest path a Unix socket can have (sun_path
+// holds 108 bytes on Linux, 104 on macOS, with its NUL).
+const maxSocketPath = 103
+
+// socketFits refuses a socket path the kernel would cut or refuse.
+func socketFits(sock string) error {
+	if len(sock) > maxSocketPath {
+		return usagef("offstage serve's socket would be %s, %d bytes; a Unix socket's path holds at most %d: pass --state-dir (or set XDG_STATE_HOME to) a shorter directory", sock, len(sock), maxSocketPath)
+	}
+	return nil
+}
+
+// dialServe connects to the supervisor of the journal flags' state
+// directory. errNoServe when there is no socket at all.
+func dialServe(jf journalFlags) (*net.UnixConn, string, error) {
+	state, err := jf.dir(os.Getenv)
+	if err != nil {
+		return nil, "", errNoServe
+	}
+	sock := socketPath(state)
+	if _, err := os.Lstat(sock); errors.Is(err, os.ErrNotExist) {
+		return nil, sock, errNoServe
+	}
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return nil, sock, err
+	}
+	return c.(*net.UnixConn), sock, nil
+}
+
+// exitStatus is a served command's exit code: the supervisor printed its
+// error already.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// relay runs a face's command in offstage serve: it sends the header,
+// then this process's input, Ctrl-C and window width, and prints what
+// comes back, until the exit code. SIGTERM or SIGHUP (the terminal
+// closed) just drop the connection: the session detaches.
+func relay(ctx context.Context, c *net.UnixConn, face string, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	defer c.Close()
+	cwd, _ := os.Getwd()
+	w := newWireWriter(c)
+	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ(),
+		TTY: [3]bool{isTTY(stdin), isTTY(stdout), isTTY(stderr)}, Width: terminalWidth(stdout)}
+	if err := w.send(h); err != nil {
+		return fmt.Errorf("offstage serve went away before the %s began (%v); its log says why", face, err)
+	}
+	go func() { // left behind at exit, blocked on a terminal: main exits
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := stdin.Read(buf)
+			if n > 0 && w.send(frame{In: buf[:n]}) != nil {
+				return
+			}
+			if err != nil {
+				w.send(frame{EOF: true})
+				return
+			}
+		}
+	}()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s == os.Interrupt {
+					w.send(frame{Signal: "int"})
+				} else {
+					w.send(frame{Width: terminalWidth(stdout)})
+				}
+			case <-ctx.Done():
+				c.Close() // the terminal closed: detach
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	br := bufio.NewReaderSize(c, 64<<10)
+	for {
+		line, err := readWireLine(br)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("offstage serve went away before the %s ended (%v); offstage tasks says what became of its session", face, err)
+		}
+		var f frame
+		if err := json.Unmarshal(line, &f); err != nil {
+			return fmt.Errorf("offstage serve sent a line that is not a frame: %v", err)
+		}
+		switch {
+		case f.Out != nil:
+			stdout.Write(f.Out)
+		case f.Err != nil:
+			stderr.Write(f.Err)
+		case f.Exit != nil:
+			if *f.Exit == 0 {
+				return nil
+			}
+			return exitStatus(*f.Exit)
+		}
+	}
+}
+
+// absPaths makes the path flags among args absolute against abs, for a
+// command that runs in the supervisor, whose directory is not the
+// face's. Flags and arguments may interleave (see parse).
+func absPaths(fs *flag.FlagSet, args []string, abs func(string) string) []string {
+	paths := map[string]bool{"script": true, "prompt-file": true, "dir": true, "agents": true, "sandbox-write": true, "state-dir": true}
+	out := slicesClone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" {
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name, value, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		fl := fs.Lookup(name)
+		if fl == nil {
+			continue
+		}
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		switch {
+		case inline && paths[name]:
+			out[i] = "--" + name + "=" + abs(value)
+		case !inline && i+1 < len(out):
+			i++
+			if paths[name] {
+				out[i] = abs(out[i])
+			}
+		}
+	}
+	return out
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// relayStream runs a stream face (acp) in offstage serve: after the
+// header, the connection is the protocol's own bytes, both ways. The end
+// of stdin half-closes it; SIGTERM or SIGHUP drop it. Either way the
+// supervisor detaches the sessions; nothing ends.
+func relayStream(ctx context.Context, c *net.UnixConn, face string, args []string, stdin io.Reader, stdout io.Writer) error {
+	defer c.Close()
+	cwd, _ := os.Getwd()
+	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ()}
+	if err := newWireWriter(c).send(h); err != nil {
+		return fmt.Errorf("offstage serve went away before the %s began (%v); its log says why", face, err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	go func() { // left behind at exit, blocked on stdin: main exits
+		io.Copy(c, stdin)
+		c.CloseWrite()
+	}()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_, err := io.Copy(stdout, c)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -200,6 +200,9 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 		{"task_wait", `{"task_ids": "shell:1"}`, `task_ids must be a JSON array, not a string: send a list, such as [\"shell:1\"]`},
 		{"task_wait", `{"task_ids": ["1"], "timeout_seconds": 1e999}`, "timeout_seconds must be a JSON number of ordinary size (within ±1.7e308), not the number 1e999"},
 		{"task_wait", `{"task_ids": [1e999]}`, "task_ids holds a number beyond what JSON numbers of ordinary size hold (±1.7e308): 1e999; send numbers within it."},
+		// JSON takes the last of a repeated key; an approval screen may
+		// show the first (an outsider's trial).
+		{"bash", `{"command": "echo x", "command": "echo dup"}`, `The argument \"command\" is given more than once`},
 	} {
 		res := e.call(t, e.top, tc.tool, tc.args)
 		if !res.IsError || !strings.Contains(res.Text, tc.want) || goTalk.MatchString(res.Text) {

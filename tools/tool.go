@@ -229,10 +229,42 @@ func (t *Tool) Check(args json.RawMessage) (Result, bool) {
 	return t.result(ErrorOutput{Error: msg}, true), false
 }
 
+// repeatedKey returns a key the arguments' object gives twice, if any.
+// Arguments that are not an object, or not valid JSON, are left to the
+// checks after it.
+func repeatedKey(args json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return "", false
+		}
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
 // checkArgs parses the arguments and validates them against the schema.
 func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	if trimmed := bytes.TrimSpace(args); len(trimmed) == 0 || string(trimmed) == "null" {
 		args = json.RawMessage("{}")
+	}
+	if key, ok := repeatedKey(args); ok {
+		// JSON takes the last; a screen that asks the user to approve a
+		// call may show the first. One value each, so both agree.
+		return nil, fail("The argument %q is given more than once; send each argument once.", shorten(key, 100))
 	}
 	var value any
 	if err := json.Unmarshal(args, &value); err != nil {

@@ -508,6 +508,21 @@ func portsLine(t journal.Task) string {
 // showTask prints one task with its result and the end of its log; an
 // unfinished task whose offstage is gone shows orphaned, as in the list
 // (markHostGone, which says so on stderr).
+// undeliveredAdvice says how a finished result that no turn heard reaches
+// the conversation of a session of surface: run's and acp's conversations
+// resume; an MCP client's are its own, which offstage cannot resume.
+func undeliveredAdvice(surface, session string) string {
+	switch surface {
+	case "run":
+		return " (offstage run --resume=" + session + " delivers it)"
+	case "acp":
+		return " (loading the session in the editor, ACP session/load, delivers it)"
+	case "mcp":
+		return " (its MCP client's session ended; read its result here, or with offstage tasks show --json)"
+	}
+	return ""
+}
+
 func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w, stderr io.Writer) error {
 	t, err := findTask(ctx, store, session, id, func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) })
 	if err != nil {
@@ -531,9 +546,9 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		}
 	}
 	var lost int
-	var model string
+	var model, surface string
 	if s, err := store.Session(ctx, t.Session); err == nil {
-		lost, model = s.Lost, s.Model
+		lost, model, surface = s.Lost, s.Model, s.Surface
 	}
 	ps := userPrices()
 	if jsonOut {
@@ -604,7 +619,7 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintln(w, "  orphaned: its offstage stopped while it ran")
 	case t.Finished.IsZero():
 	default:
-		fmt.Fprintln(w, "  its result has not reached the conversation (offstage run --resume delivers it)")
+		fmt.Fprintln(w, "  its result has not reached the conversation"+undeliveredAdvice(surface, t.Session))
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "  error:   %s\n", t.Error)

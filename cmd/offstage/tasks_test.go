@@ -452,3 +452,19 @@ func TestTasksShowTokensAndTheirCost(t *testing.T) {
 		t.Errorf("tasks --json = %s (%v); want the usage and a cost of 0.0468", out.String(), err)
 	}
 }
+
+// TestUndeliveredAdviceFitsTheFace: the advice for a result no turn heard
+// names what resumes that session; it told an MCP session's task to run
+// offstage run --resume, which would make it a new run conversation (an
+// outsider's finding).
+func TestUndeliveredAdviceFitsTheFace(t *testing.T) {
+	for surface, want := range map[string]string{
+		"run": "offstage run --resume=S1 delivers it",
+		"acp": "session/load",
+		"mcp": "its MCP client's session ended",
+	} {
+		if got := undeliveredAdvice(surface, "S1"); !strings.Contains(got, want) || surface != "run" && strings.Contains(got, "run --resume") {
+			t.Errorf("%s: %q, want %q", surface, got, want)
+		}
+	}
+}

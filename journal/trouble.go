@@ -28,7 +28,15 @@ var (
 	// open: what would be written goes to a file nobody can read. Like
 	// damage, it ends the journal's writing.
 	ErrGone = errors.New("journal: the file was removed or replaced")
+	// ErrDiskFull: the disk of the journal's directory has no room left
+	// (SQLite reports it as an I/O error on its -shm or -wal file, or as
+	// SQLITE_FULL). It passes once there is room again.
+	ErrDiskFull = errors.New("journal: the disk is full")
 )
+
+// fullBelow is how little free room makes a failing journal's disk full:
+// SQLite needs a -shm file of 32 KiB and room for its -wal pages.
+const fullBelow = 1 << 20
 
 // StoreError is trouble with a journal's file, diagnosed: Kind is one of
 // ErrDamaged, ErrReadOnlyFS, ErrPermission, ErrGone, or nil when the
@@ -60,6 +68,11 @@ func (e *StoreError) Error() string {
 			return fmt.Sprintf("journal %s cannot be read by this user (%v): check the permissions of the file and its directory (ls -ld %s %s)", e.Path, e.Err, filepath.Dir(e.Path), e.Path)
 		}
 		return fmt.Sprintf("journal %s cannot be written by this user (%v): check the owner and permissions of the file, its -wal and -shm files, and its directory (ls -la %s), pass --state-dir DIR, or --no-journal", e.Path, e.Err, filepath.Dir(e.Path))
+	case ErrDiskFull:
+		if e.Reading {
+			return fmt.Sprintf("journal %s cannot be read: its disk is full (%v), and reading needs a little room for its -shm file: free some space on %s", e.Path, e.Err, filepath.Dir(e.Path))
+		}
+		return fmt.Sprintf("journal %s cannot be written: its disk is full (%v): free some space on %s, pass --state-dir DIR on another disk, or --no-journal", e.Path, e.Err, filepath.Dir(e.Path))
 	case ErrGone:
 		return fmt.Sprintf("journal %s was %v while this offstage had it open: what it would record goes to a file nobody can read, so it records nothing more; the next offstage starts a new journal there", e.Path, e.Err)
 	}
@@ -104,10 +117,22 @@ func classify(path string, err error, reading bool) error {
 		return ErrReadOnlyFS
 	case errors.Is(err, os.ErrPermission):
 		return ErrPermission
+	case code == sqlite3.SQLITE_FULL || errors.Is(err, syscall.ENOSPC) || (code == sqlite3.SQLITE_IOERR && freeBytes(filepath.Dir(path)) < fullBelow):
+		return ErrDiskFull
 	}
 	// SQLite's codes (READONLY, CANTOPEN, IOERR…) do not tell a read-only
 	// file system from a permission: ask the kernel about each file.
 	return access(path, reading)
+}
+
+// freeBytes is the room left for this user on dir's file system; a large
+// number if it cannot be told.
+func freeBytes(dir string) uint64 {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return 1 << 62
+	}
+	return st.Bavail * uint64(st.Bsize)
 }
 
 // access says which of path's directory, path and its -wal and -shm

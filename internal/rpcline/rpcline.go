@@ -7,7 +7,8 @@
 // from what it understood (so an SDK never meets a key spelled in another
 // case, a duplicate key or an id it would mangle). Every other non-blank
 // line is answered on the Writer and skipped, and the stream goes on:
-//   - not JSON: parse error (-32700);
+//   - not JSON: parse error (-32700), with the request's id if a scan of
+//     the line finds one (a raw control character in a string), else null;
 //   - longer than Options.MaxLine, or nesting deeper than
 //     Options.MaxDepth: invalid request (-32600); an overlong line is
 //     read to its end keeping only what its answer needs (bounded), so
@@ -341,13 +342,28 @@ func (t *Reader) line() ([]byte, error) {
 	}
 }
 
+// scannedID returns the id of the request a line that cannot be parsed
+// holds, read as an overlong line's is (idScan), or nil: JSON-RPC answers
+// a parse error with a null id, which leaves the caller of a request that
+// is JSON but for one raw control character in a string waiting for ever.
+// An id another request in flight uses is not echoed.
+func (t *Reader) scannedID(msg []byte) json.RawMessage {
+	var s idScan
+	s.write(msg)
+	id, key := s.replyID()
+	if id != nil && t.w.inUse(key) {
+		return nil
+	}
+	return id
+}
+
 // check returns the message to pass on (nil for none) or the error reply.
 func (t *Reader) check(msg []byte) (out, rejection []byte) {
 	if depth(msg) > t.opts.MaxDepth {
-		return nil, reply(nil, -32600, fmt.Sprintf("Invalid Request: the message nests deeper than %d levels; offstage takes no deeper JSON", t.opts.MaxDepth))
+		return nil, reply(t.scannedID(msg), -32600, fmt.Sprintf("Invalid Request: the message nests deeper than %d levels; offstage takes no deeper JSON", t.opts.MaxDepth))
 	}
 	if !json.Valid(msg) {
-		return nil, reply(nil, -32700, "Parse error: the line is not JSON; send one JSON-RPC message per line")
+		return nil, reply(t.scannedID(msg), -32700, "Parse error: the line is not JSON; send one JSON-RPC message per line")
 	}
 	switch msg[0] {
 	case '[':

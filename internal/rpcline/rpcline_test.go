@@ -48,7 +48,10 @@ func TestReaderAnswersWhatTheSDKCannotTake(t *testing.T) {
 		{`[{}]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},
 		{`[` + ping + `,{"jsonrpc":"2.0","method":"notifications/initialized"}]`, `[{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},
 		{deep, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the message nests deeper than 128 levels`},
-		{deepArg, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the message nests deeper than 128 levels`},
+		{deepArg, `"id":7,"error":{"code":-32600,"message":"Invalid Request: the message nests deeper than 128 levels`},
+		// JSON but for a raw control character in a string: its caller
+		// gets the answer under its id rather than waiting for ever.
+		{`{"jsonrpc":"2.0","id":20,"method":"session/prompt","params":{"text":"a` + "\x01" + `b"}}`, `"id":20,"error":{"code":-32700,"message":"Parse error: the line is not JSON`},
 		{`{"JSONRPC":"2.0","id":2,"method":"ping"}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: the message lacks \"jsonrpc\":\"2.0\""}`},
 		{`{"jsonrpc":"2.0","id":2,"method":7}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: the method must be a non-empty string"}`},
 		{`{"jsonrpc":"2.0","id":2,"method":"ping","params":5}`, `"id":2,"error":{"code":-32600,"message":"Invalid Request: params must be an object or an array"}`},

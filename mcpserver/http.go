@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/internal/origin"
+	"github.com/offstage/offstage/internal/text"
 )
 
 // DefaultIdleTimeout is Config.IdleTimeout's default: how long an HTTP
@@ -173,7 +174,7 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			return
 		}
 		if !t.reserve() {
-			msg := fmt.Sprintf("503 Service Unavailable: this offstage serves at most %d MCP sessions at once, and that many are open; end one (HTTP DELETE) or wait for an idle one to be closed", t.max)
+			msg := fmt.Sprintf("503 Service Unavailable: this offstage serves at most %s at once, and that many are open; end one (HTTP DELETE) or wait for an idle one to be closed", text.Plural(t.max, "MCP session"))
 			if a := t.svc.cfg.FullAdvice; a != "" {
 				msg += ", or " + a
 			}

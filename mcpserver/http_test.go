@@ -398,7 +398,7 @@ func TestHandlerBehindOwnAuthentication(t *testing.T) {
 		t.Fatalf("the app's client, no bearer token: %d %s, want 200", code, body)
 	}
 	code, body := initialize("k", "")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "at most 1 MCP sessions") || strings.Contains(body, "--") {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "at most 1 MCP session at once") || strings.Contains(body, "--") {
 		t.Errorf("one session past MaxSessions: %d %q, want 503 naming the bound and no flag", code, body)
 	}
 }

@@ -279,7 +279,7 @@ func TestMCPHTTPMaxSessions(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "at most 1 MCP sessions") || !strings.Contains(string(body), "--max-sessions") {
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "at most 1 MCP session at once") || !strings.Contains(string(body), "--max-sessions") {
 		t.Errorf("a second session: %d %s", res.StatusCode, body)
 	}
 	first.Close() // DELETE: its place is free once its stream has ended too

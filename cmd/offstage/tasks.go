@@ -148,7 +148,11 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if left := len(tasks) - *limit; *limit > 0 && left > 0 {
 		tasks = tasks[:*limit]
-		defer fmt.Fprintf(stderr, "offstage: %s left out: the newest %d are shown; --limit 0 shows all (--since, --state or --session select fewer).\n", text.Plural(left, "older task"), *limit)
+		shown := fmt.Sprintf("the newest %d are shown", *limit)
+		if *limit == 1 {
+			shown = "the newest is shown"
+		}
+		defer fmt.Fprintf(stderr, "offstage: %s left out: %s; --limit 0 shows all (--since, --state or --session select fewer).\n", text.Plural(left, "older task"), shown)
 	}
 	defer lostNotes(ctx, store, tasks, stderr)
 	markHostGone(ctx, store, tasks, stderr)

@@ -364,7 +364,7 @@ func TestTasksSaysWhatTheLimitLeftOut(t *testing.T) {
 		lines int
 		note  string
 	}{
-		{[]string{"--limit", "1"}, 1, "offstage: 2 older tasks left out: the newest 1 are shown; --limit 0 shows all"},
+		{[]string{"--limit", "1"}, 1, "offstage: 2 older tasks left out: the newest is shown; --limit 0 shows all"},
 		{[]string{"--limit", "2", "--json"}, 2, "offstage: 1 older task left out"},
 		{[]string{"--limit", "3"}, 3, ""},
 		{[]string{"--limit", "0"}, 3, ""},

@@ -336,10 +336,10 @@ type cgroup struct {
 	// handed on as a spare); reads then go by path.
 	ends     [len(endFiles)]keptFile
 	endsGone bool
-	// endUsec is the cgroup's usage_usec as its command ended (read
+	// endUsage is the cgroup's usage_usec as its command ended (read
 	// once, by finalUsage); endRead says it was read.
-	endUsec time.Duration
-	endRead bool
+	endUsage time.Duration
+	endRead  bool
 }
 
 // The files of a cgroup read as its command ends, by index in ends.

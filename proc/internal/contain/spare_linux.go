@@ -112,7 +112,7 @@ func (c *cgroup) reusable() (time.Duration, bool) {
 	if !c.endRead {
 		c.finalUsage()
 	}
-	return c.endUsec, c.endRead
+	return c.endUsage, c.endRead
 }
 
 // drainSpares removes the kept cgroups.
@@ -147,8 +147,8 @@ func DrainSpares() int {
 func (c *cgroup) finalUsage() (cpu time.Duration, peak int64) {
 	var buf [1024]byte
 	if us, ok := eventValue(c.readEnd(endCPU, buf[:]), "usage_usec"); ok {
-		c.endUsec, c.endRead = time.Duration(us)*time.Microsecond, true
-		cpu = c.endUsec - c.cpuBase
+		c.endUsage, c.endRead = time.Duration(us)*time.Microsecond, true
+		cpu = c.endUsage - c.cpuBase
 	}
 	// A cgroup of this host has memory.peak only once the host enabled
 	// the memory controller in its directory (memoryOn): no need to look

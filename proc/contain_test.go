@@ -325,11 +325,14 @@ func TestStopGivesEscapeesTheGrace(t *testing.T) {
 }
 
 // TestNoFDLeak: starting and containing processes leaves no descriptor
-// open (the keeper's one pipe is opened by the first Start, before the
-// count).
+// open (the keeper's one pipe, and the root fence's namespace and
+// ruleset, are opened by the first Start, before the count; the spare
+// cgroups, which keep their files open for the next command, are
+// removed before each count).
 func TestNoFDLeak(t *testing.T) {
 	needTools(t, "setsid")
-	proc.Keeper()
+	mustWait(t, mustStart(t, proc.Config{Command: "true"}))
+	proc.DrainSpareCgroups()
 	before := openFDs(t)
 	id, env := newCase(t)
 	for range 5 {
@@ -342,6 +345,7 @@ func TestNoFDLeak(t *testing.T) {
 	if got := sleepers(t, id); len(got) != 0 {
 		t.Errorf("sleepers left: %v", got)
 	}
+	proc.DrainSpareCgroups()
 	if after := openFDs(t); after != before {
 		t.Errorf("open descriptors: %d before, %d after", before, after)
 	}

@@ -67,9 +67,10 @@
 // # Concurrency properties
 //
 // All methods of Process are safe for concurrent use. Each process has
-// three goroutines (two readers and a reaper), and a fourth that watches
-// for prompts unless Config.PromptAfter is negative; the first three end
-// by the time Done is closed, the watcher as soon as it sees Done closed.
+// three goroutines (two readers and a reaper), and, once it has run for
+// Config.PromptAfter, a fourth that watches for prompts (unless
+// PromptAfter is negative); the first three end by the time Done is
+// closed, the watcher as soon as it sees Done closed.
 // Signals are sent under the process's lock, so they are ordered before
 // the leader is marked exited: a signal never reaches a reused group id.
 // Input and CloseInput take turns through a one-slot semaphore, so writes

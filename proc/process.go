@@ -245,8 +245,11 @@ type Process struct {
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
 	done     chan struct{}
-	stopCtx  func() bool  // stops the AfterFunc that stops the process when its context ends
-	written  atomic.Int64 // bytes captured so far, for cheap polling
+	stopCtx  func() bool // stops the AfterFunc that stops the process when its context ends
+	// promptTimer starts watchPrompts PromptAfter after the start; nil
+	// when the watch is off. Set before the reaper starts, which stops it.
+	promptTimer *time.Timer
+	written     atomic.Int64 // bytes captured so far, for cheap polling
 
 	logMu sync.Mutex // serialises capture and log writes when logging, so the log keeps the capture's order
 	log   *logFile   // nil without Config.LogPath; its write and close are guarded by logMu
@@ -439,10 +442,13 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 	} else {
 		readers <- struct{}{} // a terminal has one stream
 	}
-	go p.reap(st.out, st.err, readers)
 	if p.cfg.PromptAfter > 0 {
-		go p.watchPrompts()
+		// A timer, not a goroutine waiting on one: starting a goroutine
+		// costs a start more than the timer, and most commands end before
+		// their first look.
+		p.promptTimer = time.AfterFunc(p.cfg.PromptAfter, p.watchPrompts)
 	}
+	go p.reap(st.out, st.err, readers)
 }
 
 // Sandbox says what fences the process: its mode, where it may write,
@@ -624,6 +630,9 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	}
 	if p.stopCtx != nil {
 		p.stopCtx()
+	}
+	if p.promptTimer != nil {
+		p.promptTimer.Stop() // a watch already started ends once done is closed
 	}
 	p.publish(Exit{CPU: cpu, MemoryPeak: peak, Contained: ended}, err)
 }

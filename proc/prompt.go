@@ -133,9 +133,13 @@ func (p *Process) InputOpen() bool {
 // waiting for input while one of its processes sleeps reading that input
 // (cat, read or a pager with no prompt), once per stall and again after
 // input that left it still reading.
+//
+// It runs from a timer that watch sets to PromptAfter after the start,
+// so its first look is at once; the timer is stopped once the process is
+// done, so a command that ends sooner (most do) never has the goroutine.
 func (p *Process) watchPrompts() {
 	after := p.cfg.PromptAfter
-	timer := time.NewTimer(after)
+	timer := time.NewTimer(0)
 	defer timer.Stop()
 	kernelPrompt := "" // the mark the kernel rule set, to clear when the read ends
 	for {

@@ -199,6 +199,25 @@ func TestPromptWatchCanBeTurnedOff(t *testing.T) {
 	}
 }
 
+// TestNoPromptWatchBeforePromptAfter: a command has no goroutine
+// watching for prompts until it has run for PromptAfter (most commands
+// end sooner, and starting one cost a start about 1% of its CPU); then
+// the watch notices a prompt as before (TestAPromptIsNoticedOncePerStallAndAnswered).
+func TestNoPromptWatchBeforePromptAfter(t *testing.T) {
+	p, err := proc.Start(t.Context(), proc.Config{Command: "exec sleep 1000", PromptAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait(t.Context())
+	defer p.Stop(0)
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	// Its goroutines: a reader of its one pipe, and the reaper.
+	if n := strings.Count(stacks, "created by github.com/offstage/offstage/proc.(*Process).watch "); n != 2 {
+		t.Errorf("the process has %d goroutines an hour before its first look for a prompt, want 2 (a reader, the reaper):\n%s", n, stacks)
+	}
+}
+
 func TestAPromptOnATerminalIsNoticed(t *testing.T) {
 	rec := &prompts{}
 	p, err := proc.Start(t.Context(), proc.Config{Command: `read -p 'Overwrite? [y/N] ' x; echo "x=$x"`, TTY: true, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})

@@ -35,6 +35,9 @@ type cgroupHost struct {
 
 	limitOnce sync.Once
 	ctl       [3]limitCtl // where each controller's limits go; set by limitOnce
+	// memoryOn is set once the memory controller may be enabled in dir's
+	// cgroup.subtree_control: only then do its cgroups have memory.peak.
+	memoryOn atomic.Bool
 
 	spares spares // empty cgroups kept for the next commands (spare_linux.go)
 }
@@ -322,6 +325,74 @@ type cgroup struct {
 	// killed is set once cgroup.kill was written: such a cgroup is never
 	// a spare (the kernel went on killing what was cloned into one).
 	killed atomic.Bool
+
+	// ends are the files read when the command ends (endFiles), kept
+	// open from the first such read until the cgroup is removed: a
+	// cgroup kept as a spare serves many short commands, and opening a
+	// cgroupfs file costs five times reading it again. They belong to
+	// the goroutine that ends the command (and to the spares' list once
+	// the cgroup is a spare): reads by others (Usage, Processes) open
+	// the files by their path. endsGone: closed for good (removed, or
+	// handed on as a spare); reads then go by path.
+	ends     [len(endFiles)]keptFile
+	endsGone bool
+	// endUsage is the cgroup's usage_usec as its command ended (read
+	// once, by finalUsage); endRead says it was read.
+	endUsage time.Duration
+	endRead  bool
+}
+
+// The files of a cgroup read as its command ends, by index in ends.
+const (
+	endEvents = iota // cgroup.events: populated
+	endCPU           // cpu.stat: usage_usec
+	endStat          // cgroup.stat: nr_descendants, nr_dying_descendants
+)
+
+var endFiles = [...]string{endEvents: "cgroup.events", endCPU: "cpu.stat", endStat: "cgroup.stat"}
+
+// keptFile is a descriptor kept open; ok says it is.
+type keptFile struct {
+	fd int
+	ok bool
+}
+
+// readEnd reads the end file i (endEvents…) into buf, through its kept
+// descriptor, opened at the first read; nil if it cannot be read.
+func (c *cgroup) readEnd(i int, buf []byte) []byte {
+	f := &c.ends[i]
+	if c.endsGone {
+		return readSmall(c.dir + "/" + endFiles[i])
+	}
+	if !f.ok {
+		fd, err := syscall.Open(c.dir+"/"+endFiles[i], syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return nil
+		}
+		f.fd, f.ok = fd, true
+	}
+	for {
+		n, err := syscall.Pread(f.fd, buf, 0)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil
+		case n == len(buf): // more than buf holds: read it whole
+			return readSmall(c.dir + "/" + endFiles[i])
+		}
+		return buf[:n]
+	}
+}
+
+// closeEnds closes the end files for good: later reads go by path.
+func (c *cgroup) closeEnds() {
+	for i := range c.ends {
+		if c.ends[i].ok {
+			syscall.Close(c.ends[i].fd)
+		}
+	}
+	c.ends, c.endsGone = [len(endFiles)]keptFile{}, true
 }
 
 // hold makes sure the cgroup is still the command's until unhold; false
@@ -427,7 +498,8 @@ func (c *cgroup) populated() bool {
 		return false
 	}
 	defer c.unhold()
-	v, ok := eventValue(readSmall(c.dir+"/cgroup.events"), "populated")
+	var buf [256]byte
+	v, ok := eventValue(c.readEnd(endEvents, buf[:]), "populated")
 	return !ok || v != 0
 }
 
@@ -571,6 +643,7 @@ func eventValue(b []byte, key string) (int64, bool) {
 // cgroups; it fails (EBUSY) while a process is still inside. The keeper
 // and the next host's sweep remove what is left.
 func (c *cgroup) remove() error {
+	c.closeEnds()
 	err := removeTree(c.dir)
 	if err1 := c.removeV1(); err == nil {
 		err = err1

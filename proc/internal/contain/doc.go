@@ -61,7 +61,11 @@
 // cgroup, no process outlived the leader, never a cgroup.kill): at most
 // four are kept, for five seconds without a command, and a kept cgroup's
 // CPU time so far is subtracted for the next. Making and removing one was
-// a fifth of what a short command cost beyond os/exec. When the host dies, its keeper (below) ends what is left in its
+// a fifth of what a short command cost beyond os/exec. A kept cgroup also
+// keeps open the three files read at a command's end (cgroup.events,
+// cpu.stat, cgroup.stat; opening a cgroupfs file costs five times
+// reading it again, and those opens were a third of what a command cost
+// beyond os/exec), closed when it is removed. When the host dies, its keeper (below) ends what is left in its
 // cgroups (SIGTERM, up to 300 ms, cgroup.kill) and removes them and the
 // host's directory; a host killed with its keeper leaves them to the next
 // host started in the same cgroup (and pid namespace), which ends and

@@ -99,6 +99,9 @@ func (h *cgroupHost) controllers() *[3]limitCtl {
 				}
 			}
 			if slices.Contains(avail, ctl) {
+				if ctl == "memory" {
+					h.memoryOn.Store(true) // before any cgroup can have its files
+				}
 				if err := os.WriteFile(h.dir+"/cgroup.subtree_control", []byte("+"+ctl), 0); err != nil {
 					c.err = fmt.Errorf("cgroup v2 has the %s controller, but it cannot be enabled in %s: %w", ctl, h.dir, err)
 					continue

@@ -82,7 +82,9 @@ func (c *cgroup) release(alone bool) error {
 	c.mu.Lock()
 	c.released = true
 	c.mu.Unlock()
-	s.list = append(s.list, &cgroup{dir: c.dir, fd: -1, hasKill: c.hasKill, host: h, cpuBase: base})
+	spare := &cgroup{dir: c.dir, fd: -1, hasKill: c.hasKill, host: h, cpuBase: base, ends: c.ends}
+	c.ends, c.endsGone = [len(endFiles)]keptFile{}, true // the spare's now
+	s.list = append(s.list, spare)
 	if s.timer == nil {
 		s.timer = time.AfterFunc(SpareIdle, h.drainSpares)
 	} else {
@@ -99,18 +101,18 @@ func (c *cgroup) reusable() (time.Duration, bool) {
 	if c.limited || c.memAcct || len(c.v1) > 0 || c.killed.Load() {
 		return 0, false
 	}
-	stat := readSmall(c.dir + "/cgroup.stat")
+	var buf [1024]byte
+	stat := c.readEnd(endStat, buf[:])
 	if n, ok := eventValue(stat, "nr_descendants"); !ok || n != 0 {
 		return 0, false
 	}
 	if n, ok := eventValue(stat, "nr_dying_descendants"); !ok || n != 0 {
 		return 0, false
 	}
-	us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec")
-	if !ok {
-		return 0, false
+	if !c.endRead {
+		c.finalUsage()
 	}
-	return time.Duration(us) * time.Microsecond, true
+	return c.endUsage, c.endRead
 }
 
 // drainSpares removes the kept cgroups.
@@ -140,15 +142,25 @@ func DrainSpares() int {
 
 // finalUsage reads what a command used, from its cgroup, once it has
 // ended: its CPU time, and its memory peak where the memory controller
-// counts it (0 elsewhere: the caller has the leader's own figures).
+// counts it (0 elsewhere: the caller has the leader's own figures). It
+// keeps the CPU time read for reusable.
 func (c *cgroup) finalUsage() (cpu time.Duration, peak int64) {
-	if us, ok := eventValue(readSmall(c.dir+"/cpu.stat"), "usage_usec"); ok {
-		cpu = time.Duration(us)*time.Microsecond - c.cpuBase
+	var buf [1024]byte
+	if us, ok := eventValue(c.readEnd(endCPU, buf[:]), "usage_usec"); ok {
+		c.endUsage, c.endRead = time.Duration(us)*time.Microsecond, true
+		cpu = c.endUsage - c.cpuBase
 	}
-	if b := readSmall(c.dir + "/memory.peak"); b != nil {
-		c.memAcct = true
-		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	} else if c.memV1 != "" {
+	// A cgroup of this host has memory.peak only once the host enabled
+	// the memory controller in its directory (memoryOn): no need to look
+	// before.
+	if c.host == nil || c.host.memoryOn.Load() {
+		if b := readSmall(c.dir + "/memory.peak"); b != nil {
+			c.memAcct = true
+			peak, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+			return cpu, peak
+		}
+	}
+	if c.memV1 != "" {
 		peak, _ = strconv.ParseInt(string(bytes.TrimSpace(readSmall(c.memV1+"/memory.max_usage_in_bytes"))), 10, 64)
 	}
 	return cpu, peak

@@ -145,5 +145,18 @@
 // start of a second copy of a large Go binary (its runtime sets up every
 // interface table and initializes packages before the step's hook runs)
 // and new namespaces each time; as nobody on the project's machine, 6
-// to 7.5 ms a command against 0.9 ms unsandboxed.
+// to 7.5 ms a command against 0.9 ms unsandboxed. Where it goes there
+// (perf, as nobody, so in ModeMarks): half in the host, half in the step.
+// In the host, the clone of the step is a quarter of its share: the
+// kernel makes the step's namespaces (the network namespace most), and,
+// as Go does not share the address space (vfork) with a child cloned
+// into a new user namespace, copies the host's page tables, to tear them
+// down at the exec; on a busy machine the marks' scan at the leader's
+// exit (the limits of other users' processes read from /proc) is
+// another sixth. In the step: the Go runtime's start in a second copy
+// of the binary, its page faults, its mounts. The 2x asked of an
+// unprivileged host (issue 33) would need a step that outlives one
+// command: for example a fenced forker made once per policy, whose
+// commands are cloned from it (as the host's children, CLONE_PARENT)
+// instead of re-executed.
 package sandbox

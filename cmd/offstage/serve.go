@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -58,7 +60,7 @@ written and the socket removed. If it is killed (SIGKILL, a crash), the
 keeper kills its work and the next offstage to start marks those tasks
 orphaned (ended_by host).`
 
-const serveExamples = `  offstage serve &                                   # then, in any terminal:
+const serveExamples = `  offstage serve --detach                            # in the background; then, in any terminal:
   offstage run --script examples/scripted/hello.json "run the tests"
   offstage run --attach                              # the latest session with no client
   offstage serve stop
@@ -75,6 +77,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	jf.register(fs)
 	idle := fs.Duration("idle", defaultIdle, "close a session that has had no client and no running or queued task for this long")
 	unit := fs.Bool("print-unit", false, "write a systemd --user unit that runs offstage serve with these flags, and exit")
+	detach := fs.Bool("detach", false, "start offstage serve in the background (its log in STATE/run/serve.log) and return once it answers")
 	rest, err := parse(fs, args, serveUsage, serveExamples, stdout)
 	if err != nil {
 		return err
@@ -94,6 +97,9 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	state, err := jf.dir(os.Getenv)
 	if err != nil {
 		return err
+	}
+	if *detach {
+		return serveDetached(ctx, state, jf, args, stdout)
 	}
 	hideWithheld(proc.EnvPolicy{}, stderr) // its own secrets; the faces' come over the socket, never into its environment block
 	ln, unlock, err := listenServe(state)
@@ -558,6 +564,84 @@ func (sup *supervisor) live() liveState {
 	}
 	slices.SortFunc(st.Sessions, func(a, b liveSession) int { return a.Started.Compare(b.Started) })
 	return st
+}
+
+// detachWait bounds how long serve --detach waits for the supervisor it
+// started to answer.
+const detachWait = 30 * time.Second
+
+// serveDetached starts offstage serve with args (less --detach) in a
+// session of its own, its output to STATE/run/serve.log, and returns once
+// it answers on its socket: the on-demand start, for a script or a
+// shell's profile. One already running is left as it is.
+func serveDetached(ctx context.Context, state string, jf journalFlags, args []string, stdout io.Writer) error {
+	if c, _, err := dialServe(jf); err == nil {
+		c.Close()
+		fmt.Fprintf(stdout, "offstage serve already runs for %s; offstage serve stop stops it.\n", state)
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding offstage's path to start it: %w", err)
+	}
+	cmdArgs := []string{"serve"}
+	for _, a := range args {
+		if a != "--detach" && a != "-detach" && a != "--detach=true" && a != "-detach=true" {
+			cmdArgs = append(cmdArgs, a)
+		}
+	}
+	dir := filepath.Join(state, "run")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("offstage serve's directory: %w", err)
+	}
+	logPath := filepath.Join(dir, "serve.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("offstage serve's log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, cmdArgs...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no terminal to hang up on it
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting offstage serve: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	deadline := time.NewTimer(detachWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if c, _, err := dialServe(jf); err == nil {
+			c.Close()
+			fmt.Fprintf(stdout, "offstage serve started in the background: pid %d, log %s; offstage serve stop stops it.\n", cmd.Process.Pid, logPath)
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("offstage serve exited at once (%v); its log %s ends:\n%s", cmd.ProcessState, logPath, logTail(logPath, 2<<10))
+		case <-deadline.C:
+			return fmt.Errorf("offstage serve (pid %d) does not answer after %s; its log is %s", cmd.Process.Pid, detachWait, logPath)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+}
+
+// logTail returns the last n bytes of the file at path, or "".
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > n {
+		f.Seek(info.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return string(b)
 }
 
 // serveStop asks the state directory's supervisor to stop, and waits

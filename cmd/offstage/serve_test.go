@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // serveState is a fresh state directory with a short path: the socket's
@@ -636,4 +638,44 @@ func TestIdleACPSessionClosesUnderServe(t *testing.T) {
 	if r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "self" {
 		t.Errorf("shell:1: ended_by %v; want self (the policy waits for work to end)", r["ended_by"])
 	}
+}
+
+// TestServeDetach: offstage serve --detach starts the supervisor in the
+// background, in a session of its own with its log in STATE/run, and
+// returns once it answers (the on-demand start); a second --detach finds
+// it running; serve stop ends it, and nothing of it stays behind.
+func TestServeDetach(t *testing.T) {
+	state := serveState(t)
+	env := []string{"XDG_STATE_HOME=" + state}
+	cmd, mark := offstage(t, env, "serve", "--detach", "--idle", "1h")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "offstage serve started in the background: pid") {
+		t.Fatalf("serve --detach = %v:\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if len(survivors(t, mark)) > 0 { // a failed test leaves none running
+			stop, _ := offstage(t, env, "serve", "stop")
+			stop.Run()
+		}
+	})
+	sv := &served{state: state}
+	pid, err := sv.ping()
+	if err != nil {
+		t.Fatalf("the detached supervisor does not answer: %v", err)
+	}
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("the supervisor's session = %d, %v; want one of its own (%d)", sid, err, pid)
+	}
+	again, _ := offstage(t, env, "serve", "--detach")
+	if out, err := again.CombinedOutput(); err != nil || !strings.Contains(string(out), "already runs") {
+		t.Errorf("a second serve --detach = %v:\n%s", err, out)
+	}
+	if log, err := os.ReadFile(filepath.Join(state, "offstage", "run", "serve.log")); err != nil || !strings.Contains(string(log), "offstage serve: pid") {
+		t.Errorf("its log: %v\n%s", err, log)
+	}
+	stop, _ := offstage(t, env, "serve", "stop")
+	if out, err := stop.CombinedOutput(); err != nil {
+		t.Fatalf("serve stop = %v:\n%s", err, out)
+	}
+	noSurvivors(t, mark)
 }

@@ -238,6 +238,60 @@ func TestRunIsTracedInJaeger(t *testing.T) {
 	if !strings.Contains(errOut.String()+out.String(), "it printed its traceparent") {
 		t.Errorf("the autonomous turn did not see the command's TRACEPARENT:\n%s%s", out.String(), errOut.String())
 	}
+	// The turn the shell's result started links back to the shell's span.
+	linked := false
+	for _, s := range spans {
+		for _, r := range s.References {
+			linked = linked || s.OperationName == "invoke_agent offstage" && r.SpanID == shell.SpanID
+		}
+	}
+	if !linked {
+		t.Errorf("no turn links to the shell's span:\n%s", traceTree(spans))
+	}
+	t.Logf("the trace, as Jaeger keeps it:\n%s", traceTree(spans))
+}
+
+// traceTree draws spans as Jaeger relates them, one per line, a child
+// under its parent; a span that follows from another (a link) is drawn
+// under it with "~>".
+func traceTree(spans []jaegerSpan) string {
+	kids := map[string][]jaegerSpan{}
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanID] = true
+	}
+	var roots []jaegerSpan
+	for _, s := range spans {
+		if p := s.parent(); p != "" && ids[p] {
+			kids[p] = append(kids[p], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	var b strings.Builder
+	var draw func(s jaegerSpan, depth int)
+	draw = func(s jaegerSpan, depth int) {
+		arrow := ""
+		for _, r := range s.References {
+			if r.RefType == "FOLLOWS_FROM" {
+				arrow = "~> "
+			}
+		}
+		fmt.Fprintf(&b, "%s%s%s", strings.Repeat("  ", depth), arrow, s.OperationName)
+		for _, k := range []string{"gen_ai.tool.name", "offstage.task.id", "process.exit.code", "offstage.ended_by"} {
+			if v := s.tag(k); v != "" {
+				fmt.Fprintf(&b, " %s=%s", k, v)
+			}
+		}
+		b.WriteByte('\n')
+		for _, k := range kids[s.SpanID] {
+			draw(k, depth+1)
+		}
+	}
+	for _, r := range roots {
+		draw(r, 0)
+	}
+	return b.String()
 }
 
 func count(spans []jaegerSpan, name string) int {

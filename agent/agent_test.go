@@ -617,3 +617,49 @@ func TestAWatchWakesAnIdleSession(t *testing.T) {
 		t.Errorf("%d notices in the history, want 1", notices)
 	}
 }
+
+// TestInTurnCoversTheResultsATurnTook: from the moment an autonomous turn
+// takes the finished results (they count as delivered; its Reflow event)
+// until it ends, InTurn says a turn holds the session. offstage run's
+// one-shot wait saw the results delivered and no TurnStart yet, took the
+// session for settled, and interrupted the turn (CI, under load).
+func TestInTurnCoversTheResultsATurnTook(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo done", "run_in_background": true}}]},
+		{"text": "Started."},
+		{"text": "It finished."}
+	]}`
+	s := newSession(t, script, agent.Config{})
+	var mu sync.Mutex
+	seen := map[agent.EventType][]bool{}
+	sink := agent.SinkFunc(func(e agent.Event) {
+		if e.Type == agent.Reflow || e.Type == agent.TurnStart || e.Type == agent.TurnEnd {
+			mu.Lock()
+			seen[e.Type] = append(seen[e.Type], s.InTurn())
+			mu.Unlock()
+		}
+	})
+	input := make(chan string, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { s.Run(ctx, input, sink); close(ran) }()
+	input <- "start it"
+	waitFor(t, func() bool { return s.AutonomousTurns() == 1 && !s.InTurn() })
+	cancel()
+	<-ran
+	mu.Lock()
+	defer mu.Unlock()
+	for typ, got := range seen {
+		for i, in := range got {
+			if !in {
+				t.Errorf("%s event %d: InTurn() = false, want true while the turn holds the session", typ, i)
+			}
+		}
+	}
+	if len(seen[agent.Reflow]) != 1 || len(seen[agent.TurnEnd]) != 2 {
+		t.Errorf("events seen: %v", seen)
+	}
+	if s.InTurn() {
+		t.Error("InTurn() after every turn ended")
+	}
+}

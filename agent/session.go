@@ -304,7 +304,8 @@ type Session struct {
 	profileSets map[string]*tools.Set
 	top         *loop
 
-	turnMu     sync.Mutex // held for the length of a turn: user and autonomous turns never overlap
+	turnMu     sync.Mutex  // held for the length of a turn: user and autonomous turns never overlap
+	turning    atomic.Bool // set while turnMu is held (InTurn)
 	cancelMu   sync.Mutex
 	cancelTurn context.CancelCauseFunc // guarded by cancelMu: cancels the running turn, nil between turns
 	closing    atomic.Bool
@@ -531,8 +532,8 @@ func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, er
 		emit(sink, Event{Type: TurnEnd, Err: err})
 		return "", err
 	}
-	s.turnMu.Lock()
-	defer s.turnMu.Unlock()
+	s.lockTurn()
+	defer s.unlockTurn()
 	s.usageMu.Lock()
 	s.chain = chain{} // a user turn ends the chain of autonomous turns
 	s.usageMu.Unlock()
@@ -745,8 +746,8 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	if s.cfg.Model == nil || s.closing.Load() || ctx.Err() != nil || s.autonomous.Load() >= int64(s.cfg.MaxAutonomousTurns) {
 		return
 	}
-	s.turnMu.Lock()
-	defer s.turnMu.Unlock()
+	s.lockTurn()
+	defer s.unlockTurn()
 	if s.autonomousStopped(sink) {
 		return // the results wait for the next user turn
 	}
@@ -758,6 +759,25 @@ func (s *Session) autonomousTurn(ctx context.Context, sink Sink) {
 	emit(sink, Event{Type: Reflow, TaskIDs: ids, NoticeIDs: noticeIDs, Autonomous: true})
 	s.runTurn(ctx, blocks, true, s.spans.Links(ids, noticeIDs), sink)
 }
+
+// lockTurn takes the session for a turn; unlockTurn gives it back.
+func (s *Session) lockTurn() {
+	s.turnMu.Lock()
+	s.turning.Store(true)
+}
+
+func (s *Session) unlockTurn() {
+	s.turning.Store(false)
+	s.turnMu.Unlock()
+}
+
+// InTurn reports whether a turn holds the session: a user's, or an
+// autonomous one from the moment it takes the finished results (which then
+// count as delivered) until it ends. A caller that waits for the session
+// to settle (no task running, every result delivered) asks it after
+// seeing the results delivered: a result taken by a turn that has not
+// ended yet is not settled.
+func (s *Session) InTurn() bool { return s.turning.Load() }
 
 // CancelTurn cancels the turn in progress, user or autonomous, with cause
 // ErrTurnCanceled, as the user's Ctrl-C does: the model call and the

@@ -397,9 +397,14 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 		quiet := !inTurn && time.Since(lastEnd) > time.Second
 		budgetStopped := stopped != nil
 		mu.Unlock()
+		// Settled first, then whether a turn holds the session: an
+		// autonomous turn takes the results (they count as delivered)
+		// before its TurnStart reaches the sink, and ending the run then
+		// interrupted it.
+		done := quiet && settled(s.Table()) && !s.InTurn()
 		// Once a budget stopped autonomous turns, no turn will hear the
 		// results that wait: the run ends when nothing runs any more.
-		if stop || (quiet && settled(s.Table())) || (quiet && budgetStopped && running(s.Table()) == 0) {
+		if stop || done || (quiet && budgetStopped && running(s.Table()) == 0 && !s.InTurn()) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

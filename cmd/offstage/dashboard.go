@@ -117,6 +117,21 @@ func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
+// taskCost prices an agent task at its session's model's price in ps, as
+// offstage tasks show does; nil if ps is empty.
+func taskCost(store journal.Store, ps prices) func(context.Context, journal.Task) (float64, bool) {
+	if len(ps) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, t journal.Task) (float64, bool) {
+		s, err := store.Session(ctx, t.Session)
+		if err != nil {
+			return 0, false
+		}
+		return ps.cost(s.Model, t.Usage)
+	}
+}
+
 // dashboardToken is OFFSTAGE_MCP_TOKEN, or a new random one (generated).
 func dashboardToken() (token string, generated bool) {
 	if t := os.Getenv("OFFSTAGE_MCP_TOKEN"); t != "" {
@@ -164,6 +179,7 @@ func mountDashboard(ctx context.Context, mux *http.ServeMux, store journal.Store
 		Follow: func(ctx context.Context, session, id string, w io.Writer) error {
 			return fleet.Follow(ctx, store, session, id, fleet.FollowOptions{Since: -1, Lines: 200}, w)
 		},
+		Cost: taskCost(store, userPrices()),
 	})
 	mux.Handle("/ui/", http.StripPrefix("/ui", dash))
 	mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusSeeOther))

@@ -451,6 +451,17 @@ func TestTasksShowTokensAndTheirCost(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &l); err != nil || l.Cost == nil || fmt.Sprintf("%.4f", *l.Cost) != "0.0468" || l.Usage == nil || l.Usage.ModelCalls != 7 {
 		t.Errorf("tasks --json = %s (%v); want the usage and a cost of 0.0468", out.String(), err)
 	}
+	// The dashboard's task page prices it the same way (taskCost).
+	task, err := store.Task(t.Context(), "20261122-090000-aaaaaa", "agent:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := taskCost(store, userPrices())(t.Context(), task); !ok || fmt.Sprintf("%.4f", c) != "0.0468" {
+		t.Errorf("the dashboard's cost: %v, %v; want 0.0468", c, ok)
+	}
+	if taskCost(store, nil) != nil {
+		t.Error("with no prices the dashboard was given a cost to show")
+	}
 }
 
 // TestUndeliveredAdviceFitsTheFace: the advice for a result no turn heard

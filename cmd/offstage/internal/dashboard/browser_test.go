@@ -12,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/offstage/offstage/cmd/offstage/internal/dashboard"
+	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
 )
 
@@ -234,4 +236,63 @@ func TestBrowserShowsMarkupAsText(t *testing.T) {
 	if h := look("the heading", `document.getElementById("task-h")`); !strings.Contains(h.Text, label) || h.Elements != 0 || h.Pwned || h.Images != 0 {
 		t.Errorf("the task's heading: %+v, want the label as text, no element", h)
 	}
+}
+
+// TestBrowserAgentTaskShowsItsTokens (issue 39): a sub-agent's page shows
+// the tokens it spent, as the journal has them, and follows them as they
+// grow while it runs. Screenshots of the page at 1280 and 390 pixels.
+func TestBrowserAgentTaskShowsItsTokens(t *testing.T) {
+	ctx := browser(t)
+	f := newFleetWith(t, false, func(o *dashboard.Options) {
+		// As offstage's own is, at a price of 2 per million in, 0.5
+		// cached, 8 out.
+		o.Cost = func(_ context.Context, t journal.Task) (float64, bool) {
+			u := t.Usage
+			return (float64(u.InputTokens-u.CachedInputTokens)*2 + float64(u.CachedInputTokens)*0.5 + float64(u.OutputTokens)*8) / 1e6, true
+		}
+	})
+	login(t, ctx, f.srv.URL)
+	more := make(chan struct{})
+	id, err := f.view.Spawn(task.Spec{Kind: "agent", Label: "researcher: compare the three retry libraries"}, func(ctx context.Context, h *task.Handle) (string, error) {
+		// As the agent loop does: a call's usage, then the progress that
+		// carries it to the journal.
+		h.AddUsage(task.Usage{InputTokens: 48200, OutputTokens: 1300, CachedInputTokens: 40000, ModelCalls: 7})
+		h.Progress(7, "reading the third library's docs")
+		select {
+		case <-more:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		h.AddUsage(task.Usage{InputTokens: 1_900_000, OutputTokens: 2100, ModelCalls: 1})
+		h.Progress(8, "comparing them")
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`tr[data-key="%s/%s"]`, f.session, id)
+	facts := `(() => { const dt = [...document.querySelectorAll("#facts dt")].find(el => el.textContent === "Tokens");
+		return dt ? dt.nextElementSibling.textContent : ""; })()`
+	run(t, ctx, "opening the sub-agent's page",
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.Click(chromedp.CSS(row+` a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#task-view`)),
+		until(facts+` !== ""`),
+	)
+	const want = "48.2k in (40k cached), 1.3k out, 7 model calls, cost 0.05"
+	if got := value(t, ctx, "reading its tokens", chromedp.Evaluate[string](facts)); got != want {
+		t.Errorf("Tokens: %q, want %q", got, want)
+	}
+	// A sub-agent has no output log: the page says so at once, with no
+	// empty box for output that will never come.
+	run(t, ctx, "waiting for the page to say there is no output log",
+		until(`document.getElementById("output-state").textContent.includes("no output log") && document.getElementById("output").hidden`))
+	for _, w := range []int64{1280, 390} {
+		screenshot(t, ctx, "agent-task", w)
+	}
+	run(t, ctx, "back to a desktop's width", chromedp.EmulateViewport(1280, 900))
+	close(more)
+	const grown = "1.9M in (40k cached), 3.4k out, 8 model calls, cost 3.86"
+	run(t, ctx, "waiting for the tokens to grow", until(fmt.Sprintf(`%s === %q`, facts, grown)))
 }

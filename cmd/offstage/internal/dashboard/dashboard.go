@@ -84,6 +84,9 @@ type Options struct {
 	// Limit is how many tasks a list shows, the newest that match. Default
 	// 200.
 	Limit int
+	// Cost prices what an agent task spent, in the user's currency, for
+	// its page; false where no price is known. Nil shows tokens only.
+	Cost func(ctx context.Context, t journal.Task) (float64, bool)
 }
 
 // Handler serves the dashboard. Mount it under a prefix with
@@ -340,6 +343,9 @@ type taskJSON struct {
 	// Usage is what an agent task spent calling models, with the tasks
 	// it started.
 	Usage *task.Usage `json:"usage,omitempty"`
+	// Cost is what Usage cost at the user's price (Options.Cost), in a
+	// task's detail only.
+	Cost *float64 `json:"cost,omitempty"`
 	// Ports are the TCP ports leased for a shell (bash with port).
 	Ports []int `json:"ports,omitempty"`
 }
@@ -361,6 +367,17 @@ func toJSON(t journal.Task, detail bool) taskJSON {
 	if !t.Usage.IsZero() {
 		u := t.Usage
 		j.Usage = &u
+	}
+	return j
+}
+
+// detail is t as its page reads it: toJSON's detail, priced.
+func (h *Handler) detail(ctx context.Context, t journal.Task) taskJSON {
+	j := toJSON(t, true)
+	if j.Usage != nil && h.opts.Cost != nil {
+		if c, ok := h.opts.Cost(ctx, t); ok {
+			j.Cost = &c
+		}
 	}
 	return j
 }
@@ -569,7 +586,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		taskJSON
 		CanCancel  bool   `json:"can_cancel"`
 		CancelNote string `json:"cancel_note,omitempty"`
-	}{taskJSON: toJSON(t, true), CanCancel: h.opts.Cancel != nil}
+	}{taskJSON: h.detail(r.Context(), t), CanCancel: h.opts.Cancel != nil}
 	if h.opts.Cancel == nil {
 		out.CancelNote = h.opts.CancelNote
 	}

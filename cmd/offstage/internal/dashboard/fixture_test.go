@@ -49,6 +49,11 @@ func newFleet(t testing.TB, withCancel bool) *fleet {
 // newFleetEvery is newFleet with the dashboard reading the journal every
 // interval (0: its default).
 func newFleetEvery(t testing.TB, withCancel bool, interval time.Duration) *fleet {
+	return newFleetWith(t, withCancel, func(o *dashboard.Options) { o.Interval = interval })
+}
+
+// newFleetWith is newFleet with the dashboard's options changed by opt.
+func newFleetWith(t testing.TB, withCancel bool, opt func(*dashboard.Options)) *fleet {
 	f := &fleet{dir: t.TempDir(), session: "20261125-test"}
 	store, err := journal.OpenSQLite(filepath.Join(f.dir, "journal.db"))
 	if err != nil {
@@ -61,7 +66,8 @@ func newFleetEvery(t testing.TB, withCancel bool, interval time.Duration) *fleet
 	f.log = f.j.StartSession(journal.Session{ID: f.session, HostID: "host-1", Surface: "mcp", Started: now}, 0)
 	f.table = task.New(context.Background(), task.Options{Recorder: f.log})
 	f.view = f.table.View("")
-	opts := dashboard.Options{Store: store, Token: token, Interval: interval}
+	opts := dashboard.Options{Store: store, Token: token, Interval: 100 * time.Millisecond}
+	opt(&opts)
 	if withCancel {
 		opts.Cancel = func(ctx context.Context, session, id, by, reason string) (journal.Task, error) {
 			if session != f.session {

@@ -27,7 +27,7 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	ctx, cancel := context.WithCancel(ctx) // the follower's, ended before done
 	defer cancel()
-	if s.send("begin", map[string]string{}) != nil || s.send("task", toJSON(t, true)) != nil {
+	if s.send("begin", map[string]string{}) != nil || s.send("task", h.detail(ctx, t)) != nil {
 		return
 	}
 	follow := h.opts.Follow
@@ -67,7 +67,7 @@ func (h *Handler) output(w http.ResponseWriter, r *http.Request) {
 			}
 			// The state the output ended in, before the end.
 			if now, err := h.opts.Store.Task(ctx, t.Session, t.ID); err == nil {
-				s.send("task", toJSON(now, true))
+				s.send("task", h.detail(ctx, now))
 			}
 			s.send("end", map[string]string{})
 		case <-sub.wake:
@@ -84,7 +84,7 @@ func (h *Handler) forward(ctx context.Context, s *stream, sub *sub, t journal.Ta
 	cs, dropped := sub.take()
 	if dropped { // read it again
 		if now, err := h.opts.Store.Task(ctx, t.Session, t.ID); err == nil {
-			return s.send("task", toJSON(now, true)) == nil
+			return s.send("task", h.detail(ctx, now)) == nil
 		}
 		return true
 	}
@@ -93,7 +93,7 @@ func (h *Handler) forward(ctx context.Context, s *stream, sub *sub, t journal.Ta
 			if now, err := h.opts.Store.Task(ctx, t.Session, t.ID); err == nil {
 				c.Task = now // with its result, which the list does not carry
 			}
-			if s.send("task", toJSON(c.Task, true)) != nil {
+			if s.send("task", h.detail(ctx, c.Task)) != nil {
 				return false
 			}
 		}
@@ -131,7 +131,8 @@ func localFollow(store journal.Store) FollowFunc {
 			return err
 		}
 		// A shell's log is recorded just after its start: give it a moment.
-		for wait := time.Now().Add(logWait); t.LogPath == "" && !t.State.Finished() && time.Now().Before(wait); {
+		// A sub-agent has none to wait for.
+		for wait := time.Now().Add(logWait); t.Kind == "shell" && t.LogPath == "" && !t.State.Finished() && time.Now().Before(wait); {
 			select {
 			case <-ctx.Done():
 				return nil

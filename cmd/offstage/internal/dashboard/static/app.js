@@ -150,6 +150,7 @@
     const short = (v, unit) => v.toFixed(1).replace(/\.0$/, "") + unit;
     return n < 1e6 ? short(n / 1e3, "k") : short(n / 1e6, "M");
   }
+  function money(c) { return c < 0.01 ? c.toFixed(4) : c.toFixed(2); }
   function showTask(t) {
     current = t;
     $("task-h").textContent = t.id + " · " + t.label;
@@ -168,7 +169,8 @@
     if (t.ended_by) fact(dl, "Ended by", t.ended_by + (t.end_reason ? " (" + t.end_reason + ")" : ""));
     if (t.usage) fact(dl, "Tokens", tokens(t.usage.input_tokens) + " in" +
       (t.usage.cached_input_tokens ? " (" + tokens(t.usage.cached_input_tokens) + " cached)" : "") +
-      ", " + tokens(t.usage.output_tokens) + " out, " + t.usage.model_calls + " model call" + (t.usage.model_calls === 1 ? "" : "s"));
+      ", " + tokens(t.usage.output_tokens) + " out, " + t.usage.model_calls + " model call" + (t.usage.model_calls === 1 ? "" : "s") +
+      (t.cost !== undefined ? ", cost " + money(t.cost) : ""));
     fact(dl, "Error", t.error);
     fact(dl, "Result", t.result);
     fact(dl, "Output log", t.log, true);
@@ -184,6 +186,7 @@
     $("list-view").hidden = true;
     $("task-view").hidden = false;
     $("output").textContent = "";
+    $("output").hidden = false;
     $("output-state").textContent = "Following its output…";
     $("task-trouble").hidden = true;
     $("stop-note").textContent = "";
@@ -212,6 +215,7 @@
     detail.addEventListener("end", () => { $("output-state").textContent = "Its output has ended."; detail.close(); detail = null; });
     detail.addEventListener("trouble", (e) => {
       $("output-state").textContent = JSON.parse(e.data).message;
+      $("output").hidden = !$("output").textContent; // no empty box above the reason
     });
   }
   function closeTask() {

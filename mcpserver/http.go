@@ -1,9 +1,13 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/offstage/offstage/internal/origin"
+	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/internal/text"
 )
 
@@ -203,6 +208,9 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	}
 	t.begin(id)
 	defer t.end(id, r.Method == http.MethodDelete)
+	if r.Method == http.MethodPost && t.known(id) && refuseParams(w, r) {
+		return
+	}
 	if r.Method == http.MethodDelete {
 		t.mu.Lock()
 		var server *mcp.Server
@@ -215,6 +223,52 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 		}
 	}
 	h.ServeHTTP(w, r)
+}
+
+// known says whether id names a session this handler made.
+func (t *idleSessions) known(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	return e != nil && e.server != nil
+}
+
+// refuseParams answers a POST of one request whose params have a field
+// of the wrong JSON type as stdio does (checkParams), and reports whether
+// it did; any other body it leaves for the SDK, as it came. A body larger
+// than the SDK takes is left unread past its bound, for the SDK to refuse.
+func refuseParams(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
+		return false
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method == "" || len(m.ID) == 0 || m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
+		return false // a batch, a response, a notification, an id of the wrong type, or not JSON: the SDK's
+	}
+	var e *rpcline.Error
+	if !errors.As(checkParams(m.Method, m.Params), &e) {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	type wireError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	json.NewEncoder(w).Encode(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   wireError       `json:"error"`
+	}{"2.0", m.ID, wireError{e.Code, e.Message}})
+	return true
 }
 
 // settleWriter calls settle once, when the response starts (its header is

@@ -8,7 +8,7 @@ import (
 	"github.com/offstage/offstage/internal/rpcline"
 )
 
-// checkParams refuses, on stdio, a request whose params have a field of
+// checkParams refuses, on stdio and over HTTP, a request whose params have a field of
 // the wrong JSON type, with a sentence naming the field and what to send.
 // The SDK would refuse it too, but in Go's words ("cannot unmarshal
 // number into Go struct field … of type string") and quoting the whole

@@ -31,6 +31,7 @@ type hosted struct {
 	mu       sync.Mutex
 	attached bool      // guarded by mu: a face drives it
 	quiet    time.Time // guarded by mu: since when it has had no face and no unfinished task (zero: not quiet)
+	gone     bool      // guarded by mu: its face went away (markGone) and has not yet detached
 	left     time.Time // guarded by mu: when the last face left (zero: never)
 	seen     int       // guarded by mu: how many messages of the history the last face saw
 }
@@ -372,8 +373,8 @@ func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) 
 func (h *hosted) markGone() {
 	n := len(h.s.History())
 	h.mu.Lock()
-	if h.attached {
-		h.seen, h.left = n, time.Now()
+	if h.attached && !h.gone {
+		h.seen, h.left, h.gone = n, time.Now(), true
 	}
 	h.mu.Unlock()
 }
@@ -383,13 +384,13 @@ func (sup *supervisor) detach(h *hosted) {
 	n := len(h.s.History())
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.left.IsZero() || h.seen > n || !h.attached {
-		h.seen = n
+	switch {
+	case h.gone: // markGone noted what the face saw, when it went
+		h.seen = min(h.seen, n)
+	case h.attached || h.left.IsZero(): // the face saw it all, to now
+		h.seen, h.left = n, time.Now()
 	}
-	if h.left.IsZero() || h.attached {
-		h.left = time.Now()
-	}
-	h.attached, h.quiet = false, time.Time{}
+	h.attached, h.gone, h.quiet = false, false, time.Time{}
 }
 
 // close ends a hosted session with cause, and forgets it.

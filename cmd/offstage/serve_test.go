@@ -223,6 +223,9 @@ func TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce(t *testing.T) {
 	if code != 0 || strings.Contains(out, "joined the conversation") || strings.Contains(out, "autonomous turn") {
 		t.Errorf("a second attach: exit %d; want no result and no turn (delivered once):\n%s%s", code, out, errOut)
 	}
+	if strings.Contains(out, "meanwhile the model answered") { // an outsider's finding
+		t.Errorf("a second attach tells as news the answer the first one showed:\n%s", out)
+	}
 	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
 		t.Errorf("shell:1 is not recorded delivered: %v", r)
 	}

@@ -591,8 +591,105 @@ func TestAFullDiskKeepsTheSessionGoing(t *testing.T) {
 	}
 }
 
+// TestAForeignReaderLeavesTheWALAlone: a plain SQLite reader of
+// another process (the sqlite3 shell, a script) that opens the journal
+// and closes it while offstage writes it leaves the -wal file in place,
+// and what offstage writes after is there for every reader. Offstage read
+// its file's header through a descriptor of its own and closed it, which
+// dropped its SQLite locks: the foreign reader took itself for the last,
+// checkpointed and deleted the -wal file, and every record after went into
+// an unlinked file (an outsider's finding).
+func TestAForeignReaderLeavesTheWALAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	s, err := journal.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	j := journal.New(s, journal.Options{})
+	defer j.Close(context.Background())
+	locked := func() {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "shared-lock", path)
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "held" {
+			t.Fatalf("SQLite's shared lock on the journal, seen from another process: %s (%v); want it held while offstage has the journal open", out, err)
+		}
+	}
+	sessions := func(want int) {
+		t.Helper()
+		locked()
+		cmd := exec.Command(os.Args[0], "foreign-read", path)
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the foreign reader: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != fmt.Sprint(want) {
+			t.Errorf("a foreign reader counts %s sessions, want %d", got, want)
+		}
+	}
+	for i := range 3 {
+		j.StartSession(journal.Session{ID: fmt.Sprint("s", i), Started: time.Now()}, 0)
+		if err := j.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		sessions(i + 1)
+		if _, err := os.Stat(path + "-wal"); err != nil {
+			t.Fatalf("after a foreign reader closed: %v (the -wal file offstage writes was deleted)", err)
+		}
+	}
+	// Nor does this process drop its own locks by opening the journal
+	// again and closing it (offstage dashboard does, per stop request).
+	for _, open := range []func(string) (*journal.DB, error){journal.OpenSQLite, journal.OpenSQLiteReadOnly} {
+		again, err := open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Close()
+		locked()
+	}
+}
+
 func helper(args []string) int {
 	switch args[0] {
+	case "shared-lock": // whether a process holds SQLite's SHARED lock on the file
+		f, err := os.Open(args[1])
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		defer f.Close()
+		// SQLite's unix locking: SHARED is a read lock on 510 bytes from
+		// 1 GiB + 2; a write lock there conflicts with any reader's.
+		l := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 1<<30 + 2, Len: 510}
+		if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &l); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		if l.Type == syscall.F_UNLCK {
+			fmt.Println("not held")
+			return 0
+		}
+		fmt.Println("held")
+		return 0
+	case "foreign-read": // as the sqlite3 shell would: open, read, close
+		db, err := sql.Open("sqlite", "file:"+args[1])
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM sessions").Scan(&n); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		if err := db.Close(); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println(n)
+		return 0
 	case "umask0-open":
 		return umask0Open(args[1])
 	case "full-disk":

@@ -296,6 +296,11 @@ type DB struct {
 	// file is the SQLite file as it was opened: each write first checks
 	// that the path still names it. Zero for PostgreSQL and for readers.
 	file fileID
+	// head is the file's descriptor this process shares (see heads),
+	// which overwritten reads; held is its identity, zero if none is held
+	// (PostgreSQL, or a reader that could not open the file itself).
+	head *os.File
+	held fileID
 	// header is the start of the SQLite file's header as first seen valid
 	// (its magic string, page size and format versions, which never
 	// change), nil until then; each write first checks that the file
@@ -359,7 +364,7 @@ func OpenSQLite(path string) (*DB, error) {
 	if err := checkJournal(path); err != nil {
 		return nil, err
 	}
-	id, err := createPrivate(path)
+	f, id, err := createPrivate(path)
 	if err != nil {
 		return nil, diagnose(path, err, false)
 	}
@@ -370,10 +375,11 @@ func OpenSQLite(path string) (*DB, error) {
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", sqliteURI(path, q))
 	if err != nil {
+		releaseHead(id)
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
 	s := newDB(db, path, sqliteDialect)
-	s.file = id
+	s.file, s.head, s.held = id, f, id
 	// Switching a new file to WAL takes a lock that does not wait for the
 	// busy timeout: a process opening the journal just as another creates
 	// it retries for a while.
@@ -385,7 +391,7 @@ func OpenSQLite(path string) (*DB, error) {
 		time.Sleep(wait)
 	}
 	if err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	s.overwritten() // takes the header, if SQLite wrote it already
@@ -411,28 +417,29 @@ func checkJournal(path string) error {
 // that SQLite, which gives the -wal and -shm files the mode of the
 // database, never makes any of them readable by others; a journal made
 // 0644 by an older offstage is narrowed, with the side files that exist.
-// It returns the file's identity.
-func createPrivate(path string) (fileID, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+// It returns the file's descriptor (holdHead: the caller releases it) and
+// identity.
+func createPrivate(path string) (*os.File, fileID, error) {
+	f, id, err := holdHead(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fileID{}, err
+		return nil, fileID{}, err
 	}
-	defer f.Close()
 	info, err := f.Stat()
-	if err != nil {
-		return fileID{}, err
-	}
-	if info.Mode().Perm()&0o077 != 0 {
-		if err := f.Chmod(0o600); err != nil {
-			return fileID{}, err
-		}
-		for _, side := range []string{path + "-wal", path + "-shm"} {
-			if err := os.Chmod(side, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fileID{}, err
+	if err == nil && info.Mode().Perm()&0o077 != 0 {
+		if err = f.Chmod(0o600); err == nil {
+			for _, side := range []string{path + "-wal", path + "-shm"} {
+				if err = os.Chmod(side, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				err = nil
 			}
 		}
 	}
-	return idOf(info), nil
+	if err != nil {
+		releaseHead(id)
+		return nil, fileID{}, err
+	}
+	return f, id, nil
 }
 
 // OpenSQLiteReadOnly opens the journal at path to read it (offstage
@@ -447,6 +454,13 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 	}
 	if err := checkJournal(path); err != nil {
 		return nil, err
+	}
+	// Held for its life like a writer's (see heads), so that no DB of
+	// this process that closes drops this one's locks; a file this user
+	// cannot open is SQLite's to refuse.
+	f, held, herr := holdHead(path, os.O_RDONLY, 0)
+	if herr != nil {
+		held = fileID{}
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")
@@ -463,8 +477,12 @@ func OpenSQLiteReadOnly(path string) (*DB, error) {
 		}
 	}
 	if err != nil {
+		if held != (fileID{}) {
+			releaseHead(held)
+		}
 		return nil, diagnose(path, err, true)
 	}
+	s.head, s.held = f, held
 	if v > len(sqliteMigrations) {
 		s.Close()
 		return nil, fmt.Errorf("journal %s has schema version %d, newer than this offstage understands (%d): upgrade offstage", path, v, len(sqliteMigrations))
@@ -545,19 +563,15 @@ const headerLen = 20
 // something else while open. SQLite would not notice until the next
 // open: with WAL, a running process reads the pages it has cached and
 // writes to the -wal file, so without this its records would go on into
-// a file nobody can open again. One open and a 20-byte read per batch.
+// a file nobody can open again. A 20-byte read per batch, through the
+// descriptor the process keeps for the file (see heads).
 // Damage past the header is found by SQLite when it reads it.
 func (s *DB) overwritten() error {
 	if s.file == (fileID{}) {
 		return nil
 	}
-	f, err := os.Open(s.where)
-	if err != nil {
-		return nil // moved says what became of it; anything else SQLite will
-	}
-	defer f.Close()
 	head := make([]byte, headerLen)
-	n, err := f.ReadAt(head, 0)
+	n, err := s.head.ReadAt(head, 0) // never a descriptor of its own: see heads
 	head = head[:n]
 	valid := n == headerLen && string(head[:len(sqliteMagic)]) == sqliteMagic
 	switch {
@@ -647,7 +661,13 @@ func (s *DB) migrate(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (s *DB) Close() error { return s.db.Close() }
+func (s *DB) Close() error {
+	err := s.db.Close()
+	if s.held != (fileID{}) {
+		releaseHead(s.held)
+	}
+	return err
+}
 
 func fromNanos(n sql.NullInt64) time.Time {
 	if !n.Valid {

@@ -114,6 +114,7 @@ func servedACP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 	if len(rest) > 0 {
 		return usagef("acp takes no arguments (got %q)", rest[0])
 	}
+	sf.readFrom(f.getenv)
 	p, err := sf.policy()
 	if err != nil {
 		return err

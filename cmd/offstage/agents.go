@@ -19,6 +19,7 @@ import (
 type agentFlags struct {
 	dirs           []string
 	noInstructions bool
+	getenv         func(string) string // where HOME and XDG_CONFIG_HOME are read (sessionFlags.readFrom); nil: this process's
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet, instructions bool) {
@@ -53,16 +54,15 @@ func projectRoot(dir string) string {
 // project's .offstage/agents, then --agents.
 func (f agentFlags) profileDirs(work string) []string {
 	var dirs []string
-	home, _ := os.UserHomeDir()
-	if home != "" {
+	getenv := f.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if home := getenv("HOME"); home != "" {
 		dirs = append(dirs, filepath.Join(home, ".claude", "agents"))
 	}
-	config := os.Getenv("XDG_CONFIG_HOME")
-	if config == "" && home != "" {
-		config = filepath.Join(home, ".config")
-	}
-	if config != "" {
-		dirs = append(dirs, filepath.Join(config, "offstage", "agents"))
+	if config := userConfigDir(getenv); config != "" {
+		dirs = append(dirs, filepath.Join(config, "agents"))
 	}
 	dirs = append(dirs, projectProfileDirs(work)...)
 	return append(dirs, f.dirs...)
@@ -94,7 +94,7 @@ func (f agentFlags) profiles(work string, mf modelFlags, stderr io.Writer) []age
 	for _, p := range found.Problems {
 		fmt.Fprintln(stderr, "offstage: profile", p.String())
 	}
-	untrustedKeeps(found.List, found.From, projectProfileDirs(work), f.trustedProfileDirs(work), stderr)
+	untrustedKeeps(found.List, found.From, projectProfileDirs(work), f.trustedProfileDirs(work), userConfigDir(f.getenv), stderr)
 	list := agent.WithDefaultProfiles(unlimitable(found.List, found.From, stderr))
 	for i := range list {
 		if note := resolveModel(&list[i], mf); note != "" {
@@ -175,7 +175,7 @@ func agentsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	found := agent.LoadProfiles(af.profileDirs(*dir)...)
-	untrustedKeeps(found.List, found.From, projectProfileDirs(*dir), af.trustedProfileDirs(*dir), stdout)
+	untrustedKeeps(found.List, found.From, projectProfileDirs(*dir), af.trustedProfileDirs(*dir), userConfigDir(nil), stdout)
 	for _, p := range agent.WithDefaultProfiles(found.List) {
 		from := found.From[p.Name]
 		if from == "" {

@@ -53,12 +53,18 @@ func (f envFlags) policy(file proc.EnvPolicy) proc.EnvPolicy {
 	return file.Then(proc.EnvPolicy{Keep: f.keep, Drop: f.drop})
 }
 
-// userConfigDir is $XDG_CONFIG_HOME/offstage, or ~/.config/offstage; ""
-// when neither can be known.
-func userConfigDir() string {
-	config := os.Getenv("XDG_CONFIG_HOME")
+// userConfigDir is $XDG_CONFIG_HOME/offstage, or ~/.config/offstage, in
+// the environment getenv reads (nil: this process's); "" when neither can
+// be known. Under offstage serve that is the client's, so a run's config
+// file (its sandbox, its environment rules, its prices) and its profiles
+// are the ones it would have used without a supervisor.
+func userConfigDir(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	config := getenv("XDG_CONFIG_HOME")
 	if config == "" {
-		home, _ := os.UserHomeDir()
+		home := getenv("HOME")
 		if home == "" {
 			return ""
 		}
@@ -67,8 +73,8 @@ func userConfigDir() string {
 	return filepath.Join(config, "offstage")
 }
 
-func userConfigPath() string {
-	dir := userConfigDir()
+func userConfigPath(getenv func(string) string) string {
+	dir := userConfigDir(getenv)
 	if dir == "" {
 		return ""
 	}
@@ -274,7 +280,7 @@ func readUserConfig(path string) (userConfig, error) {
 // its commands see. env_drop, which only withholds more, is honoured
 // everywhere; env_keep in the user's directories and in --agents, which
 // the user names, is honoured.
-func untrustedKeeps(list []agent.Profile, from map[string]string, project, trusted []string, stderr io.Writer) {
+func untrustedKeeps(list []agent.Profile, from map[string]string, project, trusted []string, userDir string, stderr io.Writer) {
 	for i := range list {
 		p := &list[i]
 		dir := filepath.Dir(from[p.Name])
@@ -282,7 +288,7 @@ func untrustedKeeps(list []agent.Profile, from map[string]string, project, trust
 			continue
 		}
 		fmt.Fprintf(stderr, "offstage: profile %s (%s): env_keep is ignored in a project's profile, which must not decide which of your secrets its commands see; put the profile in %s or pass its directory with --agents\n",
-			p.Name, from[p.Name], filepath.Join(userConfigDir(), "agents"))
+			p.Name, from[p.Name], filepath.Join(userDir, "agents"))
 		p.Env.Keep = nil
 	}
 }

@@ -125,7 +125,7 @@ func sessionUsageLine(u agent.Usage, model string, ps prices) string {
 // commands that read the journal and have no session flags (tasks); none
 // if it cannot be read. Run, mcp and acp take theirs from their policy.
 func userPrices() prices {
-	cfg, err := loadUserConfig(userConfigPath())
+	cfg, err := loadUserConfig(userConfigPath(nil))
 	if err != nil {
 		return nil
 	}

@@ -129,6 +129,7 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	if err != nil {
 		return err
 	}
+	sf.readFrom(f.getenv)
 	mf, af := sf.model, sf.agents
 	var model provider.Model
 	if !attach.set || providerName(mf, f.getenv) != "" { // an attach without model flags keeps the session's

@@ -682,3 +682,34 @@ func TestServeDetach(t *testing.T) {
 	}
 	noSurvivors(t, mark)
 }
+
+// TestAServedRunReadsItsClientsConfigFile: a run hosted by offstage serve
+// finds the user's config file where its client would (the client's
+// XDG_CONFIG_HOME), as it would without a supervisor: its environment
+// rules, sandbox and prices hold. It read the supervisor's, so a
+// sandbox kept in a project's or CI's XDG_CONFIG_HOME was silently off
+// once a supervisor ran (an outsider's finding).
+func TestAServedRunReadsItsClientsConfigFile(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	config := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(config, "offstage"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(config, "offstage", "config.yaml"), []byte("env: {drop: [MY_VISIBLE]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo \"visible=${MY_VISIBLE:-withheld}\""}}]},
+		{"expect": "visible=withheld", "text": "the variable was withheld"}]}`)
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state, "XDG_CONFIG_HOME=" + config, "MY_VISIBLE=abc"}, "run", "--script", script, "go")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "is hosted by offstage serve") || !strings.Contains(string(out), "the variable was withheld") {
+		t.Errorf("a served run with its client's config file dropping MY_VISIBLE: %v\n%s", err, out)
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}

@@ -24,6 +24,14 @@ type sessionFlags struct {
 	journal journalFlags
 	budget  budgetFlags
 	tasks   *task.Options
+	getenv  func(string) string // where the user's files are found (readFrom); nil: this process's environment
+}
+
+// readFrom makes the flags find the user's config file and profiles in
+// the environment getenv reads (HOME, XDG_CONFIG_HOME): a run served by
+// offstage serve reads its client's, as it would without a supervisor.
+func (f *sessionFlags) readFrom(getenv func(string) string) {
+	f.getenv, f.agents.getenv = getenv, getenv
 }
 
 // register declares them; modelNote says what the model is for, if not

@@ -26,7 +26,7 @@ func (f *sessionFlags) policy() (policy, error) {
 	if err := f.env.check(); err != nil {
 		return policy{}, err
 	}
-	file, err := loadUserConfig(userConfigPath())
+	file, err := loadUserConfig(userConfigPath(f.getenv))
 	if err != nil {
 		return policy{}, err
 	}

@@ -522,9 +522,16 @@ func interactive(ctx context.Context, rs *runSession, stdin io.Reader, stdout io
 	defer stopResized()
 	p.session(sessionID)
 	p.line("offstage: type a message; /help for commands; Ctrl-C interrupts a turn; /quit leaves.")
+	var refuse <-chan escalation // requests no one may answer: refused at once
 	switch {
 	case rs.served():
-		asks = rs.h.asks
+		// As in process: asked only where a person types the answer. A
+		// piped line must not say yes to a command outside the sandbox.
+		if f.tty[0] {
+			asks = rs.h.asks
+		} else {
+			refuse = rs.h.asks
+		}
 		p.line("offstage: session " + sessionID + " is hosted by offstage serve: leaving (end of input, Ctrl-C twice, a closed terminal) detaches and its work goes on; /quit ends it; offstage run --attach " + sessionID + " joins it again.")
 		rs.caughtUp(p.line)
 	case sessionID != "":
@@ -579,6 +586,8 @@ loop:
 			next = nil // the next line waits for the answer
 		}
 		select {
+		case a := <-refuse:
+			a.reply <- errors.New("the conversation's input is not a terminal, so no one can be asked (a piped line must not answer it): run the command in the sandbox, or the user passes --sandbox-escalation allow")
 		case a := <-asks:
 			if len(asking) == 0 {
 				p.line(a.question())

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/offstage/offstage/proc"
 )
 
 // serveState is a fresh state directory with a short path: the socket's
@@ -706,6 +708,39 @@ func TestAServedRunReadsItsClientsConfigFile(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "is hosted by offstage serve") || !strings.Contains(string(out), "the variable was withheld") {
 		t.Errorf("a served run with its client's config file dropping MY_VISIBLE: %v\n%s", err, out)
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}
+
+// TestAServedPipedRunIsNotAskedToLeaveTheSandbox: a conversation hosted by
+// offstage serve whose input is a pipe is not asked whether a command may
+// run outside the sandbox: the request is refused, as in process, and a
+// piped "y" is a message like any other. Under serve the next piped line
+// answered it, and the command wrote outside the workspace (an outsider's
+// finding).
+func TestAServedPipedRunIsNotAskedToLeaveTheSandbox(t *testing.T) {
+	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+		if os.Getenv("OFFSTAGE_REQUIRE_SANDBOX") != "" {
+			t.Fatalf("no sandbox on this host, and OFFSTAGE_REQUIRE_SANDBOX is set: %v", err)
+		}
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	state := serveState(t)
+	sv := startServe(t, state)
+	target := filepath.Join(t.TempDir(), "escaped")
+	script := writeScript(t, `{"turns": [
+		{"delay_ms": 300, "tool_calls": [{"name": "bash", "input": {"command": "touch `+target+`", "sandbox": false}}]},
+		{"expect": "not a terminal", "text": "refused"},
+		{"text": "ok"}]}`)
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state, "XDG_CONFIG_HOME=" + t.TempDir()}, "run", "--sandbox", "workspace-write", "--script", script)
+	cmd.Stdin = strings.NewReader("go\ny\n")
+	out, err := cmd.CombinedOutput()
+	if _, statErr := os.Stat(target); statErr == nil || err != nil || !strings.Contains(string(out), "is hosted by offstage serve") || !strings.Contains(string(out), "refused") {
+		t.Errorf("a served, piped run whose model asks to leave the sandbox (written: %v): %v\n%s", statErr == nil, err, out)
 	}
 	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
 	if code != 0 {

@@ -429,6 +429,12 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 	if rs.served() && !turnFailed && !interrupted && (parent.Err() != nil || running(s.Table()) > 0) {
 		// Under offstage serve, work that outlasts --wait, and a face that
 		// went away, leave the session running: it detaches, nothing ends.
+		if parent.Err() != nil { // gone: free it now (see interactive)
+			done := make(chan struct{})
+			rs.h.finishing(done)
+			go func() { <-ran; close(done) }()
+			return rs.detach(stderr)
+		}
 		<-ran // a turn in progress finishes (its Run is the session's)
 		return rs.detach(stderr)
 	}
@@ -660,6 +666,16 @@ loop:
 	}
 	if !quit {
 		close(input) // a turn in progress finishes; nothing ends
+		if rs.served() && ctx.Err() != nil {
+			// The client is gone: the session is free for the next at
+			// once, which waits for this turn to end (hosted.finishing)
+			// and is shown its answer; waiting here kept it attached to
+			// no one for as long as the turn ran.
+			done := make(chan struct{})
+			rs.h.finishing(done)
+			go func() { <-ran; stopRun(); close(done) }()
+			return rs.detach(stdout)
+		}
 		<-ran
 		stopRun()
 		return rs.detach(stdout)

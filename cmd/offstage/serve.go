@@ -299,6 +299,10 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter, h serveHeader) {
 	ctx, gone := context.WithCancelCause(sup.faces)
 	defer gone(nil)
+	w.failed = func(err error) {
+		gone(fmt.Errorf("its client stopped reading (%v)", err))
+		c.Close() // it gets the end of the connection when it reads again
+	}
 	stdinR, stdinW := io.Pipe()
 	ints, sizes := newFanout(), newFanout()
 	var width atomic.Int64

@@ -32,8 +32,11 @@ type hosted struct {
 	attached bool      // guarded by mu: a face drives it
 	quiet    time.Time // guarded by mu: since when it has had no face and no unfinished task (zero: not quiet)
 	gone     bool      // guarded by mu: its face went away (markGone) and has not yet detached
-	left     time.Time // guarded by mu: when the last face left (zero: never)
-	seen     int       // guarded by mu: how many messages of the history the last face saw
+	// driving, if not nil, is closed when the turn a face that went away
+	// left running ends: the next face waits for it (guarded by mu).
+	driving <-chan struct{}
+	left    time.Time // guarded by mu: when the last face left (zero: never)
+	seen    int       // guarded by mu: how many messages of the history the last face saw
 }
 
 // swapModel is a hosted session's model: the one of the face that drives
@@ -261,6 +264,10 @@ func servedRun(ctx context.Context, f *face, sf *sessionFlags, o servedOptions, 
 		return err
 	}
 	rs := &runSession{s: h.s, face: f, h: h}
+	if !h.waitDriving(ctx, func(s string) { fmt.Fprintln(stderr, s) }) {
+		sup.detach(h)
+		return context.Cause(ctx)
+	}
 	if o.resume.set {
 		sayResumed(stderr, h.s)
 	}
@@ -366,6 +373,37 @@ func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) 
 		h.model.set(model)
 	}
 	return h, nil
+}
+
+// finishing notes that the face leaving now left a turn running, which
+// ends when done is closed.
+func (h *hosted) finishing(done <-chan struct{}) {
+	h.mu.Lock()
+	h.driving = done
+	h.mu.Unlock()
+}
+
+// waitDriving waits until no turn a departed face left runs, saying so on
+// line if one does; false if ctx ended first.
+func (h *hosted) waitDriving(ctx context.Context, line func(string)) bool {
+	h.mu.Lock()
+	d := h.driving
+	h.mu.Unlock()
+	if d == nil {
+		return true
+	}
+	select {
+	case <-d:
+		return true
+	default:
+	}
+	line("offstage: the turn the last client left running is not over yet; joining when it ends.")
+	select {
+	case <-d:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // markGone notes how much of the conversation a face that went away had

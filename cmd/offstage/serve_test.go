@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -416,7 +417,7 @@ func TestServeRefusesAnotherUser(t *testing.T) {
 	cmd.Dir = binDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
-	if exitOf(t, err) == 0 || !strings.Contains(string(out), "offstage serve went away") {
+	if exitOf(t, err) == 0 || !strings.Contains(string(out), "offstage serve closed the connection") {
 		t.Errorf("a run as uid 65534: %v; want it refused:\n%s", err, out)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -637,8 +638,11 @@ func TestIdleACPSessionClosesUnderServe(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(sv.stderr.String(), "closed 1 ACP sessions (serve: idle policy: no editor and no running work for 1s)") {
-		t.Errorf("offstage serve does not say why it closed the ACP session:\n%s", sv.stderr.String())
+	for !strings.Contains(sv.stderr.String(), "closed 1 ACP sessions (serve: idle policy: no editor and no running work for 1s)") {
+		if time.Now().After(deadline) { // the line follows the close
+			t.Fatalf("offstage serve does not say why it closed the ACP session:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "self" {
 		t.Errorf("shell:1: ended_by %v; want self (the policy waits for work to end)", r["ended_by"])
@@ -743,6 +747,106 @@ func TestAServedPipedRunIsNotAskedToLeaveTheSandbox(t *testing.T) {
 		t.Errorf("a served, piped run whose model asks to leave the sandbox (written: %v): %v\n%s", statErr == nil, err, out)
 	}
 	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}
+
+// TestAClientKilledInATurnFreesItsSessionAtOnce: a run SIGKILLed while its
+// foreground command runs detaches at once: offstage serve shows the
+// session without a client while the turn goes on, and run --attach joins
+// it, waiting for that turn and then showing its answer. The session
+// stayed attached to no one for as long as the turn ran, refusing the
+// attach (an outsider's finding).
+func TestAClientKilledInATurnFreesItsSessionAtOnce(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e `+gate+` ]; do sleep 0.05; done; echo built"}}]},
+		{"expect": "built", "text": "the build is done"}]}`)
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "run", "--script", script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "build it\n")
+	waitSurvivors(t, mark, 2) // the run, and its foreground command
+	cmd.Process.Kill()
+	cmd.Wait()
+	in.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := sv.live(t)
+		if len(st.Sessions) == 1 && !st.Sessions[0].Attached {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session of a SIGKILLed run, its turn still running, stays attached: %+v\nthe run said:\n%s\noffstage serve said:\n%s", st, out.String(), sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	attached := make(chan string, 1)
+	go func() {
+		o, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach")
+		attached <- fmt.Sprintf("exit %d\n%s%s", code, o, errOut)
+	}()
+	time.Sleep(200 * time.Millisecond) // the attach waits for the turn
+	os.WriteFile(gate, nil, 0o644)
+	got := <-attached
+	if !strings.HasPrefix(got, "exit 0") || !strings.Contains(got, "meanwhile the model answered: the build is done") {
+		t.Errorf("run --attach while the killed run's turn ran: %s\nwant exit 0 and the turn's answer", got)
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+	noSurvivors(t, mark)
+}
+
+// TestAClientThatStopsReadingIsLetGo: a client that stops reading (a
+// stopped process, a stuck terminal) for the write timeout is let go: its
+// session detaches instead of ending as a one-shot run that was answered,
+// and the next attach shows the answer no one read. The session closed as
+// answered, the answer lost (an outsider's finding).
+func TestAClientThatStopsReadingIsLetGo(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	long := strings.Repeat("lorem ipsum ", 200_000) // 2.4 MB, far more than a socket holds
+	script := writeScript(t, `{"turns": [{"text": "the answer begins `+long+`"}]}`)
+	c, err := net.Dial("unix", socketPath(filepath.Join(state, "offstage")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := serveHeader{Face: "run", Args: []string{"--script", script, "--wait", "60s", "go"}, Dir: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}}
+	if err := json.NewEncoder(c).Encode(h); err != nil {
+		t.Fatal(err)
+	}
+	// ... and never read.
+	deadline := time.Now().Add(writeTimeout + 30*time.Second)
+	for {
+		st := sv.live(t)
+		if len(st.Sessions) == 1 && !st.Sessions[0].Attached {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a client that does not read is still attached after %s: %+v\n%s", writeTimeout+30*time.Second, st, sv.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach")
+	if code != 0 || !strings.Contains(out, "meanwhile the model answered: the answer begins lorem ipsum") {
+		t.Errorf("run --attach after the client was let go: exit %d; want the answer it did not read:\n%.2000s\n%s", code, out, errOut)
+	}
+	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
 	if code != 0 {
 		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
 	}

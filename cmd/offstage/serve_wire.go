@@ -85,6 +85,10 @@ type wireWriter struct {
 	mu  sync.Mutex
 	c   net.Conn
 	enc *json.Encoder
+	// failed, if set, is told the first send that fails: the peer stopped
+	// reading (for writeTimeout) or went away.
+	failed func(error)
+	broken bool // guarded by mu: a send failed; the rest fail at once
 }
 
 const writeTimeout = 10 * time.Second
@@ -94,9 +98,22 @@ func newWireWriter(c net.Conn) *wireWriter { return &wireWriter{c: c, enc: json.
 func (w *wireWriter) send(v any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.broken {
+		return errWireBroken
+	}
 	w.c.SetWriteDeadline(time.Now().Add(writeTimeout))
-	return w.enc.Encode(v)
+	err := w.enc.Encode(v)
+	if err != nil {
+		w.broken = true // a frame cut in the middle: nothing after it can be read
+		if w.failed != nil {
+			w.failed(err)
+		}
+	}
+	return err
 }
+
+// errWireBroken is every send after one failed.
+var errWireBroken = errors.New("an earlier frame could not be sent")
 
 // stream is an io.Writer of out or err frames.
 type stream struct {
@@ -212,7 +229,7 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("offstage serve went away before the %s ended (%v); offstage tasks says what became of its session", face, err)
+			return fmt.Errorf("offstage serve closed the connection before the %s ended (%v): it does when it stops, when the connection comes from another user, and when this process does not read for %s (its session then detaches: offstage run --attach joins it again); offstage tasks and offstage serve's log say which", face, err, writeTimeout)
 		}
 		var f frame
 		if err := json.Unmarshal(line, &f); err != nil {

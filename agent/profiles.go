@@ -17,6 +17,7 @@ import (
 
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 )
 
 // Profile files are Markdown with YAML front matter, the format Claude
@@ -50,7 +51,7 @@ import (
 // does not know is ignored with a note naming its line (a misspelt
 // "modle:" would otherwise go unnoticed).
 //
-// env_keep and env_drop (names or patterns, as proc.EnvPolicy reads them;
+// env_keep and env_drop (names or patterns, as environ.Policy reads them;
 // a YAML list or names separated by commas) become Profile.Env, applied
 // on top of the session's environment policy for this sub-agent's
 // shells. Whether to honour env_keep from a given file is the caller's
@@ -238,7 +239,7 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if err != nil {
 		return Profile{}, notes, err
 	}
-	var env proc.EnvPolicy
+	var env environ.Policy
 	if env.Keep, err = profileNames(path, "env_keep", fm.EnvKeep); err != nil {
 		return Profile{}, notes, err
 	}
@@ -371,7 +372,7 @@ func profileNames(path, key string, n yaml.Node) ([]string, error) {
 		return nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: key + ": a list of environment variable names, or names separated by commas"}
 	}
 	for _, name := range names {
-		if err := proc.ValidEnvName(name); err != nil {
+		if err := environ.ValidName(name); err != nil {
 			return nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: key + ": " + err.Error()}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -45,10 +46,10 @@ type Profile struct {
 	// system prompt.
 	NoProjectInstructions bool
 	// Env is applied on top of the session's environment policy
-	// (Config.Tools.Process.EnvPolicy, with proc.EnvPolicy.Then) for the
+	// (Config.Tools.Process.EnvPolicy, with environ.Policy.Then) for the
 	// shells of this sub-agent: it can keep a variable the session
 	// withholds, or withhold more.
-	Env proc.EnvPolicy
+	Env environ.Policy
 	// Limits caps each shell of this sub-agent, within the session's
 	// (Config.Tools.Process.Limits, with proc.Limits.Narrow): a profile
 	// can only tighten them.

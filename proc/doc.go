@@ -37,7 +37,7 @@
 // alone then ends its commands' process groups on its death. A sandboxed
 // command may start as the binary re-executed too (the step), under the
 // same rule. A program that holds secrets its commands must not read
-// calls ProtectHost early in main, and one that starts commands calls
+// calls environ.ProtectHost early in main, and one that starts commands calls
 // KeepInheritedToSelf first thing.
 //
 // # Lifecycle
@@ -120,14 +120,11 @@
 // # Environment and secrets
 //
 // A command sees the host's environment (or Config.Env) filtered by
-// Config.EnvPolicy, which by default withholds whatever looks like a
-// secret, by its name or the shape of its value (see EnvPolicy); Keep and
-// Drop correct the rule, Withheld lists the names withheld. A command
-// that nothing can answer also gets NonInteractiveEnv's settings.
-// Filtering a child's environment does not hide the host's own
-// (/proc/PID/environ and its memory): ProtectHost does, as far as the
-// kernel allows, and HideWithheld overwrites the withheld values in the
-// host's environment block.
+// Config.EnvPolicy, an environ.Policy, which by default withholds whatever
+// looks like a secret, by its name or the shape of its value. Package
+// proc/environ holds the rule, its corrections, and what keeps the host's
+// own environment from its commands (environ.ProtectHost,
+// environ.HideWithheld).
 //
 // # Output
 //

@@ -20,6 +20,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/proctest"
 )
 
@@ -201,7 +202,7 @@ func helper(args []string) int {
 		fmt.Println("sent")
 		return 0
 	case "sandboxed-protected": // COMMAND: as sandboxed, in a host that called ProtectHost first, as the CLI does
-		if err := proc.ProtectHost(); err != nil {
+		if err := environ.ProtectHost(); err != nil {
 			fmt.Println("protect:", err)
 			return 1
 		}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/internal/contain"
 	"github.com/offstage/offstage/proc/internal/sandbox"
 )
@@ -33,14 +34,14 @@ type Config struct {
 	Dir string
 	// Env is the child's environment. Default: the host's (os.Environ()).
 	// EnvPolicy filters it either way; a child that nothing can answer
-	// also gets NonInteractiveEnv (see Stdin).
+	// also gets environ.NonInteractive (see Stdin).
 	Env []string
 	// EnvPolicy withholds variables from the child's environment. The zero
-	// value withholds whatever looks like a secret (see EnvPolicy).
-	EnvPolicy EnvPolicy
+	// value withholds whatever looks like a secret (see environ.Policy).
+	EnvPolicy environ.Policy
 	// Stdin opens a pipe to the child's standard input (see Input). Without
 	// it the child reads from /dev/null, and, without TTY either, its
-	// environment gets NonInteractiveEnv's settings it does not set.
+	// environment gets environ.NonInteractive's settings it does not set.
 	Stdin bool
 	// TTY runs the command on a pseudo-terminal of its own: in a new
 	// session with the terminal as its controlling tty, so programs that
@@ -376,7 +377,7 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		// controlling tty, descriptor 0 in the child.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	case !cfg.Stdin:
-		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
+		cmd.Env = withDefaults(cmd.Env, environ.NonInteractive())
 		fallthrough
 	default:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

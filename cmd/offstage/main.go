@@ -12,12 +12,13 @@ import (
 	"syscall"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 )
 
 func main() {
 	// First, before any key is read: the commands offstage runs must not
-	// read its environment or memory (see proc.ProtectHost).
-	if err := proc.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	// read its environment or memory (see environ.ProtectHost).
+	if err := environ.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintln(os.Stderr, "offstage: warning: the commands it runs may read its environment and memory:", err)
 	}
 	// A reader of stdout that goes away (offstage run --json | head, an

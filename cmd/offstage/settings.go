@@ -5,6 +5,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/tools"
 )
@@ -12,7 +13,7 @@ import (
 // policy is what every shell of a command's sessions runs under: the
 // environment it sees, its limits and its sandbox.
 type policy struct {
-	env     proc.EnvPolicy
+	env     environ.Policy
 	limits  proc.Limits
 	sandbox proc.Sandbox // Workspace is left to the session's directory
 	prices  prices       // the config file's, to show what tokens cost

@@ -19,6 +19,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
 )
@@ -29,7 +30,7 @@ type effective struct {
 	System, ProjectInstructions string
 	Profiles                    []string
 	Dir                         string
-	Env                         proc.EnvPolicy
+	Env                         environ.Policy
 	Limits                      proc.Limits
 	Sandbox                     proc.Sandbox
 	Advice                      tools.Advice

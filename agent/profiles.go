@@ -18,6 +18,7 @@ import (
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // Profile files are Markdown with YAML front matter, the format Claude
@@ -255,9 +256,9 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if err := limits.Validate(); err != nil {
 		return Profile{}, notes, skip(2, "task_*: %s", strings.TrimPrefix(err.Error(), "proc: "))
 	}
-	var mode proc.SandboxMode
+	var mode sandbox.Mode
 	if fm.Sandbox != "" {
-		if mode, err = proc.ParseSandboxMode(fm.Sandbox); err != nil {
+		if mode, err = sandbox.ParseMode(fm.Sandbox); err != nil {
 			return Profile{}, notes, skip(2, "sandbox: %s", strings.TrimPrefix(err.Error(), "proc: "))
 		}
 	}

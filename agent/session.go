@@ -15,6 +15,7 @@ import (
 	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -56,23 +57,23 @@ type Profile struct {
 	Limits proc.Limits
 	// Sandbox and SandboxNetwork fence each shell of this sub-agent
 	// within the session's sandbox (Config.Tools.Process.Sandbox, with
-	// proc.Sandbox.Narrow): a profile can make it stricter (read-only
+	// sandbox.Policy.Narrow): a profile can make it stricter (read-only
 	// under workspace-write, the network off), never wider. "" and nil
 	// keep the session's.
-	Sandbox        proc.SandboxMode
+	Sandbox        sandbox.Mode
 	SandboxNetwork *bool
 }
 
 // narrowSandbox is the sandbox of p's shells under the session's s.
-func (p Profile) narrowSandbox(s proc.Sandbox) proc.Sandbox {
-	t := proc.Sandbox{Mode: p.Sandbox, Network: s.Network}
+func (p Profile) narrowSandbox(s sandbox.Policy) sandbox.Policy {
+	t := sandbox.Policy{Mode: p.Sandbox, Network: s.Network}
 	if !s.On() {
 		t.Network = false // a mode's default
 	}
 	if p.SandboxNetwork != nil {
 		t.Network = *p.SandboxNetwork
 	}
-	if t.Mode == "" || t.Mode == proc.SandboxOff {
+	if t.Mode == "" || t.Mode == sandbox.Off {
 		if !s.On() {
 			return s
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 )
@@ -289,7 +290,7 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		r.mu.Lock()
 		r.shells[taskKey{id, task}] = p
 		r.mu.Unlock()
-		if st := p.Sandbox(); st.Mode != proc.SandboxOff {
+		if st := p.Sandbox(); st.Mode != sandbox.Off {
 			log.Sandbox(task, st.String())
 		}
 		if onShell != nil {

@@ -37,8 +37,8 @@
 // alone then ends its commands' process groups on its death. A sandboxed
 // command may start as the binary re-executed too (the step), under the
 // same rule. A program that holds secrets its commands must not read
-// calls environ.ProtectHost early in main, and one that starts commands calls
-// KeepInheritedToSelf first thing.
+// calls environ.ProtectHost early in main, and one that starts commands
+// calls sandbox.KeepInheritedToSelf first thing.
 //
 // # Lifecycle
 //
@@ -159,19 +159,10 @@
 //
 // # Sandbox
 //
-// Config.Sandbox fences a command and everything it starts, daemons
-// included; nothing inside can lift it. SandboxReadOnly reads what the
-// host can and writes nothing but the command's own temporary directory
-// ($TMPDIR); SandboxWorkspaceWrite also writes under Sandbox.Workspace
-// (default Config.Dir) and Sandbox.Write. Sandbox.Network off (the
-// default) cuts the network, UDP and DNS included. The kernel holds it:
-// Landlock, a mount namespace where all but the writable places is
-// read-only, a network namespace of its own, no capabilities that undo
-// it, no set-id bits, a session of its own. A sandbox whose mode needs a
-// rule this host lacks fails Start, saying what is missing, unless
-// Sandbox.BestEffort: then Process.Sandbox lists what does not hold.
-// CheckSandbox tells a program all this at start-up; off Linux a
-// sandboxed mode fails. What holds on which kernel, what stays open (a
-// fenced command still reads what the user can), and what it costs:
-// package proc/internal/sandbox.
+// Config.Sandbox, a sandbox.Policy, fences a command and everything it
+// starts, daemons included; nothing inside can lift it: read-only, or
+// writing its workspace too, with the network or without. A policy this
+// host cannot hold fails Start, saying what is missing, unless it is best
+// effort: then Process.Sandbox lists what does not hold. Package
+// proc/sandbox has the policy and its check at start-up.
 package proc

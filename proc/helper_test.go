@@ -22,6 +22,7 @@ import (
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // helperEnv marks the test binary re-executed as a child.
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 	// As cmd/offstage does: what the test binary inherited (a runner's
 	// pipe) reaches no command, and sandboxed ones start from a fenced
 	// thread (TestSandboxClosesInheritedDescriptors makes one anew).
-	proc.KeepInheritedToSelf()
+	sandbox.KeepInheritedToSelf()
 	goleak.VerifyTestMain(m, goleak.Cleanup(checkCgroups))
 }
 
@@ -217,7 +218,7 @@ func helper(args []string) int {
 		}
 		return 0
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
-		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}})
 		if err != nil {
 			fmt.Println("start:", err)
 			return 1

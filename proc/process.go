@@ -15,7 +15,8 @@ import (
 
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/internal/contain"
-	"github.com/offstage/offstage/proc/internal/sandbox"
+	fence "github.com/offstage/offstage/proc/internal/sandbox"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // Config describes a command to run. The zero value of every field but
@@ -133,7 +134,7 @@ type Config struct {
 	// whether it may use the network (see "Sandbox" in the package doc).
 	// Default: off. A sandbox that cannot hold on this host fails Start,
 	// unless Sandbox.BestEffort; Process.Sandbox says what holds.
-	Sandbox Sandbox
+	Sandbox sandbox.Policy
 }
 
 // Defaults of Config, each documented at its field. They are not
@@ -240,9 +241,9 @@ func (e Exit) Err() error {
 type Process struct {
 	cfg      Config
 	cmd      *exec.Cmd
-	pid      int            // also the process group id
-	task     *contain.Task  // its containment: mark, cgroup
-	sandbox  *sandbox.Setup // nil when off
+	pid      int           // also the process group id
+	task     *contain.Task // its containment: mark, cgroup
+	sandbox  *fence.Setup  // nil when off
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
 	done     chan struct{}
@@ -321,7 +322,7 @@ func (u undo) run() {
 // temporary directory, its log, its pipes (or terminal) and lifeline,
 // and its containment (a cgroup).
 func open(cfg Config, u *undo) (*Process, *streams, error) {
-	sb, err := sandbox.Prepare(cfg.Sandbox, cfg.Dir)
+	sb, err := fence.Prepare(cfg.Sandbox, cfg.Dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -455,7 +456,7 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 // Sandbox says what fences the process: its mode, where it may write,
 // whether it has the network, and, for a best-effort sandbox, what did
 // not hold. Mode is off for a process without a sandbox.
-func (p *Process) Sandbox() SandboxStatus { return p.sandbox.Status() }
+func (p *Process) Sandbox() sandbox.Status { return p.sandbox.Status() }
 
 // LogPath returns the file the output is logged to ("" without one).
 func (p *Process) LogPath() string { return p.cfg.LogPath }

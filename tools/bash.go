@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/task"
 )
 
@@ -133,7 +134,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		if err := s.cfg.Escalate(ctx, v.Owner(), in.Command); err != nil {
 			return BashOutput{}, fail("The user did not let this command run outside the sandbox: %v. Do not ask again for the same command; work within the sandbox, or ask the user what to do.", err)
 		}
-		cfg.Sandbox = proc.Sandbox{}
+		cfg.Sandbox = sandbox.Policy{}
 	}
 	if in.Cwd != "" {
 		dir := in.Cwd

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/task"
 )
 
@@ -79,7 +80,7 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 	}
 	if p.Kind == "shell" {
 		if sh, err := processOf(v, id); err == nil && sh != nil {
-			if st := sh.Sandbox(); st.Mode != proc.SandboxOff {
+			if st := sh.Sandbox(); st.Mode != sandbox.Off {
 				out.Sandbox = shorten(st.String(), fieldBytes)
 			}
 		}

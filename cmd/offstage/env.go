@@ -18,6 +18,7 @@ import (
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // envFlags are --env-keep and --env-drop, on run, mcp and acp: the last
@@ -112,12 +113,12 @@ type userConfig struct {
 }
 
 // sandbox returns the shells' sandbox the file sets.
-func (c userConfig) sandbox() (proc.Sandbox, error) {
-	m, err := proc.ParseSandboxMode(c.Sandbox.Mode)
+func (c userConfig) sandbox() (sandbox.Policy, error) {
+	m, err := sandbox.ParseMode(c.Sandbox.Mode)
 	if err != nil {
-		return proc.Sandbox{}, fmt.Errorf("mode: %s", trimProc(err))
+		return sandbox.Policy{}, fmt.Errorf("mode: %s", trimProc(err))
 	}
-	s := proc.Sandbox{Mode: m, Network: c.Sandbox.Network, BestEffort: c.Sandbox.BestEffort}
+	s := sandbox.Policy{Mode: m, Network: c.Sandbox.Network, BestEffort: c.Sandbox.BestEffort}
 	for _, d := range c.Sandbox.Write {
 		d = expandHome(d)
 		if !filepath.IsAbs(d) {

@@ -11,8 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 func main() {
@@ -28,7 +28,7 @@ func main() {
 	// (Caught, not ignored: an ignored SIGPIPE would be inherited by every
 	// command offstage runs, and `yes | head` in a shell would never end.)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	proc.KeepInheritedToSelf()
+	sandbox.KeepInheritedToSelf()
 	// SIGINT is not here: each command decides what Ctrl-C means (the
 	// interactive mode cancels the turn, not the program).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)

@@ -6,6 +6,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/tools"
 )
@@ -15,8 +16,8 @@ import (
 type policy struct {
 	env     environ.Policy
 	limits  proc.Limits
-	sandbox proc.Sandbox // Workspace is left to the session's directory
-	prices  prices       // the config file's, to show what tokens cost
+	sandbox sandbox.Policy // Workspace is left to the session's directory
+	prices  prices         // the config file's, to show what tokens cost
 }
 
 // policy is the one place a command reads its shells' policy: the user's

@@ -20,6 +20,7 @@ import (
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
 )
@@ -32,7 +33,7 @@ type effective struct {
 	Dir                         string
 	Env                         environ.Policy
 	Limits                      proc.Limits
-	Sandbox                     proc.Sandbox
+	Sandbox                     sandbox.Policy
 	Advice                      tools.Advice
 	MaxRunning                  int
 	HasModel                    bool

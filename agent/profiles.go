@@ -16,8 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 )
 
@@ -247,9 +247,9 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if env.Drop, err = profileNames(path, "env_drop", fm.EnvDrop); err != nil {
 		return Profile{}, notes, err
 	}
-	limits := proc.Limits{Pids: fm.TaskPids, CPUs: fm.TaskCPUs}
+	limits := resource.Limits{Pids: fm.TaskPids, CPUs: fm.TaskCPUs}
 	if fm.TaskMemory != "" {
-		if limits.Memory, err = proc.ParseSize(fm.TaskMemory); err != nil {
+		if limits.Memory, err = resource.ParseSize(fm.TaskMemory); err != nil {
 			return Profile{}, notes, skip(2, "task_memory: %v", err)
 		}
 	}

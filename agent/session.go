@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offstage/offstage/internal/tracing"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
@@ -52,9 +52,9 @@ type Profile struct {
 	// withholds, or withhold more.
 	Env environ.Policy
 	// Limits caps each shell of this sub-agent, within the session's
-	// (Config.Tools.Process.Limits, with proc.Limits.Narrow): a profile
+	// (Config.Tools.Process.Limits, with resource.Limits.Narrow): a profile
 	// can only tighten them.
-	Limits proc.Limits
+	Limits resource.Limits
 	// Sandbox and SandboxNetwork fence each shell of this sub-agent
 	// within the session's sandbox (Config.Tools.Process.Sandbox, with
 	// sandbox.Policy.Narrow): a profile can make it stricter (read-only

@@ -87,9 +87,9 @@
 // (Exit.Contained counts what the leader left behind, and what outlived
 // every SIGKILL). Processes counts them while the command runs. On Linux
 // a host contains its commands in one of two ways, decided at its first
-// Start (Containment says which, and why): ModeCgroup, a cgroup v2 per
+// Start (Containment says which, and why): "cgroup", a cgroup v2 per
 // command wherever one is writable, whose processes cannot leave it; or
-// ModeMarks, a mark on every process of a command, the fallback.
+// "marks", a mark on every process of a command, the fallback.
 // OFFSTAGE_CONTAINMENT=marks forces the fallback, =cgroup makes Start
 // fail rather than fall back. A command run by root without a sandbox is
 // forked from a fenced thread (cgroup files read-only) so that it cannot
@@ -99,14 +99,12 @@
 //
 // # Resource limits
 //
-// Config.Limits caps the memory, the processes and the CPU time of a
-// command with everything it starts, enforced by the kernel in its
-// cgroup: a fork past the process limit fails, a task past its memory is
-// reclaimed from, then loses a process (Exit.Contained.MemoryKills, and
-// Exit.Err says so). Limits need ModeCgroup and the controllers (cgroup
-// v2, or v1 on hybrid hosts); where they are missing, Start fails, and
-// CheckLimits and LimitControllers say so beforehand: a limit is never
-// silently not applied. Usage reports what a running command uses.
+// Config.Limits, a resource.Limits, caps the memory, the processes and
+// the CPU time of a command with everything it starts, enforced by the
+// kernel in its cgroup; where this host cannot enforce one, Start fails,
+// and resource.Check says so beforehand: a limit is never silently not
+// applied. Process.Usage reports what a running command uses. Package
+// proc/resource has both.
 //
 // # When the host dies
 //

@@ -22,6 +22,7 @@ import (
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 )
 
@@ -64,7 +65,7 @@ func coverWhereWritable() {
 func checkCgroups(code int) {
 	info := proc.Containment()
 	fmt.Fprintln(os.Stderr, info)
-	if info.Mode == proc.ModeCgroup {
+	if info.Mode == "cgroup" {
 		proc.DrainSpareCgroups() // kept on purpose; the rest is a leak
 		entries, err := os.ReadDir(info.Dir)
 		for _, e := range entries {
@@ -89,7 +90,7 @@ func checkCgroups(code int) {
 			}
 		}
 	}
-	if os.Getenv(requireCgroup) != "" && info.Mode != proc.ModeCgroup {
+	if os.Getenv(requireCgroup) != "" && info.Mode != "cgroup" {
 		fmt.Fprintf(os.Stderr, "FAIL: %s is set, but the containment is %s\n", requireCgroup, info)
 		code = max(code, 1)
 	}
@@ -380,9 +381,9 @@ func containHost(cmds []string) int {
 	for _, cmd := range cmds {
 		// "limited:" runs the command with limits, which on a hybrid host
 		// makes its cgroups under the v1 controllers too.
-		var l proc.Limits
+		var l resource.Limits
 		if rest, ok := strings.CutPrefix(cmd, "limited:"); ok {
-			cmd, l = rest, proc.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
+			cmd, l = rest, resource.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
 		}
 		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd, Limits: l}); err != nil {
 			fmt.Println("error", err)

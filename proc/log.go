@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/offstage/offstage/proc/internal/contain"
 )
 
 // logChunk is how much output the log's writer gathers into one write
@@ -214,7 +216,7 @@ type reserveError struct {
 }
 
 func (e *reserveError) Error() string {
-	return fmt.Sprintf("the disk is nearly full: %s free, which is kept for the journal and others", FormatSize(e.Free))
+	return fmt.Sprintf("the disk is nearly full: %s free, which is kept for the journal and others", contain.FormatSize(e.Free))
 }
 
 func (e *reserveError) Is(target error) bool { return target == ErrLogReserve }

@@ -16,6 +16,7 @@ import (
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/internal/contain"
 	fence "github.com/offstage/offstage/proc/internal/sandbox"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 )
 
@@ -127,8 +128,8 @@ type Config struct {
 	// starts, enforced by the kernel in its cgroup (see "Resource limits" in the
 	// package doc). Default: none. Where they cannot be enforced (no
 	// cgroup, or no controller for one of them) Start fails, as
-	// CheckLimits says beforehand.
-	Limits Limits
+	// resource.Check says beforehand.
+	Limits resource.Limits
 
 	// Sandbox fences the command and all it starts: where it may write,
 	// whether it may use the network (see "Sandbox" in the package doc).
@@ -211,10 +212,11 @@ type Exit struct {
 	LogErr   error          // a *LogError if writing the log failed (a full disk); nil otherwise
 	// CPU is the user and system time the task used, and MemoryPeak its
 	// highest memory in bytes, as far as the containment can tell (see
-	// Usage): the cgroup's cpu.stat and memory.peak in ModeCgroup, else
-	// the leader's resource usage (its own and that of the descendants
-	// reaped within it: MemoryPeak is then the largest single resident
-	// set) or the highest Usage saw while it ran, whichever is more.
+	// Process.Usage): the cgroup's cpu.stat and memory.peak in the cgroup
+	// mode, else the leader's resource usage (its own and that of the
+	// descendants reaped within it: MemoryPeak is then the largest single
+	// resident set) or the highest Usage saw while it ran, whichever is
+	// more.
 	// 0 where nothing was measured.
 	CPU        time.Duration
 	MemoryPeak int64
@@ -690,10 +692,10 @@ func (p *Process) publish(e Exit, waitErr error) {
 }
 
 // Processes returns how many processes of the task are alive: the leader
-// and every descendant, whatever group or session it moved to. In
-// ModeCgroup that is the cgroup's own list, whose cost does not grow with
-// the machine; in ModeMarks a scan of /proc for the task's mark, about a
-// millisecond per few hundred processes on the machine. 0 once the
+// and every descendant, whatever group or session it moved to. In the
+// cgroup mode that is the cgroup's own list, whose cost does not grow
+// with the machine; in the marks mode a scan of /proc for the task's
+// mark, about a millisecond per few hundred processes on the machine. 0 once the
 // process is done; on systems without /proc, the leader alone while it
 // runs.
 func (p *Process) Processes() int {
@@ -705,15 +707,16 @@ func (p *Process) Processes() int {
 	return p.task.Processes()
 }
 
-// Usage reports what the command uses while it runs (see Usage); the
-// zero Usage once it is done. In ModeCgroup it reads the task's cgroup
-// (a few small files, and each process's statm when the memory
-// controller is off); in ModeMarks it costs a scan of /proc for its
-// processes (as Processes does), and a read of each one's stat.
-func (p *Process) Usage() Usage {
+// Usage reports what the command uses while it runs (see
+// resource.Usage); the zero Usage once it is done. In the cgroup mode it
+// reads the task's cgroup (a few small files, and each process's statm
+// when the memory controller is off); in the marks mode it costs a scan
+// of /proc for its processes (as Processes does), and a read of each
+// one's stat.
+func (p *Process) Usage() resource.Usage {
 	select {
 	case <-p.done:
-		return Usage{}
+		return resource.Usage{}
 	default:
 	}
 	return p.task.Usage()

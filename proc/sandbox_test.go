@@ -375,7 +375,7 @@ func TestSandboxClosesInheritedDescriptors(t *testing.T) {
 // for root, say so).
 func TestSandboxFencesOnlyTheCommand(t *testing.T) {
 	needSandbox(t)
-	if os.Geteuid() != 0 || proc.Containment().Mode != proc.ModeCgroup {
+	if os.Geteuid() != 0 || proc.Containment().Mode != "cgroup" {
 		t.Skip("the host forks fenced commands itself as root with cgroups; elsewhere the step does it")
 	}
 	ws, outside := t.TempDir(), t.TempDir()
@@ -509,7 +509,7 @@ func TestSandboxNetworkIsFreshForEachCommand(t *testing.T) {
 	if !clean(stat) {
 		t.Errorf("the next command's namespace holds sockets:\n%s", stat)
 	}
-	if reuse := os.Geteuid() == 0 && proc.Containment().Mode == proc.ModeCgroup; reuse && !stepOnly && second != first {
+	if reuse := os.Geteuid() == 0 && proc.Containment().Mode == "cgroup"; reuse && !stepOnly && second != first {
 		t.Errorf("a namespace left empty was not used again: %s, then %s", first, second)
 	}
 	third, stat := netns("true")

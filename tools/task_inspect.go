@@ -121,7 +121,7 @@ type ShellUsage struct {
 	// every descendant, whatever session or group it moved to.
 	Processes int `json:"processes,omitempty"`
 	// CPUSeconds, MemoryMiB and MemoryPeakMiB are a running shell's CPU
-	// time and memory, where the host can tell (see proc.Usage). Where a
+	// time and memory, where the host can tell (see resource.Usage). Where a
 	// cgroup measures memory it charges the page cache of the files the
 	// shell read or wrote, so the figures can be far above what its
 	// processes hold; the description says so.

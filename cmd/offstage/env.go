@@ -16,8 +16,8 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 )
 
@@ -133,10 +133,10 @@ func (c userConfig) sandbox() (sandbox.Policy, error) {
 }
 
 // limits returns the shells' limits the file sets.
-func (c userConfig) limits() (proc.Limits, error) {
-	l := proc.Limits{Pids: c.Limits.Pids, CPUs: c.Limits.CPUs}
+func (c userConfig) limits() (resource.Limits, error) {
+	l := resource.Limits{Pids: c.Limits.Pids, CPUs: c.Limits.CPUs}
 	if c.Limits.Memory != "" {
-		n, err := proc.ParseSize(c.Limits.Memory)
+		n, err := resource.ParseSize(c.Limits.Memory)
 		if err != nil {
 			return l, fmt.Errorf("memory: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/tools"
@@ -15,7 +16,7 @@ import (
 // environment it sees, its limits and its sandbox.
 type policy struct {
 	env     environ.Policy
-	limits  proc.Limits
+	limits  resource.Limits
 	sandbox sandbox.Policy // Workspace is left to the session's directory
 	prices  prices         // the config file's, to show what tokens cost
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
@@ -32,7 +32,7 @@ type effective struct {
 	Profiles                    []string
 	Dir                         string
 	Env                         environ.Policy
-	Limits                      proc.Limits
+	Limits                      resource.Limits
 	Sandbox                     sandbox.Policy
 	Advice                      tools.Advice
 	MaxRunning                  int

@@ -286,7 +286,7 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		// A start time that cannot be read is 0, which no process has:
 		// recovery then never kills by this pid (the safe direction).
 		start, _ := ProcessStart(p.PID())
-		log.Process(task, p.PID(), start, p.LogPath())
+		log.Process(task, p.PID(), start, p.Log().Path)
 		r.mu.Lock()
 		r.shells[taskKey{id, task}] = p
 		r.mu.Unlock()

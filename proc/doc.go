@@ -148,8 +148,8 @@
 // the output as it arrives, never by polling; without a log, output
 // faster than they can read passes partly unseen, and they count what
 // they skipped. A process seems to wait for input when its output has
-// stopped for Config.PromptAfter on an unfinished line that
-// LooksLikePrompt, or, on Linux, for a command with an input, when one
+// stopped for Config.PromptAfter on an unfinished line that looks like
+// a question, or, on Linux, for a command with an input, when one
 // of its processes sleeps reading that input (/proc/PID/syscall):
 // WaitingForInput reports it until output resumes, and Config.OnPrompt
 // is told once per stall. With Config.TTY the command runs on a

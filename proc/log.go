@@ -289,8 +289,9 @@ type LogState struct {
 	Err  error  // a *LogError when writing failed, which stopped the log at Held
 }
 
-// Log returns how far the output log got so far. It does not block, and is
-// safe to call at any time, also after the process ended.
+// Log returns where the output log is (Config.LogPath) and how far it
+// got so far. It does not block, and is safe to call at any time, also
+// after the process ended.
 func (p *Process) Log() LogState {
 	if p.log == nil {
 		return LogState{}

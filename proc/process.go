@@ -75,7 +75,7 @@ type Config struct {
 	Stdout io.Writer
 
 	// PromptAfter is how long output must stop on an unfinished line that
-	// looks like a question (see LooksLikePrompt) before the process counts
+	// looks like a question (see WaitingForInput) before the process counts
 	// as waiting for input (WaitingForInput). Default 4s;
 	// negative turns the watch off.
 	PromptAfter time.Duration
@@ -459,9 +459,6 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 // whether it has the network, and, for a best-effort sandbox, what did
 // not hold. Mode is off for a process without a sandbox.
 func (p *Process) Sandbox() sandbox.Status { return p.sandbox.Status() }
-
-// LogPath returns the file the output is logged to ("" without one).
-func (p *Process) LogPath() string { return p.cfg.LogPath }
 
 // PID returns the process id of the group leader, which is also the group
 // id. Use it for display only: it is reused once the process is reaped.

@@ -101,8 +101,9 @@
 //
 // Config.Limits, a resource.Limits, caps the memory, the processes and
 // the CPU time of a command with everything it starts, enforced by the
-// kernel in its cgroup; where this host cannot enforce one, Start fails,
-// and resource.Check says so beforehand: a limit is never silently not
+// kernel in its cgroup (one killed at its memory limit says so in
+// Exit.Err); where this host cannot enforce one, Start fails, and
+// resource.Check says so beforehand: a limit is never silently not
 // applied. Process.Usage reports what a running command uses. Package
 // proc/resource has both.
 //

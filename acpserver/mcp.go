@@ -20,6 +20,7 @@ import (
 
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -234,7 +235,7 @@ func (srv *server) startStdio(ctx context.Context, s *mcpServer, spec *acp.McpSe
 		Args:      append([]string{spec.Command}, spec.Args...),
 		Dir:       cwd,
 		Env:       env,
-		EnvPolicy: proc.EnvPolicy{KeepAll: true}, // withheld above, before the editor's
+		EnvPolicy: environ.Policy{KeepAll: true}, // withheld above, before the editor's
 		Stdin:     true,
 		Stdout:    w,
 		// The protocol is stdout alone; stderr is the server's log.

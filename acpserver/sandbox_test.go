@@ -9,6 +9,7 @@ import (
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -17,7 +18,7 @@ import (
 // even when every call is allowed (AllowAll); a rejection is the
 // model's tool error, and the command does not run.
 func TestOutsideTheSandboxIsAskedEveryTime(t *testing.T) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
 	script := `{"turns": [
@@ -27,7 +28,7 @@ func TestOutsideTheSandboxIsAskedEveryTime(t *testing.T) {
 		{"expect": "again", "text": "done"}
 	]}`
 	h := start(t, script, acpserver.Config{AllowAll: true,
-		Agent: agent.Config{Tools: tools.Config{Process: proc.Config{Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}}}}})
+		Agent: agent.Config{Tools: tools.Config{Process: proc.Config{Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}}}}})
 	first := true
 	h.client.choose = func(p acp.RequestPermissionRequest) acp.PermissionOptionId {
 		if first {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/tools"
 )
@@ -44,7 +45,7 @@ func TestProfileEnvKeepsForItsShellsOnly(t *testing.T) {
 	s, err := agent.New(context.Background(), agent.Config{Model: model,
 		Tools: tools.Config{Process: proc.Config{Dir: t.TempDir(), Env: env}},
 		Profiles: []agent.Profile{{Name: "deployer", Description: "deploys",
-			Env: proc.EnvPolicy{Keep: []string{"GITHUB_TOKEN"}, Drop: []string{"CORP_VPN"}}}},
+			Env: environ.Policy{Keep: []string{"GITHUB_TOKEN"}, Drop: []string{"CORP_VPN"}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestProfileEnvFromFrontMatter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := proc.EnvPolicy{Keep: []string{"GITHUB_TOKEN", "AWS_*"}, Drop: []string{"CORP_VPN"}}
+	want := environ.Policy{Keep: []string{"GITHUB_TOKEN", "AWS_*"}, Drop: []string{"CORP_VPN"}}
 	if diff := cmp.Diff(want, p.Env); diff != "" {
 		t.Errorf("Env (-want +got):\n%s", diff)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/tools"
 )
@@ -39,7 +40,7 @@ func TestProfileLimitsForItsShellsOnly(t *testing.T) {
 		}
 		return text("done")
 	})
-	limits := proc.Limits{Memory: 64 << 20}
+	limits := resource.Limits{Memory: 64 << 20}
 	s, err := agent.New(context.Background(), agent.Config{Model: model,
 		Tools:    tools.Config{Process: proc.Config{Dir: t.TempDir(), Env: os.Environ()}},
 		Profiles: []agent.Profile{{Name: "small", Description: "runs small", Limits: limits}},
@@ -57,7 +58,7 @@ func TestProfileLimitsForItsShellsOnly(t *testing.T) {
 		t.Errorf("the top level's shell: %s\nwant it unlimited", top)
 	}
 	sub := results["small"]
-	if err := proc.CheckLimits(limits); err != nil {
+	if err := resource.Check(limits); err != nil {
 		if !strings.Contains(sub, "limit") {
 			t.Errorf("the sub-agent's shell, where %v cannot be enforced: %s\nwant an error that says so", limits, sub)
 		}
@@ -73,7 +74,7 @@ func TestProfileLimitsFromFrontMatter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (proc.Limits{Memory: 1 << 30, Pids: 64, CPUs: 0.5}); p.Limits != want {
+	if want := (resource.Limits{Memory: 1 << 30, Pids: 64, CPUs: 0.5}); p.Limits != want {
 		t.Errorf("Limits = %+v, want %+v", p.Limits, want)
 	}
 	for _, bad := range []string{"task_memory: lots", "task_pids: -1", "task_cpus: many", "task_pids: 1"} {

@@ -16,7 +16,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // Profile files are Markdown with YAML front matter, the format Claude
@@ -50,7 +52,7 @@ import (
 // does not know is ignored with a note naming its line (a misspelt
 // "modle:" would otherwise go unnoticed).
 //
-// env_keep and env_drop (names or patterns, as proc.EnvPolicy reads them;
+// env_keep and env_drop (names or patterns, as environ.Policy reads them;
 // a YAML list or names separated by commas) become Profile.Env, applied
 // on top of the session's environment policy for this sub-agent's
 // shells. Whether to honour env_keep from a given file is the caller's
@@ -238,25 +240,25 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if err != nil {
 		return Profile{}, notes, err
 	}
-	var env proc.EnvPolicy
+	var env environ.Policy
 	if env.Keep, err = profileNames(path, "env_keep", fm.EnvKeep); err != nil {
 		return Profile{}, notes, err
 	}
 	if env.Drop, err = profileNames(path, "env_drop", fm.EnvDrop); err != nil {
 		return Profile{}, notes, err
 	}
-	limits := proc.Limits{Pids: fm.TaskPids, CPUs: fm.TaskCPUs}
+	limits := resource.Limits{Pids: fm.TaskPids, CPUs: fm.TaskCPUs}
 	if fm.TaskMemory != "" {
-		if limits.Memory, err = proc.ParseSize(fm.TaskMemory); err != nil {
+		if limits.Memory, err = resource.ParseSize(fm.TaskMemory); err != nil {
 			return Profile{}, notes, skip(2, "task_memory: %v", err)
 		}
 	}
 	if err := limits.Validate(); err != nil {
 		return Profile{}, notes, skip(2, "task_*: %s", strings.TrimPrefix(err.Error(), "proc: "))
 	}
-	var mode proc.SandboxMode
+	var mode sandbox.Mode
 	if fm.Sandbox != "" {
-		if mode, err = proc.ParseSandboxMode(fm.Sandbox); err != nil {
+		if mode, err = sandbox.ParseMode(fm.Sandbox); err != nil {
 			return Profile{}, notes, skip(2, "sandbox: %s", strings.TrimPrefix(err.Error(), "proc: "))
 		}
 	}
@@ -371,7 +373,7 @@ func profileNames(path, key string, n yaml.Node) ([]string, error) {
 		return nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: key + ": a list of environment variable names, or names separated by commas"}
 	}
 	for _, name := range names {
-		if err := proc.ValidEnvName(name); err != nil {
+		if err := environ.ValidName(name); err != nil {
 			return nil, &ProfileProblem{Path: path, Line: n.Line + 1, Skipped: true, Msg: key + ": " + err.Error()}
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/agent"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // A profile's sandbox only narrows the session's.
@@ -13,28 +13,28 @@ func TestProfileSandboxOnlyNarrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Sandbox != proc.SandboxReadOnly {
+	if p.Sandbox != sandbox.ReadOnly {
 		t.Fatalf("Sandbox = %q", p.Sandbox)
 	}
 	if _, _, err := agent.ParseProfile("bad.md", []byte("---\nname: bad\ndescription: x\nsandbox: everything\n---\n")); err == nil {
 		t.Error("an unknown sandbox mode was accepted")
 	}
 	on, off := true, false
-	ww := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Write: []string{"/cache"}, Network: true}
+	ww := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Write: []string{"/cache"}, Network: true}
 	cases := []struct {
 		name    string
 		p       agent.Profile
-		session proc.Sandbox
-		want    proc.SandboxMode
+		session sandbox.Policy
+		want    sandbox.Mode
 		network bool
 		writes  int
 	}{
-		{"read-only under workspace-write", agent.Profile{Sandbox: proc.SandboxReadOnly}, ww, proc.SandboxReadOnly, true, 0},
-		{"network off under on", agent.Profile{SandboxNetwork: &off}, ww, proc.SandboxWorkspaceWrite, false, 1},
-		{"off cannot lift", agent.Profile{Sandbox: proc.SandboxOff, SandboxNetwork: &on}, proc.Sandbox{Mode: proc.SandboxReadOnly}, proc.SandboxReadOnly, false, 0},
-		{"workspace-write cannot widen read-only", agent.Profile{Sandbox: proc.SandboxWorkspaceWrite}, proc.Sandbox{Mode: proc.SandboxReadOnly}, proc.SandboxReadOnly, false, 0},
-		{"a sandbox where the session has none", agent.Profile{Sandbox: proc.SandboxWorkspaceWrite}, proc.Sandbox{}, proc.SandboxWorkspaceWrite, false, 0},
-		{"nothing set keeps the session's", agent.Profile{}, ww, proc.SandboxWorkspaceWrite, true, 1},
+		{"read-only under workspace-write", agent.Profile{Sandbox: sandbox.ReadOnly}, ww, sandbox.ReadOnly, true, 0},
+		{"network off under on", agent.Profile{SandboxNetwork: &off}, ww, sandbox.WorkspaceWrite, false, 1},
+		{"off cannot lift", agent.Profile{Sandbox: sandbox.Off, SandboxNetwork: &on}, sandbox.Policy{Mode: sandbox.ReadOnly}, sandbox.ReadOnly, false, 0},
+		{"workspace-write cannot widen read-only", agent.Profile{Sandbox: sandbox.WorkspaceWrite}, sandbox.Policy{Mode: sandbox.ReadOnly}, sandbox.ReadOnly, false, 0},
+		{"a sandbox where the session has none", agent.Profile{Sandbox: sandbox.WorkspaceWrite}, sandbox.Policy{}, sandbox.WorkspaceWrite, false, 0},
+		{"nothing set keeps the session's", agent.Profile{}, ww, sandbox.WorkspaceWrite, true, 1},
 	}
 	for _, c := range cases {
 		got := agent.NarrowSandbox(c.p, c.session)

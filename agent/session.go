@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offstage/offstage/internal/tracing"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -45,33 +47,33 @@ type Profile struct {
 	// system prompt.
 	NoProjectInstructions bool
 	// Env is applied on top of the session's environment policy
-	// (Config.Tools.Process.EnvPolicy, with proc.EnvPolicy.Then) for the
+	// (Config.Tools.Process.EnvPolicy, with environ.Policy.Then) for the
 	// shells of this sub-agent: it can keep a variable the session
 	// withholds, or withhold more.
-	Env proc.EnvPolicy
+	Env environ.Policy
 	// Limits caps each shell of this sub-agent, within the session's
-	// (Config.Tools.Process.Limits, with proc.Limits.Narrow): a profile
+	// (Config.Tools.Process.Limits, with resource.Limits.Narrow): a profile
 	// can only tighten them.
-	Limits proc.Limits
+	Limits resource.Limits
 	// Sandbox and SandboxNetwork fence each shell of this sub-agent
 	// within the session's sandbox (Config.Tools.Process.Sandbox, with
-	// proc.Sandbox.Narrow): a profile can make it stricter (read-only
+	// sandbox.Policy.Narrow): a profile can make it stricter (read-only
 	// under workspace-write, the network off), never wider. "" and nil
 	// keep the session's.
-	Sandbox        proc.SandboxMode
+	Sandbox        sandbox.Mode
 	SandboxNetwork *bool
 }
 
 // narrowSandbox is the sandbox of p's shells under the session's s.
-func (p Profile) narrowSandbox(s proc.Sandbox) proc.Sandbox {
-	t := proc.Sandbox{Mode: p.Sandbox, Network: s.Network}
+func (p Profile) narrowSandbox(s sandbox.Policy) sandbox.Policy {
+	t := sandbox.Policy{Mode: p.Sandbox, Network: s.Network}
 	if !s.On() {
 		t.Network = false // a mode's default
 	}
 	if p.SandboxNetwork != nil {
 		t.Network = *p.SandboxNetwork
 	}
-	if t.Mode == "" || t.Mode == proc.SandboxOff {
+	if t.Mode == "" || t.Mode == sandbox.Off {
 		if !s.On() {
 			return s
 		}

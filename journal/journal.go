@@ -76,7 +76,7 @@ type Task struct {
 	// it was not measured.
 	CPU        time.Duration
 	MemoryPeak int64
-	// Sandbox is a shell's sandbox as proc.SandboxStatus says it (mode,
+	// Sandbox is a shell's sandbox as sandbox.Status says it (mode,
 	// where it could write, its network, what was not enforced); "" for
 	// a shell without one.
 	Sandbox string
@@ -914,7 +914,7 @@ func (l *SessionLog) Process(id string, pid int, pidStart int64, logPath string)
 	l.j.Add(TaskProcess{Session: l.id, ID: id, PID: pid, PIDStart: pidStart, LogPath: logPath})
 }
 
-// Sandbox records a shell task's sandbox (proc.SandboxStatus.String),
+// Sandbox records a shell task's sandbox (sandbox.Status.String),
 // cut to 1000 bytes.
 func (l *SessionLog) Sandbox(id, sandbox string) {
 	if len(sandbox) > 1000 {

@@ -16,6 +16,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 )
@@ -285,11 +286,11 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		// A start time that cannot be read is 0, which no process has:
 		// recovery then never kills by this pid (the safe direction).
 		start, _ := ProcessStart(p.PID())
-		log.Process(task, p.PID(), start, p.LogPath())
+		log.Process(task, p.PID(), start, p.Log().Path)
 		r.mu.Lock()
 		r.shells[taskKey{id, task}] = p
 		r.mu.Unlock()
-		if st := p.Sandbox(); st.Mode != proc.SandboxOff {
+		if st := p.Sandbox(); st.Mode != sandbox.Off {
 			log.Sandbox(task, st.String())
 		}
 		if onShell != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/task"
@@ -558,7 +559,7 @@ func TestTheJournalKeepsWhatAShellUsed(t *testing.T) {
 // with it; a shell without one records none.
 func TestTheJournalKeepsAShellsSandbox(t *testing.T) {
 	dir, work := t.TempDir(), t.TempDir()
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxReadOnly}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.ReadOnly}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
 	model := scriptedModel(t, `{"turns": [
@@ -566,7 +567,7 @@ func TestTheJournalKeepsAShellsSandbox(t *testing.T) {
 		{"text": "Done."}
 	]}`)
 	allow := func(context.Context, string, string) error { return nil }
-	cfg := agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: work, Sandbox: proc.Sandbox{Mode: proc.SandboxReadOnly}}, Escalate: allow}}
+	cfg := agent.Config{Model: model, Tools: tools.Config{Process: proc.Config{Dir: work, Sandbox: sandbox.Policy{Mode: sandbox.ReadOnly}}, Escalate: allow}}
 	rec := newRecorder(t, dir, journal.RecorderOptions{})
 	defer rec.Close(context.Background())
 	s, err := agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec})

@@ -106,7 +106,7 @@ var sqliteMigrations = []string{
 	ALTER TABLE hosts ADD COLUMN addr TEXT NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN secret TEXT NOT NULL DEFAULT '';
 	ALTER TABLE hosts ADD COLUMN bell TEXT NOT NULL DEFAULT '';`,
-	// 7: a shell's sandbox, as proc.SandboxStatus says it; '' for none.
+	// 7: a shell's sandbox, as sandbox.Status says it; '' for none.
 	`ALTER TABLE tasks ADD COLUMN sandbox TEXT NOT NULL DEFAULT '';`,
 	// 8: who ended a task (task.Info.EndedBy: self, model, user, …,
 	// host for an orphaned one) and why in words; '' before it ended, and

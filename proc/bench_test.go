@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // Benchmark names are fixed so results can be compared over time; run them
@@ -90,7 +91,7 @@ func runTrue(b *testing.B, ctx context.Context, cfg proc.Config) {
 // clean, then Landlock) and forks the shell; elsewhere the step does it
 // (BenchmarkSpawnSandboxedStep).
 func BenchmarkSpawnSandboxed(b *testing.B) {
-	benchSandboxed(b, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite})
+	benchSandboxed(b, sandbox.Policy{Mode: sandbox.WorkspaceWrite})
 }
 
 // BenchmarkSpawnSandboxedStep: BenchmarkSpawnSandboxed through the
@@ -99,17 +100,17 @@ func BenchmarkSpawnSandboxed(b *testing.B) {
 func BenchmarkSpawnSandboxedStep(b *testing.B) {
 	proc.SandboxStep(true)
 	defer proc.SandboxStep(false)
-	benchSandboxed(b, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite})
+	benchSandboxed(b, sandbox.Policy{Mode: sandbox.WorkspaceWrite})
 }
 
 // BenchmarkSpawnSandboxedNetwork: BenchmarkSpawnSandboxed with the
 // network on: Landlock alone.
 func BenchmarkSpawnSandboxedNetwork(b *testing.B) {
-	benchSandboxed(b, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Network: true})
+	benchSandboxed(b, sandbox.Policy{Mode: sandbox.WorkspaceWrite, Network: true})
 }
 
-func benchSandboxed(b *testing.B, s proc.Sandbox) {
-	if _, err := proc.CheckSandbox(s); err != nil {
+func benchSandboxed(b *testing.B, s sandbox.Policy) {
+	if _, err := sandbox.Check(s); err != nil {
 		b.Skip(err)
 	}
 	defer cpuPerOp(b)()
@@ -125,8 +126,8 @@ func benchSandboxed(b *testing.B, s proc.Sandbox) {
 // (x-spawn, wall; x-spawn-cpu), as BenchmarkSpawnPaired does for
 // BenchmarkSpawn against os/exec.
 func BenchmarkSpawnSandboxedPaired(b *testing.B) {
-	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
-	if _, err := proc.CheckSandbox(s); err != nil {
+	s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
+	if _, err := sandbox.Check(s); err != nil {
 		b.Skip(err)
 	}
 	ctx := context.Background()

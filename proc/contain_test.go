@@ -75,7 +75,7 @@ func caseCommand(t *testing.T, cmd, token string) string {
 func casesHere() []containCase {
 	var out []containCase
 	for _, c := range containCases {
-		if !c.cgroupOnly || proc.Containment().Mode == proc.ModeCgroup {
+		if !c.cgroupOnly || proc.Containment().Mode == "cgroup" {
 			out = append(out, c)
 		}
 	}
@@ -492,7 +492,7 @@ func startHost(t *testing.T, env []string, cmds ...string) (host *exec.Cmd, stdi
 // next host on the same cgroup ends them and removes the directory.
 func TestRestartSweepsStale(t *testing.T) {
 	needTools(t, "setsid")
-	if proc.Containment().Mode != proc.ModeCgroup {
+	if proc.Containment().Mode != "cgroup" {
 		requireFeature(t, requireCgroup, fmt.Sprint("no cgroups in ", proc.Containment()))
 	}
 	id, env := newCase(t)
@@ -540,7 +540,7 @@ func TestRestartSweepsStale(t *testing.T) {
 // the outer task still counts and ends them all.
 func TestNestedHost(t *testing.T) {
 	needTools(t, "setsid")
-	if proc.Containment().Mode != proc.ModeCgroup {
+	if proc.Containment().Mode != "cgroup" {
 		requireFeature(t, requireCgroup, fmt.Sprint("no cgroups in ", proc.Containment()))
 	}
 	if os.Geteuid() != 0 {

@@ -37,8 +37,8 @@
 // alone then ends its commands' process groups on its death. A sandboxed
 // command may start as the binary re-executed too (the step), under the
 // same rule. A program that holds secrets its commands must not read
-// calls ProtectHost early in main, and one that starts commands calls
-// KeepInheritedToSelf first thing.
+// calls environ.ProtectHost early in main, and one that starts commands
+// calls sandbox.KeepInheritedToSelf first thing.
 //
 // # Lifecycle
 //
@@ -87,9 +87,9 @@
 // (Exit.Contained counts what the leader left behind, and what outlived
 // every SIGKILL). Processes counts them while the command runs. On Linux
 // a host contains its commands in one of two ways, decided at its first
-// Start (Containment says which, and why): ModeCgroup, a cgroup v2 per
+// Start (Containment says which, and why): "cgroup", a cgroup v2 per
 // command wherever one is writable, whose processes cannot leave it; or
-// ModeMarks, a mark on every process of a command, the fallback.
+// "marks", a mark on every process of a command, the fallback.
 // OFFSTAGE_CONTAINMENT=marks forces the fallback, =cgroup makes Start
 // fail rather than fall back. A command run by root without a sandbox is
 // forked from a fenced thread (cgroup files read-only) so that it cannot
@@ -99,14 +99,13 @@
 //
 // # Resource limits
 //
-// Config.Limits caps the memory, the processes and the CPU time of a
-// command with everything it starts, enforced by the kernel in its
-// cgroup: a fork past the process limit fails, a task past its memory is
-// reclaimed from, then loses a process (Exit.Contained.MemoryKills, and
-// Exit.Err says so). Limits need ModeCgroup and the controllers (cgroup
-// v2, or v1 on hybrid hosts); where they are missing, Start fails, and
-// CheckLimits and LimitControllers say so beforehand: a limit is never
-// silently not applied. Usage reports what a running command uses.
+// Config.Limits, a resource.Limits, caps the memory, the processes and
+// the CPU time of a command with everything it starts, enforced by the
+// kernel in its cgroup (one killed at its memory limit says so in
+// Exit.Err); where this host cannot enforce one, Start fails, and
+// resource.Check says so beforehand: a limit is never silently not
+// applied. Process.Usage reports what a running command uses. Package
+// proc/resource has both.
 //
 // # When the host dies
 //
@@ -120,14 +119,11 @@
 // # Environment and secrets
 //
 // A command sees the host's environment (or Config.Env) filtered by
-// Config.EnvPolicy, which by default withholds whatever looks like a
-// secret, by its name or the shape of its value (see EnvPolicy); Keep and
-// Drop correct the rule, Withheld lists the names withheld. A command
-// that nothing can answer also gets NonInteractiveEnv's settings.
-// Filtering a child's environment does not hide the host's own
-// (/proc/PID/environ and its memory): ProtectHost does, as far as the
-// kernel allows, and HideWithheld overwrites the withheld values in the
-// host's environment block.
+// Config.EnvPolicy, an environ.Policy, which by default withholds whatever
+// looks like a secret, by its name or the shape of its value. Package
+// proc/environ holds the rule, its corrections, and what keeps the host's
+// own environment from its commands (environ.ProtectHost,
+// environ.HideWithheld).
 //
 // # Output
 //
@@ -153,8 +149,8 @@
 // the output as it arrives, never by polling; without a log, output
 // faster than they can read passes partly unseen, and they count what
 // they skipped. A process seems to wait for input when its output has
-// stopped for Config.PromptAfter on an unfinished line that
-// LooksLikePrompt, or, on Linux, for a command with an input, when one
+// stopped for Config.PromptAfter on an unfinished line that looks like
+// a question, or, on Linux, for a command with an input, when one
 // of its processes sleeps reading that input (/proc/PID/syscall):
 // WaitingForInput reports it until output resumes, and Config.OnPrompt
 // is told once per stall. With Config.TTY the command runs on a
@@ -162,19 +158,10 @@
 //
 // # Sandbox
 //
-// Config.Sandbox fences a command and everything it starts, daemons
-// included; nothing inside can lift it. SandboxReadOnly reads what the
-// host can and writes nothing but the command's own temporary directory
-// ($TMPDIR); SandboxWorkspaceWrite also writes under Sandbox.Workspace
-// (default Config.Dir) and Sandbox.Write. Sandbox.Network off (the
-// default) cuts the network, UDP and DNS included. The kernel holds it:
-// Landlock, a mount namespace where all but the writable places is
-// read-only, a network namespace of its own, no capabilities that undo
-// it, no set-id bits, a session of its own. A sandbox whose mode needs a
-// rule this host lacks fails Start, saying what is missing, unless
-// Sandbox.BestEffort: then Process.Sandbox lists what does not hold.
-// CheckSandbox tells a program all this at start-up; off Linux a
-// sandboxed mode fails. What holds on which kernel, what stays open (a
-// fenced command still reads what the user can), and what it costs:
-// package proc/internal/sandbox.
+// Config.Sandbox, a sandbox.Policy, fences a command and everything it
+// starts, daemons included; nothing inside can lift it: read-only, or
+// writing its workspace too, with the network or without. A policy this
+// host cannot hold fails Start, saying what is missing, unless it is best
+// effort: then Process.Sandbox lists what does not hold. Package
+// proc/sandbox has the policy and its check at start-up.
 package proc

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 )
 
 // hideHelper is the child of TestHideWithheldClearsTheEnvironmentBlock
@@ -21,12 +22,12 @@ func hideHelper(args []string) int {
 			return 1
 		}
 	}
-	names, err := proc.HideWithheld(proc.EnvPolicy{})
+	names, err := environ.HideWithheld(environ.Policy{})
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	again, _ := proc.HideWithheld(proc.EnvPolicy{})
+	again, _ := environ.HideWithheld(environ.Policy{})
 	fmt.Printf("hidden: %v, again: %v\n", names, again)
 	fmt.Println("getenv:", os.Getenv("OPENAI_API_KEY"))
 	// Not dumpable, /proc/self/environ is root's: to look, dumpable again.

@@ -36,7 +36,7 @@ func (e *ExitError) Error() string {
 	var what string
 	switch {
 	case e.Signal == syscall.SIGKILL && e.Contained.MemoryKills > 0 && !e.Stopped:
-		return "killed: it reached its memory limit of " + FormatSize(e.Contained.MemoryLimit)
+		return "killed: it reached its memory limit of " + contain.FormatSize(e.Contained.MemoryLimit)
 	case e.Signal != 0:
 		what = "killed by " + contain.SignalName(e.Signal)
 	default:
@@ -46,7 +46,7 @@ func (e *ExitError) Error() string {
 		what = "stopped (" + what + ")"
 	}
 	if e.Contained.MemoryKills > 0 {
-		what += fmt.Sprintf("; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, FormatSize(e.Contained.MemoryLimit))
+		what += fmt.Sprintf("; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, contain.FormatSize(e.Contained.MemoryLimit))
 	}
 	return what
 }
@@ -62,10 +62,10 @@ func (e *ExitError) EndedBy() (by, reason string) {
 	case e.Stopped || e.Contained.MemoryKills == 0:
 		return "", ""
 	case e.Signal == syscall.SIGKILL:
-		return "limit", "memory: the kernel killed it at its limit of " + FormatSize(e.Contained.MemoryLimit)
+		return "limit", "memory: the kernel killed it at its limit of " + contain.FormatSize(e.Contained.MemoryLimit)
 	}
 	return "limit", fmt.Sprintf("memory: it failed (%s) after the kernel killed %d of its processes at its limit of %s",
-		(&ExitError{Exit: Exit{Code: e.Code, Signal: e.Signal}}).Error(), e.Contained.MemoryKills, FormatSize(e.Contained.MemoryLimit))
+		(&ExitError{Exit: Exit{Code: e.Code, Signal: e.Signal}}).Error(), e.Contained.MemoryKills, contain.FormatSize(e.Contained.MemoryLimit))
 }
 
 // Unwrap returns the stop cause, so errors.Is(err, context.DeadlineExceeded)

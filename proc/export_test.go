@@ -14,6 +14,9 @@ type KeeperInfo = contain.KeeperInfo
 
 func Keeper() KeeperInfo { return contain.KeeperStatus() }
 
+// LooksLikePrompt is the rule WaitingForInput's doc states.
+func LooksLikePrompt(line string) bool { return looksLikePrompt(line) }
+
 // Defaults returns the zero Config with its defaults filled in.
 func Defaults() Config { return Config{}.withDefaults() }
 

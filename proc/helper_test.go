@@ -20,7 +20,10 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // helperEnv marks the test binary re-executed as a child.
@@ -34,7 +37,7 @@ func TestMain(m *testing.M) {
 	// As cmd/offstage does: what the test binary inherited (a runner's
 	// pipe) reaches no command, and sandboxed ones start from a fenced
 	// thread (TestSandboxClosesInheritedDescriptors makes one anew).
-	proc.KeepInheritedToSelf()
+	sandbox.KeepInheritedToSelf()
 	goleak.VerifyTestMain(m, goleak.Cleanup(checkCgroups))
 }
 
@@ -62,7 +65,7 @@ func coverWhereWritable() {
 func checkCgroups(code int) {
 	info := proc.Containment()
 	fmt.Fprintln(os.Stderr, info)
-	if info.Mode == proc.ModeCgroup {
+	if info.Mode == "cgroup" {
 		proc.DrainSpareCgroups() // kept on purpose; the rest is a leak
 		entries, err := os.ReadDir(info.Dir)
 		for _, e := range entries {
@@ -87,7 +90,7 @@ func checkCgroups(code int) {
 			}
 		}
 	}
-	if os.Getenv(requireCgroup) != "" && info.Mode != proc.ModeCgroup {
+	if os.Getenv(requireCgroup) != "" && info.Mode != "cgroup" {
 		fmt.Fprintf(os.Stderr, "FAIL: %s is set, but the containment is %s\n", requireCgroup, info)
 		code = max(code, 1)
 	}
@@ -201,7 +204,7 @@ func helper(args []string) int {
 		fmt.Println("sent")
 		return 0
 	case "sandboxed-protected": // COMMAND: as sandboxed, in a host that called ProtectHost first, as the CLI does
-		if err := proc.ProtectHost(); err != nil {
+		if err := environ.ProtectHost(); err != nil {
 			fmt.Println("protect:", err)
 			return 1
 		}
@@ -216,7 +219,7 @@ func helper(args []string) int {
 		}
 		return 0
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
-		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}})
 		if err != nil {
 			fmt.Println("start:", err)
 			return 1
@@ -378,9 +381,9 @@ func containHost(cmds []string) int {
 	for _, cmd := range cmds {
 		// "limited:" runs the command with limits, which on a hybrid host
 		// makes its cgroups under the v1 controllers too.
-		var l proc.Limits
+		var l resource.Limits
 		if rest, ok := strings.CutPrefix(cmd, "limited:"); ok {
-			cmd, l = rest, proc.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
+			cmd, l = rest, resource.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
 		}
 		if _, err := proc.Start(context.Background(), proc.Config{Command: cmd, Limits: l}); err != nil {
 			fmt.Println("error", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 )
 
 // limited skips nothing: where this host cannot enforce l (marks mode, a
@@ -22,9 +23,9 @@ import (
 // CheckLimits and at Start, and reports false. Under
 // OFFSTAGE_REQUIRE_LIMITS=1 (the CI's VM, a delegated cgroup v2) such a
 // host fails the test.
-func limited(t *testing.T, l proc.Limits) bool {
+func limited(t *testing.T, l resource.Limits) bool {
 	t.Helper()
-	err := proc.CheckLimits(l)
+	err := resource.Check(l)
 	if err == nil {
 		return true
 	}
@@ -41,7 +42,7 @@ func limited(t *testing.T, l proc.Limits) bool {
 		p.Wait(context.Background())
 		t.Fatalf("Start with %v = nil error, want %v", l, err)
 	}
-	if info := proc.Containment(); info.Mode == proc.ModeCgroup {
+	if info := proc.Containment(); info.Mode == "cgroup" {
 		t.Fatalf("containment is cgroup (%v), yet %v cannot be enforced: %v", info, l, err)
 	}
 	if os.Getenv(requireCgroup) != "" {
@@ -53,7 +54,7 @@ func limited(t *testing.T, l proc.Limits) bool {
 // TestLimitMemory: a task with a 64 MiB memory limit that allocates 256
 // MiB is killed by the kernel, and its exit says so (issue 22).
 func TestLimitMemory(t *testing.T) {
-	l := proc.Limits{Memory: 64 << 20}
+	l := resource.Limits{Memory: 64 << 20}
 	if !limited(t, l) {
 		return
 	}
@@ -85,7 +86,7 @@ func TestLimitMemory(t *testing.T) {
 
 // TestLimitMemoryFits: a command under its memory limit runs as ever.
 func TestLimitMemoryFits(t *testing.T) {
-	l := proc.Limits{Memory: 256 << 20, CPUs: 1.5}
+	l := resource.Limits{Memory: 256 << 20, CPUs: 1.5}
 	if !limited(t, l) {
 		return
 	}
@@ -102,7 +103,7 @@ func TestLimitMemoryFits(t *testing.T) {
 // TestLimitPids: a pids limit of 32 stops a fork bomb inside the task,
 // and nothing outside it (issue 22).
 func TestLimitPids(t *testing.T) {
-	l := proc.Limits{Pids: 32}
+	l := resource.Limits{Pids: 32}
 	if !limited(t, l) {
 		return
 	}
@@ -131,8 +132,8 @@ func TestLimitPids(t *testing.T) {
 // TestLimitsInvalid: a negative or too small limit is refused with a
 // sentence, before anything is started.
 func TestLimitsInvalid(t *testing.T) {
-	for _, l := range []proc.Limits{{Memory: -1}, {Memory: 1000}, {Pids: 1}, {CPUs: 0.001}} {
-		if err := proc.CheckLimits(l); err == nil {
+	for _, l := range []resource.Limits{{Memory: -1}, {Memory: 1000}, {Pids: 1}, {CPUs: 0.001}} {
+		if err := resource.Check(l); err == nil {
 			t.Errorf("CheckLimits(%+v) = nil, want an error", l)
 		}
 		if _, err := proc.Start(context.Background(), proc.Config{Command: "true", Limits: l}); err == nil {
@@ -145,7 +146,7 @@ func TestLimitsInvalid(t *testing.T) {
 // included, are removed by the keeper when its host is killed, and by the
 // next host's sweep when the keeper was killed too.
 func TestLimitCgroupsGoWithTheHost(t *testing.T) {
-	l := proc.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
+	l := resource.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1}
 	if !limited(t, l) {
 		return
 	}
@@ -182,7 +183,7 @@ func TestLimitCgroupsGoWithTheHost(t *testing.T) {
 // TestLimitCPUs: a busy loop capped at a tenth of a CPU gets no more than
 // that (and a period's worth of slack), however long it runs.
 func TestLimitCPUs(t *testing.T) {
-	l := proc.Limits{CPUs: 0.1}
+	l := resource.Limits{CPUs: 0.1}
 	if !limited(t, l) {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/offstage/offstage/proc/internal/contain"
 )
 
 // logChunk is how much output the log's writer gathers into one write
@@ -214,7 +216,7 @@ type reserveError struct {
 }
 
 func (e *reserveError) Error() string {
-	return fmt.Sprintf("the disk is nearly full: %s free, which is kept for the journal and others", FormatSize(e.Free))
+	return fmt.Sprintf("the disk is nearly full: %s free, which is kept for the journal and others", contain.FormatSize(e.Free))
 }
 
 func (e *reserveError) Is(target error) bool { return target == ErrLogReserve }
@@ -287,8 +289,9 @@ type LogState struct {
 	Err  error  // a *LogError when writing failed, which stopped the log at Held
 }
 
-// Log returns how far the output log got so far. It does not block, and is
-// safe to call at any time, also after the process ended.
+// Log returns where the output log is (Config.LogPath) and how far it
+// got so far. It does not block, and is safe to call at any time, also
+// after the process ended.
 func (p *Process) Log() LogState {
 	if p.log == nil {
 		return LogState{}

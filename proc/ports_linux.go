@@ -8,17 +8,8 @@ import (
 	"strings"
 )
 
-// Ports returns the TCP ports the command's processes listen on, sorted,
-// nil if none or once it is done: the listening sockets of
-// /proc/net/tcp and tcp6 (in the leader's network namespace) whose inode
-// one of its processes holds as a descriptor. It costs a readlink per
-// descriptor of each of its processes.
-func (p *Process) Ports() []int {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
+// ports is Ports on Linux.
+func (p *Process) ports() []int {
 	inodes := map[string]bool{}
 	for _, pid := range p.task.Pids() {
 		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
@@ -49,29 +40,17 @@ func (p *Process) Ports() []int {
 	return slices.Compact(ports)
 }
 
-// ListeningPorts returns the TCP ports anything listens on in this
-// process's network namespace, sorted: whoever holds them, offstage's
-// tasks or not (/proc/net/tcp and tcp6).
-func ListeningPorts() []int {
-	var ports []int
-	for _, file := range []string{"tcp", "tcp6"} {
-		b, _ := os.ReadFile("/proc/net/" + file)
-		ports = appendListening(ports, b, nil)
-	}
-	slices.Sort(ports)
-	return slices.Compact(ports)
-}
-
 // tcpListen is the state of a listening socket in /proc/net/tcp.
 const tcpListen = "0A"
 
 // appendListening adds the ports of the listening sockets of a
-// /proc/net/tcp table whose inode is in inodes (any, if inodes is nil).
+// /proc/net/tcp table whose inode is in inodes. (package tools has a copy
+// that takes any inode, for the ports anything listens on.)
 func appendListening(ports []int, table []byte, inodes map[string]bool) []int {
 	for i, line := range bytes.Split(table, []byte{'\n'}) {
 		f := bytes.Fields(line)
 		// sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
-		if i == 0 || len(f) < 10 || string(f[3]) != tcpListen || inodes != nil && !inodes[string(f[9])] {
+		if i == 0 || len(f) < 10 || string(f[3]) != tcpListen || !inodes[string(f[9])] {
 			continue
 		}
 		_, hexPort, ok := bytes.Cut(f[1], []byte{':'})

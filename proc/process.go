@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/internal/contain"
-	"github.com/offstage/offstage/proc/internal/sandbox"
+	fence "github.com/offstage/offstage/proc/internal/sandbox"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // Config describes a command to run. The zero value of every field but
@@ -33,14 +36,14 @@ type Config struct {
 	Dir string
 	// Env is the child's environment. Default: the host's (os.Environ()).
 	// EnvPolicy filters it either way; a child that nothing can answer
-	// also gets NonInteractiveEnv (see Stdin).
+	// also gets environ.NonInteractive (see Stdin).
 	Env []string
 	// EnvPolicy withholds variables from the child's environment. The zero
-	// value withholds whatever looks like a secret (see EnvPolicy).
-	EnvPolicy EnvPolicy
+	// value withholds whatever looks like a secret (see environ.Policy).
+	EnvPolicy environ.Policy
 	// Stdin opens a pipe to the child's standard input (see Input). Without
 	// it the child reads from /dev/null, and, without TTY either, its
-	// environment gets NonInteractiveEnv's settings it does not set.
+	// environment gets environ.NonInteractive's settings it does not set.
 	Stdin bool
 	// TTY runs the command on a pseudo-terminal of its own: in a new
 	// session with the terminal as its controlling tty, so programs that
@@ -72,7 +75,7 @@ type Config struct {
 	Stdout io.Writer
 
 	// PromptAfter is how long output must stop on an unfinished line that
-	// looks like a question (see LooksLikePrompt) before the process counts
+	// looks like a question (see WaitingForInput) before the process counts
 	// as waiting for input (WaitingForInput). Default 4s;
 	// negative turns the watch off.
 	PromptAfter time.Duration
@@ -125,14 +128,14 @@ type Config struct {
 	// starts, enforced by the kernel in its cgroup (see "Resource limits" in the
 	// package doc). Default: none. Where they cannot be enforced (no
 	// cgroup, or no controller for one of them) Start fails, as
-	// CheckLimits says beforehand.
-	Limits Limits
+	// resource.Check says beforehand.
+	Limits resource.Limits
 
 	// Sandbox fences the command and all it starts: where it may write,
 	// whether it may use the network (see "Sandbox" in the package doc).
 	// Default: off. A sandbox that cannot hold on this host fails Start,
 	// unless Sandbox.BestEffort; Process.Sandbox says what holds.
-	Sandbox Sandbox
+	Sandbox sandbox.Policy
 }
 
 // Defaults of Config, each documented at its field. They are not
@@ -209,10 +212,11 @@ type Exit struct {
 	LogErr   error          // a *LogError if writing the log failed (a full disk); nil otherwise
 	// CPU is the user and system time the task used, and MemoryPeak its
 	// highest memory in bytes, as far as the containment can tell (see
-	// Usage): the cgroup's cpu.stat and memory.peak in ModeCgroup, else
-	// the leader's resource usage (its own and that of the descendants
-	// reaped within it: MemoryPeak is then the largest single resident
-	// set) or the highest Usage saw while it ran, whichever is more.
+	// Process.Usage): the cgroup's cpu.stat and memory.peak in the cgroup
+	// mode, else the leader's resource usage (its own and that of the
+	// descendants reaped within it: MemoryPeak is then the largest single
+	// resident set) or the highest Usage saw while it ran, whichever is
+	// more.
 	// 0 where nothing was measured.
 	CPU        time.Duration
 	MemoryPeak int64
@@ -239,9 +243,9 @@ func (e Exit) Err() error {
 type Process struct {
 	cfg      Config
 	cmd      *exec.Cmd
-	pid      int            // also the process group id
-	task     *contain.Task  // its containment: mark, cgroup
-	sandbox  *sandbox.Setup // nil when off
+	pid      int           // also the process group id
+	task     *contain.Task // its containment: mark, cgroup
+	sandbox  *fence.Setup  // nil when off
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
 	done     chan struct{}
@@ -320,7 +324,7 @@ func (u undo) run() {
 // temporary directory, its log, its pipes (or terminal) and lifeline,
 // and its containment (a cgroup).
 func open(cfg Config, u *undo) (*Process, *streams, error) {
-	sb, err := sandbox.Prepare(cfg.Sandbox, cfg.Dir)
+	sb, err := fence.Prepare(cfg.Sandbox, cfg.Dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,7 +380,7 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		// controlling tty, descriptor 0 in the child.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	case !cfg.Stdin:
-		cmd.Env = withDefaults(cmd.Env, NonInteractiveEnv())
+		cmd.Env = withDefaults(cmd.Env, environ.NonInteractive())
 		fallthrough
 	default:
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -454,10 +458,7 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 // Sandbox says what fences the process: its mode, where it may write,
 // whether it has the network, and, for a best-effort sandbox, what did
 // not hold. Mode is off for a process without a sandbox.
-func (p *Process) Sandbox() SandboxStatus { return p.sandbox.Status() }
-
-// LogPath returns the file the output is logged to ("" without one).
-func (p *Process) LogPath() string { return p.cfg.LogPath }
+func (p *Process) Sandbox() sandbox.Status { return p.sandbox.Status() }
 
 // PID returns the process id of the group leader, which is also the group
 // id. Use it for display only: it is reused once the process is reaped.
@@ -688,10 +689,10 @@ func (p *Process) publish(e Exit, waitErr error) {
 }
 
 // Processes returns how many processes of the task are alive: the leader
-// and every descendant, whatever group or session it moved to. In
-// ModeCgroup that is the cgroup's own list, whose cost does not grow with
-// the machine; in ModeMarks a scan of /proc for the task's mark, about a
-// millisecond per few hundred processes on the machine. 0 once the
+// and every descendant, whatever group or session it moved to. In the
+// cgroup mode that is the cgroup's own list, whose cost does not grow
+// with the machine; in the marks mode a scan of /proc for the task's
+// mark, about a millisecond per few hundred processes on the machine. 0 once the
 // process is done; on systems without /proc, the leader alone while it
 // runs.
 func (p *Process) Processes() int {
@@ -703,15 +704,16 @@ func (p *Process) Processes() int {
 	return p.task.Processes()
 }
 
-// Usage reports what the command uses while it runs (see Usage); the
-// zero Usage once it is done. In ModeCgroup it reads the task's cgroup
-// (a few small files, and each process's statm when the memory
-// controller is off); in ModeMarks it costs a scan of /proc for its
-// processes (as Processes does), and a read of each one's stat.
-func (p *Process) Usage() Usage {
+// Usage reports what the command uses while it runs (see
+// resource.Usage); the zero Usage once it is done. In the cgroup mode it
+// reads the task's cgroup (a few small files, and each process's statm
+// when the memory controller is off); in the marks mode it costs a scan
+// of /proc for its processes (as Processes does), and a read of each
+// one's stat.
+func (p *Process) Usage() resource.Usage {
 	select {
 	case <-p.done:
-		return Usage{}
+		return resource.Usage{}
 	default:
 	}
 	return p.task.Usage()

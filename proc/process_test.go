@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 )
 
 func TestStopKillsTheWholeGroup(t *testing.T) {
@@ -62,7 +63,7 @@ func TestWaitDoesNotHangOnUnmarkedPipeHolders(t *testing.T) {
 	}
 	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
 	escape := ""
-	if info := proc.Containment(); info.Mode == proc.ModeCgroup {
+	if info := proc.Containment(); info.Mode == "cgroup" {
 		escape = "echo $$ > " + filepath.Dir(info.Dir) + "/cgroup.procs; "
 		// Behind the root fence it cannot (TestRootCommandStaysContained);
 		// a host that is not root has none, nor one without Landlock.
@@ -397,7 +398,7 @@ func TestUsage(t *testing.T) {
 	}
 	p.Stop(0)
 	e := mustWait(t, p)
-	if u := p.Usage(); u != (proc.Usage{}) {
+	if u := p.Usage(); u != (resource.Usage{}) {
 		t.Errorf("Usage() once done = %+v, want zero", u)
 	}
 	if e.CPU < u.CPU || e.MemoryPeak < 32<<20 {

@@ -22,24 +22,10 @@ const (
 // [Y/n/q].
 var choiceEnd = regexp.MustCompile(`[\[(] *\[?[[:alpha:]]+\]?( */ *\[?[[:alpha:]]+\]?)+ *[\])]$`)
 
-// LooksLikePrompt reports whether line, the last line of a program's
+// looksLikePrompt reports whether line, the last line of a program's
 // output when that output ends without a newline, looks like a question
-// for a human. The rule is deliberately narrow, because a false positive
-// sends the model a notice about a program that is merely busy:
-//
-//   - the line, without trailing blanks, is 1 to 200 characters long;
-//   - and it ends in "?", ":" or ">" (but not "->" or "=>", which end
-//     arrows and progress bars), or in a bracketed choice with a slash
-//     ("[y/N]", "(yes/no)"), or it mentions "password" or "passphrase" in
-//     any case.
-//
-// That covers "Overwrite? [y/N] ", "Password: ", "Enter passphrase for
-// key: ", "Continue (yes/no)? ", "Name: " and REPL prompts (">>> ", "> ").
-// A line that ends with a newline is never a prompt (callers pass only an
-// unfinished last line), nor is a shell's "$ " prompt. Known false
-// positives: a program that prints an unfinished line ending in ":" or
-// ">" ("Compiling:"), then works silently for longer than the wait.
-func LooksLikePrompt(line string) bool {
+// for a human: the rule WaitingForInput's doc states.
+func looksLikePrompt(line string) bool {
 	s := strings.TrimRight(line, " \t")
 	if s == "" || utf8.RuneCountInString(s) > maxPromptChars || strings.ContainsAny(s, "\n") {
 		return false
@@ -77,11 +63,28 @@ func (p *Process) lastLineLocked() (string, bool) {
 
 // WaitingForInput reports whether the process seems to wait for input: its
 // output stopped Config.PromptAfter ago or longer on an unfinished line
-// that LooksLikePrompt, and nothing came since. It returns that line. New
+// that looks like a question for a human, and nothing came since. It
+// returns that line. New
 // output, and input written to the process, clear it; a finished process
 // waits for nothing. A timer that follows the last output does the
 // watching, one goroutine per process, which sleeps between checks and
 // ends with the process.
+//
+// The rule for a question is deliberately narrow, because a false
+// positive sends the model a notice about a program that is merely busy:
+//
+//   - the line, without trailing blanks, is 1 to 200 characters long;
+//   - and it ends in "?", ":" or ">" (but not "->" or "=>", which end
+//     arrows and progress bars), or in a bracketed choice with a slash
+//     ("[y/N]", "(yes/no)"), or it mentions "password" or "passphrase" in
+//     any case.
+//
+// That covers "Overwrite? [y/N] ", "Password: ", "Enter passphrase for
+// key: ", "Continue (yes/no)? ", "Name: " and REPL prompts (">>> ", "> ").
+// A finished line (one ending with a newline) is never a question, nor is
+// a shell's "$ " prompt. Known false positives: a program that prints an
+// unfinished line ending in ":" or ">" ("Compiling:"), then works
+// silently for longer than PromptAfter.
 //
 // A process with an input (Config.Stdin or Config.TTY) is also seen from
 // the kernel, on Linux: when its output has been quiet for PromptAfter and
@@ -155,7 +158,7 @@ func (p *Process) watchPrompts() {
 			continue
 		}
 		line, unfinished := p.lastLineLocked()
-		ok := unfinished && LooksLikePrompt(line)
+		ok := unfinished && looksLikePrompt(line)
 		if ok {
 			p.prompt = strings.TrimRight(line, " \t")
 			line = p.prompt

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 )
 
 // hostSecret is in the environment of the host TestProtectHost starts.
@@ -22,7 +23,7 @@ const hostSecret = "HOST_SECRET_FOR_TEST=hunter2-" + "do-not-leak"
 // then runs probe-parent as its command and prints its output.
 func protectedHost(protect bool) int {
 	if protect {
-		if err := proc.ProtectHost(); err != nil {
+		if err := environ.ProtectHost(); err != nil {
 			fmt.Println("ProtectHost:", err)
 			return 1
 		}

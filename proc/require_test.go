@@ -31,7 +31,7 @@ func requireFeature(t testing.TB, env, why string) {
 func TestContainmentIsRequired(t *testing.T) {
 	info := proc.Containment()
 	t.Log(info)
-	if os.Getenv(requireCgroup) != "" && info.Mode != proc.ModeCgroup {
+	if os.Getenv(requireCgroup) != "" && info.Mode != "cgroup" {
 		t.Fatalf("%s is set, but %v", requireCgroup, info)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 )
 
 // TestRootCommandStaysContained: a command run by root without a
@@ -57,7 +58,7 @@ func TestRootCommandEscapesWithoutTheFence(t *testing.T) {
 
 func requireRootCgroup(t *testing.T) {
 	t.Helper()
-	if info := proc.Containment(); info.Mode != proc.ModeCgroup || os.Geteuid() != 0 {
+	if info := proc.Containment(); info.Mode != "cgroup" || os.Geteuid() != 0 {
 		requireFeature(t, "OFFSTAGE_REQUIRE_CGROUP", fmt.Sprintf("needs root in cgroup mode (%v, euid %d)", info, os.Geteuid()))
 	}
 }
@@ -69,7 +70,7 @@ func runEscape(t *testing.T) (string, int) {
 	t.Helper()
 	sleep := fmt.Sprintf("4343.%d", time.Now().UnixNano()%1e9)
 	cfg := helperConfig("escape", sleep)
-	cfg.Limits = proc.Limits{Pids: 32}
+	cfg.Limits = resource.Limits{Pids: 32}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := proc.Start(ctx, cfg)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // The sandbox on older kernels (issue 33, item 2): below Landlock ABI 3
@@ -88,7 +89,7 @@ func TestSandboxOnOlderLandlock(t *testing.T) {
 		t.Run("ABI"+strconv.Itoa(abi), func(t *testing.T) {
 			proc.SandboxABI(abi)
 			defer proc.SandboxABI(0)
-			st, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()})
+			st, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()})
 			if err != nil {
 				t.Fatalf("at ABI %d, with read-only mounts: %v", abi, err)
 			}
@@ -97,7 +98,7 @@ func TestSandboxOnOlderLandlock(t *testing.T) {
 			}
 			bothWays(t, func(t *testing.T) {
 				out := outsideFile(t, os.Getuid())
-				got, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), olderScript(os.Args[0], out))
+				got, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), olderScript(os.Args[0], out))
 				checkOlder(t, abi, out, got)
 			})
 		})
@@ -148,12 +149,12 @@ func TestSandboxOnOlderLandlockNeedsTheMounts(t *testing.T) {
 	proc.SandboxABI(2)
 	proc.SandboxMounts(false)
 	defer func() { proc.SandboxABI(0); proc.SandboxMounts(true) }()
-	_, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()})
+	_, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "truncating") {
 		t.Errorf("CheckSandbox at ABI 2 without mounts = %v, want a refusal naming truncating", err)
 	}
 	out := outsideFile(t, os.Getuid())
-	got, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, BestEffort: true}, t.TempDir(), shellQuote(os.Args[0])+" truncate "+shellQuote(out))
+	got, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite, BestEffort: true}, t.TempDir(), shellQuote(os.Args[0])+" truncate "+shellQuote(out))
 	if !strings.Contains(got, "truncate: done") {
 		t.Errorf("best effort at ABI 2 without mounts: %s, want the truncate to get through", got)
 	}
@@ -174,16 +175,16 @@ func TestSandboxLandlockAloneFencesWrites(t *testing.T) {
 	proc.SandboxMounts(false)
 	defer proc.SandboxMounts(true)
 	bothWays(t, func(t *testing.T) {
-		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+		s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
 		truncates := true
-		st, err := proc.CheckSandbox(proc.Sandbox{Mode: s.Mode, Workspace: t.TempDir()})
+		st, err := sandbox.Check(sandbox.Policy{Mode: s.Mode, Workspace: t.TempDir()})
 		if err != nil {
 			if !strings.Contains(err.Error(), "truncating") || !strings.Contains(err.Error(), "Landlock ABI 3 needed") {
 				t.Fatal(err)
 			}
 			t.Logf("Landlock below ABI 3, without the mounts: %v", err)
 			truncates, s.BestEffort = false, true
-			st, err = proc.CheckSandbox(proc.Sandbox{Mode: s.Mode, Workspace: t.TempDir(), BestEffort: true})
+			st, err = sandbox.Check(sandbox.Policy{Mode: s.Mode, Workspace: t.TempDir(), BestEffort: true})
 			if err != nil {
 				t.Fatal(err)
 			}

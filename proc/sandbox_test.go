@@ -18,10 +18,11 @@ import (
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // runIn runs command under sandbox s in dir and returns its output.
-func runIn(t *testing.T, s proc.Sandbox, dir, command string) (string, proc.Exit) {
+func runIn(t *testing.T, s sandbox.Policy, dir, command string) (string, proc.Exit) {
 	t.Helper()
 	env := append(os.Environ(), helperEnv+"=1")
 	p := mustStart(t, proc.Config{Command: command, Dir: dir, Sandbox: s, Env: env})
@@ -51,16 +52,16 @@ func bothWays(t *testing.T, test func(t *testing.T)) {
 // asked.
 func checkWay(t *testing.T, p *proc.Process) {
 	t.Helper()
-	if stepOnly && p.Sandbox().Mode != proc.SandboxOff && !p.ThroughStep() {
+	if stepOnly && p.Sandbox().Mode != sandbox.Off && !p.ThroughStep() {
 		t.Errorf("started from a fenced thread, not through the step")
 	}
 }
 
 // needSandbox skips where the host cannot hold the fence at all (the
 // machines this project runs on can: Landlock ABI 7, network namespaces).
-func needSandbox(t *testing.T) proc.SandboxStatus {
+func needSandbox(t *testing.T) sandbox.Status {
 	t.Helper()
-	st, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()})
+	st, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()})
 	if err != nil {
 		requireFeature(t, requireSandbox, "no sandbox on this host: "+err.Error())
 	}
@@ -71,7 +72,7 @@ func needSandbox(t *testing.T) proc.SandboxStatus {
 // from signalling processes outside it (Landlock ABI 6 scopes signals).
 // Where it does not, it fails t unless st says so, as the user and the
 // model are to be told (docs/sandbox.md's table: "not fenced").
-func signalsScoped(t *testing.T, st proc.SandboxStatus) bool {
+func signalsScoped(t *testing.T, st sandbox.Status) bool {
 	t.Helper()
 	if strings.Contains(strings.Join(st.Enforced, "; "), "signals and ptrace: Landlock scope") {
 		return true
@@ -108,7 +109,7 @@ func TestSandboxWorkspaceWriteFencesWritesAndNetwork(t *testing.T) {
 		}
 		defer udp.Close()
 
-		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+		s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
 		self := os.Args[0]
 		script := strings.Join([]string{
 			`echo inside > in.txt && echo "ws: ok"`,
@@ -147,7 +148,7 @@ func TestSandboxWorkspaceWriteFencesWritesAndNetwork(t *testing.T) {
 		_ = e
 
 		// The same, unsandboxed, reaches both: the test can fail.
-		out, _ = runIn(t, proc.Sandbox{}, ws, self+" dial "+tcp.Addr().String()+"; "+self+" udp "+udp.LocalAddr().String())
+		out, _ = runIn(t, sandbox.Policy{}, ws, self+" dial "+tcp.Addr().String()+"; "+self+" udp "+udp.LocalAddr().String())
 		if !strings.Contains(out, "connected") {
 			t.Errorf("unsandboxed dial: %s", out)
 		}
@@ -162,7 +163,7 @@ func TestSandboxReadOnlyWritesOnlyItsTemporaryDirectory(t *testing.T) {
 	bothWays(t, func(t *testing.T) {
 		needSandbox(t)
 		ws := t.TempDir()
-		p := mustStart(t, proc.Config{Dir: ws, Sandbox: proc.Sandbox{Mode: proc.SandboxReadOnly},
+		p := mustStart(t, proc.Config{Dir: ws, Sandbox: sandbox.Policy{Mode: sandbox.ReadOnly},
 			Command: `echo t > "$TMPDIR/t" && cat "$TMPDIR/t";  { echo w > here; } 2>/dev/null && echo "ws: written" || echo "ws: refused"; ` +
 				`touch /tmp/offstage-ro-$$ 2>/dev/null && echo "tmp: written" || echo "tmp: refused"`})
 		checkWay(t, p)
@@ -172,7 +173,7 @@ func TestSandboxReadOnlyWritesOnlyItsTemporaryDirectory(t *testing.T) {
 			t.Errorf("output = %q (exit %+v)", out, e)
 		}
 		st := p.Sandbox()
-		if st.Mode != proc.SandboxReadOnly || len(st.Writable) != 1 || st.Network {
+		if st.Mode != sandbox.ReadOnly || len(st.Writable) != 1 || st.Network {
 			t.Errorf("Sandbox() = %+v, want read-only, its temporary directory alone, no network", st)
 		}
 		if _, err := os.Stat(st.Writable[0]); !os.IsNotExist(err) {
@@ -200,7 +201,7 @@ func TestSandboxCannotSignalOrTraceOutside(t *testing.T) {
 	` + script
 			want = "host: refused\nother: refused\n" + want
 		}
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), script)
 		if out != want {
 			t.Errorf("output = %q, want %q", out, want)
 		}
@@ -213,7 +214,7 @@ func TestSandboxCannotSignalOrTraceOutside(t *testing.T) {
 func TestSandboxOnATerminal(t *testing.T) {
 	bothWays(t, func(t *testing.T) {
 		needSandbox(t)
-		p := mustStart(t, proc.Config{TTY: true, Dir: t.TempDir(), Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite},
+		p := mustStart(t, proc.Config{TTY: true, Dir: t.TempDir(), Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite},
 			Command: `touch /etc/offstage-tty-$$ 2>/dev/null && echo written || echo refused; stty size; echo ok > f && cat f`})
 		checkWay(t, p)
 		mustWait(t, p)
@@ -237,7 +238,7 @@ func TestSandboxNetworkOn(t *testing.T) {
 				c.Close()
 			}
 		}()
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxReadOnly, Network: true}, t.TempDir(), os.Args[0]+" dial "+l.Addr().String())
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.ReadOnly, Network: true}, t.TempDir(), os.Args[0]+" dial "+l.Addr().String())
 		if out != "connected\n" {
 			t.Errorf("with the network on: %q", out)
 		}
@@ -245,11 +246,11 @@ func TestSandboxNetworkOn(t *testing.T) {
 }
 
 func TestSandboxBadDirectories(t *testing.T) {
-	for _, s := range []proc.Sandbox{
+	for _, s := range []sandbox.Policy{
 		{Mode: "everything"},
-		{Mode: proc.SandboxWorkspaceWrite, Write: []string{"relative"}},
-		{Mode: proc.SandboxWorkspaceWrite, Write: []string{"/nonexistent/offstage"}},
-		{Mode: proc.SandboxReadOnly, Write: []string{"/tmp"}},
+		{Mode: sandbox.WorkspaceWrite, Write: []string{"relative"}},
+		{Mode: sandbox.WorkspaceWrite, Write: []string{"/nonexistent/offstage"}},
+		{Mode: sandbox.ReadOnly, Write: []string{"/tmp"}},
 	} {
 		if _, err := proc.Start(t.Context(), proc.Config{Command: "true", Sandbox: s}); err == nil {
 			t.Errorf("Start with %+v did not fail", s)
@@ -328,7 +329,7 @@ func TestSandboxHasNoTerminalToTypeInto(t *testing.T) {
 	now=$(( (0x$(caps CapEff) | 0x$(caps CapPrm)) >> 21 & 1 ))
 	if [ "$(id -u)" = 0 ]; then later=$(( 0x$(caps CapBnd) >> 21 & 1 )); else later=$(( 1 - $(caps NoNewPrivs) )); fi
 	echo "sys_admin: $now, later: $later"`
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), script)
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), script)
 		if out != "session: own\ntty: 0\nsys_admin: 0, later: 0\n" {
 			t.Errorf("output = %q, want its own session, no terminal and no CAP_SYS_ADMIN, now or after an exec", out)
 		}
@@ -352,7 +353,7 @@ func TestSandboxClosesInheritedDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	p := mustStart(t, proc.Config{Dir: t.TempDir(), Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite},
+	p := mustStart(t, proc.Config{Dir: t.TempDir(), Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite},
 		Command: `[ -e /proc/$$/fd/200 ] && echo "fd 200: open" || echo "fd 200: closed"`})
 	mustWait(t, p)
 	if !p.ThroughStep() {
@@ -374,7 +375,7 @@ func TestSandboxClosesInheritedDescriptors(t *testing.T) {
 // for root, say so).
 func TestSandboxFencesOnlyTheCommand(t *testing.T) {
 	needSandbox(t)
-	if os.Geteuid() != 0 || proc.Containment().Mode != proc.ModeCgroup {
+	if os.Geteuid() != 0 || proc.Containment().Mode != "cgroup" {
 		t.Skip("the host forks fenced commands itself as root with cgroups; elsewhere the step does it")
 	}
 	ws, outside := t.TempDir(), t.TempDir()
@@ -401,7 +402,7 @@ func TestSandboxFencesOnlyTheCommand(t *testing.T) {
 		writes <- err
 	}()
 	for range 16 {
-		p := mustStart(t, proc.Config{Command: "{ echo x > /etc/offstage-fence-$$; } 2>/dev/null || echo refused", Dir: ws, Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}})
+		p := mustStart(t, proc.Config{Command: "{ echo x > /etc/offstage-fence-$$; } 2>/dev/null || echo refused", Dir: ws, Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}})
 		ps = append(ps, p)
 		if p.ThroughStep() {
 			close(stop)
@@ -455,7 +456,7 @@ func TestSandboxRootKeepsNoPowerOverTheHost(t *testing.T) {
 	}
 	bothWays(t, func(t *testing.T) {
 		ws := t.TempDir()
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws,
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, ws,
 			`mknod blk b 7 0 2>/dev/null && echo "mknod: made" || echo "mknod: refused"
 grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status
 echo own > f && chown 65534 f && echo "chown: ok"`)
@@ -476,7 +477,7 @@ echo own > f && chown 65534 f && echo "chown: ok"`)
 // a connection in TIME_WAIT, nor one a process is still in.
 func TestSandboxNetworkIsFreshForEachCommand(t *testing.T) {
 	needSandbox(t)
-	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
 	ws := t.TempDir()
 	netns := func(command string) (ns, out string) {
 		t.Helper()
@@ -508,7 +509,7 @@ func TestSandboxNetworkIsFreshForEachCommand(t *testing.T) {
 	if !clean(stat) {
 		t.Errorf("the next command's namespace holds sockets:\n%s", stat)
 	}
-	if reuse := os.Geteuid() == 0 && proc.Containment().Mode == proc.ModeCgroup; reuse && !stepOnly && second != first {
+	if reuse := os.Geteuid() == 0 && proc.Containment().Mode == "cgroup"; reuse && !stepOnly && second != first {
 		t.Errorf("a namespace left empty was not used again: %s, then %s", first, second)
 	}
 	third, stat := netns("true")
@@ -549,7 +550,7 @@ func TestSandboxCannotReachTheThreadThatForkedIt(t *testing.T) {
 		ws := t.TempDir()
 		const grab = `for i in 1 2 3; do for t in /proc/$PPID/task/*; do if true <"$t/mem"; then echo "opened $t/mem"; fi; done; done 2>/dev/null; echo done`
 		for range 300 { // it was a race, won within a few tries alone, within hundreds among the other tests
-			out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws, grab)
+			out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, ws, grab)
 			if out != "done\n" {
 				t.Fatalf("a sandboxed command reached the host's memory: %q", out)
 			}
@@ -573,7 +574,7 @@ func TestSandboxCannotSignalTheThreadThatForkedIt(t *testing.T) {
 		ws := t.TempDir()
 		const probe = `for t in /proc/$PPID/task/*; do if kill -0 "${t##*/}"; then echo "may signal ${t##*/}"; fi; done 2>/dev/null; echo done`
 		for range 200 { // it was a race, won within a few tries
-			out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws, probe)
+			out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, ws, probe)
 			if out != "done\n" {
 				t.Fatalf("a sandboxed command may signal a thread of the host: %q", out)
 			}
@@ -598,7 +599,7 @@ func TestSandboxKeepsFilesOutsideAsTheyWere(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws,
+		runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, ws,
 			`chmod 4777 `+shellQuote(f)+`; chown 65534 `+shellQuote(f)+`; touch -d 2000-01-01 `+shellQuote(f))
 		after, err := os.Stat(f)
 		if err != nil {
@@ -629,14 +630,14 @@ func TestSandboxCannotOpenAnotherTerminal(t *testing.T) {
 	defer master.Close()
 	defer slave.Close()
 	bothWays(t, func(t *testing.T) {
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(),
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(),
 			`{ echo typed-in >`+shellQuote(slave.Name())+` && echo wrote; } 2>/dev/null; { true <`+shellQuote(slave.Name())+` && echo opened; } 2>/dev/null; echo done`)
 		if out != "done\n" {
 			t.Errorf("a sandboxed command reached the terminal %s: %q", slave.Name(), out)
 		}
 		// Terminals of its own it makes and uses (script, expect, a test
 		// of a terminal program): they are in a devpts of its own.
-		if out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), os.Args[0]+" openpty"); out != "pty ok\n" {
+		if out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), os.Args[0]+" openpty"); out != "pty ok\n" {
 			t.Errorf("a sandboxed command making a terminal of its own: %q", out)
 		}
 	})
@@ -658,11 +659,11 @@ func TestSandboxKeepsOutOfSharedMemory(t *testing.T) {
 	}
 	defer unix.SysvShmCtl(id, unix.IPC_RMID, nil)
 	shm := os.Args[0] + " shm " + strconv.Itoa(id)
-	if out, _ := runIn(t, proc.Sandbox{}, t.TempDir(), shm); out != "attached\n" {
+	if out, _ := runIn(t, sandbox.Policy{}, t.TempDir(), shm); out != "attached\n" {
 		t.Fatalf("unsandboxed, the segment: %q", out) // the test can fail
 	}
 	bothWays(t, func(t *testing.T) {
-		if out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), shm); out == "attached\n" {
+		if out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), shm); out == "attached\n" {
 			t.Errorf("a sandboxed command attached the host's shared memory segment %d", id)
 		}
 	})
@@ -703,7 +704,7 @@ func TestSandboxWritablePlacesStayPut(t *testing.T) {
 		if err := os.MkdirAll(cache, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: ws, Write: []string{cache}}
+		s := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: ws, Write: []string{cache}}
 		if out, e := runIn(t, s, ws, "mv a b && mkdir a && ln -s "+shellQuote(outside)+" a/cache && echo moved"); out != "moved\n" {
 			t.Fatalf("moving the nested place: %q, exit %+v", out, e)
 		}
@@ -744,7 +745,7 @@ func TestSandboxRootCannotReadOtherUsersKeyrings(t *testing.T) {
 		t.Skipf("no key for nobody: %v %s", err, out)
 	}
 	bothWays(t, func(t *testing.T) {
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, t.TempDir(), os.Args[0]+" userkey read 65534 "+desc)
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), os.Args[0]+" userkey read 65534 "+desc)
 		if strings.HasPrefix(out, "read ") {
 			t.Errorf("a sandboxed command run by root read another user's key: %q", out)
 		}
@@ -777,7 +778,7 @@ func TestSandboxKeepsReadOnlyMountsInTheWorkspace(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(ro, "probe"), nil, 0o644); err == nil {
 			t.Fatal("the read-only mount took a write from outside")
 		}
-		runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws, `echo x > ro/planted; chmod 777 ro`)
+		runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, ws, `echo x > ro/planted; chmod 777 ro`)
 		if _, err := os.Stat(filepath.Join(kept, "planted")); err == nil {
 			t.Errorf("a sandboxed command wrote through a mount that is read-only outside")
 		}
@@ -828,7 +829,7 @@ func TestSandboxLeavesNoSetIDProgram(t *testing.T) {
 	}
 	bothWays(t, func(t *testing.T) {
 		ws := t.TempDir()
-		out, _ := runIn(t, proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}, ws, `cp /bin/sh s && chmod 4755 s 2>/dev/null; chmod g+s s 2>/dev/null; cp /bin/sh t && chmod 700 t && echo "chmod 700: ok"
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, ws, `cp /bin/sh s && chmod 4755 s 2>/dev/null; chmod g+s s 2>/dev/null; cp /bin/sh t && chmod 700 t && echo "chmod 700: ok"
 `+os.Args[0]+` setid c; mknod -m 4755 n p 2>/dev/null; mkdir d && chmod 2775 d 2>/dev/null; echo done`)
 		if !strings.Contains(out, "chmod 700: ok\n") || !strings.Contains(out, "done\n") {
 			t.Errorf("output = %q", out)

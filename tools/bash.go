@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/task"
 )
 
@@ -133,7 +135,7 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		if err := s.cfg.Escalate(ctx, v.Owner(), in.Command); err != nil {
 			return BashOutput{}, fail("The user did not let this command run outside the sandbox: %v. Do not ask again for the same command; work within the sandbox, or ask the user what to do.", err)
 		}
-		cfg.Sandbox = proc.Sandbox{}
+		cfg.Sandbox = sandbox.Policy{}
 	}
 	if in.Cwd != "" {
 		dir := in.Cwd
@@ -435,7 +437,7 @@ func logLostNote(id string, log proc.LogState) string {
 // to its memory limit (a failed one's error says so already).
 func memoryNote(e proc.Exit) string {
 	return fmt.Sprintf("The kernel killed %d of its processes: they reached the memory limit of %s set for each shell. The command went on and exited 0, but its work may be incomplete.",
-		e.Contained.MemoryKills, proc.FormatSize(e.Contained.MemoryLimit))
+		e.Contained.MemoryKills, resource.FormatSize(e.Contained.MemoryLimit))
 }
 
 func leftoversNote(n int) string {

@@ -34,7 +34,7 @@ func TestTaskCancelEndsDaemons(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		ok(t, e, e.top, "task_inspect", `{"task_id": "`+id+`"}`, &out)
 	}
-	if proc.Containment().Mode == proc.ModeCgroup && out.MemoryMiB <= 0 {
+	if proc.Containment().Mode == "cgroup" && out.MemoryMiB <= 0 {
 		t.Errorf("task_inspect = %+v, want the memory of its 3 processes (memory_mib) from its cgroup", out)
 	}
 	var cancelled tools.CancelOutput

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -68,9 +69,9 @@ func TestEveryShellEndHasAName(t *testing.T) {
 // TestAShellKilledAtItsMemoryLimitEndedByALimit: the kernel's kill at the
 // memory limit is the limit's, not the shell's own failure.
 func TestAShellKilledAtItsMemoryLimitEndedByALimit(t *testing.T) {
-	limits := proc.Limits{Memory: 64 << 20}
-	if err := proc.CheckLimits(limits); err != nil {
-		if proc.Containment().Mode == proc.ModeCgroup {
+	limits := resource.Limits{Memory: 64 << 20}
+	if err := resource.Check(limits); err != nil {
+		if proc.Containment().Mode == "cgroup" {
 			t.Fatalf("cgroup containment cannot enforce %v: %v", limits, err)
 		}
 		t.Logf("no memory limit here (%v): nothing to check", err)

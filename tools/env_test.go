@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -19,7 +20,7 @@ import (
 // result.
 func TestBashNamesWithheldVariablesOnce(t *testing.T) {
 	env := append(os.Environ(), "GITHUB_TOKEN=ghp_value1", "DATABASE_URL=postgres://a:pw_value2@db/a", "NPM_TOKEN=npm_value3")
-	e := newEnv(t, tools.Config{Process: proc.Config{Env: env, EnvPolicy: proc.EnvPolicy{Keep: []string{"NPM_TOKEN"}}}})
+	e := newEnv(t, tools.Config{Process: proc.Config{Env: env, EnvPolicy: environ.Policy{Keep: []string{"NPM_TOKEN"}}}})
 	var out tools.BashOutput
 	ok(t, e, e.top, "bash", `{"command": "echo $GITHUB_TOKEN $NPM_TOKEN"}`, &out)
 	for _, name := range []string{"GITHUB_TOKEN", "DATABASE_URL"} {

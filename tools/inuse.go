@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/task"
 )
 
@@ -82,7 +81,7 @@ func inUseNote(v *task.View, self, command, output string) string {
 				break
 			}
 			if taken == nil {
-				taken = proc.ListeningPorts()
+				taken = listeningPorts()
 			}
 			if port == 0 && slices.Contains(taken, n) {
 				port = n // unless a later number is the caller's

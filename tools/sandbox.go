@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // Escalate asks the user whether command may run once outside the
@@ -21,7 +22,7 @@ type Escalate func(ctx context.Context, owner, command string) error
 // fenceText says, for the model, what the sandbox of cfg lets commands
 // do; "" when it is off. Writable places name the command's own
 // temporary directory as $TMPDIR, which is one per command.
-func fenceText(s proc.Sandbox, st proc.SandboxStatus) string {
+func fenceText(s sandbox.Policy, st sandbox.Status) string {
 	if !s.On() {
 		return ""
 	}
@@ -58,8 +59,8 @@ var (
 // sandbox refused it and how to go on: a path outside its writable
 // places, or the network while it is off. "" when its output shows
 // neither.
-func sandboxNote(st proc.SandboxStatus, output string, escalate bool, advice Advice) string {
-	if st.Mode == "" || st.Mode == proc.SandboxOff {
+func sandboxNote(st sandbox.Status, output string, escalate bool, advice Advice) string {
+	if st.Mode == "" || st.Mode == sandbox.Off {
 		return ""
 	}
 	var outside []string
@@ -107,7 +108,7 @@ func hostMayWrite(path string) bool {
 }
 
 // writable says whether the sandbox lets path be written.
-func writable(st proc.SandboxStatus, path string) bool {
+func writable(st sandbox.Status, path string) bool {
 	for _, w := range st.Writable {
 		if rel, err := filepath.Rel(w, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			return true
@@ -129,7 +130,7 @@ func (s *Set) fenceNow() string {
 	if !sb.On() {
 		return ""
 	}
-	st, err := proc.CheckSandbox(sb)
+	st, err := sandbox.Check(sb)
 	if err != nil {
 		return fmt.Sprintf("Commands are to run in a sandbox (%s), but it cannot hold on this host, so every command fails: %v", sb.Mode, err)
 	}
@@ -171,7 +172,7 @@ func escalationText(allowed bool) string {
 
 // bestEffortNote says what a best-effort sandbox did not enforce for a
 // command; "" when it enforced all its mode needs.
-func bestEffortNote(st proc.SandboxStatus) string {
+func bestEffortNote(st sandbox.Status) string {
 	if len(st.NotEnforced) == 0 {
 		return ""
 	}
@@ -179,9 +180,9 @@ func bestEffortNote(st proc.SandboxStatus) string {
 }
 
 // sandboxOf is p's sandbox; off for no process.
-func sandboxOf(p *proc.Process) proc.SandboxStatus {
+func sandboxOf(p *proc.Process) sandbox.Status {
 	if p == nil {
-		return proc.SandboxStatus{Mode: proc.SandboxOff}
+		return sandbox.Status{Mode: sandbox.Off}
 	}
 	return p.Sandbox()
 }

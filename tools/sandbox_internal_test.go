@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 func TestSandboxNoteReadsRefusals(t *testing.T) {
-	st := proc.SandboxStatus{Mode: proc.SandboxWorkspaceWrite, Writable: []string{"/tmp/offstage-sandbox-1", "/src"}}
+	st := sandbox.Status{Mode: sandbox.WorkspaceWrite, Writable: []string{"/tmp/offstage-sandbox-1", "/src"}}
 	cases := []struct{ output, want string }{
 		{"touch: cannot touch '/etc/x': Permission denied", "/etc/x is outside"},
 		{"sh: 1: cannot create /usr/local/bin/tool: Permission denied", "The sandbox (workspace-write) refused this: /usr/local/bin/tool is outside"},
@@ -32,17 +32,17 @@ func TestSandboxNoteReadsRefusals(t *testing.T) {
 	if got := sandboxNote(st, "curl: (6) Could not resolve host: example.com", true, Advice{}); got != "" {
 		t.Errorf("with the network on, a lookup failure is blamed on the sandbox: %q", got)
 	}
-	if got := sandboxNote(proc.SandboxStatus{Mode: proc.SandboxOff}, "touch: cannot touch '/etc/x': Permission denied", true, Advice{}); got != "" {
+	if got := sandboxNote(sandbox.Status{Mode: sandbox.Off}, "touch: cannot touch '/etc/x': Permission denied", true, Advice{}); got != "" {
 		t.Errorf("without a sandbox: %q", got)
 	}
 }
 
 func TestBestEffortNoteSaysWhatDidNotHold(t *testing.T) {
-	st := proc.SandboxStatus{Mode: proc.SandboxWorkspaceWrite, NotEnforced: []string{"cutting UDP and DNS (no network namespace)"}}
+	st := sandbox.Status{Mode: sandbox.WorkspaceWrite, NotEnforced: []string{"cutting UDP and DNS (no network namespace)"}}
 	if got := bestEffortNote(st); got != "its sandbox (workspace-write, best effort) did not enforce cutting UDP and DNS (no network namespace)" {
 		t.Errorf("bestEffortNote = %q", got)
 	}
-	if got := bestEffortNote(proc.SandboxStatus{Mode: proc.SandboxReadOnly}); got != "" {
+	if got := bestEffortNote(sandbox.Status{Mode: sandbox.ReadOnly}); got != "" {
 		t.Errorf("a sandbox that holds: %q", got)
 	}
 }

@@ -13,15 +13,16 @@ import (
 	"testing"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/tools"
 )
 
 func sandboxed(t *testing.T, escalate tools.Escalate) *env {
 	t.Helper()
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
-	return newEnv(t, tools.Config{Process: proc.Config{Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}}, Escalate: escalate})
+	return newEnv(t, tools.Config{Process: proc.Config{Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}}, Escalate: escalate})
 }
 
 // The model knows its fence: bash's description and its first result say
@@ -90,7 +91,7 @@ func TestSandboxEscalation(t *testing.T) {
 	if msg := e.refused(t, e.top, "bash", string(args)); !strings.Contains(msg, "not allowed here (the user did not allow escalation)") || strings.Contains(msg, "--") {
 		t.Errorf("without Escalate: %q, want the refusal in general words, naming no flag", msg)
 	}
-	advised := newEnv(t, tools.Config{Process: proc.Config{Sandbox: proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}},
+	advised := newEnv(t, tools.Config{Process: proc.Config{Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}},
 		Advice: tools.Advice{Escalation: "--let-it-out"}})
 	if msg := advised.refused(t, advised.top, "bash", string(args)); !strings.Contains(msg, "did not allow escalation: --let-it-out)") {
 		t.Errorf("with Advice.Escalation: %q, want the caller's advice", msg)

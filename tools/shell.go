@@ -16,6 +16,7 @@ import (
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/internal/tracing"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 	"github.com/offstage/offstage/task"
 )
 
@@ -351,7 +352,7 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 		b.WriteString("; " + note)
 	}
 	if e.Contained.MemoryKills > 0 && e.Err() == nil {
-		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, proc.FormatSize(e.Contained.MemoryLimit))
+		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, resource.FormatSize(e.Contained.MemoryLimit))
 	}
 	var le *proc.LogError
 	if errors.As(e.LogErr, &le) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/task"
 )
 
@@ -79,7 +80,7 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 	}
 	if p.Kind == "shell" {
 		if sh, err := processOf(v, id); err == nil && sh != nil {
-			if st := sh.Sandbox(); st.Mode != proc.SandboxOff {
+			if st := sh.Sandbox(); st.Mode != sandbox.Off {
 				out.Sandbox = shorten(st.String(), fieldBytes)
 			}
 		}
@@ -120,7 +121,7 @@ type ShellUsage struct {
 	// every descendant, whatever session or group it moved to.
 	Processes int `json:"processes,omitempty"`
 	// CPUSeconds, MemoryMiB and MemoryPeakMiB are a running shell's CPU
-	// time and memory, where the host can tell (see proc.Usage). Where a
+	// time and memory, where the host can tell (see resource.Usage). Where a
 	// cgroup measures memory it charges the page cache of the files the
 	// shell read or wrote, so the figures can be far above what its
 	// processes hold; the description says so.

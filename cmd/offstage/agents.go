@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/offstage/offstage/agent"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 )
 
 // agentFlags are how run, mcp, acp and agents find sub-agent profiles and
@@ -110,7 +110,7 @@ func (f agentFlags) profiles(work string, mf modelFlags, stderr io.Writer) []age
 // session goes on without it, as with any profile that cannot load.
 func unlimitable(list []agent.Profile, from map[string]string, stderr io.Writer) []agent.Profile {
 	return slices.DeleteFunc(list, func(p agent.Profile) bool {
-		err := proc.CheckLimits(p.Limits)
+		err := resource.Check(p.Limits)
 		if err != nil {
 			fmt.Fprintf(stderr, "offstage: profile %s (%s): skipped: its shell limits cannot be enforced here: %s\n", p.Name, from[p.Name], trimProc(err))
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/offstage/offstage/internal/chanctx"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 )
 
 // usageError is a mistake in how offstage was called or configured: exit
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "offstage", version())
 		if len(args) > 1 && (args[1] == "-v" || args[1] == "--verbose") {
 			fmt.Fprintln(stdout, proc.Containment())
-			for _, c := range proc.LimitControllers() {
+			for _, c := range resource.Controllers() {
 				fmt.Fprintln(stdout, c)
 			}
 			fmt.Fprintln(stdout, sandboxSupport())

@@ -11,6 +11,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/examples/demo"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
 )
@@ -55,11 +56,11 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer os.RemoveAll(outside)
-	sandbox := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: dir}
-	fence, err := proc.CheckSandbox(sandbox)
+	policy := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: dir}
+	fence, err := sandbox.Check(policy)
 	sandboxLine := "offstage demo: the shells run in a sandbox: " + fence.String()
 	if err != nil {
-		sandbox = proc.Sandbox{}
+		policy = sandbox.Policy{}
 		sandboxLine = "offstage demo: this host cannot sandbox the shells (" + trimProc(err) + "); they run unfenced, in a temporary directory."
 	}
 
@@ -70,7 +71,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Model:    model,
 		System:   "You are the model of the offstage demo.",
 		Profiles: profiles,
-		Tools:    tools.Config{Process: proc.Config{Dir: dir, Sandbox: sandbox, Env: append(os.Environ(), "DEMO_OUTSIDE="+outside)}},
+		Tools:    tools.Config{Process: proc.Config{Dir: dir, Sandbox: policy, Env: append(os.Environ(), "DEMO_OUTSIDE="+outside)}},
 		Settle:   300 * time.Millisecond,
 	})
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // envFlags are --env-keep and --env-drop, on run, mcp and acp: the last
@@ -26,7 +28,7 @@ type envFlags struct{ keep, drop []string }
 func (f *envFlags) register(fs *flag.FlagSet) {
 	add := func(list *[]string) func(string) error {
 		return func(name string) error {
-			if err := proc.ValidEnvName(name); err != nil {
+			if err := environ.ValidName(name); err != nil {
 				return err
 			}
 			*list = append(*list, name)
@@ -49,8 +51,8 @@ func (f envFlags) check() error {
 
 // policy returns the shells' environment policy: the default rule, then
 // the user's config file's (file), then the flags.
-func (f envFlags) policy(file proc.EnvPolicy) proc.EnvPolicy {
-	return file.Then(proc.EnvPolicy{Keep: f.keep, Drop: f.drop})
+func (f envFlags) policy(file environ.Policy) environ.Policy {
+	return file.Then(environ.Policy{Keep: f.keep, Drop: f.drop})
 }
 
 // userConfigDir is $XDG_CONFIG_HOME/offstage, or ~/.config/offstage, in
@@ -117,12 +119,12 @@ type userConfig struct {
 }
 
 // sandbox returns the shells' sandbox the file sets.
-func (c userConfig) sandbox() (proc.Sandbox, error) {
-	m, err := proc.ParseSandboxMode(c.Sandbox.Mode)
+func (c userConfig) sandbox() (sandbox.Policy, error) {
+	m, err := sandbox.ParseMode(c.Sandbox.Mode)
 	if err != nil {
-		return proc.Sandbox{}, fmt.Errorf("mode: %s", trimProc(err))
+		return sandbox.Policy{}, fmt.Errorf("mode: %s", trimProc(err))
 	}
-	s := proc.Sandbox{Mode: m, Network: c.Sandbox.Network, BestEffort: c.Sandbox.BestEffort}
+	s := sandbox.Policy{Mode: m, Network: c.Sandbox.Network, BestEffort: c.Sandbox.BestEffort}
 	for _, d := range c.Sandbox.Write {
 		d = expandHome(d)
 		if !filepath.IsAbs(d) {
@@ -137,10 +139,10 @@ func (c userConfig) sandbox() (proc.Sandbox, error) {
 }
 
 // limits returns the shells' limits the file sets.
-func (c userConfig) limits() (proc.Limits, error) {
-	l := proc.Limits{Pids: c.Limits.Pids, CPUs: c.Limits.CPUs}
+func (c userConfig) limits() (resource.Limits, error) {
+	l := resource.Limits{Pids: c.Limits.Pids, CPUs: c.Limits.CPUs}
 	if c.Limits.Memory != "" {
-		n, err := proc.ParseSize(c.Limits.Memory)
+		n, err := resource.ParseSize(c.Limits.Memory)
 		if err != nil {
 			return l, fmt.Errorf("memory: %w", err)
 		}
@@ -152,8 +154,8 @@ func (c userConfig) limits() (proc.Limits, error) {
 	return l, nil
 }
 
-func (c userConfig) policy() proc.EnvPolicy {
-	return proc.EnvPolicy{Keep: c.Env.Keep, Drop: c.Env.Drop}
+func (c userConfig) policy() environ.Policy {
+	return environ.Policy{Keep: c.Env.Keep, Drop: c.Env.Drop}
 }
 
 // configKeys are the config file's keys, by section ("" the top level),
@@ -299,8 +301,8 @@ func untrustedKeeps(list []agent.Profile, from map[string]string, project, trust
 // itself reads Go's copy of its environment, so its provider clients
 // still find their keys. A failure is said, not fatal: the commands'
 // environments are filtered either way.
-func hideWithheld(env proc.EnvPolicy, stderr io.Writer) {
-	if _, err := proc.HideWithheld(env); err != nil {
+func hideWithheld(env environ.Policy, stderr io.Writer) {
+	if _, err := environ.HideWithheld(env); err != nil {
 		fmt.Fprintf(stderr, "offstage: the withheld variables stay readable in /proc/%d/environ: %v\n", os.Getpid(), err)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/resource"
 )
 
 // limitFlags are --task-memory, --task-pids and --task-cpus, on run, mcp
-// and acp: the shells' limits (proc.Limits), over the user's config file.
+// and acp: the shells' limits (resource.Limits), over the user's config file.
 // Each is nil unless given; 0 sets none, whatever the file says.
 type limitFlags struct {
 	memory *int64
@@ -20,7 +20,7 @@ type limitFlags struct {
 
 func (f *limitFlags) register(fs *flag.FlagSet) {
 	fs.Func("task-memory", "cap each shell's memory, with everything it starts, at `SIZE` (512M, 2G); the kernel kills what goes past it (default: none; 0: none)", func(s string) error {
-		n, err := proc.ParseSize(s)
+		n, err := resource.ParseSize(s)
 		if err != nil {
 			return errors.New("not a size: give a number of bytes with K, M, G or T, such as 512M or 2G")
 		}
@@ -49,7 +49,7 @@ func (f *limitFlags) register(fs *flag.FlagSet) {
 // then the flags; a usage error if they are invalid, or if this host
 // cannot enforce them (then offstage does not start: a limit the user
 // asked for must not silently not hold).
-func (f limitFlags) limits(file proc.Limits) (proc.Limits, error) {
+func (f limitFlags) limits(file resource.Limits) (resource.Limits, error) {
 	l := file
 	if f.memory != nil {
 		l.Memory = *f.memory
@@ -63,9 +63,9 @@ func (f limitFlags) limits(file proc.Limits) (proc.Limits, error) {
 	if err := l.Validate(); err != nil {
 		return l, usagef("--task-*: %v", trimProc(err))
 	}
-	// CheckLimits validates too; Validate first names the flags for a
-	// value wrong anywhere, CheckLimits says what this host lacks.
-	if err := proc.CheckLimits(l); err != nil {
+	// resource.Check validates too; Validate first names the flags for a
+	// value wrong anywhere, resource.Check says what this host lacks.
+	if err := resource.Check(l); err != nil {
 		return l, usagef("cannot limit the shells: %v", trimProc(err))
 	}
 	return l, nil

@@ -11,13 +11,14 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 func main() {
 	// First, before any key is read: the commands offstage runs must not
-	// read its environment or memory (see proc.ProtectHost).
-	if err := proc.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	// read its environment or memory (see environ.ProtectHost).
+	if err := environ.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintln(os.Stderr, "offstage: warning: the commands it runs may read its environment and memory:", err)
 	}
 	// A reader of stdout that goes away (offstage run --json | head, an
@@ -27,7 +28,7 @@ func main() {
 	// (Caught, not ignored: an ignored SIGPIPE would be inherited by every
 	// command offstage runs, and `yes | head` in a shell would never end.)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	proc.KeepInheritedToSelf()
+	sandbox.KeepInheritedToSelf()
 	// SIGINT is not here: each command decides what Ctrl-C means (the
 	// interactive mode cancels the turn, not the program).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)

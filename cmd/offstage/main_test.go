@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offstage/offstage/proc/sandbox"
 	"go.uber.org/goleak"
-
-	"github.com/offstage/offstage/proc"
 )
 
 // The test binary re-executes itself as offstage when this is set.
@@ -142,7 +141,7 @@ func TestDemo(t *testing.T) {
 		"a write inside the workspace":        "notes.txt written in the workspace",
 		"a write outside refused":             "The sandbox (workspace-write) refused this",
 	} {
-		if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil && strings.Contains(capability, "sandbox") {
+		if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil && strings.Contains(capability, "sandbox") {
 			continue // this host has none: the demo says so instead
 		}
 		if !strings.Contains(text, want) {

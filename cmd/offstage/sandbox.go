@@ -12,15 +12,15 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/tools"
 )
 
 // sandboxFlags are --sandbox, --sandbox-write, --sandbox-network,
 // --sandbox-best-effort and --sandbox-escalation, on run, mcp and acp:
-// the shells' sandbox (proc.Sandbox), over the user's config file.
+// the shells' sandbox (sandbox.Policy), over the user's config file.
 type sandboxFlags struct {
-	mode       *proc.SandboxMode
+	mode       *sandbox.Mode
 	write      []string
 	network    *bool
 	bestEffort bool
@@ -29,7 +29,7 @@ type sandboxFlags struct {
 
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Func("sandbox", "run each shell in a sandbox: `MODE` off, read-only (writes only its own $TMPDIR) or workspace-write (also the working directory and --sandbox-write) (default: off, or the config file's)", func(s string) error {
-		m, err := proc.ParseSandboxMode(s)
+		m, err := sandbox.ParseMode(s)
 		if err != nil {
 			return errors.New("give off, read-only or workspace-write")
 		}
@@ -82,7 +82,7 @@ func expandHome(s string) string {
 // then the flags, checked against this host: a sandbox the user asked
 // for that cannot hold stops offstage from starting (unless best effort),
 // saying what is missing. Workspace is left to the session's directory.
-func (f sandboxFlags) sandbox(file proc.Sandbox) (proc.Sandbox, error) {
+func (f sandboxFlags) sandbox(file sandbox.Policy) (sandbox.Policy, error) {
 	s := file
 	s.Write = slices.Clip(s.Write)
 	if f.mode != nil {
@@ -97,16 +97,16 @@ func (f sandboxFlags) sandbox(file proc.Sandbox) (proc.Sandbox, error) {
 		if len(f.write) > 0 || f.network != nil || f.bestEffort {
 			return s, usagef("--sandbox-write, --sandbox-network and --sandbox-best-effort shape a sandbox: add --sandbox workspace-write (or read-only)")
 		}
-		return proc.Sandbox{}, nil
+		return sandbox.Policy{}, nil
 	}
-	if s.Mode == proc.SandboxReadOnly && len(s.Write) > 0 {
+	if s.Mode == sandbox.ReadOnly && len(s.Write) > 0 {
 		return s, usagef("--sandbox read-only writes nowhere but each shell's $TMPDIR: use --sandbox workspace-write with --sandbox-write")
 	}
 	check := s
 	if check.Workspace == "" {
 		check.Workspace, _ = os.Getwd()
 	}
-	if _, err := proc.CheckSandbox(check); err != nil {
+	if _, err := sandbox.Check(check); err != nil {
 		return s, usagef("cannot sandbox the shells: %v", trimProc(err))
 	}
 	return s, nil
@@ -115,7 +115,7 @@ func (f sandboxFlags) sandbox(file proc.Sandbox) (proc.Sandbox, error) {
 // sandboxStatus says what the sandbox enforces here, for the start-up
 // line ("" when off), with dir the shells' directory, or "" where each
 // session has its own.
-func sandboxStatus(s proc.Sandbox, dir string) string {
+func sandboxStatus(s sandbox.Policy, dir string) string {
 	if !s.On() {
 		return ""
 	}
@@ -123,12 +123,12 @@ func sandboxStatus(s proc.Sandbox, dir string) string {
 	if s.Workspace == "" {
 		s.Workspace = dir
 	}
-	st, err := proc.CheckSandbox(s)
+	st, err := sandbox.Check(s)
 	if err != nil {
 		return err.Error()
 	}
-	if perSession && s.Mode == proc.SandboxWorkspaceWrite && len(st.Writable) > 1 {
-		// CheckSandbox judged the current directory; the fence is each
+	if perSession && s.Mode == sandbox.WorkspaceWrite && len(st.Writable) > 1 {
+		// sandbox.Check judged the current directory; the fence is each
 		// session's own, and so is any warning about it.
 		st.Writable[1] = "each session's directory"
 		st.Gaps = slices.DeleteFunc(st.Gaps, func(g string) bool {
@@ -278,7 +278,7 @@ func askInConversation(asks chan<- escalation) tools.Escalate {
 // sandboxSupport says, for version -v, what a sandbox would hold on this
 // host (workspace-write, the network off), or why it cannot.
 func sandboxSupport() string {
-	st, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite})
+	st, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite})
 	if err != nil {
 		return "sandbox: " + trimProc(err)
 	}

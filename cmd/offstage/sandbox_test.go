@@ -9,8 +9,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // TestSandboxFlags: --sandbox workspace-write reaches each shell: a write
@@ -20,7 +19,7 @@ import (
 // as anyone else, where the user's own permissions refuse it first and
 // the model is rightly not told that the sandbox did).
 func TestSandboxFlags(t *testing.T) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
 	outside := filepath.Join(t.TempDir(), "offstage-cli-"+strconv.Itoa(os.Getpid()))
@@ -97,7 +96,7 @@ func TestSandboxBadValues(t *testing.T) {
 // false is refused unless the server was started with
 // --sandbox-escalation allow; then it runs outside the sandbox.
 func TestMCPEscalation(t *testing.T) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
 	outside := t.TempDir()
@@ -133,7 +132,7 @@ func TestMCPEscalation(t *testing.T) {
 // whose next line answers it: n is the model's tool error, y runs the
 // command outside the sandbox.
 func TestRunAsksInTheConversation(t *testing.T) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
 	outside := t.TempDir()
@@ -172,7 +171,7 @@ func TestVersionSaysSandbox(t *testing.T) {
 		t.Fatalf("version -v: exit %d", code)
 	}
 	want := "\nsandbox: available; enforced by file system: Landlock ABI "
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite}); err != nil {
 		want = "\nsandbox: the workspace-write sandbox cannot hold on this host"
 	}
 	if !strings.Contains(out.String(), want) {
@@ -185,7 +184,7 @@ func TestVersionSaysSandbox(t *testing.T) {
 // --dir; acp's named it too, where each session writes its own. A
 // workspace that holds the home directory is called out.
 func TestSandboxStartupLineNamesTheWorkspace(t *testing.T) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		t.Skipf("no sandbox on this host: %v", err)
 	}
 	ws := t.TempDir()
@@ -199,7 +198,7 @@ func TestSandboxStartupLineNamesTheWorkspace(t *testing.T) {
 		{"acp", "", "writes only under: $TMPDIR (its own), each session's directory;"},
 		{"mcp", "/", "the home directory"},
 	} {
-		s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+		s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
 		got := sandboxStatus(s, c.dir)
 		if !strings.Contains(got, c.want) || strings.Contains(got, cwd+";") && c.dir != cwd {
 			t.Errorf("%s with --dir %q: %q, want %q in it and not offstage's own directory %s", c.face, c.dir, got, c.want, cwd)

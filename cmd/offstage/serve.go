@@ -27,7 +27,7 @@ import (
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/task"
 )
 
@@ -101,7 +101,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *detach {
 		return serveDetached(ctx, state, jf, args, stdout)
 	}
-	hideWithheld(proc.EnvPolicy{}, stderr) // its own secrets; the faces' come over the socket, never into its environment block
+	hideWithheld(environ.Policy{}, stderr) // its own secrets; the faces' come over the socket, never into its environment block
 	ln, unlock, err := listenServe(state)
 	if err != nil {
 		return err

@@ -5,6 +5,9 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/tools"
 )
@@ -12,10 +15,10 @@ import (
 // policy is what every shell of a command's sessions runs under: the
 // environment it sees, its limits and its sandbox.
 type policy struct {
-	env     proc.EnvPolicy
-	limits  proc.Limits
-	sandbox proc.Sandbox // Workspace is left to the session's directory
-	prices  prices       // the config file's, to show what tokens cost
+	env     environ.Policy
+	limits  resource.Limits
+	sandbox sandbox.Policy // Workspace is left to the session's directory
+	prices  prices         // the config file's, to show what tokens cost
 }
 
 // policy is the one place a command reads its shells' policy: the user's

@@ -18,7 +18,9 @@ import (
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/mcpserver"
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
+	"github.com/offstage/offstage/proc/resource"
+	"github.com/offstage/offstage/proc/sandbox"
 	"github.com/offstage/offstage/provider/scripted"
 	"github.com/offstage/offstage/tools"
 )
@@ -29,9 +31,9 @@ type effective struct {
 	System, ProjectInstructions string
 	Profiles                    []string
 	Dir                         string
-	Env                         proc.EnvPolicy
-	Limits                      proc.Limits
-	Sandbox                     proc.Sandbox
+	Env                         environ.Policy
+	Limits                      resource.Limits
+	Sandbox                     sandbox.Policy
 	Advice                      tools.Advice
 	MaxRunning                  int
 	HasModel                    bool

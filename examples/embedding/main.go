@@ -28,7 +28,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
@@ -39,8 +39,8 @@ func main() {
 	}
 	// First: the commands the model runs must not read this process's
 	// environment (its API keys) or memory. Commands already run without
-	// the variables that look like secrets (proc.EnvPolicy).
-	if err := proc.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	// the variables that look like secrets (environ.Policy).
+	if err := environ.ProtectHost(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintln(os.Stderr, "embedding:", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -9,14 +9,14 @@
 // # Sandbox
 //
 // Config.Sandbox fences a command and everything it starts, daemons
-// included; nothing inside can lift it. Modes: SandboxReadOnly reads what
+// included; nothing inside can lift it. Modes: sandbox.ReadOnly reads what
 // the host can and writes nothing but the command's own temporary
 // directory (made for it, named by $TMPDIR, removed after it);
-// SandboxWorkspaceWrite also writes under Sandbox.Workspace (default
-// Config.Dir) and the directories of Sandbox.Write. Device files such as
+// sandbox.WorkspaceWrite also writes under Policy.Workspace (default
+// Config.Dir) and the directories of Policy.Write. Device files such as
 // /dev/null and the command's own terminal stay writable; of /dev
 // nothing else is readable (a terminal read takes the keystrokes meant
-// for another shell). Sandbox.Network off (the default) cuts the
+// for another shell). Policy.Network off (the default) cuts the
 // network, UDP and DNS included.
 //
 // What holds it, each by the kernel:
@@ -117,15 +117,15 @@
 // namespace of the step's own); below ABI 2 renames and links across
 // directories fail (EXDEV) even inside the writable places, a gap the
 // status states; the network off by a network namespace at any ABI.
-// SandboxStatus.Enforced names the layer of each. A sandbox whose mode
+// sandbox.Status.Enforced names the layer of each. A sandbox whose mode
 // needs a rule this host lacks (no Landlock; an ABI below 3 without
 // read-only mounts; the network off with neither
 // a namespace nor Landlock's UDP rules) fails Start with an error that
-// says what is missing, unless Sandbox.BestEffort: then it starts with
+// says what is missing, unless Policy.BestEffort: then it starts with
 // what holds and Process.Sandbox lists what does not (NotEnforced).
 // Signals without ABI 6, and modes and owners without read-only mounts,
 // are not a refusal but a gap the status always states (Gaps), as is a
-// writable place that holds the home directory. CheckSandbox tells a
+// writable place that holds the home directory. sandbox.Check tells a
 // program all this at start-up. Off Linux, a sandboxed mode fails Start:
 // macOS's sandbox-exec is not used, as this project cannot test it.
 //

@@ -9,23 +9,23 @@ import (
 	"sync/atomic"
 )
 
-// SandboxMode says what a sandboxed command may write (see "Sandbox" in
+// Mode says what a sandboxed command may write (see "Sandbox" in
 // the package doc).
 type Mode string
 
 const (
-	// SandboxOff runs the command with the host's full rights. The zero
+	// Off runs the command with the host's full rights. The zero
 	// value ("") means the same.
 	Off Mode = "off"
-	// SandboxReadOnly lets the command read what the host can, and write
+	// ReadOnly lets the command read what the host can, and write
 	// nothing but its own temporary directory ($TMPDIR).
 	ReadOnly Mode = "read-only"
-	// SandboxWorkspaceWrite also lets it write under Sandbox.Workspace
-	// and the directories of Sandbox.Write.
+	// WorkspaceWrite also lets it write under Policy.Workspace
+	// and the directories of Policy.Write.
 	WorkspaceWrite Mode = "workspace-write"
 )
 
-// ParseSandboxMode reads a mode as the flags spell it: off, read-only or
+// ParseMode reads a mode as the flags spell it: off, read-only or
 // workspace-write.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(strings.TrimSpace(s)); m {
@@ -72,7 +72,7 @@ func (s Policy) Validate() error {
 		}
 	}
 	if s.Mode == ReadOnly && len(s.Write) > 0 {
-		return errors.New("proc: the read-only sandbox writes nowhere but its temporary directory; use workspace-write for the directories of Sandbox.Write")
+		return errors.New("proc: the read-only sandbox writes nowhere but its temporary directory; use workspace-write for the directories of Policy.Write")
 	}
 	return nil
 }
@@ -123,13 +123,13 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// SandboxStatus is what a sandbox enforces for a command, as Start found
+// Status is what a sandbox enforces for a command, as Start found
 // it on this host: the model is told it, and a best-effort sandbox
 // lists what did not hold.
 type Status struct {
 	Mode Mode
 	// Writable lists where the command may write: its temporary directory
-	// first, then the workspace and Sandbox.Write. Empty when off.
+	// first, then the workspace and Policy.Write. Empty when off.
 	Writable []string
 	Network  bool
 	// Enforced says by what each rule is held ("file system: Landlock ABI 7").

@@ -240,7 +240,7 @@ func pinDir(path string) (*os.File, error) {
 	return f, nil
 }
 
-// CheckSandbox says what s enforces on this host, and fails as Start
+// Check says what s enforces on this host, and fails as Start
 // would where s is strict and a rule its mode needs cannot hold: a
 // program checks its flags with it at start-up. Writable does not list
 // the per-command temporary directory, which Start makes.

@@ -1,4 +1,4 @@
-package proc
+package environ
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ import (
 //
 // It returns the names it overwrote. Safe for concurrent use, and to call
 // again (it finds nothing more to do).
-func HideWithheld(p EnvPolicy) ([]string, error) {
+func HideWithheld(p Policy) ([]string, error) {
 	start, end, err := envBounds()
 	if err != nil {
 		return nil, err

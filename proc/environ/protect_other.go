@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package proc
+package environ
 
 import (
 	"errors"

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // serveState is a fresh state directory with a short path: the socket's
@@ -727,7 +727,7 @@ func TestAServedRunReadsItsClientsConfigFile(t *testing.T) {
 // answered it, and the command wrote outside the workspace (an outsider's
 // finding).
 func TestAServedPipedRunIsNotAskedToLeaveTheSandbox(t *testing.T) {
-	if _, err := proc.CheckSandbox(proc.Sandbox{Mode: proc.SandboxWorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
 		if os.Getenv("OFFSTAGE_REQUIRE_SANDBOX") != "" {
 			t.Fatalf("no sandbox on this host, and OFFSTAGE_REQUIRE_SANDBOX is set: %v", err)
 		}

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/offstage/offstage/provider"
@@ -85,6 +87,35 @@ func (l *loop) overBudget() error {
 		if e := s.cfg.AutonomousBudget.reached(ScopeAutonomous, chainUsed, time.Since(chainStart)); e != nil {
 			return e
 		}
+	}
+	return nil
+}
+
+// AutonomousBlocked says why the session would take no autonomous turn
+// now: a budget reached (a *BudgetError), its cap of autonomous turns, no
+// model, or its closing; nil if it would. A face that waits for the turn
+// that delivers the results waiting asks it first: a turn that never
+// comes would leave it waiting for good.
+func (s *Session) AutonomousBlocked() error {
+	switch {
+	case s.cfg.Model == nil:
+		return errors.New("the session has no model")
+	case s.closing.Load():
+		return errors.New("the session is closing")
+	case s.autonomous.Load() >= int64(s.cfg.MaxAutonomousTurns):
+		return fmt.Errorf("the session took its %d autonomous turns", s.cfg.MaxAutonomousTurns)
+	}
+	s.usageMu.Lock()
+	total, c := s.usage.Total, s.chain
+	s.usageMu.Unlock()
+	if e := s.cfg.Budget.reached(ScopeSession, total, time.Since(s.started)); e != nil {
+		return e
+	}
+	if c.start.IsZero() {
+		return nil // no chain yet: its budget is whole
+	}
+	if e := s.cfg.AutonomousBudget.reached(ScopeAutonomous, c.used, time.Since(c.start)); e != nil {
+		return e
 	}
 	return nil
 }

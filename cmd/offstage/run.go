@@ -119,6 +119,10 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		return usagef("--attach joins a live session and --resume continues a recorded one: give one of them")
 	case attach.set && !f.served():
 		return usagef("--attach joins a session of offstage serve; drop --no-serve and --no-journal")
+	case attach.set:
+		if shaping := sessionShaping(fs); len(shaping) > 0 {
+			return usagef("--attach joins a session as it was started: %s would not change it (its budgets, sandbox, limits, environment, profiles and directory were set at its start; with --attach, only the model's flags, --script among them, --json, --wait and --prompt-file apply)", strings.Join(shaping, ", "))
+		}
 	}
 	for _, r := range []*resumeFlag{&resume, &attach} {
 		if r.set && r.id == "" && len(rest) > 0 && sessionArgPattern.MatchString(rest[0]) {
@@ -556,8 +560,12 @@ func interactive(ctx context.Context, rs *runSession, stdin io.Reader, stdout io
 	pending := 0 // messages sent whose turn has not ended
 	var catchUp atomic.Bool
 	if rs.served() && resultsWaiting(s.Table()) {
-		pending++ // an attach: the autonomous turn that delivers them comes first
-		catchUp.Store(true)
+		if err := s.AutonomousBlocked(); err != nil {
+			p.line("offstage: no autonomous turn delivers the results that wait (" + err.Error() + "): your next message's turn does.")
+		} else {
+			pending++ // an attach: the autonomous turn that delivers them comes first
+			catchUp.Store(true)
+		}
 	}
 	sink := agent.SinkFunc(func(e agent.Event) {
 		p.Event(e)
@@ -691,6 +699,20 @@ loop:
 	}
 	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))
 	return nil
+}
+
+// sessionShaping lists the flags set on fs that shape a session at its
+// start, which an attach cannot change.
+func sessionShaping(fs *flag.FlagSet) []string {
+	joins := map[string]bool{"attach": true, "json": true, "wait": true, "prompt-file": true, "state-dir": true,
+		"provider": true, "model": true, "base-url": true, "script": true}
+	var out []string
+	fs.Visit(func(fl *flag.Flag) {
+		if !joins[fl.Name] {
+			out = append(out, "--"+fl.Name)
+		}
+	})
+	return out
 }
 
 // maxLine is the longest line a conversation takes as a message.

@@ -852,3 +852,43 @@ func TestAClientThatStopsReadingIsLetGo(t *testing.T) {
 	}
 	sv.wait(t)
 }
+
+// TestAttachingToABudgetStoppedSessionDoesNotWaitForATurn: results wait
+// in a session whose budget stops autonomous turns; run --attach from a
+// pipe says no autonomous turn will deliver them and ends, where it waited
+// for that turn for good; and an attach refuses the flags that shape a
+// session at its start, which it silently ignored (an outsider's finding).
+func TestAttachingToABudgetStoppedSessionDoesNotWaitForATurn(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo done", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	_, errOut, code, _ := runIn(t, state, nil, "run", "--wait", "0", "--budget-calls", "2", "--script", script, "go")
+	if code != 0 {
+		t.Fatalf("the one-shot run: exit %d\n%s", code, errOut)
+	}
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+	out, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach", "--budget-tokens", "5k")
+	if code != 2 || !strings.Contains(errOut, "--budget-tokens would not change it") {
+		t.Errorf("run --attach --budget-tokens: exit %d; want it refused, naming the flag:\n%s%s", code, out, errOut)
+	}
+	done := make(chan string, 1)
+	go func() {
+		out, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach")
+		done <- fmt.Sprintf("exit %d\n%s%s", code, out, errOut)
+	}()
+	select {
+	case got := <-done:
+		if !strings.HasPrefix(got, "exit 0") || !strings.Contains(got, "no autonomous turn delivers the results that wait (session call budget of 2") {
+			t.Errorf("run --attach to a session whose budget stopped autonomous turns: %s", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run --attach < /dev/null to a session whose budget stopped autonomous turns still waits after 30s")
+	}
+	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}

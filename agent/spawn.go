@@ -22,9 +22,9 @@ type spawnInput struct {
 	Prompt          string `json:"prompt" jsonschema:"the task, with all it needs to know"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"return its id at once"`
 	Lifetime        string `json:"lifetime,omitempty" jsonschema:"session (the default: it may run until the session closes) or turn (cancelled when this turn ends)"`
-	BudgetTokens    int64  `json:"budget_tokens,omitempty" jsonschema:"most tokens (input and output) it may spend, with its own sub-agents; within its profile's"`
-	BudgetCalls     int64  `json:"budget_calls,omitempty" jsonschema:"most model calls it may make, with its own sub-agents; within its profile's"`
-	BudgetSeconds   int64  `json:"budget_seconds,omitempty" jsonschema:"most seconds it may run; within its profile's"`
+	BudgetTokens    int64  `json:"budget_tokens,omitempty" jsonschema:"most tokens (input and output) it may spend, with its own sub-agents; within its profile's; 0 or absent: the profile's alone"`
+	BudgetCalls     int64  `json:"budget_calls,omitempty" jsonschema:"most model calls it may make, with its own sub-agents; within its profile's; 0 or absent: the profile's alone"`
+	BudgetSeconds   int64  `json:"budget_seconds,omitempty" jsonschema:"most seconds it may run; within its profile's; 0 or absent: the profile's alone"`
 }
 
 // SpawnOutput is the spawn_agent tool's result.

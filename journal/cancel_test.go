@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -92,6 +93,51 @@ func TestTheDoorbellIsPrivate(t *testing.T) {
 	rec.Close(t.Context())
 	if _, err := os.Stat(p.Bell); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the doorbell after Close: %v", err)
+	}
+}
+
+// TestADeadHostsDoorbellIsSwept: the doorbell of a process SIGKILLed (a
+// socket nobody listens on) is removed by the next recorder of the
+// directory, while a live one stays: they stayed for good (an outsider's
+// finding).
+func TestADeadHostsDoorbellIsSwept(t *testing.T) {
+	dir := t.TempDir()
+	bells := filepath.Join(dir, "run")
+	if err := os.MkdirAll(bells, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(bells, "4194000.sock")
+	ln, err := net.Listen("unix", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // as a SIGKILLed process leaves it: the file, no listener
+	live := filepath.Join(bells, "4194001.sock")
+	lln, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lln.Close()
+	go func() {
+		for {
+			c, err := lln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	rec, err := journal.NewRecorder(t.Context(), open(t, filepath.Join(dir, "journal.db")), journal.RecorderOptions{BellDir: bells})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(t.Context())
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dead host's doorbell after a recorder started: %v; want it removed", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live host's doorbell: %v; want it kept", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -131,6 +132,7 @@ func (r *Recorder) openBell() (net.Listener, error) {
 	}
 	path := filepath.Join(r.opts.BellDir, strconv.Itoa(r.host.PID)+".sock")
 	os.Remove(path) // a dead process's of the same pid
+	sweepBells(r.opts.BellDir)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, err
@@ -145,6 +147,26 @@ func (r *Recorder) openBell() (net.Listener, error) {
 	r.mu.Unlock()
 	r.j.Add(r.peerRecord())
 	return ln, nil
+}
+
+// sweepBells removes the doorbells in dir that nobody listens on: those of
+// processes that died without closing theirs (SIGKILL), which would
+// otherwise stay for good. Connecting to a live one only rings it.
+func sweepBells(dir string) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.sock"))
+	if err != nil {
+		return
+	}
+	for _, p := range names {
+		c, err := net.DialTimeout("unix", p, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(p)
+		}
+	}
 }
 
 // serveBell rings the watcher for each connection to the doorbell.

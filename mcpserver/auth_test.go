@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/offstage/offstage/mcpserver"
@@ -34,5 +35,42 @@ func TestAnEmptyTokenRefusesEverything(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	if !reached {
 		t.Error("the right token did not get in")
+	}
+}
+
+// TestWrongTokensAreCountedPerHost: after guesses.Max wrong bearer tokens
+// from one host within a minute, that host's requests are refused with
+// 429, the right token too, while another host's right token gets in; a
+// right token is not counted. Every wrong token got a 401 at once, so a
+// short token could be guessed at network speed (an outsider's finding).
+func TestWrongTokensAreCountedPerHost(t *testing.T) {
+	reached := 0
+	h := mcpserver.Authorized("t0k3n", nil, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+	try := func(from, token string) int {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.RemoteAddr = from + ":40000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range 20 {
+		if code := try("10.0.0.1", "t0k3n"); code != http.StatusOK {
+			t.Fatalf("the right token: %d", code)
+		}
+	}
+	for i := range 10 {
+		if code := try("10.0.0.1", "guess"+strconv.Itoa(i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i+1, code)
+		}
+	}
+	if code := try("10.0.0.1", "guess-11"); code != http.StatusTooManyRequests {
+		t.Errorf("the 11th wrong token within a minute: %d, want 429", code)
+	}
+	if code := try("10.0.0.1", "t0k3n"); code != http.StatusTooManyRequests {
+		t.Errorf("the right token from a host refused for guessing: %d, want 429 until the minute has passed", code)
+	}
+	if code := try("10.0.0.2", "t0k3n"); code != http.StatusOK || reached != 21 {
+		t.Errorf("another host's right token: %d (handler reached %d times, want 21)", code, reached)
 	}
 }

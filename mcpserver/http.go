@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/internal/guesses"
 	"github.com/offstage/offstage/internal/origin"
 	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/internal/text"
@@ -106,15 +108,29 @@ func Authorized(token string, allowedOrigins []string, next http.Handler) http.H
 }
 
 // tokenChecked passes to next only the requests with "Authorization:
-// Bearer TOKEN" (constant time; an empty token refuses everything).
+// Bearer TOKEN" (constant time; an empty token refuses everything). A host
+// that sent guesses.Max wrong tokens within a minute is refused (429)
+// until the minute has passed, so a short token is not guessed at network
+// speed.
 func tokenChecked(token string, next http.Handler) http.Handler {
 	want := []byte(token)
+	var wrong guesses.Counter
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if !wrong.Take(host, time.Now()) {
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, fmt.Sprintf("429 Too Many Requests: %d wrong tokens from %s in the last minute; wait a minute before the next try", guesses.Max, host), http.StatusTooManyRequests)
+			return
+		}
 		if token == "" || subtle.ConstantTimeCompare(bearer(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="offstage"`)
 			http.Error(w, "401 Unauthorized: send Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
 		}
+		wrong.Forgive(host)
 		next.ServeHTTP(w, r)
 	})
 }

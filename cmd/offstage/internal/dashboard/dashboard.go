@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offstage/offstage/internal/guesses"
 	"github.com/offstage/offstage/internal/origin"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
@@ -99,7 +100,7 @@ type Handler struct {
 	ctx    context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup // streams being served
-	wrong  wrongLogins
+	wrong  guesses.Counter
 }
 
 // cookieName names the login cookie.
@@ -185,8 +186,8 @@ func (h *Handler) authorized(r *http.Request) bool {
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	host := remoteHost(r)
-	if !h.wrong.take(host, time.Now()) {
-		h.loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("%d wrong tokens from %s in the last minute: wait a minute before the next try.", maxWrongLogins, host))
+	if !h.wrong.Take(host, time.Now()) {
+		h.loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("%d wrong tokens from %s in the last minute: wait a minute before the next try.", guesses.Max, host))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
@@ -195,69 +196,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.loginPage(w, http.StatusUnauthorized, "That token is not this server's. It is the one offstage printed when it started, or its OFFSTAGE_MCP_TOKEN.")
 		return
 	}
-	h.wrong.forgive(host)
+	h.wrong.Forgive(host)
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: h.cookie, Path: cookiePath(r), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, cookiePath(r), http.StatusSeeOther)
-}
-
-// maxWrongLogins wrong tokens from one host in wrongWindow stop its
-// logins until the window has passed: a token a user chose short
-// (OFFSTAGE_MCP_TOKEN) is not guessed at network speed.
-const (
-	maxWrongLogins = 10
-	wrongWindow    = time.Minute
-	maxWrongHosts  = 4096 // hosts remembered; past it the oldest go
-)
-
-// wrongLogins counts wrong tokens per host, within wrongWindow.
-type wrongLogins struct {
-	mu    sync.Mutex
-	hosts map[string]*wrongHost
-}
-
-type wrongHost struct {
-	n     int
-	since time.Time
-}
-
-// take says whether host may try a token now, and if so counts the try
-// as wrong until forgive says it was right: checking the count and
-// counting are one step, so that 300 logins at once from one host are
-// still at most maxWrongLogins guesses (checked, then counted after the
-// comparison, they were 11 and more).
-func (l *wrongLogins) take(host string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.hosts == nil {
-		l.hosts = make(map[string]*wrongHost)
-	}
-	w := l.hosts[host]
-	if w == nil || now.Sub(w.since) >= wrongWindow {
-		if w == nil && len(l.hosts) >= maxWrongHosts {
-			for h, x := range l.hosts { // bounded: drop what has expired, else one
-				if now.Sub(x.since) >= wrongWindow || len(l.hosts) >= maxWrongHosts {
-					delete(l.hosts, h)
-				}
-			}
-		}
-		w = &wrongHost{since: now}
-		l.hosts[host] = w
-	}
-	if w.n >= maxWrongLogins {
-		return false
-	}
-	w.n++
-	return true
-}
-
-// forgive uncounts a try of host's that take counted, whose token was
-// right.
-func (l *wrongLogins) forgive(host string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w := l.hosts[host]; w != nil && w.n > 0 {
-		w.n--
-	}
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {

@@ -373,7 +373,7 @@ func TestALoginIsCountedBeforeItsTokenIsRead(t *testing.T) {
 		code chan int
 	}
 	var slow []held
-	for i := range 10 { // maxWrongLogins
+	for i := range 10 { // guesses.Max
 		pr, pw := io.Pipe()
 		h := held{pw, make(chan int, 1)}
 		slow = append(slow, h)

@@ -70,15 +70,49 @@ func promptParams(params json.RawMessage) (acp.PromptRequest, error) {
 	return p, nil
 }
 
-// startPrompt answers a session/prompt the guard handed over, on its own
-// goroutine: a prompt may wait for an autonomous turn, and runs a turn.
+// startPrompt answers a session/prompt the guard handed over. When the
+// session is idle (no prompt, no autonomous turn: its Run loop waits for
+// input) and the prompt is no slash command, the prompt goes straight to
+// Run from the reading goroutine, and the session's sender, which writes
+// the turn's updates, writes the response after them (session.handOver):
+// two hand-offs between goroutines per prompt, where a goroutine of its
+// own for the request made four. Otherwise the prompt waits on a
+// goroutine of its own (session.prompt), as the SDK's requests did.
 func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
 	ctx, done := srv.promptContext(id, p.SessionId)
-	go func() {
-		resp, err := srv.Prompt(ctx, p)
-		done()
-		srv.respond(id, resp, err)
-	}()
+	a := &answer{srv: srv, id: id, ctx: ctx, done: done}
+	s, err := srv.session(p.SessionId)
+	var text string
+	if err == nil {
+		text, err = promptText(p.Prompt)
+	}
+	switch {
+	case err != nil:
+		a.respond(acp.PromptResponse{}, err)
+	case s.handOver(text, a):
+	default:
+		go func() { a.respond(s.prompt(ctx, text)) }()
+	}
+}
+
+// answer is the response a prompt's request is owed.
+type answer struct {
+	srv  *server
+	id   json.RawMessage
+	ctx  context.Context // the request's
+	done func()          // forgets ctx (promptContext)
+
+	// For a prompt handed over (session.handOver): stop stops the
+	// AfterFunc that cancels the turn when ctx ends, and fired is closed
+	// once that function has run, if it ran.
+	stop  func() bool
+	fired chan struct{}
+}
+
+// respond forgets the request's context and writes its response.
+func (a *answer) respond(resp acp.PromptResponse, err error) {
+	a.done()
+	a.srv.respond(a.id, resp, err)
 }
 
 // promptContext returns the context of a prompt's request, as the SDK

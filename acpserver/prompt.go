@@ -219,23 +219,25 @@ func cancelKey(raw json.RawMessage) string {
 
 // respond writes the response to request id, as the SDK's handleInbound
 // does: an error as its *acp.RequestError (any other error as an internal
-// one), a result marshalled.
+// one), a result marshalled. The result is encoded in place rather than
+// first on its own (the SDK's json.RawMessage, which is then compacted
+// again): the same bytes, in one pass.
 func (srv *server) respond(id json.RawMessage, result any, err error) {
-	msg := struct {
+	type message struct {
 		JSONRPC string            `json:"jsonrpc"`
 		ID      json.RawMessage   `json:"id"`
-		Result  json.RawMessage   `json:"result,omitempty"`
+		Result  any               `json:"result,omitempty"`
 		Error   *acp.RequestError `json:"error,omitempty"`
-	}{JSONRPC: "2.0", ID: id}
+	}
+	msg := message{JSONRPC: "2.0", ID: id, Result: result}
 	if err != nil {
-		msg.Error = requestError(err)
-	} else if b, mErr := json.Marshal(result); mErr != nil {
-		msg.Error = acp.NewInternalError(map[string]any{"error": mErr.Error()})
-	} else {
-		msg.Result = b
+		msg = message{JSONRPC: "2.0", ID: id, Error: requestError(err)}
 	}
 	b, err := json.Marshal(msg)
-	if err != nil { // cannot happen: every part is plain JSON
+	if err != nil && msg.Error == nil {
+		b, err = json.Marshal(message{JSONRPC: "2.0", ID: id, Error: acp.NewInternalError(map[string]any{"error": err.Error()})})
+	}
+	if err != nil { // cannot happen: an error is plain JSON
 		srv.cfg.Logger.Error("a response could not be encoded", "err", err)
 		return
 	}

@@ -1,12 +1,17 @@
 package acpserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
 )
 
 // sdkPromptCheck is how session/prompt's params were taken before
@@ -118,6 +123,53 @@ func TestCancelKey(t *testing.T) {
 	} {
 		if got := cancelKey(json.RawMessage(tc.id)) == cancelKey(json.RawMessage(tc.requestID)) && cancelKey(json.RawMessage(tc.requestID)) != ""; got != tc.match {
 			t.Errorf("request %s, $/cancel_request %s: match %v, want %v", tc.id, tc.requestID, got, tc.match)
+		}
+	}
+}
+
+// TestRespondWritesAsTheSDK: a prompt's response, written in one pass, is
+// the line the SDK's handleInbound wrote, byte for byte.
+func TestRespondWritesAsTheSDK(t *testing.T) {
+	usage := agent.Usage{Total: task.Usage{InputTokens: 5, OutputTokens: 7, ModelCalls: 2}}
+	turn := task.Usage{InputTokens: 3, CachedInputTokens: 1}
+	asStruct, _ := json.Marshal(usageMeta{Turn: turn, Session: usage.Total, Autonomous: usage.Autonomous})
+	asMap, _ := json.Marshal(map[string]task.Usage{"turn": turn, "session": usage.Total, "autonomous": usage.Autonomous})
+	if string(asStruct) != string(asMap) {
+		t.Errorf("usage _meta %s, was %s", asStruct, asMap)
+	}
+	for _, tc := range []struct {
+		result acp.PromptResponse
+		err    error
+	}{
+		{result: withUsage(acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, &turn, usage)},
+		{result: acp.PromptResponse{StopReason: acp.StopReasonCancelled, Meta: map[string]any{"<&>": "\u2028"}}},
+		{err: internal("%s", "the session was closed")},
+		{err: errors.New("plain")},
+	} {
+		for _, id := range []string{`7`, `"a<b"`} {
+			var out bytes.Buffer
+			srv := &server{out: &out}
+			srv.respond(json.RawMessage(id), tc.result, tc.err)
+			// The SDK: the result marshalled, then the message around it.
+			type anyMessage struct {
+				JSONRPC string            `json:"jsonrpc"`
+				ID      *json.RawMessage  `json:"id,omitempty"`
+				Method  string            `json:"method,omitempty"`
+				Params  json.RawMessage   `json:"params,omitempty"`
+				Result  json.RawMessage   `json:"result,omitempty"`
+				Error   *acp.RequestError `json:"error,omitempty"`
+			}
+			raw := json.RawMessage(id)
+			msg := anyMessage{JSONRPC: "2.0", ID: &raw}
+			if tc.err != nil {
+				msg.Error = requestError(tc.err)
+			} else {
+				msg.Result, _ = json.Marshal(tc.result)
+			}
+			want, _ := json.Marshal(msg)
+			if got := out.String(); got != string(want)+"\n" {
+				t.Errorf("respond wrote\n%s\nthe SDK\n%s", got, want)
+			}
 		}
 	}
 }

@@ -491,22 +491,22 @@ func (m *parsed) isRequest() bool { return m.Method != "" && m.key != "" }
 // Keys are matched exactly; of duplicates the last counts.
 func parse(msg []byte) (parsed, error) {
 	var m parsed
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &fields); err != nil {
+	fields, ok := readEnvelope(msg)
+	if !ok {
 		return m, errors.New("a JSON-RPC message is a JSON object")
 	}
-	_, hasMethod := fields["method"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
+	method, hasMethod := fields.get("method")
+	_, hasResult := fields.get("result")
+	_, hasError := fields.get("error")
 	m.isResponse = !hasMethod && (hasResult || hasError)
-	if id, ok := fields["id"]; ok && isNull(id) && hasMethod && !notificationName(fields["method"]) {
+	if id, ok := fields.get("id"); ok && isNull(id) && hasMethod && !notificationName(method) {
 		// JSON-RPC 2.0 discourages it and MCP forbids it; taking a
 		// request for a notification would leave its caller waiting for
 		// an answer that never comes. A null id on what is named as a
 		// notification passes as one: some clients write it so.
 		return m, errors.New("the id must be a string or an integer, not null (leave it out to send a notification)")
 	}
-	if id, ok := fields["id"]; ok && !isNull(id) {
+	if id, ok := fields.get("id"); ok && !isNull(id) {
 		key, err := idKey(id)
 		if err != nil {
 			if id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9') {
@@ -516,15 +516,15 @@ func parse(msg []byte) (parsed, error) {
 		}
 		m.ID, m.replyID, m.key = id, id, key
 	}
-	if v, ok := fields["jsonrpc"]; !ok || json.Unmarshal(v, &m.JSONRPC) != nil || m.JSONRPC != "2.0" {
+	if v, ok := fields.get("jsonrpc"); !ok || json.Unmarshal(v, &m.JSONRPC) != nil || m.JSONRPC != "2.0" {
 		return m, errors.New(`the message lacks "jsonrpc":"2.0"`)
 	}
 	switch {
 	case hasMethod:
-		if json.Unmarshal(fields["method"], &m.Method) != nil || m.Method == "" {
+		if json.Unmarshal(method, &m.Method) != nil || m.Method == "" {
 			return m, errors.New("the method must be a non-empty string")
 		}
-		if p, ok := fields["params"]; ok && !isNull(p) {
+		if p, ok := fields.get("params"); ok && !isNull(p) {
 			if p[0] != '{' && p[0] != '[' {
 				return m, errors.New("params must be an object or an array")
 			}
@@ -535,13 +535,13 @@ func parse(msg []byte) (parsed, error) {
 		if m.key == "" {
 			return m, errors.New("a response without a usable id was dropped")
 		}
-		if e, ok := fields["error"]; ok && !isNull(e) {
+		if e, ok := fields.get("error"); ok && !isNull(e) {
 			m.Error = new(wireError)
 			if err := checkError(e, m.Error); err != nil {
 				return m, err
 			}
 		} else {
-			m.Result = fields["result"]
+			m.Result, _ = fields.get("result")
 			if m.Result == nil {
 				m.Result = json.RawMessage("null")
 			}

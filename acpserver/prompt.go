@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -49,6 +50,9 @@ func decodePrompt(params json.RawMessage) (acp.PromptRequest, error) {
 // promptParams decodes session/prompt's params: the SDK's decoding and
 // Validate, and a sessionId that is there.
 func promptParams(params json.RawMessage) (acp.PromptRequest, error) {
+	if p, ok := plainPrompt(params); ok {
+		return p, nil
+	}
 	var p acp.PromptRequest
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
@@ -68,6 +72,74 @@ func promptParams(params json.RawMessage) (acp.PromptRequest, error) {
 		return p, errSessionID
 	}
 	return p, nil
+}
+
+// plainPrompt reads the params every prompt of a conversation has,
+// {"sessionId": "…", "prompt": [{"type": "text", "text": "…"}, …]},
+// in place (rpcline.Members), as the SDK decodes them: its ContentBlock
+// decodes each block into a map, then again into its variant. ok is
+// false for anything else (another key, a key twice, another block, an
+// escaped key, a sessionId that is empty or not a string, an error to
+// say), which promptParams decodes as the SDK does; FuzzPromptParams
+// holds the two to the same result. params is valid JSON.
+func plainPrompt(params json.RawMessage) (p acp.PromptRequest, ok bool) {
+	var sawID, sawPrompt bool
+	good := true
+	isObject := rpcline.Members(params, func(key, value []byte) {
+		switch {
+		case !good:
+		case string(key) == "sessionId" && !sawID:
+			sawID = true
+			var id string
+			id, good = plainString(value)
+			p.SessionId = acp.SessionId(id)
+		case string(key) == "prompt" && !sawPrompt:
+			sawPrompt = true
+			p.Prompt, good = plainBlocks(value)
+		default:
+			good = false
+		}
+	})
+	return p, isObject && good && sawID && sawPrompt && p.SessionId != ""
+}
+
+// plainBlocks reads a prompt whose blocks are all {"type": "text",
+// "text": "…"}, in either order.
+func plainBlocks(arr []byte) ([]acp.ContentBlock, bool) {
+	blocks := []acp.ContentBlock{}
+	ok := true
+	isArray := rpcline.Elements(arr, func(block []byte) {
+		var sawType, sawText bool
+		var text string
+		ok = ok && rpcline.Members(block, func(key, value []byte) {
+			switch {
+			case !ok:
+			case string(key) == "type" && !sawType:
+				sawType, ok = true, string(value) == `"text"`
+			case string(key) == "text" && !sawText:
+				sawText = true
+				text, ok = plainString(value)
+			default:
+				ok = false
+			}
+		}) && ok && sawType && sawText
+		if ok {
+			blocks = append(blocks, acp.ContentBlock{Text: &acp.ContentBlockText{Type: "text", Text: text}})
+		}
+	})
+	return blocks, isArray && ok
+}
+
+// plainString decodes a JSON string (valid JSON), as encoding/json does.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
 }
 
 // startPrompt answers a session/prompt the guard handed over. When the

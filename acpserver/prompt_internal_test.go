@@ -173,3 +173,18 @@ func TestRespondWritesAsTheSDK(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainPromptIsRead: the params every prompt of a conversation has
+// are read in place, not decoded by the SDK's types (the fuzz test holds
+// the result to theirs).
+func TestPlainPromptIsRead(t *testing.T) {
+	for _, params := range []string{
+		`{"sessionId":"s-1","prompt":[{"type":"text","text":"what runs?"}]}`,
+		` {"prompt" : [ {"text":"a\"b\u00e9","type":"text"} , {"type":"text","text":""} ], "sessionId":"s\\1"} `,
+	} {
+		if _, ok := plainPrompt(json.RawMessage(params)); !ok {
+			t.Errorf("%s was not read in place", params)
+		}
+		samePrompt(t, []byte(params))
+	}
+}

@@ -46,38 +46,79 @@ func readEnvelope(obj []byte) (e envelope, ok bool) {
 // scanEnvelope reads the envelope of obj (valid JSON) in place; ok is
 // false when obj is not an object or a key has an escape.
 func scanEnvelope(obj []byte) (e envelope, ok bool) {
+	ok = Members(obj, func(key, value []byte) {
+		for n, k := range envelopeKeys {
+			if string(key) == k {
+				e[n] = value
+			}
+		}
+	})
+	return e, ok
+}
+
+// Members calls fn with each member of obj, a valid JSON object, in
+// order: its key as written between its quotes, and its value, both
+// slices of obj (capped: appending copies). It reports false, and stops,
+// when obj is not an object or a key has an escape (which only decoding
+// reads right). For a server that reads a message's params in place
+// (acpserver's session/prompt).
+func Members(obj []byte, fn func(key, value []byte)) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return e, false
+		return false
 	}
 	i = skipSpace(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
-		return e, true
+		return true
 	}
 	for i < len(obj) {
+		if obj[i] != '"' {
+			return false
+		}
 		end := skipString(obj, i) // the key
-		key := obj[i+1 : end-1]
+		key := obj[i+1 : end-1 : end-1]
 		for _, c := range key {
 			if c == '\\' {
-				return e, false
+				return false
 			}
 		}
 		i = skipSpace(obj, end)
 		i = skipSpace(obj, i+1) // the colon
 		start := i
 		i = skipValue(obj, i)
-		for n, k := range envelopeKeys {
-			if string(key) == k {
-				e[n] = obj[start:i:i]
-			}
-		}
+		fn(key, obj[start:i:i])
 		i = skipSpace(obj, i)
 		if i >= len(obj) || obj[i] == '}' {
-			return e, true
+			return true
 		}
 		i = skipSpace(obj, i+1) // the comma
 	}
-	return e, true
+	return true
+}
+
+// Elements calls fn with each element of arr, a valid JSON array, in
+// order (a slice of arr, capped); it reports false when arr is not an
+// array.
+func Elements(arr []byte, fn func(value []byte)) bool {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return false
+	}
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return true
+	}
+	for i < len(arr) {
+		start := i
+		i = skipValue(arr, i)
+		fn(arr[start:i:i])
+		i = skipSpace(arr, i)
+		if i >= len(arr) || arr[i] == ']' {
+			return true
+		}
+		i = skipSpace(arr, i+1) // the comma
+	}
+	return true
 }
 
 func skipSpace(b []byte, i int) int {

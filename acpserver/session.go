@@ -36,7 +36,7 @@ type session struct {
 	queue   chan queued   // to the sender
 	done    chan struct{} // closed by close: emitters stop waiting on a full queue
 	sent    chan struct{} // closed when the sender returned
-	line    []byte        // the sender's: the buffer it encodes updates in (wire.go)
+	line    []byte        // the sender's: the update lines encoded and not yet written (wire.go, flushLines)
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
@@ -210,6 +210,7 @@ func (s *session) send() {
 				case q := <-s.queue:
 					s.write(q)
 				default:
+					s.flushLines()
 					return
 				}
 			}
@@ -276,24 +277,22 @@ func mergeChunks(a, b queued) (queued, bool) {
 func (s *session) write(q queued) {
 	switch {
 	case q.update != nil:
-		var err error
-		if line, ok := appendUpdate(s.line[:0], s.id, q.update); ok {
+		if line, ok := appendUpdate(s.line, s.id, q.update); ok {
 			s.line = line
-			if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
-				_, err = s.srv.out.Write(line)
+			if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
+				s.flushLines()
 			}
-			if cap(s.line) > maxKeptLine {
-				s.line = nil
-			}
-		} else {
-			err = s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update})
+			return
 		}
-		if err != nil {
+		s.flushLines()
+		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update}); err != nil {
 			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
 		}
 	case q.flushed != nil:
+		s.flushLines()
 		close(q.flushed)
 	case q.turnEnd != nil:
+		s.flushLines()
 		if a := s.takeAnswer(); a != nil {
 			s.answerTurn(a, *q.turnEnd)
 			return
@@ -302,6 +301,25 @@ func (s *session) write(q queued) {
 		case s.turnEnds <- *q.turnEnd:
 		case <-s.done:
 		}
+	}
+}
+
+// flushLines writes the update lines encoded and not yet written, in one
+// write. The sender holds lines back while more updates are queued behind
+// them (a turn's updates come in bursts): one write, where each line was
+// one, and one wake-up of the client's reader.
+func (s *session) flushLines() {
+	if len(s.line) == 0 {
+		return
+	}
+	if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
+		if _, err := s.srv.out.Write(s.line); err != nil {
+			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
+		}
+	}
+	s.line = s.line[:0]
+	if cap(s.line) > maxKeptLine {
+		s.line = nil
 	}
 }
 

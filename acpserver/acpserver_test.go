@@ -400,6 +400,38 @@ func TestACancelledCommandsCardFails(t *testing.T) {
 	}
 }
 
+// TestClosingAnswersThePrompt: a prompt whose session is closed while its
+// turn runs is answered (the session was closed, or cancelled), whether
+// or not its turn's end reached the session's writer before the close:
+// a prompt the reading goroutine handed to the turn straight away
+// (prompt.go) has no goroutine of its own waiting to say so. Four
+// sessions, since which comes first is the scheduler's choice.
+func TestClosingAnswersThePrompt(t *testing.T) {
+	script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100"}}]}, {"text": "done"}]}`
+	h := start(t, script, acpserver.Config{AllowAll: true})
+	for range 4 {
+		id := h.session(t)
+		h.prompt(t, id, "/help") // the commands announced: the next prompt goes straight to the turn
+		answered := make(chan error, 1)
+		go func() {
+			_, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+			answered <- err
+		}()
+		h.client.await(t, "the command starts", func(us []acp.SessionNotification) bool { return has(lines(us, id), `"Run: sleep 100"`) })
+		if _, err := h.conn.CloseSession(t.Context(), acp.CloseSessionRequest{SessionId: id}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-answered:
+			if err != nil && !strings.Contains(err.Error(), "the session was closed") {
+				t.Errorf("the prompt of a closed session = %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the prompt of a closed session was never answered")
+		}
+	}
+}
+
 // TestCloseReapsEverything: session/close and hanging up both end every
 // process of the session.
 func TestCloseReapsEverything(t *testing.T) {

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -42,6 +44,32 @@ func turnsScript(b *testing.B, n int) *scripted.Model {
 // measure a conversation of a fixed length instead: after the warm-up,
 // longSession prompts, and prompt-ns is the mean cost of one of them.
 
+// Each reports prompt-cpu-ns besides prompt-ns: the CPU time of the whole
+// process (every goroutine: the client's, offstage's, the runtime's) per
+// prompt, which a prompt costs whether or not its goroutines' hand-offs
+// wait for a core; prompt-ns, the wall time, counts those waits too,
+// which a machine shared with other work lengthens.
+
+// cpuClock adds up the process's CPU time over a benchmark's timed parts.
+type cpuClock struct{ total, from time.Duration }
+
+func (c *cpuClock) start() { c.from = processCPU() }
+func (c *cpuClock) stop()  { c.total += processCPU() - c.from }
+
+// report reports the CPU time per prompt, of b.N iterations of n prompts.
+func (c *cpuClock) report(b *testing.B, n int) {
+	b.ReportMetric(float64(c.total.Nanoseconds())/float64(b.N*n), "prompt-cpu-ns")
+}
+
+// processCPU is the CPU time the process used so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // longSession is the number of prompts in a LongSession iteration.
 const longSession = 100
 
@@ -50,6 +78,7 @@ const longSession = 100
 func directSessions(b *testing.B, n int) {
 	model := turnsScript(b, 1+n)
 	ctx := context.Background()
+	var cpu cpuClock
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -61,11 +90,13 @@ func directSessions(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+		cpu.start()
 		for range n {
 			if _, err := s.Turn(ctx, "what runs?", agent.Discard); err != nil {
 				b.Fatal(err)
 			}
 		}
+		cpu.stop()
 		b.StopTimer()
 		if err := s.Close(ctx); err != nil {
 			b.Fatal(err)
@@ -73,6 +104,7 @@ func directSessions(b *testing.B, n int) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "prompt-ns")
+	cpu.report(b, n)
 }
 
 // BenchmarkACPPromptOverheadDirect is the yardstick: the same turn run on
@@ -105,6 +137,7 @@ func acpSessions(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
+	var cpu cpuClock
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -120,9 +153,11 @@ func acpSessions(b *testing.B, n int) {
 		}
 		prompt() // the warm-up
 		b.StartTimer()
+		cpu.start()
 		for range n {
 			prompt()
 		}
+		cpu.stop()
 		b.StopTimer()
 		if _, err := conn.CloseSession(ctx, acp.CloseSessionRequest{SessionId: sess.SessionId}); err != nil {
 			b.Fatal(err)
@@ -133,6 +168,7 @@ func acpSessions(b *testing.B, n int) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "prompt-ns")
+	cpu.report(b, n)
 	b.StopTimer()
 	clientOut.Close()
 	if err := <-served; err != nil {
@@ -186,6 +222,7 @@ func lineSessions(b *testing.B, n int) {
 	}
 	call("initialize", `{"protocolVersion":1}`)
 	dir, _ := json.Marshal(b.TempDir())
+	var cpu cpuClock
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -199,14 +236,17 @@ func lineSessions(b *testing.B, n int) {
 		prompt := `{"sessionId":` + string(sid) + `,"prompt":[{"type":"text","text":"what runs?"}]}`
 		call("session/prompt", prompt) // the warm-up
 		b.StartTimer()
+		cpu.start()
 		for range n {
 			call("session/prompt", prompt)
 		}
+		cpu.stop()
 		b.StopTimer()
 		call("session/close", `{"sessionId":`+string(sid)+`}`)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "prompt-ns")
+	cpu.report(b, n)
 	b.StopTimer()
 	clientOut.Close()
 	if err := <-served; err != nil {

@@ -170,5 +170,10 @@
 // loop and the task-event follower that Run starts), besides those of its
 // running tasks, and a bounded queue (1024 updates): when the client
 // reads slowly, the session waits; nothing is dropped. A slash command
-// (/wait) runs with one more, which ends with it.
+// (/wait) runs with one more, which ends with it. session/prompt is
+// answered by offstage, not the SDK's dispatch: the goroutine that reads
+// the connection decodes it once and, when the session is idle, hands it
+// to the Run loop, and the session's writer writes the response after
+// the turn's updates; a prompt that must wait (for an autonomous turn, or
+// a slash command) waits on a goroutine of its own.
 package acpserver

@@ -52,7 +52,6 @@ func checkParams(method string, params json.RawMessage) error {
 	case i < 0:
 		return &rpcline.Error{Code: -32601, Message: fmt.Sprintf("Method not found: offstage serves no method %q; it serves %s", method, servedMethods())}
 	}
-	example := served[i].example
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
@@ -74,13 +73,8 @@ func checkParams(method string, params json.RawMessage) error {
 		}
 	case acp.AgentMethodSessionList:
 		err = decodeAs[acp.ListSessionsRequest](params)
-	case acp.AgentMethodSessionPrompt:
-		err = decodeAs[acp.PromptRequest](params)
-		if err == nil {
-			err = needSessionID(params)
-		} else if e := checkPrompt(params); e != nil {
-			err = e // says which block
-		}
+	case acp.AgentMethodSessionPrompt: // taken by srv.take; here for completeness
+		_, err = promptParams(params)
 	case acp.AgentMethodSessionCancel:
 		err = cmp.Or(decodeAs[acp.CancelNotification](params), needSessionID(params))
 	case acp.AgentMethodSessionClose:
@@ -89,7 +83,14 @@ func checkParams(method string, params json.RawMessage) error {
 	if err == nil {
 		return nil
 	}
-	return &rpcline.Error{Code: -32602, Message: fmt.Sprintf("Invalid params: %s; %s takes params such as %s", err, method, example)}
+	return paramsError(method, err)
+}
+
+// paramsError is the invalid-params error of a served method whose
+// params do not fit: what is wrong, and an example of what to send.
+func paramsError(method string, err error) error {
+	i := slices.IndexFunc(served, func(m struct{ method, example string }) bool { return m.method == method })
+	return &rpcline.Error{Code: -32602, Message: fmt.Sprintf("Invalid params: %s; %s takes params such as %s", err, method, served[i].example)}
 }
 
 // servedMethods lists the methods offstage serves, for "Method not
@@ -179,10 +180,12 @@ func needSessionID(params json.RawMessage) error {
 		SessionID *string `json:"sessionId"`
 	}
 	if json.Unmarshal(params, &p) == nil && (p.SessionID == nil || *p.SessionID == "") {
-		return errors.New("sessionId is required: the id session/new gave")
+		return errSessionID
 	}
 	return nil
 }
+
+var errSessionID = errors.New("sessionId is required: the id session/new gave")
 
 // checkPrompt finds the prompt block that is not a content block.
 func checkPrompt(params json.RawMessage) error {

@@ -2,6 +2,7 @@ package acpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -111,10 +112,14 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// would log and drop them (or hang up on an overlong one).
 	// When the input ends, the requests already read are answered (for up
 	// to DrainGrace) before the SDK sees the end, which cancels them.
+	reqCtx, endRequests := context.WithCancel(ctx)
+	defer endRequests()
+	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*promptRequest)}
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
 		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
-		Check:   checkParams})
-	srv := &server{cfg: cfg, ctx: ctx, out: out, sessions: make(map[acp.SessionId]*session)}
+		Check:   srv.check,
+		Take:    srv.take})
+	srv.out = out
 	in := gate(guarded)
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
 	srv.conn.SetLogger(cfg.Logger)
@@ -126,6 +131,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 		why = "the agent was stopped (" + context.Cause(ctx).Error() + ")"
 	}
 	guarded.Close() // a drain under way stops: everything closes now
+	endRequests()   // as the SDK cancels its requests' contexts
 	return srv.closeAll(why)
 }
 
@@ -135,10 +141,24 @@ type server struct {
 	ctx  context.Context // ends with the connection
 	conn *acp.AgentSideConnection
 	out  io.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
+	// reqCtx ends when the connection's input does: the prompts' requests
+	// are its children (prompt.go), as the SDK's requests are its
+	// connection's.
+	reqCtx context.Context
 
 	mu       sync.Mutex
-	sessions map[acp.SessionId]*session // guarded by mu
-	closed   bool                       // guarded by mu
+	sessions map[acp.SessionId]*session       // guarded by mu
+	prompts  map[acp.SessionId]*promptRequest // guarded by mu: each session's prompt being answered (prompt.go)
+	closed   bool                             // guarded by mu
+}
+
+// check is the line guard's Options.Check: checkParams, and
+// $/cancel_request seen for the prompts answered here.
+func (srv *server) check(method string, params json.RawMessage) error {
+	if method == "$/cancel_request" {
+		srv.cancelRequest(params)
+	}
+	return checkParams(method, params)
 }
 
 var _ acp.Agent = (*server)(nil)
@@ -221,6 +241,7 @@ func (srv *server) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 }
 
 func (srv *server) Cancel(ctx context.Context, p acp.CancelNotification) error {
+	srv.cancelPrompt(p.SessionId)
 	s, err := srv.session(p.SessionId)
 	if err != nil {
 		srv.cfg.Logger.Info("cancel for an unknown session", "session", p.SessionId)

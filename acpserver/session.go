@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -35,13 +36,14 @@ type session struct {
 	queue   chan queued   // to the sender
 	done    chan struct{} // closed by close: emitters stop waiting on a full queue
 	sent    chan struct{} // closed when the sender returned
-	line    []byte        // the sender's: the buffer it encodes updates in (wire.go)
+	line    []byte        // the sender's: the update lines encoded and not yet written (wire.go, flushLines)
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
 	turnEnds  chan agent.Event
 
 	announce      sync.Once   // the available commands, once the client knows the session
+	announced     atomic.Bool // set once announce has queued them
 	announceTimer *time.Timer // set before the session is listed; stopped by close
 
 	mcp      []*mcpServer // the editor's MCP servers, closed with the session
@@ -49,6 +51,7 @@ type session struct {
 	problems []string     // what went wrong connecting them, told the user with the commands
 
 	mu     sync.Mutex
+	answer *answer             // guarded by mu: the prompt handed over (handOver) whose response the sender owes
 	cards  map[string]*card    // guarded by mu: task id → the tool call that started it
 	calls  map[string]*call    // guarded by mu: tool call id → what it is (until it ends)
 	always map[grant]bool      // guarded by mu: tools the user allowed for good, per scope
@@ -190,6 +193,7 @@ func (s *session) announceCommands() {
 		for _, p := range s.problems {
 			s.update(acp.UpdateAgentMessageText(p + "\n"))
 		}
+		s.announced.Store(true)
 	})
 }
 
@@ -206,6 +210,7 @@ func (s *session) send() {
 				case q := <-s.queue:
 					s.write(q)
 				default:
+					s.flushLines()
 					return
 				}
 			}
@@ -272,28 +277,49 @@ func mergeChunks(a, b queued) (queued, bool) {
 func (s *session) write(q queued) {
 	switch {
 	case q.update != nil:
-		var err error
-		if line, ok := appendUpdate(s.line[:0], s.id, q.update); ok {
+		if line, ok := appendUpdate(s.line, s.id, q.update); ok {
 			s.line = line
-			if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
-				_, err = s.srv.out.Write(line)
+			if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
+				s.flushLines()
 			}
-			if cap(s.line) > maxKeptLine {
-				s.line = nil
-			}
-		} else {
-			err = s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update})
+			return
 		}
-		if err != nil {
+		s.flushLines()
+		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update}); err != nil {
 			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
 		}
 	case q.flushed != nil:
+		s.flushLines()
 		close(q.flushed)
 	case q.turnEnd != nil:
+		s.flushLines()
+		if a := s.takeAnswer(); a != nil {
+			s.answerTurn(a, *q.turnEnd)
+			return
+		}
 		select {
 		case s.turnEnds <- *q.turnEnd:
 		case <-s.done:
 		}
+	}
+}
+
+// flushLines writes the update lines encoded and not yet written, in one
+// write. The sender holds lines back while more updates are queued behind
+// them (a turn's updates come in bursts): one write, where each line was
+// one, and one wake-up of the client's reader.
+func (s *session) flushLines() {
+	if len(s.line) == 0 {
+		return
+	}
+	if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
+		if _, err := s.srv.out.Write(s.line); err != nil {
+			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
+		}
+	}
+	s.line = s.line[:0]
+	if cap(s.line) > maxKeptLine {
+		s.line = nil
 	}
 }
 
@@ -379,11 +405,104 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 	case <-s.done:
 		return acp.PromptResponse{}, internal("%s", "the session was closed")
 	}
+	return s.response(end)
+}
+
+// response is a prompt's response once its turn ended so.
+func (s *session) response(end agent.Event) (acp.PromptResponse, error) {
 	r, err := stopReason(end)
 	if err != nil {
 		return r, err
 	}
 	return withUsage(r, end.Usage, s.sess.Usage()), nil
+}
+
+// handOver gives an idle session's Run loop the prompt's text from the
+// reading goroutine, without waiting, and reports whether it did; the
+// sender then answers a once it has written the turn's updates
+// (answerTurn). It does not when the session is busy (a prompt or an
+// autonomous turn runs), when text is a slash command, when the commands
+// are not announced yet (announcing may wait on the queue), or when the
+// request's context has ended: then session.prompt, on a goroutine of its
+// own, waits and answers. What prompt does first, handOver does too:
+// hold prompting, and discard a cancel that came while no prompt ran.
+func (s *session) handOver(text string, a *answer) bool {
+	if !s.announced.Load() || a.ctx.Err() != nil || agent.IsCommand(strings.TrimSpace(text)) {
+		return false
+	}
+	select {
+	case s.prompting <- struct{}{}:
+	default:
+		return false
+	}
+	select {
+	case <-s.cancelled:
+	default:
+	}
+	// The client giving up cancels the turn, as prompt's wait does; not
+	// before the turn has the text (it would cancel an autonomous one).
+	var handed atomic.Bool
+	a.fired = make(chan struct{})
+	a.stop = context.AfterFunc(a.ctx, func() {
+		defer close(a.fired)
+		if handed.Load() {
+			s.sess.CancelTurn()
+		}
+	})
+	s.mu.Lock()
+	s.answer = a
+	s.mu.Unlock()
+	select {
+	case s.input <- text:
+		handed.Store(true)
+		return true
+	default:
+		s.takeAnswer()
+		a.stop()
+		<-s.prompting
+		return false
+	}
+}
+
+// takeAnswer returns the answer the sender owes, once.
+func (s *session) takeAnswer() *answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.answer
+	s.answer = nil
+	return a
+}
+
+// answerTurn answers a prompt handed over, whose turn ended so; from the
+// sender, after the turn's updates.
+func (s *session) answerTurn(a *answer, end agent.Event) {
+	resp, err := s.response(end)
+	s.release(a)
+	a.respond(resp, err)
+}
+
+// answerClosed answers a prompt handed over whose turn's end never came:
+// the session closed, as prompt answers then.
+func (s *session) answerClosed() {
+	a := s.takeAnswer()
+	if a == nil {
+		return
+	}
+	s.release(a)
+	if a.ctx.Err() != nil {
+		a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
+		return
+	}
+	a.respond(acp.PromptResponse{}, internal("%s", "the session was closed"))
+}
+
+// release ends a handed-over prompt's hold on the session: its turn is no
+// longer cancelled with its request, and the next prompt may run.
+func (s *session) release(a *answer) {
+	if !a.stop() {
+		<-a.fired // it ran, or runs: let it finish before another turn starts
+	}
+	<-s.prompting
 }
 
 // stopReason maps how a turn ended to ACP.
@@ -448,6 +567,7 @@ func (s *session) close(why string) error {
 		s.closeErr = s.sess.CloseCause(context.Background(), task.Closed("acp: "+why))
 		closeMCP(s.mcp) // no call is left: every turn and task has ended
 		s.waitSent()
+		s.answerClosed()
 	})
 	return s.closeErr
 }
@@ -459,6 +579,7 @@ func (s *session) detach() {
 	s.closeOnce.Do(func() {
 		s.stop()
 		s.waitSent()
+		s.answerClosed()
 		s.srv.cfg.Keep.release(s.id, s)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -278,5 +279,62 @@ func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
 	case <-served:
 	case <-time.After(rpclinetest.Timeout):
 		t.Fatal("Serve did not return: closing the session waits for a client that reads nothing")
+	}
+}
+
+// TestCancelRequestStopsThePrompt: a client that gives up on a prompt
+// with $/cancel_request naming its id (and no session/cancel) has the
+// prompt answered cancelled at once, its foreground command stopped, as
+// when the SDK answered session/prompt.
+func TestCancelRequestStopsThePrompt(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep-forever"}}]}, {"text": "stopped"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := acpserver.Config{Agent: agent.Config{Model: m}, AllowAll: true, Surface: agent.Surface{NoProjectInstructions: true}}
+	cfg.Agent.Tools.Process.Shell = []string{os.Args[0]}
+	marker := fmt.Sprintf("ACPSERVER_CANCEL=%d-%d", os.Getpid(), time.Now().UnixNano())
+	cfg.Agent.Tools.Process.Env = append(os.Environ(), testShellEnv+"=1", marker)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), cfg, inR, outW)
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	defer func() {
+		p.Close(t)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	}()
+	p.Call(t, "initialize", `{"protocolVersion":1}`)
+	reply, _ := p.Call(t, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)
+	var r struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
+		t.Fatalf("session/new = %s", reply)
+	}
+	prompt := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"` + r.Result.SessionID + `","prompt":[{"type":"text","text":"run it"}]}}`
+	cancelled := make(chan error, 1)
+	go func() { // once the turn runs its command (a cancel that comes before the turn has started is lost, with or without the SDK)
+		for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cancelled <- errors.New("the command did not start")
+				return
+			}
+		}
+		_, err := inW.Write([]byte(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7.0}}` + "\n"))
+		cancelled <- err
+	}()
+	if reply := p.Expect(t, "7", prompt); !bytes.Contains(reply, []byte(`"stopReason":"cancelled"`)) {
+		t.Errorf("the prompt given up on = %s, want stopReason cancelled", reply)
+	}
+	if err := <-cancelled; err != nil {
+		t.Error(err)
 	}
 }

@@ -29,6 +29,14 @@ func withUsage(r acp.PromptResponse, turn *task.Usage, session agent.Usage) acp.
 	if r.Meta == nil {
 		r.Meta = map[string]any{}
 	}
-	r.Meta[UsageMeta] = map[string]task.Usage{"turn": t, "session": session.Total, "autonomous": session.Autonomous}
+	r.Meta[UsageMeta] = usageMeta{Turn: t, Session: session.Total, Autonomous: session.Autonomous}
 	return r
+}
+
+// usageMeta is UsageMeta's value: a struct rather than a map, encoded in
+// one pass, its keys in the order a map's are (sorted).
+type usageMeta struct {
+	Autonomous task.Usage `json:"autonomous"`
+	Session    task.Usage `json:"session"`
+	Turn       task.Usage `json:"turn"`
 }

@@ -26,6 +26,10 @@
 //     the error Check gave (invalid params, -32602, unless it says
 //     otherwise); a notification it refuses is dropped.
 //
+// A request the server answers itself (Options.Take) is not passed on:
+// the server decodes it once and answers it on the Writer, and it is
+// tracked as the SDK's are.
+//
 // An error reply carries the line's id when it has a usable one (a string
 // or a number, echoed as sent), and null otherwise. Responses from the peer
 // (to requests the server sent) are passed on when well formed and dropped
@@ -89,6 +93,26 @@ type Options struct {
 	// the message), a notification is dropped. It is called from the
 	// reading goroutine and must not block.
 	Check func(method string, params json.RawMessage) error
+	// Take, if set, is offered each request (a message with a method and
+	// an id) that is otherwise well formed, before Check: a server that
+	// answers a method itself, without its SDK's dispatch, takes it here
+	// (acpserver takes session/prompt, to decode it once and spare the
+	// SDK's goroutine). ok false leaves the request to Check and the SDK.
+	// Otherwise err refuses it, answered as Check's is, or start, called
+	// once the request's id is tracked (never when the id is in use),
+	// begins answering it: its response goes on the Writer, one line
+	// written as the SDKs write one ({"jsonrpc":"2.0","id":…), and the
+	// request counts as pending, for the end of input, until it is
+	// written. Take and start run on the reading goroutine: they must
+	// not block, except to write on the Writer.
+	Take func(Request) (start func(), ok bool, err error)
+}
+
+// Request is a request Options.Take is offered.
+type Request struct {
+	Method string
+	ID     json.RawMessage // as sent: a string or an integer
+	Params json.RawMessage // nil when it has none
 }
 
 // Error is an error reply Options.Check gives: its JSON-RPC code and the
@@ -382,6 +406,11 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 		}
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
+	if m.isRequest() && t.opts.Take != nil {
+		if start, ok, err := t.opts.Take(Request{Method: m.Method, ID: m.ID, Params: m.Params}); ok {
+			return nil, t.taken(&m, start, err)
+		}
+	}
 	if m.Method != "" && t.opts.Check != nil {
 		if err := t.opts.Check(m.Method, m.Params); err != nil {
 			if m.key == "" { // a notification: nobody waits for an answer
@@ -390,11 +419,7 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 				}
 				return nil, nil
 			}
-			code, msg := -32602, "Invalid params: "+err.Error()
-			if re := (*Error)(nil); errors.As(err, &re) {
-				code, msg = re.Code, re.Message
-			}
-			return nil, reply(m.ID, code, msg)
+			return nil, refusal(m.ID, err)
 		}
 	}
 	var b bytes.Buffer
@@ -404,9 +429,36 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
 	if m.isRequest() && !t.w.track(m.key, m.ID) {
-		return nil, reply(nil, -32600, fmt.Sprintf("Invalid Request: id %s is in use by a request still being answered; use a new id", m.ID))
+		return nil, inUseReply(m.ID)
 	}
 	return b.Bytes(), nil
+}
+
+// taken answers a request Options.Take took: its refusal, the in-use
+// error, or nothing (start answers it).
+func (t *Reader) taken(m *parsed, start func(), err error) []byte {
+	switch {
+	case err != nil:
+		return refusal(m.ID, err)
+	case !t.w.track(m.key, m.ID):
+		return inUseReply(m.ID)
+	}
+	start()
+	return nil
+}
+
+// refusal answers a request Check or Take refused: with an *Error's code
+// and message, any other error as invalid params.
+func refusal(id json.RawMessage, err error) []byte {
+	code, msg := -32602, "Invalid params: "+err.Error()
+	if re := (*Error)(nil); errors.As(err, &re) {
+		code, msg = re.Code, re.Message
+	}
+	return reply(id, code, msg)
+}
+
+func inUseReply(id json.RawMessage) []byte {
+	return reply(nil, -32600, fmt.Sprintf("Invalid Request: id %s is in use by a request still being answered; use a new id", id))
 }
 
 // message is what passes on, re-encoded.
@@ -439,22 +491,22 @@ func (m *parsed) isRequest() bool { return m.Method != "" && m.key != "" }
 // Keys are matched exactly; of duplicates the last counts.
 func parse(msg []byte) (parsed, error) {
 	var m parsed
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &fields); err != nil {
+	fields, ok := readEnvelope(msg)
+	if !ok {
 		return m, errors.New("a JSON-RPC message is a JSON object")
 	}
-	_, hasMethod := fields["method"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
+	method, hasMethod := fields.get("method")
+	_, hasResult := fields.get("result")
+	_, hasError := fields.get("error")
 	m.isResponse = !hasMethod && (hasResult || hasError)
-	if id, ok := fields["id"]; ok && isNull(id) && hasMethod && !notificationName(fields["method"]) {
+	if id, ok := fields.get("id"); ok && isNull(id) && hasMethod && !notificationName(method) {
 		// JSON-RPC 2.0 discourages it and MCP forbids it; taking a
 		// request for a notification would leave its caller waiting for
 		// an answer that never comes. A null id on what is named as a
 		// notification passes as one: some clients write it so.
 		return m, errors.New("the id must be a string or an integer, not null (leave it out to send a notification)")
 	}
-	if id, ok := fields["id"]; ok && !isNull(id) {
+	if id, ok := fields.get("id"); ok && !isNull(id) {
 		key, err := idKey(id)
 		if err != nil {
 			if id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9') {
@@ -464,15 +516,15 @@ func parse(msg []byte) (parsed, error) {
 		}
 		m.ID, m.replyID, m.key = id, id, key
 	}
-	if v, ok := fields["jsonrpc"]; !ok || json.Unmarshal(v, &m.JSONRPC) != nil || m.JSONRPC != "2.0" {
+	if v, ok := fields.get("jsonrpc"); !ok || json.Unmarshal(v, &m.JSONRPC) != nil || m.JSONRPC != "2.0" {
 		return m, errors.New(`the message lacks "jsonrpc":"2.0"`)
 	}
 	switch {
 	case hasMethod:
-		if json.Unmarshal(fields["method"], &m.Method) != nil || m.Method == "" {
+		if json.Unmarshal(method, &m.Method) != nil || m.Method == "" {
 			return m, errors.New("the method must be a non-empty string")
 		}
-		if p, ok := fields["params"]; ok && !isNull(p) {
+		if p, ok := fields.get("params"); ok && !isNull(p) {
 			if p[0] != '{' && p[0] != '[' {
 				return m, errors.New("params must be an object or an array")
 			}
@@ -483,13 +535,13 @@ func parse(msg []byte) (parsed, error) {
 		if m.key == "" {
 			return m, errors.New("a response without a usable id was dropped")
 		}
-		if e, ok := fields["error"]; ok && !isNull(e) {
+		if e, ok := fields.get("error"); ok && !isNull(e) {
 			m.Error = new(wireError)
 			if err := checkError(e, m.Error); err != nil {
 				return m, err
 			}
 		} else {
-			m.Result = fields["result"]
+			m.Result, _ = fields.get("result")
 			if m.Result == nil {
 				m.Result = json.RawMessage("null")
 			}

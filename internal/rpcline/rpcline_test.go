@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -505,4 +506,66 @@ func TestCheckAnswersInWords(t *testing.T) {
 	if len(dropped) != 1 || !strings.Contains(dropped[0], "x must be an integer") {
 		t.Errorf("Dropped heard %q, want the refused notification", dropped)
 	}
+}
+
+// TestTakeAnswersWithoutTheSDK: a request Take takes is not passed on;
+// start runs once its id is tracked, so the same id is in use until the
+// taker's response is written, and the end of input waits for that
+// response; one Take refuses is answered as Check's refusal is, before
+// its id is tracked; the rest pass on to Check and the SDK.
+func TestTakeAnswersWithoutTheSDK(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		var started []string
+		opts := rpcline.Options{MaxLine: 1 << 10, Drain: time.Minute,
+			Check: func(method string, params json.RawMessage) error {
+				if method == "mine" {
+					t.Errorf("Check was asked about a request Take took: %s", params)
+				}
+				return nil
+			},
+			Take: func(r rpcline.Request) (func(), bool, error) {
+				switch {
+				case r.Method != "mine":
+					return nil, false, nil
+				case string(r.Params) == `{"x":"1"}`:
+					return nil, true, errors.New("x must be an integer, not a string")
+				}
+				return func() { started = append(started, string(r.ID)+" "+string(r.Params)) }, true, nil
+			}}
+		input := `{"jsonrpc":"2.0","id":1,"method":"mine","params":{"x":1}}
+{"jsonrpc":"2.0","id":1,"method":"mine","params":{"x":2}}
+{"jsonrpc":"2.0","id":1,"method":"mine","params":{"x":"1"}}
+{"jsonrpc":"2.0","id":"b","method":"ping"}
+`
+		r, w := rpcline.New(strings.NewReader(input), &out, opts)
+		eof := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(r)
+			eof <- b
+		}()
+		synctest.Wait()
+		w.Write([]byte(`{"jsonrpc":"2.0","id":"b","result":{}}` + "\n")) // the SDK's answer to ping
+		synctest.Wait()
+		select {
+		case b := <-eof:
+			t.Fatalf("end of input before the taken request was answered: read %s", b)
+		default:
+		}
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"took":1}}` + "\n"))
+		if passed := <-eof; string(passed) != `{"jsonrpc":"2.0","id":"b","method":"ping"}`+"\n" {
+			t.Errorf("passed on %s, want only ping", passed)
+		}
+		if want := []string{`1 {"x":1}`}; !slices.Equal(started, want) {
+			t.Errorf("started %q, want %q", started, want)
+		}
+		want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: id 1 is in use by a request still being answered; use a new id"}}
+{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid params: x must be an integer, not a string"}}
+{"jsonrpc":"2.0","id":"b","result":{}}
+{"jsonrpc":"2.0","id":1,"result":{"took":1}}
+`
+		if out.String() != want {
+			t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
+		}
+	})
 }

@@ -9,6 +9,14 @@ import (
 // rather than forked from a fenced thread.
 func (p *Process) ThroughStep() bool { return p.sandbox.ThroughStep() }
 
+// Forked says whether p, sandboxed, was started by the forker of a host
+// that is not root.
+func (p *Process) Forked() bool { return p.sandbox.Forked() }
+
+// SandboxForker turns the forker of a host that is not root on (the
+// default) or off: off, its sandboxed commands start through the step.
+func SandboxForker(on bool) { sandbox.UseForker(on) }
+
 // RootFence turns the root fence on (as it is) or off, for the starts
 // that follow.
 func RootFence(on bool) { contain.RootFence(on) }

@@ -405,8 +405,15 @@ func (p *Process) launch(st *streams, u *undo) error {
 			sb.Terminal(st.childOut.Name())
 		}
 		defaultShell := len(cfg.Args) == 0 && slices.Equal(cfg.Shell, []string{"/bin/sh", "-c"})
-		if err := sb.Apply(cmd, traced, defaultShell); err != nil {
+		markOnly := !p.task.InCgroup() // traced only to mark it before it runs
+		if err := sb.Apply(cmd, traced, markOnly, defaultShell); err != nil {
 			return err
+		}
+		if sb.Forked() && traced {
+			// The forker starts it behind the gate, untraced: the mark is
+			// set before Open lets it run.
+			p.task.Untrace()
+			cmd.SysProcAttr.Ptrace = false
 		}
 		start = sb.Start
 	}
@@ -426,6 +433,7 @@ func (p *Process) launch(st *streams, u *undo) error {
 	if err := contain.ArmLifeline(st.lifeR, p.pid); err != nil {
 		return fmt.Errorf("proc: arm lifeline: %w", err)
 	}
+	sb.Open()
 	return nil
 }
 

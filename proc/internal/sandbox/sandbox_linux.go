@@ -79,7 +79,7 @@ func Mounts(on bool) { noSandboxMounts.Store(!on) }
 
 // ThroughStep says whether the command started through the step rather
 // than forked from a fenced thread.
-func (sb *Setup) ThroughStep() bool { return sb != nil && !sb.thread }
+func (sb *Setup) ThroughStep() bool { return sb != nil && !sb.thread && !sb.forked }
 
 // sandboxHostNow is detectSandbox, with the test knobs applied.
 func sandboxHostNow() sandboxHost {
@@ -142,6 +142,7 @@ type Setup struct {
 	spec   stepSpec
 	tmp    string     // the command's own temporary directory, removed after it
 	thread bool       // started from a fenced thread, not through the step
+	forked bool       // started by the forker, not through the step
 	tmpDir *os.File   // tmp, open (O_PATH)
 	dirs   []*os.File // spec.Write's directories, open (pinned; tmpDir first)
 	// gateR and gateW hold a thread's command back until the thread is
@@ -359,15 +360,22 @@ func planSandbox(s Policy, workspace string, h sandboxHost) (Status, stepSpec, e
 // line for the default shell (see gateCommand), and when this process
 // holds a descriptor without close-on-exec that the command would
 // inherit (the step closes those).
-func (sb *Setup) Apply(cmd *exec.Cmd, traced, defaultShell bool) error {
+//
+// A host that is not root starts a default shell's line through its
+// forker (see forker_linux.go) instead of the step, unless its start is
+// traced for more than setting its mark (markOnly: the gate holds the
+// command until Open, after the mark is set) or the step is forced.
+func (sb *Setup) Apply(cmd *exec.Cmd, traced, markOnly, defaultShell bool) error {
 	cmd.Env = setEnv(cmd.Env, "TMPDIR", sb.tmp)
 	userns := (sb.spec.Loopback || sb.spec.Mounts) && os.Geteuid() != 0
-	if !userns && !traced && defaultShell && !forceStep.Load() && !inheritableFDs() {
+	thread := !userns && !traced && defaultShell && !forceStep.Load() && !inheritableFDs()
+	forked := userns && (!traced || markOnly) && defaultShell && !forceStep.Load() && !noForker.Load()
+	if thread || forked {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return fmt.Errorf("proc: sandbox: %w", err)
 		}
-		sb.thread, sb.gateR, sb.gateW = true, r, w
+		sb.thread, sb.forked, sb.gateR, sb.gateW = thread, forked, r, w
 		sb.spec.WriteFDs = nil
 		for _, f := range sb.dirs {
 			sb.spec.WriteFDs = append(sb.spec.WriteFDs, int(f.Fd()))
@@ -421,6 +429,9 @@ func gateCommand(line string) string {
 // Start starts cmd: from a fenced thread, or, planned so by Apply, as
 // the step.
 func (sb *Setup) Start(cmd *exec.Cmd) error {
+	if sb != nil && sb.forked {
+		return sb.startForked(cmd)
+	}
 	if sb == nil || !sb.thread {
 		return cmd.Start()
 	}
@@ -467,6 +478,22 @@ func (sb *Setup) Start(cmd *exec.Cmd) error {
 	sb.gateW.Close()
 	return nil
 }
+
+// Open lets a command started by the forker run, once its host has set
+// its mark; after it, Remove leaves the gate alone. Other starts have
+// opened their gate already.
+func (sb *Setup) Open() {
+	if sb == nil || !sb.forked || sb.gateW == nil {
+		return
+	}
+	sb.gateW.Write([]byte{'\n'}) // the shell may be gone: EPIPE, nothing to do
+	sb.gateW.Close()
+	sb.gateW = nil
+}
+
+// Forked says whether the command is started by the forker: its start is
+// not traced (its mark is set behind the gate, before Open).
+func (sb *Setup) Forked() bool { return sb != nil && sb.forked }
 
 // threadGone waits until this process's thread tid has ended (its
 // goroutine has returned, locked, so the runtime ends it).
@@ -538,6 +565,8 @@ func (sb *Setup) Remove() {
 		}
 		if sb.gateR != nil { // a start that failed before start
 			sb.gateR.Close()
+		}
+		if sb.gateW != nil { // a forked start that failed before Open
 			sb.gateW.Close()
 		}
 	}

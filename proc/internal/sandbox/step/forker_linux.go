@@ -1,0 +1,328 @@
+package step
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// The forker. A host that is not root needs a user namespace for a
+// sandboxed command's namespaces, and a process with threads cannot make
+// one for itself: through the step, each command paid a second start of
+// this whole binary in a new user namespace (6 to 7 ms as nobody on the
+// project's machine, against 1 ms unsandboxed). The forker is the step
+// started once per host, in a user namespace of its own, and kept: for
+// each command it fences a thread of its own exactly as a root host does
+// (namespaces, mounts, Landlock, capabilities, seccomp), forks the
+// command from it and lets the thread end. The command is cloned with
+// CLONE_PARENT: it is the host's child, not the forker's, so the host
+// waits for it, and gets its status and resource usage, as for any
+// command of its own. It starts behind the gate (see package sandbox),
+// which the host opens once the forker's thread is gone and the
+// command's mark is set.
+//
+// The host speaks to it over a unix stream socket, descriptor
+// ForkerFD: a Request and its descriptors (SCM_RIGHTS), then a Reply;
+// one at a time. At the end of the socket (the host is gone, or gave it
+// up) the forker exits.
+
+// Forker, as Env's value, makes the step the forker.
+const Forker = "forker"
+
+// ForkerFD is the forker's socket to its host.
+const ForkerFD = 3
+
+// Request is one command for the forker. Descriptor indices are into the
+// descriptors sent with it.
+type Request struct {
+	Spec Spec     `json:"spec"` // WriteFDs: indices
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	// Files are the command's descriptors 0, 1, 2, ...: an index, or -1
+	// for one closed.
+	Files   []int `json:"files"`
+	Setsid  bool  `json:"setsid,omitempty"`
+	Setpgid bool  `json:"setpgid,omitempty"`
+	Setctty bool  `json:"setctty,omitempty"` // descriptor 0 is its terminal
+	Cgroup  int   `json:"cgroup"`            // index of its cgroup's directory, -1 for none
+}
+
+// Reply is the forker's answer: the command's pid, or why it did not
+// start.
+type Reply struct {
+	PID int    `json:"pid,omitempty"`
+	Err string `json:"err,omitempty"`
+}
+
+// Bounds on what the forker reads: a request as large as the kernel lets
+// an exec carry (ARG_MAX is at most a quarter of the stack limit, 2 MiB
+// by default), and a few descriptors.
+const (
+	MaxRequest = 8 << 20
+	MaxFDs     = 64
+)
+
+// forkerMain serves requests on ForkerFD until its end, and returns the
+// exit code.
+func forkerMain() int {
+	// A descriptor inherited without close-on-exec (from whoever started
+	// the host) reaches no command: the commands' own, 0 to KeepFDs-1,
+	// are all set or closed at each fork.
+	closeInherited()
+	syscall.CloseOnExec(ForkerFD)
+	for {
+		req, fds, err := readRequest(ForkerFD)
+		if err == io.EOF {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "offstage sandbox forker: %v\n", err)
+			return 1
+		}
+		var rep Reply
+		if pid, err := forkFenced(req, fds); err != nil {
+			rep.Err = err.Error()
+		} else {
+			rep.PID = pid
+		}
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		b, _ := json.Marshal(rep)
+		if err := WriteMsg(ForkerFD, b, nil); err != nil {
+			return 0 // the host is gone
+		}
+	}
+}
+
+// forkFenced starts req from a thread of its own, fenced, and returns
+// once that thread has ended (until then it is in the command's own
+// domain).
+func forkFenced(req Request, fds []int) (int, error) {
+	at := func(i int) (int, error) {
+		if i < 0 || i >= len(fds) {
+			return 0, fmt.Errorf("bad request: descriptor %d of %d", i, len(fds))
+		}
+		return fds[i], nil
+	}
+	for i, x := range req.Spec.WriteFDs {
+		fd, err := at(x)
+		if err != nil {
+			return 0, err
+		}
+		req.Spec.WriteFDs[i] = fd
+	}
+	attr := &syscall.ProcAttr{Dir: req.Dir, Env: req.Env, Sys: &syscall.SysProcAttr{
+		Setsid: req.Setsid, Setpgid: req.Setpgid, Setctty: req.Setctty,
+		Cloneflags: syscall.CLONE_PARENT,
+	}}
+	for _, x := range req.Files {
+		if x < 0 {
+			attr.Files = append(attr.Files, ^uintptr(0))
+			continue
+		}
+		fd, err := at(x)
+		if err != nil {
+			return 0, err
+		}
+		attr.Files = append(attr.Files, uintptr(fd))
+	}
+	if req.Cgroup >= 0 {
+		fd, err := at(req.Cgroup)
+		if err != nil {
+			return 0, err
+		}
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, fd
+	}
+	type result struct {
+		pid, tid int
+		err      error
+	}
+	res := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		tid := syscall.Gettid()
+		if tid == syscall.Getpid() {
+			runtime.UnlockOSThread() // the main thread, never fenced
+			res <- result{err: errors.New("fenced on the main thread")}
+			return
+		}
+		pid, err := startFenced(req, attr)
+		res <- result{pid, tid, err}
+	}()
+	r := <-res
+	if r.tid != 0 {
+		if err := threadGone(r.tid); err != nil && r.err == nil {
+			syscall.Kill(r.pid, syscall.SIGKILL) // behind the gate: it never ran; its host reaps it
+			return 0, err
+		}
+	}
+	return r.pid, r.err
+}
+
+// startFenced fences the calling (locked) thread and starts the command
+// from it.
+func startFenced(req Request, attr *syscall.ProcAttr) (int, error) {
+	sp := req.Spec
+	if sp.Loopback {
+		if err := NewNetwork(); err != nil {
+			return 0, err
+		}
+	}
+	if sp.Mounts {
+		if err := ReadOnlyMounts(sp.Write, sp.WriteFDs, sp.Terminal == ""); err != nil {
+			return 0, err
+		}
+	}
+	if err := Fence(sp); err != nil {
+		return 0, err
+	}
+	// Failing exec leaves a zombie of the host's that no one knows of
+	// (CLONE_PARENT; Go reaps only a child of its own): so a directory
+	// the command cannot enter fails here, before the fork.
+	if err := syscall.Access(req.Dir, 1); err != nil { // X_OK
+		return 0, fmt.Errorf("chdir %s: %w", req.Dir, err)
+	}
+	pid, err := syscall.ForkExec(req.Path, req.Args, attr)
+	if err != nil {
+		return 0, fmt.Errorf("fork/exec %s: %w", req.Path, err)
+	}
+	return pid, nil
+}
+
+// threadGone waits until this process's thread tid has ended.
+func threadGone(tid int) error {
+	pid := syscall.Getpid()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		if err := syscall.Tgkill(pid, tid, 0); err == syscall.ESRCH {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the forker's thread %d that started the command did not end", tid)
+		}
+		if i < 50 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// readRequest reads one request and its descriptors (close-on-exec).
+func readRequest(sock int) (Request, []int, error) {
+	var req Request
+	b, fds, err := ReadMsg(sock)
+	if err != nil {
+		return req, nil, err
+	}
+	if err := json.Unmarshal(b, &req); err != nil {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		return req, nil, fmt.Errorf("bad request: %w", err)
+	}
+	return req, fds, nil
+}
+
+// WriteMsg writes b, its length first, with fds, on the stream socket
+// sock (blocking).
+func WriteMsg(sock int, b []byte, fds []int) error {
+	if len(b) > MaxRequest || len(fds) > MaxFDs {
+		return fmt.Errorf("message of %d bytes and %d descriptors: too large", len(b), len(fds))
+	}
+	msg := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b)))
+	msg = append(msg, b...)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = syscall.UnixRights(fds...)
+	}
+	for len(msg) > 0 {
+		n, err := syscall.SendmsgN(sock, msg, oob, nil, syscall.MSG_NOSIGNAL)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		msg, oob = msg[n:], nil
+	}
+	return nil
+}
+
+// ReadMsg reads one message written by WriteMsg from the stream socket
+// sock (blocking): io.EOF at its end.
+func ReadMsg(sock int) ([]byte, []int, error) {
+	var head [4]byte
+	oob := make([]byte, syscall.CmsgSpace(4*MaxFDs))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = syscall.Recvmsg(sock, head[:], oob, syscall.MSG_CMSG_CLOEXEC)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if n == 0 {
+		return nil, nil, io.EOF
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range msgs {
+			got, err := syscall.ParseUnixRights(&m)
+			if err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	fail := func(err error) ([]byte, []int, error) {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		return nil, nil, err
+	}
+	if err := readFull(sock, head[n:]); err != nil {
+		return fail(err)
+	}
+	size := binary.LittleEndian.Uint32(head[:])
+	if size > MaxRequest {
+		return fail(fmt.Errorf("message of %d bytes: too large", size))
+	}
+	b := make([]byte, size)
+	if err := readFull(sock, b); err != nil {
+		return fail(err)
+	}
+	return b, fds, nil
+}
+
+func readFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := syscall.Read(fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		b = b[n:]
+	}
+	return nil
+}

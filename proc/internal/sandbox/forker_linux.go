@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/offstage/offstage/proc/internal/contain"
 	"github.com/offstage/offstage/proc/internal/sandbox/step"
 )
 
@@ -28,6 +29,9 @@ type forkerConn struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd // nil until started, or after it failed
 	sock int       // our end of its socket (close-on-exec)
+	// unhelp ends its threads' counting as none of a command's (see
+	// contain.Helper).
+	unhelp func()
 }
 
 // forkerTimeout bounds a start through the forker: it fences a thread
@@ -100,7 +104,9 @@ func (f *forkerConn) launchLocked() error {
 	defer theirs.Close()
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"offstage-sandbox-forker"}
-	cmd.Env = []string{sandboxEnv + "=" + step.Forker}
+	// One P: it serves one request at a time, and with fewer threads it
+	// makes fewer of them after a command's fork (see contain.Helper).
+	cmd.Env = []string{sandboxEnv + "=" + step.Forker, "GOMAXPROCS=1"}
 	cmd.ExtraFiles = []*os.File{theirs} // step.ForkerFD
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -114,6 +120,7 @@ func (f *forkerConn) launchLocked() error {
 		return fmt.Errorf("forker: %w", err)
 	}
 	f.cmd, f.sock = cmd, fds[0]
+	f.unhelp = contain.Helper(cmd.Process.Pid)
 	return nil
 }
 
@@ -126,6 +133,7 @@ func (f *forkerConn) endLocked() {
 	syscall.Close(f.sock)
 	f.cmd.Process.Kill() // one that hangs
 	f.cmd.Wait()
+	f.unhelp()
 	f.cmd = nil
 }
 

@@ -17,6 +17,9 @@ func (p *Process) Forked() bool { return p.sandbox.Forked() }
 // default) or off: off, its sandboxed commands start through the step.
 func SandboxForker(on bool) { sandbox.UseForker(on) }
 
+// ForkerPID is the pid of this host's forker, 0 if none runs.
+func ForkerPID() int { return sandbox.ForkerPID() }
+
 // RootFence turns the root fence on (as it is) or off, for the starts
 // that follow.
 func RootFence(on bool) { contain.RootFence(on) }

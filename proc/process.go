@@ -631,7 +631,10 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	}
 	cpu, peak := p.task.Release(&ended, alone, p.cmd.ProcessState)
 	p.waitReaders(rOut, rErr, readers)
-	p.sandbox.Release(alone && p.task.InCgroup()) // nothing of the task is left to write there
+	// Nothing of the task is left to use its network namespace: its
+	// cgroup was empty, or, for the forker's command in ModeMarks, no
+	// process was made after its leader but the forker's threads.
+	p.sandbox.Release(alone && (p.task.InCgroup() || p.sandbox.Forked()))
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails

@@ -32,6 +32,35 @@ type forkerConn struct {
 	// unhelp ends its threads' counting as none of a command's (see
 	// contain.Helper).
 	unhelp func()
+
+	endedMu sync.Mutex   // guards ended; never held with mu
+	ended   []step.Ended // news for the forker, sent with the next request
+}
+
+// maxEnded bounds the news kept for the forker: past it the oldest go
+// (the forker closes a namespace it hears nothing of when it has too
+// many).
+const maxEnded = 64
+
+// end tells the forker, with its next request, that its command pid has
+// ended; reuse: nothing of it was left, its network namespace may serve
+// another.
+func (f *forkerConn) end(pid int, reuse bool) {
+	f.endedMu.Lock()
+	defer f.endedMu.Unlock()
+	if len(f.ended) >= maxEnded {
+		f.ended = f.ended[1:]
+	}
+	f.ended = append(f.ended, step.Ended{PID: pid, Reuse: reuse})
+}
+
+// takeEnded returns the news kept, and forgets them.
+func (f *forkerConn) takeEnded() []step.Ended {
+	f.endedMu.Lock()
+	defer f.endedMu.Unlock()
+	e := f.ended
+	f.ended = nil
+	return e
 }
 
 // forkerTimeout bounds a start through the forker: it fences a thread
@@ -45,6 +74,7 @@ const forkerTimeout = 10 * time.Second
 func (f *forkerConn) start(req step.Request, files []int) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	req.Ended = f.takeEnded()
 	b, err := json.Marshal(req)
 	if err != nil {
 		return 0, err
@@ -207,5 +237,16 @@ func (sb *Setup) startForked(cmd *exec.Cmd) error {
 		return fmt.Errorf("proc: sandbox: %w", err)
 	}
 	cmd.Process = p
+	sb.pid = pid
 	return nil
+}
+
+// ForkerPID is the pid of this host's forker, 0 if none runs. For tests.
+func ForkerPID() int {
+	forkers.mu.Lock()
+	defer forkers.mu.Unlock()
+	if forkers.cmd == nil {
+		return 0
+	}
+	return forkers.cmd.Process.Pid
 }

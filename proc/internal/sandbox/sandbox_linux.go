@@ -143,6 +143,7 @@ type Setup struct {
 	tmp    string     // the command's own temporary directory, removed after it
 	thread bool       // started from a fenced thread, not through the step
 	forked bool       // started by the forker, not through the step
+	pid    int        // the forker's command, once started
 	tmpDir *os.File   // tmp, open (O_PATH)
 	dirs   []*os.File // spec.Write's directories, open (pinned; tmpDir first)
 	// gateR and gateW hold a thread's command back until the thread is
@@ -558,6 +559,10 @@ func setEnv(env []string, name, value string) []string {
 // Remove removes what Prepare made, for a start that failed.
 func (sb *Setup) Remove() {
 	if sb != nil {
+		if sb.pid > 0 {
+			forkers.end(sb.pid, false)
+			sb.pid = 0
+		}
 		os.RemoveAll(sb.tmp)
 		sb.tmpDir.Close()
 		if sb.netns != nil {
@@ -582,6 +587,10 @@ func (sb *Setup) Release(empty bool) {
 	if empty && sb.netns != nil {
 		netSpares.keep(sb.netns)
 		sb.netns = nil
+	}
+	if sb.pid > 0 {
+		forkers.end(sb.pid, empty && sb.spec.Loopback)
+		sb.pid = 0
 	}
 	sb.Remove()
 }

@@ -8,8 +8,12 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The forker. A host that is not root needs a user namespace for a
@@ -53,6 +57,16 @@ type Request struct {
 	Setpgid bool  `json:"setpgid,omitempty"`
 	Setctty bool  `json:"setctty,omitempty"` // descriptor 0 is its terminal
 	Cgroup  int   `json:"cgroup"`            // index of its cgroup's directory, -1 for none
+	// Ended lists earlier commands of this forker that have ended, by
+	// pid: Reuse says that nothing of it was left when it ended (no
+	// process), so that its network namespace may serve a later command.
+	Ended []Ended `json:"ended,omitempty"`
+}
+
+// Ended is a command of the forker's that has ended.
+type Ended struct {
+	PID   int  `json:"pid"`
+	Reuse bool `json:"reuse,omitempty"`
 }
 
 // Reply is the forker's answer: the command's pid, or why it did not
@@ -72,12 +86,87 @@ const (
 
 // forkerMain serves requests on ForkerFD until its end, and returns the
 // exit code.
+// The network namespaces of the forker's commands, by pid, and those
+// whose command left nothing in them (spares), which serve a later
+// command with the network off as a root host's do (see package sandbox:
+// making one costs the kernel most of a millisecond). Both bounded.
+type forkerNets struct {
+	byPID  map[int]int // pid → its namespace (open)
+	spares []int
+}
+
+const (
+	maxNets   = 64 // namespaces of running commands kept to be reused
+	maxSpares = 4
+)
+
+// ended takes in the host's news of ended commands.
+func (n *forkerNets) ended(es []Ended) {
+	for _, e := range es {
+		fd, ok := n.byPID[e.PID]
+		if !ok {
+			continue
+		}
+		delete(n.byPID, e.PID)
+		if e.Reuse && len(n.spares) < maxSpares {
+			n.spares = append(n.spares, fd)
+		} else {
+			syscall.Close(fd)
+		}
+	}
+}
+
+// enter moves the calling (locked) thread into a network namespace with
+// loopback alone, a spare with no socket left in it or a new one, and
+// returns it open (-1 where it cannot be kept). It runs on the fencing
+// thread, and touches n.spares alone, which forkerMain does not while it
+// runs.
+func (n *forkerNets) enter() (int, error) {
+	for len(n.spares) > 0 {
+		fd := n.spares[len(n.spares)-1]
+		n.spares = n.spares[:len(n.spares)-1]
+		if err := unix.Setns(fd, syscall.CLONE_NEWNET); err == nil && noSockets() {
+			return fd, nil
+		}
+		syscall.Close(fd)
+	}
+	if err := NewNetwork(); err != nil {
+		return -1, err
+	}
+	fd, err := syscall.Open("/proc/thread-self/ns/net", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil // used once, then
+	}
+	return fd, nil
+}
+
+// noSockets says whether the calling thread's network namespace holds no
+// socket at all (see package sandbox's).
+func noSockets() bool {
+	b, err := os.ReadFile("/proc/thread-self/net/sockstat")
+	if err != nil {
+		return false
+	}
+	used, tw := -1, -1
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "sockets:" && f[1] == "used":
+			used, _ = strconv.Atoi(f[2])
+		case len(f) >= 7 && f[0] == "TCP:" && f[5] == "tw":
+			tw, _ = strconv.Atoi(f[6])
+		}
+	}
+	return used == 0 && tw == 0
+}
+
 func forkerMain() int {
 	// A descriptor inherited without close-on-exec (from whoever started
 	// the host) reaches no command: the commands' own, 0 to KeepFDs-1,
 	// are all set or closed at each fork.
 	closeInherited()
 	syscall.CloseOnExec(ForkerFD)
+	nets := forkerNets{byPID: make(map[int]int)}
 	for {
 		req, fds, err := readRequest(ForkerFD)
 		if err == io.EOF {
@@ -87,8 +176,9 @@ func forkerMain() int {
 			fmt.Fprintf(os.Stderr, "offstage sandbox forker: %v\n", err)
 			return 1
 		}
+		nets.ended(req.Ended)
 		var rep Reply
-		if pid, err := forkFenced(req, fds); err != nil {
+		if pid, err := forkFenced(req, fds, &nets); err != nil {
 			rep.Err = err.Error()
 		} else {
 			rep.PID = pid
@@ -106,7 +196,7 @@ func forkerMain() int {
 // forkFenced starts req from a thread of its own, fenced, and returns
 // once that thread has ended (until then it is in the command's own
 // domain).
-func forkFenced(req Request, fds []int) (int, error) {
+func forkFenced(req Request, fds []int, nets *forkerNets) (int, error) {
 	at := func(i int) (int, error) {
 		if i < 0 || i >= len(fds) {
 			return 0, fmt.Errorf("bad request: descriptor %d of %d", i, len(fds))
@@ -155,7 +245,7 @@ func forkFenced(req Request, fds []int) (int, error) {
 			res <- result{err: errors.New("fenced on the main thread")}
 			return
 		}
-		pid, err := startFenced(req, attr)
+		pid, err := startFenced(req, attr, nets)
 		res <- result{pid, tid, err}
 	}()
 	r := <-res
@@ -170,11 +260,21 @@ func forkFenced(req Request, fds []int) (int, error) {
 
 // startFenced fences the calling (locked) thread and starts the command
 // from it.
-func startFenced(req Request, attr *syscall.ProcAttr) (int, error) {
+func startFenced(req Request, attr *syscall.ProcAttr, nets *forkerNets) (pid int, err error) {
 	sp := req.Spec
 	if sp.Loopback {
-		if err := NewNetwork(); err != nil {
+		netns, err := nets.enter()
+		if err != nil {
 			return 0, err
+		}
+		if netns >= 0 {
+			defer func() {
+				if err == nil && len(nets.byPID) < maxNets {
+					nets.byPID[pid] = netns
+				} else {
+					syscall.Close(netns)
+				}
+			}()
 		}
 	}
 	if sp.Mounts {
@@ -191,7 +291,7 @@ func startFenced(req Request, attr *syscall.ProcAttr) (int, error) {
 	if err := syscall.Access(req.Dir, 1); err != nil { // X_OK
 		return 0, fmt.Errorf("chdir %s: %w", req.Dir, err)
 	}
-	pid, err := syscall.ForkExec(req.Path, req.Args, attr)
+	pid, err = syscall.ForkExec(req.Path, req.Args, attr)
 	if err != nil {
 		return 0, fmt.Errorf("fork/exec %s: %w", req.Path, err)
 	}

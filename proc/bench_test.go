@@ -136,6 +136,24 @@ func BenchmarkSpawnSandboxedPaired(b *testing.B) {
 		func() { runTrue(b, ctx, proc.Config{Command: "true", Dir: dir, Sandbox: s}) })
 }
 
+// BenchmarkSpawnSandboxedStepPaired is BenchmarkSpawnSandboxedPaired
+// through the re-executed step, the way a host that is not root started
+// every sandboxed command before its forker (and still starts a command
+// not run by /bin/sh -c): the two compared on one host.
+func BenchmarkSpawnSandboxedStepPaired(b *testing.B) {
+	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	if _, err := proc.CheckSandbox(s); err != nil {
+		b.Skip(err)
+	}
+	proc.SandboxStep(true)
+	defer proc.SandboxStep(false)
+	ctx := context.Background()
+	dir := b.TempDir()
+	paired(b, "spawn", "sandboxed",
+		func() { runTrue(b, ctx, proc.Config{Command: "true", Dir: dir}) },
+		func() { runTrue(b, ctx, proc.Config{Command: "true", Dir: dir, Sandbox: s}) })
+}
+
 const captureBytes = 256 << 20
 
 // BenchmarkCaptureRaw: read a child's 256 MiB of output straight from the

@@ -149,11 +149,22 @@ func forkerNet() int {
 	// In second's namespace, kept. Python, not this binary: its threads
 	// are pids made after the leader, which would keep the namespace
 	// from being used again whatever it left.
-	run(`exec python3 -c 'import socket
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		if python, err = exec.LookPath("python3"); err != nil {
+			fmt.Println("no python3 to leave a connection in TIME_WAIT")
+			return 1
+		}
+	}
+	if out := run(`exec ` + python + ` -c 'import socket
 l = socket.create_server(("127.0.0.1", 0))
 c = socket.create_connection(l.getsockname())
 s, _ = l.accept()
-c.close(); s.recv(1); s.close()'`)
+c.close(); s.recv(1); s.close()
+print("left in TIME_WAIT")'`); out != "left in TIME_WAIT\n" {
+		fmt.Printf("python3: %q\n", out)
+		return 1
+	}
 	third := run(ns)
 	say("time_wait", third == second)
 	fourth := run("readlink /proc/self/ns/net; sleep 100 &")

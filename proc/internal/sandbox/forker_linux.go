@@ -85,7 +85,7 @@ func (f *forkerConn) start(req step.Request, files []int) (int, error) {
 				return 0, err
 			}
 		}
-		rep, err := f.askLocked(b, files)
+		rep, sent, err := f.askLocked(b, files)
 		if err == nil {
 			if rep.Err != "" {
 				return 0, errors.New(rep.Err)
@@ -93,32 +93,32 @@ func (f *forkerConn) start(req step.Request, files []int) (int, error) {
 			return rep.PID, nil
 		}
 		f.endLocked()
-		if try > 0 {
+		// Asked again only if the forker was gone before the request:
+		// one that died or hung after it may have forked the command,
+		// which then ends at its gate, closed without a line.
+		if try > 0 || sent {
 			return 0, fmt.Errorf("forker: %w", err)
 		}
 	}
 }
 
-// askLocked sends one request and reads its reply.
-func (f *forkerConn) askLocked(b []byte, files []int) (step.Reply, error) {
-	var rep step.Reply
+// askLocked sends one request and reads its reply; sent says whether the
+// request went out whole.
+func (f *forkerConn) askLocked(b []byte, files []int) (rep step.Reply, sent bool, err error) {
 	tv := syscall.NsecToTimeval(forkerTimeout.Nanoseconds())
 	syscall.SetsockoptTimeval(f.sock, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 	syscall.SetsockoptTimeval(f.sock, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv)
 	if err := step.WriteMsg(f.sock, b, files); err != nil {
-		return rep, err
+		return rep, false, err
 	}
 	out, fds, err := step.ReadMsg(f.sock)
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
 	if err != nil {
-		return rep, err
+		return rep, true, err
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	return rep, true, json.Unmarshal(out, &rep)
 }
 
 // launchLocked starts the forker: this binary re-executed as the step,

@@ -422,9 +422,11 @@ const gateFD = 3
 
 // gateCommand is line, run by the default shell (/bin/sh -c) behind the
 // gate: on one line with it, so that the line numbers the shell reports
-// are the command's own.
+// are the command's own. A gate closed without a line (the host died,
+// or gave the start up) ends the shell before the command: the forker's
+// command may have been forked when its host stopped waiting for it.
 func gateCommand(line string) string {
-	return "read -r _ <&3; exec 3<&-; " + line
+	return "read -r _ <&3 || exit 126; exec 3<&-; " + line
 }
 
 // Start starts cmd: from a fenced thread, or, planned so by Apply, as

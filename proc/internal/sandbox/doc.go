@@ -96,16 +96,17 @@
 // GOMAXPROCS=1. For each command the host sends it, over a unix socket,
 // the command's path, arguments, environment, directory, group or
 // session, descriptors (stdio, the gate, the lifeline, the pinned
-// writable places, the cgroup's directory: SCM_RIGHTS) and its rules;
-// the forker fences a thread of its own exactly as a root host does
-// (network namespace, mount and IPC namespaces, then step.Fence) and
-// forks the shell from it with CLONE_PARENT (into its cgroup, with
-// CLONE_INTO_CGROUP), waits until that thread has ended, and answers
+// writable places: SCM_RIGHTS) and its rules; the forker fences a
+// thread of its own exactly as a root host does (network namespace,
+// mount and IPC namespaces, then step.Fence) and forks the shell from
+// it with CLONE_PARENT, waits until that thread has ended, and answers
 // with the pid. The shell is the host's child: the host waits for it,
 // its status and resource usage, and kills its group as for any
 // command. It starts behind the gate, which the host opens only once
-// it has its mark (the start is not traced: ptrace requests come from
-// the thread that forked, which is the forker's). The forker exits at
+// it has moved it into its cgroup (clone3, which CLONE_INTO_CGROUP
+// needs, refuses CLONE_PARENT with the exit signal Go always gives) and
+// set its mark (the start is not traced: ptrace requests come from the
+// thread that forked, which is the forker's). The forker exits at
 // the end of its socket, that is, with its host however it ends; one
 // that is gone (below Landlock ABI 6 a command of the same user can
 // kill it) is replaced at the next start. Its threads, made when the Go

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/offstage/offstage/proc/internal/contain"
 	"github.com/offstage/offstage/proc/internal/sandbox/step"
+	"golang.org/x/sys/unix"
 )
 
 // The forker (see package step): the step started once per host, in a
@@ -33,13 +35,14 @@ type forkerConn struct {
 	// contain.Helper).
 	unhelp func()
 
-	endedMu sync.Mutex   // guards ended; never held with mu
+	// endedMu guards ended; taken inside mu (a start takes the news),
+	// alone by Release, never the other way round.
+	endedMu sync.Mutex
 	ended   []step.Ended // news for the forker, sent with the next request
 }
 
 // maxEnded bounds the news kept for the forker: past it the oldest go
-// (the forker closes a namespace it hears nothing of when it has too
-// many).
+// (the forker bounds the namespaces it keeps for news that never come).
 const maxEnded = 64
 
 // end tells the forker, with its next request, that its command pid has
@@ -178,7 +181,7 @@ func (sb *Setup) startForked(cmd *exec.Cmd) error {
 		}
 		cmd.Dir = wd
 	}
-	req := step.Request{Spec: sb.spec, Path: cmd.Path, Args: cmd.Args, Env: cmd.Environ(), Dir: cmd.Dir, Cgroup: -1}
+	req := step.Request{Spec: sb.spec, Path: cmd.Path, Args: cmd.Args, Env: cmd.Environ(), Dir: cmd.Dir}
 	if sys := cmd.SysProcAttr; sys != nil {
 		req.Setsid, req.Setpgid, req.Setctty = sys.Setsid, sys.Setpgid, sys.Setctty
 		if sys.Ctty != 0 || sys.Foreground || sys.Credential != nil || sys.Ptrace {
@@ -223,9 +226,6 @@ func (sb *Setup) startForked(cmd *exec.Cmd) error {
 	for _, d := range sb.dirs {
 		req.Spec.WriteFDs = append(req.Spec.WriteFDs, add(int(d.Fd())))
 	}
-	if sys := cmd.SysProcAttr; sys != nil && sys.UseCgroupFD {
-		req.Cgroup = add(sys.CgroupFD)
-	}
 	pid, err := forkers.start(req, files)
 	sb.gateR.Close() // the command's copy is its own
 	sb.gateR = nil
@@ -238,6 +238,28 @@ func (sb *Setup) startForked(cmd *exec.Cmd) error {
 	}
 	cmd.Process = p
 	sb.pid = pid
+	// Into its cgroup here, behind the gate, not cloned into it: clone3
+	// refuses CLONE_PARENT with an exit signal, which Go's always sets
+	// (SIGCHLD). Until now it has run nothing but the shell's start.
+	if sys := cmd.SysProcAttr; sys != nil && sys.UseCgroupFD {
+		if err := joinCgroup(sys.CgroupFD, pid); err != nil {
+			return fmt.Errorf("proc: sandbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// joinCgroup moves process pid into the cgroup v2 whose directory is open
+// as dir.
+func joinCgroup(dir, pid int) error {
+	fd, err := unix.Openat(dir, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("its cgroup: %w", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(strconv.Itoa(pid))); err != nil {
+		return fmt.Errorf("into its cgroup: %w", err)
+	}
 	return nil
 }
 

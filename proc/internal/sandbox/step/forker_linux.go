@@ -56,7 +56,6 @@ type Request struct {
 	Setsid  bool  `json:"setsid,omitempty"`
 	Setpgid bool  `json:"setpgid,omitempty"`
 	Setctty bool  `json:"setctty,omitempty"` // descriptor 0 is its terminal
-	Cgroup  int   `json:"cgroup"`            // index of its cgroup's directory, -1 for none
 	// Ended lists earlier commands of this forker that have ended, by
 	// pid: Reuse says that nothing of it was left when it ended (no
 	// process), so that its network namespace may serve a later command.
@@ -99,6 +98,23 @@ const (
 	maxNets   = 64 // namespaces of running commands kept to be reused
 	maxSpares = 4
 )
+
+// keep keeps the namespace of the command pid until the host says it
+// has ended. News the host dropped (it keeps a bounded number between
+// two requests) would leave one here for good: past maxNets another is
+// given up, and a pid used again replaces its entry.
+func (n *forkerNets) keep(pid, fd int) {
+	if old, ok := n.byPID[pid]; ok {
+		syscall.Close(old)
+	} else if len(n.byPID) >= maxNets {
+		for p, old := range n.byPID {
+			syscall.Close(old)
+			delete(n.byPID, p)
+			break
+		}
+	}
+	n.byPID[pid] = fd
+}
 
 // ended takes in the host's news of ended commands.
 func (n *forkerNets) ended(es []Ended) {
@@ -225,13 +241,6 @@ func forkFenced(req Request, fds []int, nets *forkerNets) (int, error) {
 		}
 		attr.Files = append(attr.Files, uintptr(fd))
 	}
-	if req.Cgroup >= 0 {
-		fd, err := at(req.Cgroup)
-		if err != nil {
-			return 0, err
-		}
-		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, fd
-	}
 	type result struct {
 		pid, tid int
 		err      error
@@ -269,11 +278,11 @@ func startFenced(req Request, attr *syscall.ProcAttr, nets *forkerNets) (pid int
 		}
 		if netns >= 0 {
 			defer func() {
-				if err == nil && len(nets.byPID) < maxNets {
-					nets.byPID[pid] = netns
-				} else {
+				if err != nil {
 					syscall.Close(netns)
+					return
 				}
+				nets.keep(pid, netns)
 			}()
 		}
 	}

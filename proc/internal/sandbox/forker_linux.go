@@ -91,6 +91,15 @@ func (f *forkerConn) start(req step.Request, files []int) (int, error) {
 		rep, sent, err := f.askLocked(b, files)
 		if err == nil {
 			if rep.Err != "" {
+				if rep.PID > 0 { // forked, behind its gate: ours to end
+					syscall.Kill(rep.PID, syscall.SIGKILL)
+					var ws syscall.WaitStatus
+					for {
+						if _, err := syscall.Wait4(rep.PID, &ws, 0, nil); err != syscall.EINTR {
+							break
+						}
+					}
+				}
 				return 0, errors.New(rep.Err)
 			}
 			return rep.PID, nil

@@ -69,7 +69,8 @@ type Ended struct {
 }
 
 // Reply is the forker's answer: the command's pid, or why it did not
-// start.
+// start; both when it was forked and cannot be let run (the host kills
+// and reaps it).
 type Reply struct {
 	PID int    `json:"pid,omitempty"`
 	Err string `json:"err,omitempty"`
@@ -83,8 +84,6 @@ const (
 	MaxFDs     = 64
 )
 
-// forkerMain serves requests on ForkerFD until its end, and returns the
-// exit code.
 // The network namespaces of the forker's commands, by pid, and those
 // whose command left nothing in them (spares), which serve a later
 // command with the network off as a root host's do (see package sandbox:
@@ -176,6 +175,8 @@ func noSockets() bool {
 	return used == 0 && tw == 0
 }
 
+// forkerMain serves requests on ForkerFD until its end, and returns the
+// exit code.
 func forkerMain() int {
 	// A descriptor inherited without close-on-exec (from whoever started
 	// the host) reaches no command: the commands' own, 0 to KeepFDs-1,
@@ -194,10 +195,10 @@ func forkerMain() int {
 		}
 		nets.ended(req.Ended)
 		var rep Reply
-		if pid, err := forkFenced(req, fds, &nets); err != nil {
+		pid, err := forkFenced(req, fds, &nets)
+		rep.PID = pid
+		if err != nil {
 			rep.Err = err.Error()
-		} else {
-			rep.PID = pid
 		}
 		for _, fd := range fds {
 			syscall.Close(fd)
@@ -260,8 +261,9 @@ func forkFenced(req Request, fds []int, nets *forkerNets) (int, error) {
 	r := <-res
 	if r.tid != 0 {
 		if err := threadGone(r.tid); err != nil && r.err == nil {
-			syscall.Kill(r.pid, syscall.SIGKILL) // behind the gate: it never ran; its host reaps it
-			return 0, err
+			// Behind the gate, it never ran; its host, told its pid,
+			// kills and reaps it.
+			return r.pid, err
 		}
 	}
 	return r.pid, r.err
@@ -272,9 +274,9 @@ func forkFenced(req Request, fds []int, nets *forkerNets) (int, error) {
 func startFenced(req Request, attr *syscall.ProcAttr, nets *forkerNets) (pid int, err error) {
 	sp := req.Spec
 	if sp.Loopback {
-		netns, err := nets.enter()
-		if err != nil {
-			return 0, err
+		netns, nerr := nets.enter()
+		if nerr != nil {
+			return 0, nerr
 		}
 		if netns >= 0 {
 			defer func() {

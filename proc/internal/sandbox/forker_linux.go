@@ -127,6 +127,11 @@ func (f *forkerConn) askLocked(b []byte, files []int) (rep step.Reply, sent bool
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
+	if err == syscall.ECONNRESET {
+		// It died with the request unread (killed as it was written):
+		// it forked nothing.
+		return rep, false, err
+	}
 	if err != nil {
 		return rep, true, err
 	}

@@ -184,6 +184,7 @@ func forkerMain() int {
 	closeInherited()
 	syscall.CloseOnExec(ForkerFD)
 	nets := forkerNets{byPID: make(map[int]int)}
+	next := newStandby(standbyPlan{net: true, mounts: true}, &nets) // the default policy's, here
 	for {
 		req, fds, err := readRequest(ForkerFD)
 		if err == io.EOF {
@@ -194,8 +195,13 @@ func forkerMain() int {
 			return 1
 		}
 		nets.ended(req.Ended)
+		plan := standbyPlan{net: req.Spec.Loopback, mounts: req.Spec.Mounts}
+		if next.plan != plan || next.err != nil {
+			next.discard(&nets)
+			next = newStandby(plan, &nets)
+		}
 		var rep Reply
-		pid, err := forkFenced(req, fds, &nets)
+		pid, err := forkFenced(req, fds, &nets, next)
 		rep.PID = pid
 		if err != nil {
 			rep.Err = err.Error()
@@ -207,13 +213,78 @@ func forkerMain() int {
 		if err := WriteMsg(ForkerFD, b, nil); err != nil {
 			return 0 // the host is gone
 		}
+		// The next command's thread, prepared as this one's would have
+		// been, while the host runs this one: most commands of a host
+		// share a policy.
+		next = newStandby(plan, &nets)
+	}
+}
+
+// A standby is the thread the next command is fenced on and forked
+// from, made ahead (a thread fenced for one command is never used for
+// another: it ends after the fork), with what does not depend on the
+// command done: its network namespace entered (a spare, or a new one)
+// and its mount and IPC namespaces made, every mount read-only. A
+// request of another plan gives it up (its thread ends) for a new one.
+type standby struct {
+	plan  standbyPlan
+	job   chan func() // the fork; the goroutine returns after it, locked, and so its thread ends
+	tid   int
+	netns int   // the network namespace entered, open; -1 where none is kept
+	err   error // the preparation failed: the thread is given up
+}
+
+type standbyPlan struct{ net, mounts bool }
+
+// newStandby starts a standby and waits until it is prepared (meanwhile
+// the caller touches nothing of nets).
+func newStandby(plan standbyPlan, nets *forkerNets) *standby {
+	s := &standby{plan: plan, job: make(chan func(), 1), netns: -1}
+	ready := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		s.tid = syscall.Gettid()
+		if s.tid == syscall.Getpid() {
+			runtime.UnlockOSThread() // the main thread (locked to init's goroutine), never fenced
+			s.tid, s.err = 0, errors.New("fenced on the main thread")
+			close(ready)
+			return
+		}
+		if plan.net {
+			s.netns, s.err = nets.enter()
+		}
+		if plan.mounts && s.err == nil {
+			s.err = readOnlyAll()
+		}
+		close(ready)
+		if s.err == nil {
+			(<-s.job)()
+		}
+	}()
+	<-ready
+	return s
+}
+
+// discard gives s up: its thread ends, its network namespace, which no
+// process entered, is a spare again.
+func (s *standby) discard(nets *forkerNets) {
+	if s.err == nil {
+		s.job <- func() {}
+	}
+	if s.netns >= 0 {
+		if len(nets.spares) < maxSpares {
+			nets.spares = append(nets.spares, s.netns)
+		} else {
+			syscall.Close(s.netns)
+		}
+		s.netns = -1
 	}
 }
 
 // forkFenced starts req from a thread of its own, fenced, and returns
 // once that thread has ended (until then it is in the command's own
 // domain).
-func forkFenced(req Request, fds []int, nets *forkerNets) (int, error) {
+func forkFenced(req Request, fds []int, nets *forkerNets, s *standby) (int, error) {
 	at := func(i int) (int, error) {
 		if i < 0 || i >= len(fds) {
 			return 0, fmt.Errorf("bad request: descriptor %d of %d", i, len(fds))
@@ -242,54 +313,43 @@ func forkFenced(req Request, fds []int, nets *forkerNets) (int, error) {
 		}
 		attr.Files = append(attr.Files, uintptr(fd))
 	}
+	if s.err != nil {
+		return 0, s.err
+	}
 	type result struct {
-		pid, tid int
-		err      error
+		pid int
+		err error
 	}
 	res := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		tid := syscall.Gettid()
-		if tid == syscall.Getpid() {
-			runtime.UnlockOSThread() // the main thread, never fenced
-			res <- result{err: errors.New("fenced on the main thread")}
-			return
-		}
-		pid, err := startFenced(req, attr, nets)
-		res <- result{pid, tid, err}
-	}()
+	s.job <- func() {
+		pid, err := startFenced(req, attr, nets, s)
+		res <- result{pid, err}
+	}
 	r := <-res
-	if r.tid != 0 {
-		if err := threadGone(r.tid); err != nil && r.err == nil {
-			// Behind the gate, it never ran; its host, told its pid,
-			// kills and reaps it.
-			return r.pid, err
-		}
+	if err := threadGone(s.tid); err != nil && r.err == nil {
+		// Behind the gate, it never ran; its host, told its pid, kills
+		// and reaps it.
+		return r.pid, err
 	}
 	return r.pid, r.err
 }
 
 // startFenced fences the calling (locked) thread and starts the command
 // from it.
-func startFenced(req Request, attr *syscall.ProcAttr, nets *forkerNets) (pid int, err error) {
+func startFenced(req Request, attr *syscall.ProcAttr, nets *forkerNets, s *standby) (pid int, err error) {
 	sp := req.Spec
-	if sp.Loopback {
-		netns, nerr := nets.enter()
-		if nerr != nil {
-			return 0, nerr
-		}
-		if netns >= 0 {
-			defer func() {
-				if err != nil {
-					syscall.Close(netns)
-					return
-				}
-				nets.keep(pid, netns)
-			}()
-		}
+	if netns := s.netns; netns >= 0 {
+		s.netns = -1
+		defer func() {
+			if err != nil {
+				syscall.Close(netns)
+				return
+			}
+			nets.keep(pid, netns)
+		}()
 	}
 	if sp.Mounts {
-		if err := ReadOnlyMounts(sp.Write, sp.WriteFDs, sp.Terminal == ""); err != nil {
+		if err := writablePlaces(sp.Write, sp.WriteFDs, sp.Terminal == ""); err != nil {
 			return 0, err
 		}
 	}

@@ -100,7 +100,11 @@
 // thread of its own exactly as a root host does (network namespace,
 // mount and IPC namespaces, then step.Fence) and forks the shell from
 // it with CLONE_PARENT, waits until that thread has ended, and answers
-// with the pid. The shell is the host's child: the host waits for it,
+// with the pid. It makes the next command's thread as soon as it has
+// answered, with what does not depend on the command done (its network
+// namespace entered, every mount read-only), so that a start waits only
+// for the writable places, Landlock and the fork; a request of another
+// policy gives that thread up. The shell is the host's child: the host waits for it,
 // its status and resource usage, and kills its group as for any
 // command. It starts behind the gate, which the host opens only once
 // it has moved it into its cgroup (clone3, which CLONE_INTO_CGROUP
@@ -116,7 +120,9 @@
 // the network namespace of a command that left nothing (an empty
 // cgroup; in ModeMarks no pid made after its leader but its own
 // threads) and no socket in it, for the next, as a root host does,
-// told so with the next request. Descriptors past the lifeline it
+// told so with the next request (the thread prepared meanwhile has its
+// namespace already: an empty one serves the command after next).
+// Descriptors past the lifeline it
 // marks close-on-exec when it starts; the command's own, 0 to 10, are
 // each set or closed at its fork. A failing exec would leave a zombie
 // of the host that no one reaps (CLONE_PARENT, and Go reaps only its
@@ -179,10 +185,10 @@
 // an unsandboxed start (the fence's system calls, the mount and IPC
 // namespaces, the seccomp filter, the command's temporary directory, a
 // new thread, the gate). Through the forker about the same, and a round
-// trip to it; as nobody on the project's machine (ModeMarks), 2.3 to
-// 2.8 times an unsandboxed start, its share (under load) the network
-// namespace 0.65 ms where none is kept, the mounts 0.25, Landlock and the
-// rest of the fence 0.5, the fork and exec 0.5. Through the step, a few
+// trip to it (as nobody on the project's machine, ModeMarks, under
+// load: the network namespace 0.65 ms where none is kept, the mounts
+// 0.25, Landlock and the rest of the fence 0.5, the fork and exec 0.5;
+// the first two now before the request). Through the step, a few
 // milliseconds more: the start of a second copy of a large Go binary
 // (its runtime sets up every interface table and initializes packages
 // before the step's hook runs) and new namespaces each time (6 to 7.5

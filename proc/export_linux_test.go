@@ -1,6 +1,12 @@
 package proc
 
 import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
 	"github.com/offstage/offstage/proc/internal/contain"
 	"github.com/offstage/offstage/proc/internal/sandbox"
 )
@@ -8,6 +14,38 @@ import (
 // ThroughStep says whether p, sandboxed, was started through the step
 // rather than forked from a fenced thread.
 func (p *Process) ThroughStep() bool { return p.sandbox.ThroughStep() }
+
+// Forked says whether p, sandboxed, was started by the forker of a host
+// that is not root.
+func (p *Process) Forked() bool { return p.sandbox.Forked() }
+
+// SandboxForker turns the forker of a host that is not root on (the
+// default) or off: off, its sandboxed commands start through the step.
+func SandboxForker(on bool) { sandbox.UseForker(on) }
+
+// ForkerPID is the pid of this host's forker, 0 if none runs.
+func ForkerPID() int { return sandbox.ForkerPID() }
+
+// ForkerCPU is the CPU time this host's forker has used (0 if none
+// runs), in ns, to the kernel's clock tick: it is no reaped child, so
+// RUSAGE_CHILDREN leaves it out.
+func ForkerCPU() int64 {
+	pid := sandbox.ForkerPID()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return (utime + stime) * int64(time.Second) / 100 // USER_HZ
+}
 
 // RootFence turns the root fence on (as it is) or off, for the starts
 // that follow.

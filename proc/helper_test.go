@@ -218,6 +218,10 @@ func helper(args []string) int {
 			fmt.Println("truncate: done")
 		}
 		return 0
+	case "forker": // start sandboxed commands as a host that is not root does, print what tells the forker (forker_test.go)
+		return forkerHost()
+	case "forker-net": // the network namespaces of the forker's commands, in turn (forker_test.go)
+		return forkerNet()
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
 		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}})
 		if err != nil {

@@ -409,8 +409,15 @@ func (p *Process) launch(st *streams, u *undo) error {
 			sb.Terminal(st.childOut.Name())
 		}
 		defaultShell := len(cfg.Args) == 0 && slices.Equal(cfg.Shell, []string{"/bin/sh", "-c"})
-		if err := sb.Apply(cmd, traced, defaultShell); err != nil {
+		markOnly := !p.task.InCgroup() // traced only to mark it before it runs
+		if err := sb.Apply(cmd, traced, markOnly, defaultShell); err != nil {
 			return err
+		}
+		if sb.Forked() && traced {
+			// The forker starts it behind the gate, untraced: the mark is
+			// set before Open lets it run.
+			p.task.Untrace()
+			cmd.SysProcAttr.Ptrace = false
 		}
 		start = sb.Start
 	}
@@ -430,6 +437,7 @@ func (p *Process) launch(st *streams, u *undo) error {
 	if err := contain.ArmLifeline(st.lifeR, p.pid); err != nil {
 		return fmt.Errorf("proc: arm lifeline: %w", err)
 	}
+	sb.Open()
 	return nil
 }
 
@@ -624,7 +632,10 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	}
 	cpu, peak := p.task.Release(&ended, alone, p.cmd.ProcessState)
 	p.waitReaders(rOut, rErr, readers)
-	p.sandbox.Release(alone && p.task.InCgroup()) // nothing of the task is left to write there
+	// Nothing of the task is left to use its network namespace: its
+	// cgroup was empty, or, for the forker's command in ModeMarks, no
+	// process was made after its leader but the forker's threads.
+	p.sandbox.Release(alone && (p.task.InCgroup() || p.sandbox.Forked()))
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -378,7 +380,63 @@ func countMarks(m mark) int {
 func forkedSince(pid int) (bool, int) {
 	s := scanner{buf: make([]byte, 256)}
 	last, ok := s.lastPID()
-	return !ok || last != pid, last
+	if !ok || last == pid {
+		return !ok, last
+	}
+	return !helpersOnly(pid, last), last
+}
+
+// Helpers are processes of this host's own that make threads while its
+// commands run: the sandbox's forker makes the thread that fences the
+// next command after forking the last one (the Go runtime decides when).
+// A pid made after a leader that is a thread of a helper is no
+// descendant of the leader, and its end need not look for leftovers
+// through every process of the machine.
+var helpers struct {
+	mu   sync.Mutex
+	pids []int // guarded by mu
+}
+
+// maxHelperPIDs bounds the pids after a leader checked one by one.
+const maxHelperPIDs = 8
+
+// Helper counts the threads of process pid (a child of this host that
+// never starts a command's processes itself) as none of a command's
+// descendants, until the returned function is called.
+func Helper(pid int) (remove func()) {
+	helpers.mu.Lock()
+	helpers.pids = append(helpers.pids, pid)
+	helpers.mu.Unlock()
+	return func() {
+		helpers.mu.Lock()
+		defer helpers.mu.Unlock()
+		if i := slices.Index(helpers.pids, pid); i >= 0 {
+			helpers.pids = slices.Delete(helpers.pids, i, i+1)
+		}
+	}
+}
+
+// helpersOnly says whether every pid after leader up to last is a live
+// thread of a helper (one that is gone may have been anything).
+func helpersOnly(leader, last int) bool {
+	if last <= leader || last-leader > maxHelperPIDs {
+		return false
+	}
+	helpers.mu.Lock()
+	pids := slices.Clone(helpers.pids)
+	helpers.mu.Unlock()
+	if len(pids) == 0 {
+		return false
+	}
+	for p := leader + 1; p <= last; p++ {
+		if !slices.ContainsFunc(pids, func(h int) bool {
+			_, err := os.Stat("/proc/" + strconv.Itoa(h) + "/task/" + strconv.Itoa(p))
+			return err == nil
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // The fork race of the marks: a shell exec'd before the host set its mark

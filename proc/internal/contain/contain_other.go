@@ -23,6 +23,9 @@ func countMarks(m mark) int                                                    {
 func forkedSince(pid int) (bool, int)                                          { return false, 0 }
 func ensureKeeper()                                                            {}
 
+// Helper does nothing: there is no scan for leftovers here.
+func Helper(pid int) (remove func()) { return func() {} }
+
 func containment() (Info, *cgroupHost) {
 	return Info{Mode: ModeGroup, Reason: "no cgroups or prlimit on this system"}, nil
 }

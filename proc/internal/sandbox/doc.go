@@ -65,7 +65,7 @@
 // How: all of these belong to a thread (Landlock's domain, credentials,
 // no_new_privs, the namespaces), and what a thread forks or execs
 // inherits them. Go cannot run code between fork and exec, so Start
-// fences a thread before the fork, in one of two ways.
+// fences a thread before the fork, in one of three ways.
 //
 // As root, from a thread of the host: a goroutine locks itself to an OS
 // thread of its own (never the main thread, which the runtime would park
@@ -86,6 +86,49 @@
 // descriptor without close-on-exec that the shell would inherit
 // (KeepInheritedToSelf prevents that; offstage calls it first thing).
 //
+// A host that is not root, through its forker: its namespaces must be
+// made inside a user namespace, where it keeps its uid and gid (files
+// of other users show as nobody), and which a process with threads
+// cannot make for itself. So the host starts, once, at its first such
+// command, the step (below) as its forker: this binary re-executed in a
+// user namespace of its own, with the capabilities there to make the
+// namespaces and mounts, in a session of its own, not dumpable, with
+// GOMAXPROCS=1. For each command the host sends it, over a unix socket,
+// the command's path, arguments, environment, directory, group or
+// session, descriptors (stdio, the gate, the lifeline, the pinned
+// writable places: SCM_RIGHTS) and its rules; the forker fences a
+// thread of its own exactly as a root host does (network namespace,
+// mount and IPC namespaces, then step.Fence) and forks the shell from
+// it with CLONE_PARENT, waits until that thread has ended, and answers
+// with the pid. It makes the next command's thread as soon as it has
+// answered, with what does not depend on the command done (its network
+// namespace entered, every mount read-only), so that a start waits only
+// for the writable places, Landlock and the fork; a request of another
+// policy gives that thread up. The shell is the host's child: the host waits for it,
+// its status and resource usage, and kills its group as for any
+// command. It starts behind the gate, which the host opens only once
+// it has moved it into its cgroup (clone3, which CLONE_INTO_CGROUP
+// needs, refuses CLONE_PARENT with the exit signal Go always gives) and
+// set its mark (the start is not traced: ptrace requests come from the
+// thread that forked, which is the forker's). The forker exits at
+// the end of its socket, that is, with its host however it ends; one
+// that is gone (below Landlock ABI 6 a command of the same user can
+// kill it) is replaced at the next start. Its threads, made when the Go
+// runtime decides, often after a command's fork, are known to the
+// containment (contain.Helper): in ModeMarks a pid made after a leader
+// otherwise makes its end scan every process of the machine. It keeps
+// the network namespace of a command that left nothing (an empty
+// cgroup; in ModeMarks no pid made after its leader but its own
+// threads) and no socket in it, for the next, as a root host does,
+// told so with the next request (the thread prepared meanwhile has its
+// namespace already: an empty one serves the command after next).
+// Descriptors past the lifeline it
+// marks close-on-exec when it starts; the command's own, 0 to 10, are
+// each set or closed at its fork. A failing exec would leave a zombie
+// of the host that no one reaps (CLONE_PARENT, and Go reaps only its
+// own child), so the forker checks that the directory can be entered
+// before it forks; /bin/sh itself is found.
+//
 // Otherwise through a step: the command starts as this binary
 // re-executed (as the keeper is; the init function of a small package
 // that proc imports, proc/internal/sandbox/step, takes over when it finds
@@ -95,15 +138,15 @@
 // keeper's are), cloned into the namespaces it needs; it brings up
 // loopback, makes its mounts, fences its thread, marks every descriptor
 // past the lifeline close-on-exec, and execs the shell from that thread.
-// A host that is not root always takes this way: its namespaces are made
-// inside a user namespace of the command's own, where it keeps its uid
-// and gid (files of other users show as nobody), and which a process
-// with threads cannot make for itself. The step maps its ids itself,
+// A host that is not root takes this way for a command not run by the
+// default shell, or a start traced for more than its mark (cgroup v1
+// limits); its namespaces are then made inside a user namespace of the
+// command's own. The step maps its ids itself,
 // once it has exec'd: a host that called ProtectHost is not dumpable,
 // nor is its child until it execs, and the /proc files where a parent
 // would write the child's map then belong to root.
 //
-// Either way the shell keeps its pid, group, cgroup (it was cloned into
+// Each way the shell keeps its pid, group, cgroup (it was cloned into
 // it), mark and terminal: containment and limits are unchanged. (The
 // tests run as root; they run every fence both ways, and a host that is
 // not root as nobody.)
@@ -141,22 +184,16 @@
 // BenchmarkSpawnSandboxedPaired): from a thread of the host, about twice
 // an unsandboxed start (the fence's system calls, the mount and IPC
 // namespaces, the seccomp filter, the command's temporary directory, a
-// new thread, the gate). Through the step, a few milliseconds more: the
-// start of a second copy of a large Go binary (its runtime sets up every
-// interface table and initializes packages before the step's hook runs)
-// and new namespaces each time; as nobody on the project's machine, 6
-// to 7.5 ms a command against 0.9 ms unsandboxed. Where it goes there
-// (perf, as nobody, so in ModeMarks): half in the host, half in the step.
-// In the host, the clone of the step is a quarter of its share: the
-// kernel makes the step's namespaces (the network namespace most), and,
-// as Go does not share the address space (vfork) with a child cloned
-// into a new user namespace, copies the host's page tables, to tear them
-// down at the exec; on a busy machine the marks' scan at the leader's
-// exit (the limits of other users' processes read from /proc) is
-// another sixth. In the step: the Go runtime's start in a second copy
-// of the binary, its page faults, its mounts. The 2x asked of an
-// unprivileged host (issue 33) would need a step that outlives one
-// command: for example a fenced forker made once per policy, whose
-// commands are cloned from it (as the host's children, CLONE_PARENT)
-// instead of re-executed.
+// new thread, the gate). Through the forker about the same, and a round
+// trip to it (as nobody on the project's machine, ModeMarks, under
+// load: the network namespace 0.65 ms where none is kept, the mounts
+// 0.25, Landlock and the rest of the fence 0.5, the fork and exec 0.5;
+// the first two now before the request). Through the step, a few
+// milliseconds more: the start of a second copy of a large Go binary
+// (its runtime sets up every interface table and initializes packages
+// before the step's hook runs) and new namespaces each time (6 to 7.5
+// times an unsandboxed start as nobody): half in the host (the clone of
+// a child into a new user namespace is not a vfork, so the kernel copies
+// the host's page tables, to tear them down at the exec), half in the
+// step (the Go runtime's start, its page faults, its mounts).
 package sandbox

@@ -185,3 +185,12 @@ var forceStep atomic.Bool
 // re-executed step, as it does where this process cannot fence a thread
 // of its own for it. A test knob.
 func ForceStep(on bool) { forceStep.Store(on) }
+
+// noForker makes a host that is not root start its sandboxed commands
+// through the step, not the forker (tests).
+var noForker atomic.Bool
+
+// UseForker turns the forker on (the default) or off, for a host that is
+// not root: off, each sandboxed command starts through the step. A test
+// knob.
+func UseForker(on bool) { noForker.Store(!on) }

@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -110,6 +112,32 @@ func TestPlanSandboxSaysAWorkspaceHoldsTheHome(t *testing.T) {
 		}
 		if got := strings.Contains(strings.Join(st.Gaps, "|"), "home directory "+home+" is writable"); got != c.gap {
 			t.Errorf("workspace %s, write %v: gaps %q, want the home named: %v", c.workspace, c.write, st.Gaps, c.gap)
+		}
+	}
+}
+
+// TestGateClosedWithoutALine: a command whose host gave its start up (or
+// died) before opening the gate never runs: the forker may have forked
+// it when the host stopped waiting for the answer.
+func TestGateClosedWithoutALine(t *testing.T) {
+	for _, open := range []bool{true, false} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", gateCommand("echo ran"))
+		cmd.ExtraFiles = []*os.File{r}
+		if open {
+			w.Write([]byte{'\n'})
+		}
+		w.Close()
+		out, err := cmd.CombinedOutput()
+		r.Close()
+		if open && (err != nil || string(out) != "ran\n") {
+			t.Errorf("gate opened: %q, %v; want the command run", out, err)
+		}
+		if !open && (cmd.ProcessState.ExitCode() != 126 || len(out) > 0) {
+			t.Errorf("gate closed: %q, exit %d; want nothing run, exit 126", out, cmd.ProcessState.ExitCode())
 		}
 	}
 }

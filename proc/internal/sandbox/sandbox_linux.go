@@ -79,7 +79,7 @@ func Mounts(on bool) { noSandboxMounts.Store(!on) }
 
 // ThroughStep says whether the command started through the step rather
 // than forked from a fenced thread.
-func (sb *Setup) ThroughStep() bool { return sb != nil && !sb.thread }
+func (sb *Setup) ThroughStep() bool { return sb != nil && !sb.thread && !sb.forked }
 
 // sandboxHostNow is detectSandbox, with the test knobs applied.
 func sandboxHostNow() sandboxHost {
@@ -142,6 +142,8 @@ type Setup struct {
 	spec   stepSpec
 	tmp    string     // the command's own temporary directory, removed after it
 	thread bool       // started from a fenced thread, not through the step
+	forked bool       // started by the forker, not through the step
+	pid    int        // the forker's command, once started
 	tmpDir *os.File   // tmp, open (O_PATH)
 	dirs   []*os.File // spec.Write's directories, open (pinned; tmpDir first)
 	// gateR and gateW hold a thread's command back until the thread is
@@ -359,15 +361,22 @@ func planSandbox(s Policy, workspace string, h sandboxHost) (Status, stepSpec, e
 // line for the default shell (see gateCommand), and when this process
 // holds a descriptor without close-on-exec that the command would
 // inherit (the step closes those).
-func (sb *Setup) Apply(cmd *exec.Cmd, traced, defaultShell bool) error {
+//
+// A host that is not root starts a default shell's line through its
+// forker (see forker_linux.go) instead of the step, unless its start is
+// traced for more than setting its mark (markOnly: the gate holds the
+// command until Open, after the mark is set) or the step is forced.
+func (sb *Setup) Apply(cmd *exec.Cmd, traced, markOnly, defaultShell bool) error {
 	cmd.Env = setEnv(cmd.Env, "TMPDIR", sb.tmp)
 	userns := (sb.spec.Loopback || sb.spec.Mounts) && os.Geteuid() != 0
-	if !userns && !traced && defaultShell && !forceStep.Load() && !inheritableFDs() {
+	thread := !userns && !traced && defaultShell && !forceStep.Load() && !inheritableFDs()
+	forked := userns && (!traced || markOnly) && defaultShell && !forceStep.Load() && !noForker.Load()
+	if thread || forked {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return fmt.Errorf("proc: sandbox: %w", err)
 		}
-		sb.thread, sb.gateR, sb.gateW = true, r, w
+		sb.thread, sb.forked, sb.gateR, sb.gateW = thread, forked, r, w
 		sb.spec.WriteFDs = nil
 		for _, f := range sb.dirs {
 			sb.spec.WriteFDs = append(sb.spec.WriteFDs, int(f.Fd()))
@@ -413,14 +422,19 @@ const gateFD = 3
 
 // gateCommand is line, run by the default shell (/bin/sh -c) behind the
 // gate: on one line with it, so that the line numbers the shell reports
-// are the command's own.
+// are the command's own. A gate closed without a line (the host died,
+// or gave the start up) ends the shell before the command: the forker's
+// command may have been forked when its host stopped waiting for it.
 func gateCommand(line string) string {
-	return "read -r _ <&3; exec 3<&-; " + line
+	return "read -r _ <&3 || exit 126; exec 3<&-; " + line
 }
 
 // Start starts cmd: from a fenced thread, or, planned so by Apply, as
 // the step.
 func (sb *Setup) Start(cmd *exec.Cmd) error {
+	if sb != nil && sb.forked {
+		return sb.startForked(cmd)
+	}
 	if sb == nil || !sb.thread {
 		return cmd.Start()
 	}
@@ -467,6 +481,22 @@ func (sb *Setup) Start(cmd *exec.Cmd) error {
 	sb.gateW.Close()
 	return nil
 }
+
+// Open lets a command started by the forker run, once its host has set
+// its mark; after it, Remove leaves the gate alone. Other starts have
+// opened their gate already.
+func (sb *Setup) Open() {
+	if sb == nil || !sb.forked || sb.gateW == nil {
+		return
+	}
+	sb.gateW.Write([]byte{'\n'}) // the shell may be gone: EPIPE, nothing to do
+	sb.gateW.Close()
+	sb.gateW = nil
+}
+
+// Forked says whether the command is started by the forker: its start is
+// not traced (its mark is set behind the gate, before Open).
+func (sb *Setup) Forked() bool { return sb != nil && sb.forked }
 
 // threadGone waits until this process's thread tid has ended (its
 // goroutine has returned, locked, so the runtime ends it).
@@ -531,6 +561,10 @@ func setEnv(env []string, name, value string) []string {
 // Remove removes what Prepare made, for a start that failed.
 func (sb *Setup) Remove() {
 	if sb != nil {
+		if sb.pid > 0 {
+			forkers.end(sb.pid, false)
+			sb.pid = 0
+		}
 		os.RemoveAll(sb.tmp)
 		sb.tmpDir.Close()
 		if sb.netns != nil {
@@ -538,6 +572,8 @@ func (sb *Setup) Remove() {
 		}
 		if sb.gateR != nil { // a start that failed before start
 			sb.gateR.Close()
+		}
+		if sb.gateW != nil { // a forked start that failed before Open
 			sb.gateW.Close()
 		}
 	}
@@ -553,6 +589,10 @@ func (sb *Setup) Release(empty bool) {
 	if empty && sb.netns != nil {
 		netSpares.keep(sb.netns)
 		sb.netns = nil
+	}
+	if sb.pid > 0 {
+		forkers.end(sb.pid, empty && sb.spec.Loopback)
+		sb.pid = 0
 	}
 	sb.Remove()
 }

@@ -47,11 +47,17 @@ func Check(s Policy) (Status, error) {
 	return Status{}, errNoSandbox(s)
 }
 
-func (sb *Setup) Apply(cmd *exec.Cmd, traced, defaultShell bool) error { return nil }
-func (sb *Setup) Start(cmd *exec.Cmd) error                            { return cmd.Start() }
-func (sb *Setup) Remove()                                              {}
-func (sb *Setup) Terminal(name string)                                 {}
-func (sb *Setup) Release(empty bool)                                   {}
+func (sb *Setup) Apply(cmd *exec.Cmd, traced, markOnly, defaultShell bool) error { return nil }
+
+// Open does nothing: there is no gate.
+func (sb *Setup) Open() {}
+
+// Forked is false: there is no forker.
+func (sb *Setup) Forked() bool              { return false }
+func (sb *Setup) Start(cmd *exec.Cmd) error { return cmd.Start() }
+func (sb *Setup) Remove()                   {}
+func (sb *Setup) Terminal(name string)      {}
+func (sb *Setup) Release(empty bool)        {}
 
 // KeepInheritedToSelf marks every descriptor this process holds past
 // stdin, stdout and stderr close-on-exec (see the Linux doc).

@@ -7,7 +7,10 @@
 // package sandbox calls them on a thread of its own that forks the command
 // and dies. Where that cannot be, the step does it: the binary
 // re-executed with Env set brings loopback up in the namespace it was
-// cloned into, fences its thread and execs the command from it. It is a
+// cloned into, fences its thread and execs the command from it; started
+// once per host as the forker (Forker), it fences a thread of its own
+// per command, as package sandbox does for root, and forks the command
+// from it (forker_linux.go). It is a
 // package of its own, with few dependencies, so that its init function,
 // which takes over before main, runs early in the binary's
 // initialization.

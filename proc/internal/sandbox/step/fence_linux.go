@@ -335,6 +335,16 @@ func NewNetwork() error {
 // others (for root, every user's) are not, to read keystrokes meant for
 // another shell or to write onto its screen.
 func ReadOnlyMounts(write []string, writeFDs []int, terminals bool) error {
+	if err := readOnlyAll(); err != nil {
+		return err
+	}
+	return writablePlaces(write, writeFDs, terminals)
+}
+
+// readOnlyAll is ReadOnlyMounts's first half, the same for every
+// command: mount and IPC namespaces of the thread's own, every mount
+// read-only.
+func readOnlyAll() error {
 	// An IPC namespace too: System V shared memory, semaphores and
 	// message queues are not files, and Landlock does not cover them; the
 	// user's segments outside (a database's, X11's) stay out of reach.
@@ -345,6 +355,12 @@ func ReadOnlyMounts(write []string, writeFDs []int, terminals bool) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &ro); err != nil {
 		return fmt.Errorf("read-only mounts: %w", err)
 	}
+	return nil
+}
+
+// writablePlaces is ReadOnlyMounts's second half, the command's own:
+// its terminals, its writable places.
+func writablePlaces(write []string, writeFDs []int, terminals bool) error {
 	if terminals {
 		if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 			return fmt.Errorf("terminals of its own (/dev/pts): %w", err)

@@ -40,6 +40,11 @@ func sandboxMain(v string) int {
 			return fail(1, "%v", err)
 		}
 		return 0
+	case Forker:
+		// Not dumpable, as its host (ProtectHost): its memory holds the
+		// requests, environments included.
+		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
+		return forkerMain()
 	case ProbeMounts:
 		runtime.LockOSThread()
 		if err := ReadOnlyMounts(nil, nil, true); err != nil {

@@ -142,8 +142,8 @@ func BenchmarkSpawnSandboxedPaired(b *testing.B) {
 // every sandboxed command before its forker (and still starts a command
 // not run by /bin/sh -c): the two compared on one host.
 func BenchmarkSpawnSandboxedStepPaired(b *testing.B) {
-	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
-	if _, err := proc.CheckSandbox(s); err != nil {
+	s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
+	if _, err := sandbox.Check(s); err != nil {
 		b.Skip(err)
 	}
 	proc.SandboxStep(true)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/proctest"
+	"github.com/offstage/offstage/proc/sandbox"
 )
 
 // TestSandboxForkerNotRoot (issue 33 item 3): a host that is not root
@@ -129,7 +130,7 @@ func TestSandboxForkerNetworkIsFresh(t *testing.T) {
 // they are asked to.
 func forkerNet() int {
 	ctx := context.Background()
-	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
 	run := func(command string) string {
 		p, err := proc.Start(ctx, proc.Config{Command: command, Dir: os.TempDir(), Sandbox: s, Env: append(os.Environ(), helperEnv+"=1")})
 		if err != nil {
@@ -194,7 +195,7 @@ func forkerHost() int {
 		return 1
 	}
 	defer os.RemoveAll(ws)
-	s := proc.Sandbox{Mode: proc.SandboxWorkspaceWrite}
+	s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
 	run := func(command string) (*proc.Process, proc.Exit, string) {
 		p, err := proc.Start(ctx, proc.Config{Command: command, Dir: ws, Sandbox: s, Env: append(os.Environ(), helperEnv+"=1")})
 		if err != nil {
@@ -204,7 +205,7 @@ func forkerHost() int {
 		e, _ := p.Wait(ctx)
 		return p, e, string(p.Read(proc.Combined, 0, 0).Data)
 	}
-	if st, _ := proc.CheckSandbox(s); strings.Contains(strings.Join(st.Enforced, "; "), "signals and ptrace: Landlock scope") {
+	if st, _ := sandbox.Check(s); strings.Contains(strings.Join(st.Enforced, "; "), "signals and ptrace: Landlock scope") {
 		fmt.Println("signals: scoped")
 	}
 	p, e, out := run(`echo "ppid: $PPID"; touch /etc/offstage-forker 2>/dev/null && echo "etc: written" || echo "etc: refused"

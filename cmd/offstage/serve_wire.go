@@ -185,7 +185,7 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ(),
 		TTY: [3]bool{isTTY(stdin), isTTY(stdout), isTTY(stderr)}, Width: terminalWidth(stdout)}
 	if err := w.send(h); err != nil {
-		return fmt.Errorf("offstage serve went away before the %s began (%v); its log says why", face, err)
+		return fmt.Errorf("offstage serve closed the connection before the %s began (%v): it does when the connection comes from another user, and when it stops; its log says which", face, err)
 	}
 	go func() { // left behind at exit, blocked on a terminal: main exits
 		buf := make([]byte, 32<<10)
@@ -295,7 +295,7 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 	cwd, _ := os.Getwd()
 	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ()}
 	if err := newWireWriter(c).send(h); err != nil {
-		return fmt.Errorf("offstage serve went away before the %s began (%v); its log says why", face, err)
+		return fmt.Errorf("offstage serve closed the connection before the %s began (%v): it does when the connection comes from another user, and when it stops; its log says which", face, err)
 	}
 	c.SetWriteDeadline(time.Time{})
 	go func() { // left behind at exit, blocked on stdin: main exits

@@ -276,8 +276,24 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 		sup.serveRun(c, br, w, h)
 	case "acp":
 		sup.serveStream(c, br, h, acpFace)
-	case "tasks":
+	case "mcp":
+		sup.serveStream(c, br, h, mcpFace)
+	case "tasks", "sessions":
 		w.send(sup.live())
+	case "close":
+		var a closeAnswer
+		if len(h.Args) != 1 {
+			a.Err = "offstage sessions close takes one session id"
+		} else if id, n, err := sup.closeSession(h.Args[0], closeBy(pid)); err != nil && id == "" {
+			a.Err = err.Error()
+		} else {
+			a.ID, a.Ended = id, n
+			if err != nil {
+				a.Err = err.Error()
+			}
+			sup.logger.Warn(fmt.Sprintf("closed session %s (offstage sessions close, from pid %d): %s ended", id, pid, text.Plural(n, "unfinished task")))
+		}
+		w.send(a)
 	case "ping":
 		w.send(map[string]int{"pid": os.Getpid()})
 	case "stop":
@@ -539,6 +555,14 @@ type liveSession struct {
 	Tasks    []task.Info `json:"tasks"`
 }
 
+// closeAnswer is the supervisor's answer to offstage sessions close: the
+// session closed and how many unfinished tasks it ended, or why not.
+type closeAnswer struct {
+	ID    string `json:"id,omitempty"`
+	Ended int    `json:"ended"`
+	Err   string `json:"error,omitempty"`
+}
+
 // liveState is the supervisor's answer to offstage tasks.
 type liveState struct {
 	PID      int           `json:"pid"`
@@ -561,6 +585,9 @@ func (sup *supervisor) live() liveState {
 		h.mu.Unlock()
 		ls.Tasks = h.s.Table().List()
 		st.Sessions = append(st.Sessions, ls)
+	}
+	for _, k := range sup.acp.Sessions() {
+		st.Sessions = append(st.Sessions, liveSession{ID: k.ID, Face: "acp", Attached: k.Attached, Started: k.Started, Left: k.Left, Tasks: k.Tasks})
 	}
 	slices.SortFunc(st.Sessions, func(a, b liveSession) int { return a.Started.Compare(b.Started) })
 	return st

@@ -333,6 +333,9 @@ func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) 
 	defer sup.mu.Unlock()
 	var pick []*hosted
 	for sid, h := range sup.sessions {
+		if h.face != "run" {
+			continue // an MCP session: no run drives it
+		}
 		if id != "" && strings.HasPrefix(sid, id) {
 			pick = append(pick, h)
 		}

@@ -63,7 +63,7 @@ results come back exactly once, that never leak a process.
 Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
   offstage run [prompt]       talk to a model: one answer for a prompt, or a conversation
-  offstage serve              a supervisor that hosts run's sessions, so their work outlives the terminal
+  offstage serve              a supervisor that hosts the sessions of run, mcp and acp, so their work outlives the terminal
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped

@@ -41,7 +41,11 @@ journal's tasks at /ui (a login form sets a cookie for browsers; see
 "offstage dashboard") and Prometheus metrics at /metrics.
 
 Each MCP session sees only its own tasks; when it ends, they are cancelled
-and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
+and every process is reaped (unless --keep-on-disconnect). While offstage
+serve runs, offstage mcp on stdio hosts its session there and says so on
+stderr (--no-serve keeps it here): when the client goes, the session's
+running work goes on (offstage sessions lists it, offstage sessions close
+ends it). Over HTTP, a
 session also ends when it has had no request and no open stream for
 --idle-timeout (a client that vanished without DELETE), and at most
 --max-sessions sessions are open at once (a client over it gets 503).

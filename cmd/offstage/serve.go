@@ -36,15 +36,18 @@ const serveUsage = `Usage: offstage serve [flags]
        offstage serve --print-unit [flags]
 
 Runs the supervisor: one process per user and state directory that hosts
-the sessions of offstage run, so that they and their work outlive the
-terminal that started them. While it runs, offstage run hosts its session
-there and says so in one line (--no-serve keeps a session in its own
-process, the default when no supervisor answers). A run that goes away
-(end of its input, Ctrl-C twice, the terminal closed, SIGKILL) detaches:
-its session and its running work go on, contained, limited and recorded.
+the sessions of offstage run, offstage mcp on stdio and offstage acp, so
+that they and their work outlive the terminal or client that started
+them. While it runs, those host their sessions there and say so in one
+line (--no-serve keeps a session in its own process, the default when no
+supervisor answers). A client that goes away (end of its input, Ctrl-C
+twice, the terminal closed, SIGKILL) detaches: its session and its running
+work go on, contained, limited and recorded (an MCP session with nothing
+running closes at once: no MCP client can come back to it).
 offstage run --attach [SESSION] joins a live session again: the latest
 with no client by default; it shows what happened meanwhile and delivers
-each result the model has not seen, once. /quit ends a session.
+each result the model has not seen, once. /quit ends a session;
+offstage sessions lists them, offstage sessions close ID ends one.
 
 It listens on a Unix socket, STATE/run/serve.sock (0600, in a 0700
 directory; a connection from another user is refused), never TCP; one

@@ -211,3 +211,41 @@ func TestMCPClientsUnderServe(t *testing.T) {
 		t.Errorf("%s of the detached MCP session after serve stop: %v; want ended_by supervisor", id, r)
 	}
 }
+
+// TestSessionsCloseEndsADetachedACPSession: offstage sessions lists an
+// ACP session whose editor quit (the TypeScript ACP SDK client), and
+// offstage sessions close ends its shell with ended_by user.
+func TestSessionsCloseEndsADetachedACPSession(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "It runs in the background."}]}`)
+	quit, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), t.TempDir(), "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	if out, err := quit.CombinedOutput(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, out)
+	}
+	waitSurvivors(t, mark, 1)
+	s := sv.waitLive(t, "a detached ACP session", func(s []liveSession) bool {
+		return len(s) == 1 && s[0].Face == "acp" && !s[0].Attached && !s[0].Left.IsZero()
+	})[0]
+	out, errOut, code, _ := runIn(t, state, nil, "sessions")
+	if code != 0 || !strings.Contains(out, s.ID+"  acp") || !strings.Contains(out, "shell:1 running") {
+		t.Errorf("offstage sessions: exit %d; want %s, acp, shell:1 running:\n%s%s", code, s.ID, out, errOut)
+	}
+	out, errOut, code, _ = runIn(t, state, nil, "sessions", "close", s.ID)
+	if code != 0 || !strings.Contains(out, "closed session "+s.ID+": 1 unfinished task ended") {
+		t.Errorf("sessions close: exit %d:\n%s%s", code, out, errOut)
+	}
+	noSurvivors(t, mark)
+	if n := sv.liveACP(t); n != 0 {
+		t.Errorf("offstage serve keeps %d ACP sessions after the close", n)
+	}
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "user" || !strings.Contains(r["end_reason"].(string), "offstage sessions close") {
+		t.Errorf("shell:1 after offstage sessions close: ended_by %v, end_reason %q; want user", r["ended_by"], r["end_reason"])
+	}
+}

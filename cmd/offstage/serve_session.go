@@ -249,8 +249,10 @@ func servedRun(ctx context.Context, f *face, sf *sessionFlags, o servedOptions, 
 			if surface.ID, err = sup.rec.resumeID(ctx, o.resume); err != nil {
 				return err
 			}
-			if live := sup.find(surface.ID); live != "" {
+			if live, face := sup.find(surface.ID); face == "run" {
 				return usagef("session %s is live under offstage serve: offstage run --attach %s joins it", live, live)
+			} else if live != "" {
+				return usagef("session %s is live under offstage serve, an %s session no run can join: offstage sessions close %s ends it, then --resume continues its record", live, face, live)
 			}
 			surface.Resume = true
 		}
@@ -312,17 +314,17 @@ func (sup *supervisor) open(cfg agent.Config, sf agent.Surface, escalationMode s
 	return h, nil
 }
 
-// find returns the id of the live session id names (an id or its start),
-// or "".
-func (sup *supervisor) find(id string) string {
+// find returns the id and face of the live session id names (an id or
+// its start), or "".
+func (sup *supervisor) find(id string) (string, string) {
 	sup.mu.Lock()
 	defer sup.mu.Unlock()
-	for sid := range sup.sessions {
+	for sid, h := range sup.sessions {
 		if strings.HasPrefix(sid, id) {
-			return sid
+			return sid, h.face
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // attach gives a face the live session id names (an id or its start), or,

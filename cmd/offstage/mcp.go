@@ -102,14 +102,6 @@ func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	if *maxSessions < 1 {
 		return usagef("--max-sessions must be at least 1, not %d", *maxSessions)
 	}
-	if !f.served() && *httpAddr == "" && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialServe(sf.journal); err == nil {
-			fmt.Fprintf(stderr, "offstage: the MCP session is hosted by offstage serve (%s): its work goes on when the client goes; offstage sessions lists it.\n", sock)
-			return relayStream(ctx, conn, "mcp", args, stdin, stdout)
-		} else if !errors.Is(err, errNoServe) {
-			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the session runs in this process.\n", sock, err)
-		}
-	}
 	mf := sf.model
 	var model provider.Model
 	if mf != (modelFlags{}) || f.getenv("OPENAI_API_KEY") != "" || f.getenv("ANTHROPIC_API_KEY") != "" {
@@ -122,6 +114,17 @@ func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
+	}
+	// The model and the directory are checked here first, so that a
+	// relayed client says what is wrong on its own stderr, not only in
+	// the supervisor's log.
+	if !f.served() && *httpAddr == "" && !*noServe && !sf.journal.noJournal {
+		if conn, sock, err := dialServe(sf.journal); err == nil {
+			fmt.Fprintf(stderr, "offstage: the MCP session is hosted by offstage serve (%s): its work goes on when the client goes; offstage sessions lists it.\n", sock)
+			return relayStream(ctx, conn, "mcp", args, stdin, stdout)
+		} else if !errors.Is(err, errNoServe) {
+			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the session runs in this process.\n", sock, err)
+		}
 	}
 	if f.served() {
 		return servedMCP(ctx, f, &sf, model, *dir, rest, stdin, stdout, stderr)

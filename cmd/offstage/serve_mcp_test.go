@@ -174,6 +174,13 @@ func TestMCPClientsUnderServe(t *testing.T) {
 	state := serveState(t)
 	sv := startServe(t, state)
 
+	// A mistake in the client's settings is said by the client itself,
+	// not only in the supervisor's log.
+	_, errOut, code, _ := runIn(t, state, nil, "mcp", "--dir", "/nonexistent/dir")
+	if code != 2 || !strings.Contains(errOut, `--dir "/nonexistent/dir" is not a directory`) || strings.Contains(errOut, "hosted by offstage serve") {
+		t.Errorf("offstage mcp --dir /nonexistent/dir under serve: exit %d: %s", code, errOut)
+	}
+
 	cs, cmd, _, _ := mcpClient(t, state)
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "task_list", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)

@@ -316,12 +316,14 @@ func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 	cfg, surface := sf.template(model, profiles, p, dir, sup.rec.journal())
 	cfg.Tools.Escalate, cfg.Tracer = sf.sandbox.escalate(false), sup.tracer
 	cfg.Tools.Process.Env = f.environ
-	svc, err := mcpserver.New(sup.life, mcpserver.Config{Agent: cfg, Surface: surface, Logger: sup.logger, Version: version(), Keep: mcpKeep{sup}})
+	conn, hangup := context.WithCancel(ctx)
+	defer hangup()
+	svc, err := mcpserver.New(sup.life, mcpserver.Config{Agent: cfg, Surface: surface, Logger: sup.logger, Version: version(), Keep: mcpKeep{sup, hangup}})
 	if err != nil {
 		return usagef("%v", err)
 	}
 	defer svc.Close(context.Background()) // a session still attached: the supervisor stops
-	err = svc.Server().Run(ctx, mcpserver.Stdio(stdin, stdout))
+	err = svc.Server().Run(conn, mcpserver.Stdio(stdin, stdout)) // it closes the connection when conn ends
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		sup.logger.Info("mcp: session ended", "err", err)
 	}

@@ -15,12 +15,17 @@ import (
 // closed by the idle policy, offstage sessions close or the supervisor's
 // stop, as run's are. MCP has no way back into a session, so no run
 // --attach joins one.
-type mcpKeep struct{ sup *supervisor }
+type mcpKeep struct {
+	sup *supervisor
+	// hangup ends the client's connection: offstage sessions close of a
+	// session whose client is still attached.
+	hangup func()
+}
 
 // Opened hosts the session, attached to its client.
 func (k mcpKeep) Opened(s *agent.Session) error {
 	sup := k.sup
-	h := &hosted{s: s, ctx: sup.life, face: "mcp", started: time.Now(), attached: true}
+	h := &hosted{s: s, ctx: sup.life, face: "mcp", started: time.Now(), attached: true, hangup: k.hangup}
 	sup.mu.Lock()
 	defer sup.mu.Unlock()
 	if sup.stopping {
@@ -93,7 +98,11 @@ func (sup *supervisor) closeSession(id string, cause error) (string, int, error)
 	}
 	h := pick[0]
 	n := running(h.s.Table())
-	return h.s.ID(), n, sup.close(h, cause)
+	err := sup.close(h, cause)
+	if h.hangup != nil {
+		h.hangup() // a client still attached is disconnected: its session is no more
+	}
+	return h.s.ID(), n, err
 }
 
 // closeBy is the cause offstage sessions close gives the tasks it ends.

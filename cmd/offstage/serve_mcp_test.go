@@ -189,6 +189,27 @@ func TestMCPClientsUnderServe(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	sv.waitLive(t, "none (nothing ran)", func(s []liveSession) bool { return len(s) == 0 })
 
+	// offstage sessions close of a session whose client is attached ends
+	// its work and disconnects the client.
+	cs, cmd, mark, _ := mcpClient(t, state)
+	id := startShell(t, cs, "sleep 300")
+	waitSurvivors(t, mark, 2)
+	s := sv.waitLive(t, "one attached MCP session", func(s []liveSession) bool { return len(s) == 1 && s[0].Attached })[0]
+	if out, errOut, code, _ := runIn(t, state, nil, "sessions", "close", s.ID); code != 0 || !strings.Contains(out, "1 unfinished task ended") {
+		t.Errorf("sessions close of an attached MCP session: exit %d:\n%s%s", code, out, errOut)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cs.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the MCP client of a closed session is still connected")
+	}
+	if r := waitTask(t, state, id, func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "user" {
+		t.Errorf("%s of the attached session closed: %v; want ended_by user", id, r)
+	}
+	noSurvivors(t, mark)
+
 	cs, _, mark, stderr := mcpClient(t, state, "--no-serve")
 	startShell(t, cs, "sleep 300")
 	waitSurvivors(t, mark, 1)
@@ -199,10 +220,10 @@ func TestMCPClientsUnderServe(t *testing.T) {
 	noSurvivors(t, mark)
 
 	cs, _, mark, _ = mcpClient(t, state)
-	id := startShell(t, cs, "sleep 300")
+	id = startShell(t, cs, "sleep 300")
 	waitSurvivors(t, mark, 1)
 	cs.Close()
-	s := sv.waitLive(t, "a detached MCP session", detachedMCP)[0]
+	s = sv.waitLive(t, "a detached MCP session", detachedMCP)[0]
 	if _, errOut, code, _ := runIn(t, state, nil, "serve", "stop"); code != 0 {
 		t.Fatalf("serve stop: exit %d: %s", code, errOut)
 	}

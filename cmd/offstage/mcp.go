@@ -323,7 +323,8 @@ func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 		return usagef("%v", err)
 	}
 	defer svc.Close(context.Background()) // a session still attached: the supervisor stops
-	err = svc.Server().Run(conn, mcpserver.Stdio(stdin, stdout)) // it closes the connection when conn ends
+	// Run closes the connection when conn ends (hangup, or the stop).
+	err = svc.Server().Run(conn, mcpserver.Stdio(stdin, stdout))
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		sup.logger.Info("mcp: session ended", "err", err)
 	}

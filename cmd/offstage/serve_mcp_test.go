@@ -191,7 +191,7 @@ func TestMCPClientsUnderServe(t *testing.T) {
 
 	// offstage sessions close of a session whose client is attached ends
 	// its work and disconnects the client.
-	cs, cmd, mark, _ := mcpClient(t, state)
+	cs, _, mark, _ := mcpClient(t, state)
 	id := startShell(t, cs, "sleep 300")
 	waitSurvivors(t, mark, 2)
 	s := sv.waitLive(t, "one attached MCP session", func(s []liveSession) bool { return len(s) == 1 && s[0].Attached })[0]

@@ -26,8 +26,8 @@ type hosted struct {
 	ctx     context.Context // the session's life: its Run loops run under it, so a face that goes does not cancel a turn
 	asks    chan escalation // requests to run outside the sandbox, for the attached conversation to answer
 	face    string          // the face that opened it ("run", "mcp")
-	started time.Time
 	hangup  func()          // ends its client's connection, if any (mcp); nil for run, whose face sees the session closed
+	started time.Time
 
 	mu       sync.Mutex
 	attached bool      // guarded by mu: a face drives it

@@ -28,8 +28,9 @@ unfinished task for serve's --idle), or by stopping offstage serve.
 offstage sessions close ID (an id or its start) closes a live session,
 with a client or not: its unfinished tasks end, recorded with ended_by
 user and "offstage sessions close" as the reason, and every process of
-theirs is reaped; it returns once they have. A client still attached
-finds its session closed. The journal keeps what the session ran
+theirs is reaped; it returns once they have. An MCP client still
+attached is disconnected; a run or an editor still attached finds its
+session closed. The journal keeps what the session ran
 (offstage tasks --session ID).`
 
 const sessionsExamples = `  offstage sessions

@@ -212,34 +212,37 @@ func (k *Keeper) Sessions() []Kept {
 
 // CloseSession ends the session id with cause (a task.EndError naming
 // who closed it: offstage sessions close): its tasks end and its
-// processes are reaped, within 20 s; a detached session's MCP servers
-// close with it, a held one's when its connection lets it go (the
-// connection's calls then find it closed). It blocks until the tasks
-// have ended, and returns how many were unfinished. ok is false when the
-// keeper holds no session id.
+// processes are reaped, within 20 s, and its MCP servers close. A session
+// a connection holds is closed on that connection's side too: its turn
+// stops and its later prompts are refused, saying it was closed. It
+// blocks until that is done, and returns how many tasks were unfinished.
+// ok is false when the keeper holds no session id.
 func (k *Keeper) CloseSession(id string, cause error) (n int, ok bool, err error) {
+	sid := acp.SessionId(id)
 	k.mu.Lock()
-	kp := k.all[acp.SessionId(id)]
+	kp := k.all[sid]
 	if kp == nil || kp.ended != nil {
 		k.mu.Unlock()
 		return 0, false, nil
 	}
-	held := kp.cur.Load() != nil
-	if held {
-		kp.ended = cause
-	} else {
-		delete(k.all, acp.SessionId(id))
-	}
+	kp.ended = cause // take refuses it from now on; a release lets it go
+	held := kp.cur.Load()
 	k.mu.Unlock()
 	for _, i := range kp.sess.Table().List() {
 		if !i.State.Finished() {
 			n++
 		}
 	}
-	err = kp.sess.CloseCause(context.Background(), cause)
-	if !held {
-		closeMCP(kp.mcp)
+	if held != nil {
+		// Its connection's side closes it (and the keeper forgets it), or,
+		// if that connection was detaching meanwhile, release did.
+		return n, true, held.closeCause(cause)
 	}
+	k.mu.Lock()
+	delete(k.all, sid)
+	k.mu.Unlock()
+	err = kp.sess.CloseCause(context.Background(), cause)
+	closeMCP(kp.mcp)
 	return n, true, err
 }
 

@@ -97,6 +97,14 @@ func (sup *supervisor) closeSession(id string, cause error) (string, int, error)
 		return acpIDs[0], n, err
 	}
 	h := pick[0]
+	h.mu.Lock()
+	attached := h.attached
+	h.mu.Unlock()
+	if h.face == "run" && attached {
+		// Refused rather than pulled from under the run: its loop would
+		// wait on a session that runs no more turns.
+		return "", 0, usagef("session %s has an offstage run attached: /quit in it ends the session; offstage sessions close closes it once that run has gone (it detaches)", h.s.ID())
+	}
 	n := running(h.s.Table())
 	err := sup.close(h, cause)
 	if h.hangup != nil {

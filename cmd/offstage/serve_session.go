@@ -26,7 +26,7 @@ type hosted struct {
 	ctx     context.Context // the session's life: its Run loops run under it, so a face that goes does not cancel a turn
 	asks    chan escalation // requests to run outside the sandbox, for the attached conversation to answer
 	face    string          // the face that opened it ("run", "mcp")
-	hangup  func()          // ends its client's connection, if any (mcp); nil for run, whose face sees the session closed
+	hangup  func()          // ends its client's connection, if any (mcp); nil for run (sessions close refuses one with a run attached)
 	started time.Time
 
 	mu       sync.Mutex

@@ -29,8 +29,9 @@ offstage sessions close ID (an id or its start) closes a live session,
 with a client or not: its unfinished tasks end, recorded with ended_by
 user and "offstage sessions close" as the reason, and every process of
 theirs is reaped; it returns once they have. An MCP client still
-attached is disconnected; a run or an editor still attached finds its
-session closed. The journal keeps what the session ran
+attached is disconnected; an editor's later prompts on it are refused. A
+session with an offstage run attached is not closed (/quit in that run
+ends it). The journal keeps what the session ran
 (offstage tasks --session ID).`
 
 const sessionsExamples = `  offstage sessions

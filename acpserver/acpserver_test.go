@@ -987,3 +987,53 @@ func TestASecondPromptWaitsForTheFirstToEnd(t *testing.T) {
 		t.Errorf("updates:\n%s", strings.Join(h.lines(id), "\n"))
 	}
 }
+
+// TestKeeperListsAndClosesSessions: Keeper.Sessions lists a kept
+// session, held by its connection, then detached; CloseSession ends a
+// held one with its cause (its connection's next prompt is refused, and
+// the keeper lets it go when the connection ends) and a detached one at
+// once (offstage sessions close).
+func TestKeeperListsAndClosesSessions(t *testing.T) {
+	marker := "OFFSTAGE_ACP_TEST=" + t.Name()
+	script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000", "run_in_background": true}}]}, {"text": "started"},
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000", "run_in_background": true}}]}, {"text": "started"}]}`
+	keep := acpserver.NewKeeper(context.Background())
+	cfg := acpserver.Config{AllowAll: true, Keep: keep}
+	cfg.Agent.Tools.Process.Env = append(os.Environ(), marker)
+	ends := &endRecorder{}
+	cfg.Agent.Tasks.Recorder = ends
+	h := start(t, script, cfg)
+	held, detached := h.session(t), h.session(t)
+	h.prompt(t, held, "start")
+	h.prompt(t, detached, "start")
+	waitProcs(t, marker, func(n int) bool { return n >= 2 })
+	if ks := keep.Sessions(); len(ks) != 2 || !ks[0].Attached || !ks[1].Attached || len(ks[0].Tasks) != 1 {
+		t.Fatalf("Sessions() = %+v; want two attached, each with its shell", ks)
+	}
+	cause := &task.EndError{By: task.ByUser, Reason: "offstage sessions close", Err: task.ErrClosed}
+	if n, ok, err := keep.CloseSession(string(held), cause); n != 1 || !ok || err != nil {
+		t.Errorf("CloseSession(held) = %d, %v, %v; want 1 task ended", n, ok, err)
+	}
+	if by, reason := ends.of("shell:1"); by != task.ByUser || reason != "offstage sessions close" {
+		t.Errorf("the held session's shell ended by %q (%q); want user", by, reason)
+	}
+	if _, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: held, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}}); err == nil {
+		t.Errorf("a prompt on the closed session succeeded")
+	}
+	if ks := keep.Sessions(); len(ks) != 1 || string(held) == ks[0].ID {
+		t.Errorf("Sessions() after closing the held one = %+v; want only the other", ks)
+	}
+	h.hangUp() // the other detaches; the closed one is let go
+	if ks := keep.Sessions(); len(ks) != 1 || ks[0].Attached || ks[0].Left.IsZero() || keep.Len() != 1 {
+		t.Fatalf("Sessions() after the hang-up = %+v (Len %d); want one, detached", ks, keep.Len())
+	}
+	if n, ok, err := keep.CloseSession(string(detached), cause); n != 1 || !ok || err != nil {
+		t.Errorf("CloseSession(detached) = %d, %v, %v; want 1 task ended", n, ok, err)
+	}
+	if n := len(proctest.Marked(marker)); n != 0 {
+		t.Errorf("%d processes alive after both sessions closed", n)
+	}
+	if _, ok, _ := keep.CloseSession(string(detached), cause); ok || keep.Len() != 0 {
+		t.Errorf("a second CloseSession found the session (Len %d)", keep.Len())
+	}
+}

@@ -37,6 +37,9 @@ type kept struct {
 	mcp   []*mcpServer
 	cur   atomic.Pointer[session] // the connection's session driving it; nil while detached
 	quiet time.Time               // guarded by Keeper.mu: since when it has had no connection and no unfinished task (zero: not quiet)
+	start time.Time               // guarded by Keeper.mu: when it was added
+	left  time.Time               // guarded by Keeper.mu: when its last connection let it go (zero: never)
+	ended error                   // guarded by Keeper.mu: CloseSession's cause, for a session a connection held then
 }
 
 // NewKeeper returns a Keeper whose sessions live as long as ctx (which
@@ -65,6 +68,7 @@ func (k *Keeper) add(id acp.SessionId, kp *kept, s *session) error {
 		return errKeeperClosed
 	}
 	kp.cur.Store(s)
+	kp.start = time.Now()
 	k.all[id] = kp
 	return nil
 }
@@ -81,6 +85,8 @@ func (k *Keeper) take(id acp.SessionId, s *session) (kp *kept, ok bool, err erro
 		return nil, false, nil
 	case k.closed != nil:
 		return nil, true, errKeeperClosed
+	case kp.ended != nil:
+		return nil, true, errors.New("it was closed (" + kp.ended.Error() + ")")
 	case !kp.cur.CompareAndSwap(nil, s):
 		return nil, true, errors.New("it is open on another connection; close that one first")
 	}
@@ -92,10 +98,13 @@ func (k *Keeper) take(id acp.SessionId, s *session) (kp *kept, ok bool, err erro
 func (k *Keeper) release(id acp.SessionId, s *session) {
 	k.mu.Lock()
 	kp := k.all[id]
-	if kp != nil {
-		kp.cur.CompareAndSwap(s, nil)
+	if kp != nil && kp.cur.CompareAndSwap(s, nil) {
+		kp.left = time.Now()
 	}
 	cause := k.closed
+	if kp != nil && kp.ended != nil {
+		cause = kp.ended
+	}
 	if cause != nil {
 		delete(k.all, id)
 	}
@@ -171,6 +180,70 @@ func (k *Keeper) CloseIdle(now time.Time, idle time.Duration, cause error) int {
 		closeMCP(kp.mcp)
 	}
 	return len(ended)
+}
+
+// Kept is a session the keeper holds, as Sessions lists it.
+type Kept struct {
+	ID       string
+	Attached bool      // a connection holds it
+	Started  time.Time // when it was opened
+	Left     time.Time // when its last connection let it go (zero: never)
+	Tasks    []task.Info
+}
+
+// Sessions lists the sessions the keeper holds, attached or not (less
+// those CloseSession closed), in no order.
+func (k *Keeper) Sessions() []Kept {
+	k.mu.Lock()
+	out := make([]Kept, 0, len(k.all))
+	sessions := make([]*agent.Session, 0, len(k.all))
+	for id, kp := range k.all {
+		if kp.ended == nil {
+			out = append(out, Kept{ID: string(id), Attached: kp.cur.Load() != nil, Started: kp.start, Left: kp.left})
+			sessions = append(sessions, kp.sess)
+		}
+	}
+	k.mu.Unlock()
+	for i, s := range sessions {
+		out[i].Tasks = s.Table().List()
+	}
+	return out
+}
+
+// CloseSession ends the session id with cause (a task.EndError naming
+// who closed it: offstage sessions close): its tasks end and its
+// processes are reaped, within 20 s, and its MCP servers close. A session
+// a connection holds is closed on that connection's side too: its turn
+// stops and its later prompts are refused, saying it was closed. It
+// blocks until that is done, and returns how many tasks were unfinished.
+// ok is false when the keeper holds no session id.
+func (k *Keeper) CloseSession(id string, cause error) (n int, ok bool, err error) {
+	sid := acp.SessionId(id)
+	k.mu.Lock()
+	kp := k.all[sid]
+	if kp == nil || kp.ended != nil {
+		k.mu.Unlock()
+		return 0, false, nil
+	}
+	kp.ended = cause // take refuses it from now on; a release lets it go
+	held := kp.cur.Load()
+	k.mu.Unlock()
+	for _, i := range kp.sess.Table().List() {
+		if !i.State.Finished() {
+			n++
+		}
+	}
+	if held != nil {
+		// Its connection's side closes it (and the keeper forgets it), or,
+		// if that connection was detaching meanwhile, release did.
+		return n, true, held.closeCause(cause)
+	}
+	k.mu.Lock()
+	delete(k.all, sid)
+	k.mu.Unlock()
+	err = kp.sess.CloseCause(context.Background(), cause)
+	closeMCP(kp.mcp)
+	return n, true, err
 }
 
 // Len is how many sessions the keeper holds, attached or not.

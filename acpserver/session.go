@@ -558,13 +558,18 @@ func (s *session) cancel() {
 // close), then its turn is cancelled, Run stops, every task is cancelled
 // and every process reaped (agent.Session.Close), and the sender stops.
 // why says what closed it, for the tasks it ends (task.Closed).
-func (s *session) close(why string) error {
+func (s *session) close(why string) error { return s.closeCause(task.Closed("acp: " + why)) }
+
+// closeCause is close with the cause the tasks it ends record: one that
+// names who closed the session from outside its connection (offstage
+// sessions close, through Keeper.CloseSession).
+func (s *session) closeCause(cause error) error {
 	s.closeOnce.Do(func() {
 		s.stop()
 		if s.kept != nil {
 			s.srv.cfg.Keep.forget(s.id)
 		}
-		s.closeErr = s.sess.CloseCause(context.Background(), task.Closed("acp: "+why))
+		s.closeErr = s.sess.CloseCause(context.Background(), cause)
 		closeMCP(s.mcp) // no call is left: every turn and task has ended
 		s.waitSent()
 		s.answerClosed()

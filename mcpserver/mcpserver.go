@@ -12,6 +12,11 @@
 // is closed: every task is cancelled and every process reaped, unless
 // Config.KeepOnDisconnect. Service.Close closes all of them.
 //
+// With Config.Keep (offstage serve, which outlives its clients), a
+// session whose client goes away is not closed but detached: its tasks go
+// on, contained and recorded, and the Keeper, told of it, closes it when
+// its policy says (an idle policy, a user's request, its own stop).
+//
 // # Tools, progress, resources
 //
 // The tools are package tools' (and spawn_agent, through package agent,
@@ -124,6 +129,28 @@ type Config struct {
 	// program serving (offstage's: "start offstage mcp with a higher
 	// --max-sessions"). Empty: the refusal says what a client can do.
 	FullAdvice string
+	// Keep, if set, keeps sessions past their client, for a process that
+	// outlives its clients (offstage serve): it is told of each session
+	// as it opens, and a session whose client goes away detaches instead
+	// of closing: its tasks go on, contained and recorded, and closing it
+	// (agent.Session.CloseCause) is Keep's from then on. Such a session
+	// lives under the Service's context less its cancellation, so that
+	// Service.Close, which leaves detached sessions alone, does not end
+	// their work; a session still attached is closed by Service.Close as
+	// any other. Keep takes precedence over KeepOnDisconnect.
+	Keep Keeper
+}
+
+// Keeper keeps sessions past their client; see Config.Keep. Its methods
+// are called from the session's goroutines, and must not block long.
+type Keeper interface {
+	// Opened is told of a session as it opens, before its first request
+	// is served. An error refuses it: the session closes at once, and
+	// its client's calls are answered with the error.
+	Opened(*agent.Session) error
+	// Detached is told of a session whose client went away; the session,
+	// still open, is the keeper's to close.
+	Detached(*agent.Session)
 }
 
 // Service makes per-session MCP servers and owns what they start.
@@ -383,7 +410,11 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		if mcpID != "" {
 			sf.ID = agent.NewID()
 		}
-		sess, err := agent.Open(svc.ctx, svc.cfg.Agent, sf)
+		life := svc.ctx
+		if svc.cfg.Keep != nil { // it may outlive the Service (Config.Keep)
+			life = context.WithoutCancel(life)
+		}
+		sess, err := agent.Open(life, svc.cfg.Agent, sf)
 		if err != nil {
 			c.err = err
 			svc.cfg.Logger.Error("cannot open a session", "err", err, "mcp_session", mcpID)
@@ -406,6 +437,12 @@ func (c *conn) start(ss *mcp.ServerSession) {
 		}
 		c.session, c.table, c.tools = sess, sess.Table(), sess.Tools()
 		c.view = c.table.View("")
+		if k := svc.cfg.Keep; k != nil {
+			if err := k.Opened(sess); err != nil {
+				sess.Close(context.Background())
+				c.err = err
+			}
+		}
 		go func() {
 			defer svc.wg.Done()
 			if ss != nil {
@@ -534,6 +571,13 @@ func (c *conn) disconnected() {
 	c.mu.Lock()
 	why := c.why
 	c.mu.Unlock()
+	if why == "" && svc.cfg.Keep != nil && c.err == nil {
+		if c.release() {
+			svc.cfg.Logger.Info("session detached; its tasks go on", "session", c.session.ID())
+			svc.cfg.Keep.Detached(c.session)
+		}
+		return
+	}
 	if why == "" {
 		why = "the client went away (its connection or session ended)"
 	}
@@ -583,14 +627,32 @@ func (c *conn) close(ctx context.Context, why string) error {
 		if c.session != nil {
 			c.closeErr = c.session.CloseCause(ctx, task.Closed("mcp: "+why))
 		}
-		close(c.done)
-		c.svc.mu.Lock()
-		delete(c.svc.conns, c)
-		close(c.svc.left)
-		c.svc.left = make(chan struct{})
-		c.svc.mu.Unlock()
+		c.forget()
 	})
 	return c.closeErr
+}
+
+// release lets go of the session without closing it (Config.Keep): its
+// goroutines here end, and the Service forgets it. It reports whether it
+// did, once: false if the session was closed first.
+func (c *conn) release() bool {
+	c.once.Do(func() {})
+	released := false
+	c.closeOnce.Do(func() {
+		released = true
+		c.forget()
+	})
+	return released
+}
+
+// forget ends the session's goroutines and takes it out of the Service.
+func (c *conn) forget() {
+	close(c.done)
+	c.svc.mu.Lock()
+	delete(c.svc.conns, c)
+	close(c.svc.left)
+	c.svc.left = make(chan struct{})
+	c.svc.mu.Unlock()
 }
 
 // handler serves one tool for this session. A result that is not an

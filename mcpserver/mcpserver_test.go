@@ -26,6 +26,7 @@ import (
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider/scripted"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -629,5 +630,61 @@ func TestWaitReturnsWhenTheClientsAreGone(t *testing.T) {
 	}
 	if n := svc.Sessions(); n != 0 {
 		t.Errorf("Sessions() = %d after Wait", n)
+	}
+}
+
+// keeper records what Config.Keep is told.
+type keeper struct {
+	mu       sync.Mutex
+	opened   []*agent.Session
+	detached chan *agent.Session
+}
+
+func (k *keeper) Opened(s *agent.Session) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.opened = append(k.opened, s)
+	return nil
+}
+
+func (k *keeper) Detached(s *agent.Session) { k.detached <- s }
+
+// TestKeepDetachesASessionWhoseClientWent: with Config.Keep, a session
+// whose client goes is handed to the keeper, still open: its shell goes
+// on, Service.Close leaves it, and closing it is the keeper's, with the
+// cause the keeper gives (offstage serve's sessions).
+func TestKeepDetachesASessionWhoseClientWent(t *testing.T) {
+	k := &keeper{detached: make(chan *agent.Session, 1)}
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Keep: k, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := client(t, svc, nil)
+	call(t, cs, "bash", `{"command": "sleep 100", "run_in_background": true}`, nil)
+	pgid := pidOf(t, cs, "shell:1")
+	cs.Close()
+	var s *agent.Session
+	select {
+	case s = <-k.detached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the keeper was not told of the session whose client went")
+	}
+	k.mu.Lock()
+	if len(k.opened) != 1 || k.opened[0] != s {
+		t.Errorf("the keeper was told of %d sessions opening; want the one detached", len(k.opened))
+	}
+	k.mu.Unlock()
+	if err := svc.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !groupAlive(pgid) {
+		t.Fatal("the shell died with its client, or with Service.Close; want it kept")
+	}
+	s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the keeper closed it", Err: task.ErrClosed})
+	if groupAlive(pgid) {
+		t.Error("closing the kept session left its shell running")
+	}
+	if i, err := s.Table().Info("shell:1"); err != nil || i.EndedBy != task.ByUser {
+		t.Errorf("shell:1 = %+v, %v; want ended_by user", i, err)
 	}
 }

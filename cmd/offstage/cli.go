@@ -64,10 +64,11 @@ results come back exactly once, that never leak a process.
 Usage:
   offstage demo               a ten-second tour with a scripted model (no key, no network)
   offstage run [prompt]       talk to a model: one answer for a prompt, or a conversation
-  offstage serve              a supervisor that hosts run's sessions, so their work outlives the terminal
+  offstage serve              a supervisor that hosts the sessions of run, mcp and acp, so their work outlives the terminal
   offstage mcp                serve background shells (and sub-agents) to any MCP client
   offstage acp                be an agent for editors that speak ACP (Zed and others), on stdio
   offstage agents             list the sub-agent profiles found, and the files skipped
+  offstage sessions           the live sessions offstage serve hosts (offstage sessions close ID ends one)
   offstage tasks              what ran, from the journal (offstage tasks show ID for one)
   offstage dashboard          a live web page of the journal's tasks (offstage mcp --http serves it at /ui)
   offstage version            print the version (-v: how shells are contained, which limits hold)
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serveCommand(ctx, args[1:], stdout, stderr)
 	case "agents":
 		return agentsCommand(ctx, args[1:], stdout, stderr)
+	case "sessions":
+		return sessionsCommand(ctx, args[1:], stdout, stderr)
 	case "tasks":
 		return tasksCommand(ctx, args[1:], stdout, stderr)
 	case "dashboard":
@@ -119,7 +122,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // commands are the CLI's commands, as mainUsage lists them.
-var commands = []string{"demo", "run", "serve", "mcp", "acp", "agents", "tasks", "dashboard", "version", "help"}
+var commands = []string{"demo", "run", "serve", "mcp", "acp", "agents", "sessions", "tasks", "dashboard", "version", "help"}
 
 func version() string {
 	info, ok := debug.ReadBuildInfo()

@@ -41,7 +41,11 @@ journal's tasks at /ui (a login form sets a cookie for browsers; see
 "offstage dashboard") and Prometheus metrics at /metrics.
 
 Each MCP session sees only its own tasks; when it ends, they are cancelled
-and every process is reaped (unless --keep-on-disconnect). Over HTTP, a
+and every process is reaped (unless --keep-on-disconnect). While offstage
+serve runs, offstage mcp on stdio hosts its session there and says so on
+stderr (--no-serve keeps it here): when the client goes, the session's
+running work goes on (offstage sessions lists it, offstage sessions close
+ends it). Over HTTP, a
 session also ends when it has had no request and no open stream for
 --idle-timeout (a client that vanished without DELETE), and at most
 --max-sessions sessions are open at once (a client over it gets 503).
@@ -62,6 +66,13 @@ const mcpExamples = `  offstage mcp
 `
 
 func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	return mcpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
+}
+
+// mcpFace is offstage mcp for a face: this process's stdio (or --http),
+// or, under offstage serve (f.host), a relayed stdio connection whose
+// session the supervisor keeps when its client goes.
+func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	// Warnings and errors by default: the SDK's info lines (a session
 	// connected, with session_id="" on stdio) read as trouble to a user.
@@ -74,6 +85,10 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	keep := fs.Bool("keep-on-disconnect", false, "keep a session's tasks running after it ends (until offstage exits)")
 	maxSessions := fs.Int("max-sessions", mcpserver.DefaultMaxSessions, "with --http: how many MCP sessions may be open at once (each holds its tasks and their processes); a client over it gets 503")
 	idle := fs.Duration("idle-timeout", mcpserver.DefaultIdleTimeout, "with --http: end a session that has had no request in flight and no stream open for this long, stopping its tasks (0: never)")
+	noServe := fs.Bool("no-serve", false, "on stdio, host the session in this process even when offstage serve runs (its work then ends with the client)")
+	if f.served() {
+		args = absPaths(fs, args, f.abs)
+	}
 	rest, err := parse(fs, args, mcpUsage, mcpExamples, stdout)
 	if err != nil {
 		return err
@@ -89,13 +104,30 @@ func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	mf := sf.model
 	var model provider.Model
-	if mf != (modelFlags{}) || os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != "" {
-		if model, err = newModel(mf, os.Getenv); err != nil {
+	if mf != (modelFlags{}) || f.getenv("OPENAI_API_KEY") != "" || f.getenv("ANTHROPIC_API_KEY") != "" {
+		if model, err = newModel(mf, f.getenv); err != nil {
 			return err
 		}
 	}
+	if *dir == "" {
+		*dir = f.cwd
+	}
 	if *dir, err = workDir(*dir); err != nil {
 		return err
+	}
+	// The model and the directory are checked here first, so that a
+	// relayed client says what is wrong on its own stderr, not only in
+	// the supervisor's log.
+	if !f.served() && *httpAddr == "" && !*noServe && !sf.journal.noJournal {
+		if conn, sock, err := dialServe(sf.journal); err == nil {
+			fmt.Fprintf(stderr, "offstage: the MCP session is hosted by offstage serve (%s): its work goes on when the client goes; offstage sessions lists it.\n", sock)
+			return relayStream(ctx, conn, "mcp", args, stdin, stdout)
+		} else if !errors.Is(err, errNoServe) {
+			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the session runs in this process.\n", sock, err)
+		}
+	}
+	if f.served() {
+		return servedMCP(ctx, f, &sf, model, *dir, rest, stdin, stdout, stderr)
 	}
 	sf.workspace = *dir
 	srv, err := sf.open(ctx, "mcp", rest, stderr)
@@ -262,6 +294,46 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger, status *slog.Log
 		return
 	}
 	status.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
+}
+
+// servedMCP serves one MCP session on a relayed stdio connection in
+// offstage serve: the supervisor's journal, tracer and log; the client's
+// flags and environment for the model and the shells. When its client
+// goes the session detaches (mcpKeep): its work goes on.
+func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Model, dir string, rest []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(rest) > 0 {
+		return usagef("mcp takes no arguments (got %q)", rest[0])
+	}
+	p, err := sf.policy()
+	if err != nil {
+		return err
+	}
+	sup := f.host
+	var profiles []agent.Profile
+	if model != nil {
+		profiles = sf.agents.profiles(dir, sf.model, stderr)
+	}
+	cfg, surface := sf.template(model, profiles, p, dir, sup.rec.journal())
+	cfg.Tools.Escalate, cfg.Tracer = sf.sandbox.escalate(false), sup.tracer
+	cfg.Tools.Process.Env = f.environ
+	conn, hangup := context.WithCancel(ctx)
+	defer hangup()
+	svc, err := mcpserver.New(sup.life, mcpserver.Config{Agent: cfg, Surface: surface, Logger: sup.logger, Version: version(), Keep: mcpKeep{sup, hangup}})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer svc.Close(context.Background()) // a session still attached: the supervisor stops
+	// Run closes the connection when conn ends (hangup, or the stop).
+	err = svc.Server().Run(conn, mcpserver.Stdio(stdin, stdout))
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		sup.logger.Info("mcp: session ended", "err", err)
+	}
+	if ctx.Err() == nil { // the client went: its session detaches (mcpKeep.Detached), or closes, by itself
+		wctx, cancel := context.WithTimeout(ctx, stdioCloseWait)
+		svc.Wait(wctx)
+		cancel()
+	}
+	return nil
 }
 
 // stdioCloseWait bounds how long offstage mcp on stdio waits for the

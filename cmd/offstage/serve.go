@@ -36,15 +36,18 @@ const serveUsage = `Usage: offstage serve [flags]
        offstage serve --print-unit [flags]
 
 Runs the supervisor: one process per user and state directory that hosts
-the sessions of offstage run, so that they and their work outlive the
-terminal that started them. While it runs, offstage run hosts its session
-there and says so in one line (--no-serve keeps a session in its own
-process, the default when no supervisor answers). A run that goes away
-(end of its input, Ctrl-C twice, the terminal closed, SIGKILL) detaches:
-its session and its running work go on, contained, limited and recorded.
+the sessions of offstage run, offstage mcp on stdio and offstage acp, so
+that they and their work outlive the terminal or client that started
+them. While it runs, those host their sessions there and say so in one
+line (--no-serve keeps a session in its own process, the default when no
+supervisor answers). A client that goes away (end of its input, Ctrl-C
+twice, the terminal closed, SIGKILL) detaches: its session and its running
+work go on, contained, limited and recorded (an MCP session with nothing
+running closes at once: no MCP client can come back to it).
 offstage run --attach [SESSION] joins a live session again: the latest
 with no client by default; it shows what happened meanwhile and delivers
-each result the model has not seen, once. /quit ends a session.
+each result the model has not seen, once. /quit ends a session;
+offstage sessions lists them, offstage sessions close ID ends one.
 
 It listens on a Unix socket, STATE/run/serve.sock (0600, in a 0700
 directory; a connection from another user is refused), never TCP; one
@@ -276,8 +279,24 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 		sup.serveRun(c, br, w, h)
 	case "acp":
 		sup.serveStream(c, br, h, acpFace)
-	case "tasks":
+	case "mcp":
+		sup.serveStream(c, br, h, mcpFace)
+	case "tasks", "sessions":
 		w.send(sup.live())
+	case "close":
+		var a closeAnswer
+		if len(h.Args) != 1 {
+			a.Err = "offstage sessions close takes one session id"
+		} else if id, n, err := sup.closeSession(h.Args[0], closeBy(pid)); err != nil && id == "" {
+			a.Err = err.Error()
+		} else {
+			a.ID, a.Ended = id, n
+			if err != nil {
+				a.Err = err.Error()
+			}
+			sup.logger.Warn(fmt.Sprintf("closed session %s (offstage sessions close, from pid %d): %s ended", id, pid, text.Plural(n, "unfinished task")))
+		}
+		w.send(a)
 	case "ping":
 		w.send(map[string]int{"pid": os.Getpid()})
 	case "stop":
@@ -543,6 +562,14 @@ type liveSession struct {
 	Tasks    []task.Info `json:"tasks"`
 }
 
+// closeAnswer is the supervisor's answer to offstage sessions close: the
+// session closed and how many unfinished tasks it ended, or why not.
+type closeAnswer struct {
+	ID    string `json:"id,omitempty"`
+	Ended int    `json:"ended"`
+	Err   string `json:"error,omitempty"`
+}
+
 // liveState is the supervisor's answer to offstage tasks.
 type liveState struct {
 	PID      int           `json:"pid"`
@@ -565,6 +592,9 @@ func (sup *supervisor) live() liveState {
 		h.mu.Unlock()
 		ls.Tasks = h.s.Table().List()
 		st.Sessions = append(st.Sessions, ls)
+	}
+	for _, k := range sup.acp.Sessions() {
+		st.Sessions = append(st.Sessions, liveSession{ID: k.ID, Face: "acp", Attached: k.Attached, Started: k.Started, Left: k.Left, Tasks: k.Tasks})
 	}
 	slices.SortFunc(st.Sessions, func(a, b liveSession) int { return a.Started.Compare(b.Started) })
 	return st

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -154,6 +156,42 @@ func TestServeInProcessStopsClean(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "hello from the supervisor") || !strings.Contains(out, "is hosted by offstage serve") {
 		t.Errorf("a served one-shot run: exit %d:\n%s", code, out)
 	}
+	// An MCP session over the wire starts a shell, and its client goes:
+	// the session detaches, and the stop ends it (goleak: nothing of the
+	// MCP service per connection is left behind).
+	mark := "inprocess-mcp-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	c = dial()
+	json.NewEncoder(c).Encode(serveHeader{Face: "mcp", Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin", markEnv + "=" + mark}})
+	io.WriteString(c, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 300","run_in_background":true}}}
+`)
+	replies := bufio.NewScanner(c)
+	for replies.Scan() && !strings.Contains(replies.Text(), `"id":2`) {
+	}
+	if !strings.Contains(replies.Text(), "shell:1") {
+		t.Errorf("bash over the served MCP face: %q, %v", replies.Text(), replies.Err())
+	}
+	waitSurvivors(t, mark, 1)
+	c.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var st liveState
+		c = dial()
+		json.NewEncoder(c).Encode(serveHeader{Face: "sessions"})
+		json.NewDecoder(c).Decode(&st)
+		c.Close()
+		if len(st.Sessions) == 1 && st.Sessions[0].Face == "mcp" && !st.Sessions[0].Attached {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP session did not detach: %+v\n%s", st, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(survivors(t, mark)) == 0 {
+		t.Errorf("the MCP session's shell died with its client")
+	}
 	c = dial()
 	json.NewEncoder(c).Encode(serveHeader{Face: "stop"})
 	io.Copy(io.Discard, c) // closed when it has stopped
@@ -169,4 +207,5 @@ func TestServeInProcessStopsClean(t *testing.T) {
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is left: %v", err)
 	}
+	noSurvivors(t, mark)
 }

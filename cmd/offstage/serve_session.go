@@ -25,7 +25,8 @@ type hosted struct {
 	model   *swapModel
 	ctx     context.Context // the session's life: its Run loops run under it, so a face that goes does not cancel a turn
 	asks    chan escalation // requests to run outside the sandbox, for the attached conversation to answer
-	face    string          // the face that opened it ("run")
+	face    string          // the face that opened it ("run", "mcp")
+	hangup  func()          // ends its client's connection, if any (mcp); nil for run (sessions close refuses one with a run attached)
 	started time.Time
 
 	mu       sync.Mutex
@@ -253,8 +254,10 @@ func servedRun(ctx context.Context, f *face, sf *sessionFlags, o servedOptions, 
 			if surface.ID, err = sup.rec.resumeID(ctx, o.resume); err != nil {
 				return err
 			}
-			if live := sup.find(surface.ID); live != "" {
+			if live, face := sup.find(surface.ID); face == "run" {
 				return usagef("session %s is live under offstage serve: offstage run --attach %s joins it", live, live)
+			} else if live != "" {
+				return usagef("session %s is live under offstage serve, an %s session no run can join: offstage sessions close %s ends it, then --resume continues its record", live, face, live)
 			}
 			surface.Resume = true
 		}
@@ -320,17 +323,17 @@ func (sup *supervisor) open(cfg agent.Config, sf agent.Surface, escalationMode s
 	return h, nil
 }
 
-// find returns the id of the live session id names (an id or its start),
-// or "".
-func (sup *supervisor) find(id string) string {
+// find returns the id and face of the live session id names (an id or
+// its start), or "".
+func (sup *supervisor) find(id string) (string, string) {
 	sup.mu.Lock()
 	defer sup.mu.Unlock()
-	for sid := range sup.sessions {
+	for sid, h := range sup.sessions {
 		if strings.HasPrefix(sid, id) {
-			return sid
+			return sid, h.face
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // attach gives a face the live session id names (an id or its start), or,
@@ -341,6 +344,9 @@ func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) 
 	defer sup.mu.Unlock()
 	var pick []*hosted
 	for sid, h := range sup.sessions {
+		if h.face != "run" {
+			continue // an MCP session: no run drives it
+		}
 		if id != "" && strings.HasPrefix(sid, id) {
 			pick = append(pick, h)
 		}

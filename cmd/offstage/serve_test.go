@@ -266,6 +266,11 @@ func TestSIGKILLOfAnAttachedRunLeavesItsWorkAndStopEndsIt(t *testing.T) {
 	io.WriteString(in, "start it\n")
 	waitOutput(t, &out, "started it")
 	waitSurvivors(t, mark, 1)
+	// offstage sessions close does not pull the session from under the
+	// attached run; /quit there ends it.
+	if _, errOut, code, _ := runIn(t, state, nil, "sessions", "close", sv.live(t).Sessions[0].ID); code != 2 || !strings.Contains(errOut, "has an offstage run attached: /quit in it ends the session") {
+		t.Errorf("sessions close of a session with a run attached: exit %d: %s", code, errOut)
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	in.Close()

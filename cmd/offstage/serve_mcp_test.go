@@ -1,0 +1,279 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/offstage/offstage/tools"
+)
+
+// mcpClient connects the Go MCP SDK's client to offstage mcp (with args)
+// on state, over its stdio. The session is closed at the end of the test.
+func mcpClient(t *testing.T, state string, args ...string) (cs *mcp.ClientSession, cmd *exec.Cmd, mark string, stderr *syncBuffer) {
+	t.Helper()
+	cmd, mark = offstage(t, []string{"XDG_STATE_HOME=" + state}, append([]string{"mcp"}, args...)...)
+	stderr = new(syncBuffer)
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting to offstage mcp: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, cmd, mark, stderr
+}
+
+// startShell calls bash in the background and returns the task's id.
+func startShell(t *testing.T, cs *mcp.ClientSession, command string) string {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command, "run_in_background": true}})
+	if err != nil || res.IsError {
+		t.Fatalf("bash = %+v, %v", res, err)
+	}
+	var out tools.BashOutput
+	json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &out)
+	if out.TaskID == "" {
+		t.Fatalf("bash = %s", res.Content[0].(*mcp.TextContent).Text)
+	}
+	return out.TaskID
+}
+
+// waitLive polls the supervisor until its live sessions satisfy ok, and
+// returns them.
+func (sv *served) waitLive(t *testing.T, what string, ok func([]liveSession) bool) []liveSession {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := sv.live(t)
+		if ok(st.Sessions) {
+			return st.Sessions
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve's sessions never came to %s: %+v\n%s", what, st.Sessions, sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// detachedMCP says whether sessions hold exactly one, of face mcp, with
+// no client.
+func detachedMCP(s []liveSession) bool {
+	return len(s) == 1 && s[0].Face == "mcp" && !s[0].Attached && !s[0].Left.IsZero()
+}
+
+// TestMCPSessionOutlivesItsClientUnderServe: offstage mcp on stdio relays
+// to offstage serve; the Go SDK's client starts a background shell and
+// is SIGKILLed; the session detaches and the shell goes on; offstage
+// sessions and offstage tasks show it; its result is recorded when it
+// ends; then the idle policy closes the session (issue 38 items 2, 4).
+func TestMCPSessionOutlivesItsClientUnderServe(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1s")
+	cs, cmd, mark, stderr := mcpClient(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	id := startShell(t, cs, "while [ ! -e "+gate+" ]; do sleep 0.05; done; echo shell-finished")
+	if !strings.Contains(stderr.String(), "the MCP session is hosted by offstage serve") {
+		t.Errorf("offstage mcp does not say it relays to offstage serve:\n%s", stderr.String())
+	}
+	sv.waitLive(t, "one attached MCP session", func(s []liveSession) bool { return len(s) == 1 && s[0].Face == "mcp" && s[0].Attached })
+	waitSurvivors(t, mark, 2) // offstage mcp and the shell
+	cmd.Process.Kill()
+
+	s := sv.waitLive(t, "a detached MCP session", detachedMCP)[0]
+	if len(survivors(t, mark)) == 0 {
+		o, e, _, _ := runIn(t, state, nil, "tasks", "show", "--session", s.ID, id)
+		t.Fatalf("the shell died with its client: %s%s\n%s", o, e, sv.stderr.String())
+	}
+	out, errOut, code, _ := runIn(t, state, nil, "sessions")
+	if code != 0 || !strings.Contains(out, s.ID+"  mcp") || !strings.Contains(out, "detached") || !strings.Contains(out, id+" running") {
+		t.Errorf("offstage sessions: exit %d; want %s, mcp, detached, %s running:\n%s%s", code, s.ID, id, out, errOut)
+	}
+	_, errOut, code, _ = runIn(t, state, nil, "tasks")
+	if code != 0 || !strings.Contains(errOut, s.ID+" (mcp, no client for") || !strings.Contains(errOut, "running: "+id+" running") {
+		t.Errorf("offstage tasks: exit %d; want the MCP session, no client, %s running:\n%s", code, id, errOut)
+	}
+	// The idle policy waits for the work to end: the shell outlives --idle.
+	sv.waitLive(t, "detached for three --idle", func(s []liveSession) bool {
+		return detachedMCP(s) && time.Since(s[0].Left) > 3*time.Second
+	})
+	if len(survivors(t, mark)) == 0 {
+		t.Fatalf("the shell did not outlive --idle")
+	}
+	os.WriteFile(gate, nil, 0o644)
+	r := waitTask(t, state, id, func(r map[string]any) bool { return r["state"] != "running" })
+	if r["state"] != "completed" || r["ended_by"] != "self" {
+		t.Errorf("%s after its client was SIGKILLed: %v; want completed, ended_by self", id, r)
+	}
+	sv.waitLive(t, "none (the idle policy)", func(s []liveSession) bool { return len(s) == 0 })
+	if want := "closed session " + s.ID + " (serve: idle policy"; !strings.Contains(sv.stderr.String(), want) {
+		t.Errorf("offstage serve does not say %q:\n%s", want, sv.stderr.String())
+	}
+	sessions, _ := journalOf(t, state)
+	if len(sessions) != 1 || sessions[0].ID != s.ID || sessions[0].Surface != "mcp" || sessions[0].Ended.IsZero() {
+		t.Errorf("the journal's sessions: %+v; want %s, mcp, ended", sessions, s.ID)
+	}
+	noSurvivors(t, mark)
+}
+
+// TestSessionsCloseEndsADetachedMCPSession: a client starts a shell and
+// closes its stdin; the session detaches; offstage sessions close ends
+// its shell with ended_by user, and nothing of its group survives. An
+// unknown id, and no supervisor, get a clear error (item 4).
+func TestSessionsCloseEndsADetachedMCPSession(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	cs, _, mark, _ := mcpClient(t, state)
+	id := startShell(t, cs, "sleep 300 & sleep 300 & wait")
+	waitSurvivors(t, mark, 3) // sh and two sleeps
+	cs.Close()                // end of its stdin
+	s := sv.waitLive(t, "a detached MCP session", detachedMCP)[0]
+
+	_, errOut, code, _ := runIn(t, state, nil, "sessions", "close", "nosuch")
+	if code != 2 || !strings.Contains(errOut, "no live session nosuch under offstage serve") {
+		t.Errorf("sessions close of an unknown id: exit %d: %s", code, errOut)
+	}
+	out, errOut, code, _ := runIn(t, state, nil, "sessions", "close", s.ID[:len(s.ID)-2])
+	if code != 0 || !strings.Contains(out, "closed session "+s.ID+": 1 unfinished task ended") {
+		t.Errorf("sessions close: exit %d:\n%s%s", code, out, errOut)
+	}
+	noSurvivors(t, mark)
+	r := waitTask(t, state, id, func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "user" || !strings.Contains(r["end_reason"].(string), "offstage sessions close") {
+		t.Errorf("%s after offstage sessions close: ended_by %v, end_reason %q; want user, offstage sessions close", id, r["ended_by"], r["end_reason"])
+	}
+	if n := len(sv.live(t).Sessions); n != 0 {
+		t.Errorf("offstage serve still hosts %d sessions", n)
+	}
+	out, errOut, code, _ = runIn(t, state, nil, "sessions")
+	if code != 0 || !strings.Contains(out, "hosts no live session") {
+		t.Errorf("offstage sessions after the close: exit %d:\n%s%s", code, out, errOut)
+	}
+
+	none := serveState(t)
+	for _, args := range [][]string{{"sessions"}, {"sessions", "close", s.ID}} {
+		_, errOut, code, _ := runIn(t, none, nil, args...)
+		if code != 2 || !strings.Contains(errOut, "no offstage serve runs for") {
+			t.Errorf("offstage %s with no supervisor: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+}
+
+// TestMCPClientsUnderServe: a session with nothing running when its
+// client goes (SIGTERM of offstage mcp) closes at once; --no-serve keeps
+// the session in the client's process, whose work ends with it; stopping
+// offstage serve ends a detached session's shell with ended_by
+// supervisor.
+func TestMCPClientsUnderServe(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+
+	// A mistake in the client's settings is said by the client itself,
+	// not only in the supervisor's log.
+	_, errOut, code, _ := runIn(t, state, nil, "mcp", "--dir", "/nonexistent/dir")
+	if code != 2 || !strings.Contains(errOut, `--dir "/nonexistent/dir" is not a directory`) || strings.Contains(errOut, "hosted by offstage serve") {
+		t.Errorf("offstage mcp --dir /nonexistent/dir under serve: exit %d: %s", code, errOut)
+	}
+
+	cs, cmd, _, _ := mcpClient(t, state)
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "task_list", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	sv.waitLive(t, "one attached MCP session", func(s []liveSession) bool { return len(s) == 1 && s[0].Attached })
+	cmd.Process.Signal(syscall.SIGTERM)
+	sv.waitLive(t, "none (nothing ran)", func(s []liveSession) bool { return len(s) == 0 })
+
+	// offstage sessions close of a session whose client is attached ends
+	// its work and disconnects the client.
+	cs, _, mark, _ := mcpClient(t, state)
+	id := startShell(t, cs, "sleep 300")
+	waitSurvivors(t, mark, 2)
+	s := sv.waitLive(t, "one attached MCP session", func(s []liveSession) bool { return len(s) == 1 && s[0].Attached })[0]
+	if out, errOut, code, _ := runIn(t, state, nil, "sessions", "close", s.ID); code != 0 || !strings.Contains(out, "1 unfinished task ended") {
+		t.Errorf("sessions close of an attached MCP session: exit %d:\n%s%s", code, out, errOut)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cs.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the MCP client of a closed session is still connected")
+	}
+	if r := waitTask(t, state, id, func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "user" {
+		t.Errorf("%s of the attached session closed: %v; want ended_by user", id, r)
+	}
+	noSurvivors(t, mark)
+
+	cs, _, mark, stderr := mcpClient(t, state, "--no-serve")
+	startShell(t, cs, "sleep 300")
+	waitSurvivors(t, mark, 1)
+	if strings.Contains(stderr.String(), "offstage serve") || len(sv.live(t).Sessions) != 0 {
+		t.Errorf("offstage mcp --no-serve went to offstage serve: %+v\n%s", sv.live(t), stderr.String())
+	}
+	cs.Close()
+	noSurvivors(t, mark)
+
+	cs, _, mark, _ = mcpClient(t, state)
+	id = startShell(t, cs, "sleep 300")
+	waitSurvivors(t, mark, 1)
+	cs.Close()
+	s = sv.waitLive(t, "a detached MCP session", detachedMCP)[0]
+	if _, errOut, code, _ := runIn(t, state, nil, "serve", "stop"); code != 0 {
+		t.Fatalf("serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+	noSurvivors(t, mark)
+	var r map[string]any
+	for _, x := range journalTasks(t, state) {
+		if x["session"] == s.ID && x["task_id"] == id {
+			r = x
+		}
+	}
+	if r == nil || r["ended_by"] != "supervisor" {
+		t.Errorf("%s of the detached MCP session after serve stop: %v; want ended_by supervisor", id, r)
+	}
+}
+
+// TestSessionsCloseEndsADetachedACPSession: offstage sessions lists an
+// ACP session whose editor quit (the TypeScript ACP SDK client), and
+// offstage sessions close ends its shell with ended_by user.
+func TestSessionsCloseEndsADetachedACPSession(t *testing.T) {
+	node := nodeBinary(t, "the TypeScript ACP SDK peer test")
+	dir := nodePeer(t, "@agentclientprotocol/sdk")
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"text": "It runs in the background."}]}`)
+	quit, mark := offstage(t, []string{"XDG_STATE_HOME=" + state})
+	quit.Path, quit.Args = node, []string{node, filepath.Join(dir, "acp-quit.mjs"), t.TempDir(), "start it", os.Args[0], "acp", "--script", script, "--yolo"}
+	if out, err := quit.CombinedOutput(); err != nil {
+		t.Fatalf("the node client failed: %v\n%s", err, out)
+	}
+	waitSurvivors(t, mark, 1)
+	s := sv.waitLive(t, "a detached ACP session", func(s []liveSession) bool {
+		return len(s) == 1 && s[0].Face == "acp" && !s[0].Attached && !s[0].Left.IsZero()
+	})[0]
+	out, errOut, code, _ := runIn(t, state, nil, "sessions")
+	if code != 0 || !strings.Contains(out, s.ID+"  acp") || !strings.Contains(out, "shell:1 running") {
+		t.Errorf("offstage sessions: exit %d; want %s, acp, shell:1 running:\n%s%s", code, s.ID, out, errOut)
+	}
+	out, errOut, code, _ = runIn(t, state, nil, "sessions", "close", s.ID)
+	if code != 0 || !strings.Contains(out, "closed session "+s.ID+": 1 unfinished task ended") {
+		t.Errorf("sessions close: exit %d:\n%s%s", code, out, errOut)
+	}
+	noSurvivors(t, mark)
+	if n := sv.liveACP(t); n != 0 {
+		t.Errorf("offstage serve keeps %d ACP sessions after the close", n)
+	}
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if r["ended_by"] != "user" || !strings.Contains(r["end_reason"].(string), "offstage sessions close") {
+		t.Errorf("shell:1 after offstage sessions close: ended_by %v, end_reason %q; want user", r["ended_by"], r["end_reason"])
+	}
+}

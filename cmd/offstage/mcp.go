@@ -304,6 +304,7 @@ func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 	if len(rest) > 0 {
 		return usagef("mcp takes no arguments (got %q)", rest[0])
 	}
+	sf.readFrom(f.getenv) // the client's config file and profiles, as in process
 	p, err := sf.policy()
 	if err != nil {
 		return err

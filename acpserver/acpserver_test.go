@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -1036,4 +1037,36 @@ func TestKeeperListsAndClosesSessions(t *testing.T) {
 	if _, ok, _ := keep.CloseSession(string(detached), cause); ok || keep.Len() != 0 {
 		t.Errorf("a second CloseSession found the session (Len %d)", keep.Len())
 	}
+}
+
+// TestALiveLoadEndsTheCardsOfItsTasks: a session kept after its editor
+// quit, loaded live by another connection, replays the card of a shell it
+// started in the background as in progress, and ends that card when the
+// shell ends, as the first connection would have. The card spun for good
+// (an outsider's finding).
+func TestALiveLoadEndsTheCardsOfItsTasks(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e ` + gate + ` ]; do sleep 0.05; done; echo built", "run_in_background": true}}]},
+		{"text": "started"},
+		{"text": "it finished"}]}`
+	keep := acpserver.NewKeeper(context.Background())
+	defer keep.Close(task.ErrClosed)
+	rec := &recorded{}
+	cfg := acpserver.Config{AllowAll: true, Keep: keep, Surface: agent.Surface{Journal: rec}}
+	first := start(t, script, cfg)
+	id := first.session(t)
+	first.prompt(t, id, "start")
+	first.hangUp() // the editor quits: the session is kept, its shell runs
+	second := start(t, script, cfg)
+	if _, err := second.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: second.dir, SessionId: id, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	if replayed := second.lines(id); !has(replayed, "tool_call in_progress") || has(replayed, "tool_call_update completed") {
+		t.Errorf("the replay, the shell still running:\n%s", strings.Join(replayed, "\n"))
+	}
+	os.WriteFile(gate, nil, 0o644)
+	second.client.await(t, "the shell's card ends on the connection that loaded it", func(us []acp.SessionNotification) bool {
+		return has(lines(us, id), "tool_call_update completed")
+	})
 }

@@ -37,8 +37,9 @@
 // MCP servers go on), and session/load of a live session, from any later
 // connection, attaches to it instead of loading a copy: its conversation
 // is replayed from the live session, the editor's MCP servers of the load
-// are not started (it has its own), and the results its model has not seen
-// wait in its table for the next prompt's turn, which delivers each once.
+// are not started (it has its own), the cards of its background tasks end
+// as the tasks do, and the results its model has not seen are delivered
+// once by the turn that follows the load (an autonomous one).
 // One connection holds a session at a time; while none does, a call that
 // needs permission is refused. session/close ends it; Keeper.CloseIdle
 // those with no connection and no unfinished task for a while;

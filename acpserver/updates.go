@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -411,6 +412,24 @@ func (s *session) replay(history []provider.Message) {
 	for _, m := range history {
 		for _, b := range m.Content {
 			r.block(m.Role, b)
+		}
+	}
+	// The cards left in progress are tasks whose results the conversation
+	// has not had. A live session's table still has them: each card ends
+	// now if its task has, and with its task otherwise, as it would have
+	// on the connection that made it (the editor's card spun for good).
+	for _, id := range slices.Sorted(maps.Keys(r.cards)) {
+		info, err := s.sess.Table().Info(id)
+		if err != nil {
+			continue // not in this table: a session loaded from the journal
+		}
+		s.mu.Lock()
+		if s.cards[id] == nil {
+			s.cards[id] = &card{call: r.cards[id]}
+		}
+		s.mu.Unlock()
+		if info.State.Finished() {
+			s.finishCard(id)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/proc/sandbox"
 )
 
@@ -874,6 +875,19 @@ func TestAttachingToABudgetStoppedSessionDoesNotWaitForATurn(t *testing.T) {
 		t.Fatalf("the one-shot run: exit %d\n%s", code, errOut)
 	}
 	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+	// tasks show points a live session's result to an attach, not to a
+	// resume, which refuses a live session (an outsider's finding).
+	live := liveSessions(journalFlags{state: filepath.Join(state, "offstage")})
+	store, err := journal.OpenSQLiteReadOnly(filepath.Join(state, "offstage", "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown bytes.Buffer
+	err = showTaskLive(t.Context(), store, "", "shell:1", false, live, &shown, io.Discard)
+	store.Close()
+	if err != nil || len(live) != 1 || !strings.Contains(shown.String(), "offstage run --attach ") || strings.Contains(shown.String(), "--resume") {
+		t.Errorf("tasks show of a live session's undelivered result (live %v): %v\n%s", live, err, shown.String())
+	}
 	out, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach", "--budget-tokens", "5k")
 	if code != 2 || !strings.Contains(errOut, "--budget-tokens would not change it") {
 		t.Errorf("run --attach --budget-tokens: exit %d; want it refused, naming the flag:\n%s%s", code, out, errOut)

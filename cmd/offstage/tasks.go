@@ -129,7 +129,7 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch verb {
 	case "show":
-		return readErr(store, showTask(ctx, store, *session, rest[1], jsonOut, stdout, stderr))
+		return readErr(store, showTaskLive(ctx, store, *session, rest[1], jsonOut, liveSessions(jf), stdout, stderr))
 	case "cancel":
 		return readErr(store, cancelTask(ctx, store, *session, rest[1], *reason, stdout))
 	case "follow":
@@ -527,7 +527,26 @@ func undeliveredAdvice(surface, session string) string {
 	return ""
 }
 
+// liveSessions are the sessions offstage serve hosts now, if it runs.
+func liveSessions(jf journalFlags) map[string]bool {
+	live, ok := askLive(jf)
+	if !ok {
+		return nil
+	}
+	m := make(map[string]bool, len(live.Sessions))
+	for _, s := range live.Sessions {
+		m[s.ID] = true
+	}
+	return m
+}
+
 func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, w, stderr io.Writer) error {
+	return showTaskLive(ctx, store, session, id, jsonOut, nil, w, stderr)
+}
+
+// showTaskLive is offstage tasks show; live are the sessions offstage
+// serve hosts now, whose results an attach delivers.
+func showTaskLive(ctx context.Context, store *journal.DB, session, id string, jsonOut bool, live map[string]bool, w, stderr io.Writer) error {
 	t, err := findTask(ctx, store, session, id, func(msg string) { fmt.Fprintf(stderr, "offstage: %s.\n", msg) })
 	if err != nil {
 		return err
@@ -623,7 +642,11 @@ func showTask(ctx context.Context, store *journal.DB, session, id string, jsonOu
 		fmt.Fprintln(w, "  orphaned: its offstage stopped while it ran")
 	case t.Finished.IsZero():
 	default:
-		fmt.Fprintln(w, "  its result has not reached the conversation"+undeliveredAdvice(surface, t.Session))
+		advice := undeliveredAdvice(surface, t.Session)
+		if live[t.Session] && surface == "run" {
+			advice = " (its session is live under offstage serve: offstage run --attach " + t.Session + " delivers it)"
+		}
+		fmt.Fprintln(w, "  its result has not reached the conversation"+advice)
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "  error:   %s\n", t.Error)

@@ -646,14 +646,23 @@ func serveDetached(ctx context.Context, state string, jf journalFlags, args []st
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	// Another serve --detach may start one at the same time: one of them
+	// takes the lock, the others exit. Which answers says which.
 	for {
-		if c, _, err := dialServe(jf); err == nil {
-			c.Close()
-			fmt.Fprintf(stdout, "offstage serve started in the background: pid %d, log %s; offstage serve stop stops it.\n", cmd.Process.Pid, logPath)
+		if pid, ok := servePID(jf); ok {
+			if pid == cmd.Process.Pid {
+				fmt.Fprintf(stdout, "offstage serve started in the background: pid %d, log %s; offstage serve stop stops it.\n", pid, logPath)
+			} else {
+				fmt.Fprintf(stdout, "offstage serve already runs for %s (pid %d, started meanwhile); offstage serve stop stops it.\n", state, pid)
+			}
 			return nil
 		}
 		select {
 		case <-exited:
+			if pid, ok := servePID(jf); ok {
+				fmt.Fprintf(stdout, "offstage serve already runs for %s (pid %d, started meanwhile); offstage serve stop stops it.\n", state, pid)
+				return nil
+			}
 			return fmt.Errorf("offstage serve exited at once (%v); its log %s ends:\n%s", cmd.ProcessState, logPath, logTail(logPath, 2<<10))
 		case <-deadline.C:
 			return fmt.Errorf("offstage serve (pid %d) does not answer after %s; its log is %s", cmd.Process.Pid, detachWait, logPath)
@@ -662,6 +671,25 @@ func serveDetached(ctx context.Context, state string, jf journalFlags, args []st
 		case <-tick.C:
 		}
 	}
+}
+
+// servePID is the pid of the supervisor that answers for jf's state
+// directory; false if none answers.
+func servePID(jf journalFlags) (int, bool) {
+	c, _, err := dialServe(jf)
+	if err != nil {
+		return 0, false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if newWireWriter(c).send(serveHeader{Face: "ping"}) != nil {
+		return 0, false
+	}
+	var p struct{ PID int }
+	if json.NewDecoder(io.LimitReader(c, 4<<10)).Decode(&p) != nil || p.PID <= 0 {
+		return 0, false
+	}
+	return p.PID, true
 }
 
 // logTail returns the last n bytes of the file at path, or "".

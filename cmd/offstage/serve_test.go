@@ -911,3 +911,51 @@ func TestAttachingToABudgetStoppedSessionDoesNotWaitForATurn(t *testing.T) {
 	}
 	sv.wait(t)
 }
+
+// TestServeDetachAtOnce: several serve --detach at the same time (a
+// shell's profile in several terminals) leave one supervisor, and each
+// says which pid runs: the one that started it, the others that it runs
+// already. They claimed to have started a process that had exited, or
+// failed quoting the log (an outsider's finding).
+func TestServeDetachAtOnce(t *testing.T) {
+	state := serveState(t)
+	env := []string{"XDG_STATE_HOME=" + state}
+	const n = 4
+	outs := make(chan string, n)
+	var mark string
+	for range n {
+		cmd, m := offstage(t, env, "serve", "--detach", "--idle", "1h")
+		mark = m
+		cmd.Env = append(cmd.Env, markEnv+"="+mark) // one mark for all, to find any left
+		go func() {
+			out, err := cmd.CombinedOutput()
+			outs <- fmt.Sprintf("%v: %s", err, out)
+		}()
+	}
+	t.Cleanup(func() {
+		stop, _ := offstage(t, env, "serve", "stop")
+		stop.Run()
+		noSurvivors(t, mark)
+	})
+	var all []string
+	for range n {
+		all = append(all, <-outs)
+	}
+	pid, err := (&served{state: state}).ping()
+	if err != nil {
+		t.Fatalf("no supervisor answers after %d serve --detach: %v\n%s", n, err, strings.Join(all, "\n"))
+	}
+	started := 0
+	for _, o := range all {
+		switch {
+		case strings.HasPrefix(o, "<nil>: offstage serve started in the background: pid "+strconv.Itoa(pid)+","):
+			started++
+		case strings.HasPrefix(o, "<nil>: offstage serve already runs") && strings.Contains(o, "pid "+strconv.Itoa(pid)) || strings.HasPrefix(o, "<nil>: offstage serve already runs for") && !strings.Contains(o, "(pid"):
+		default:
+			t.Errorf("a serve --detach said %q; the supervisor is pid %d", o, pid)
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d say they started pid %d, want 1:\n%s", started, pid, strings.Join(all, "\n"))
+	}
+}

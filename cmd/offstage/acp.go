@@ -63,14 +63,6 @@ func acpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	if err != nil {
 		return err
 	}
-	if !f.served() && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialServe(sf.journal); err == nil {
-			fmt.Fprintf(stderr, "offstage: the sessions are hosted by offstage serve (%s): they go on when the editor goes, and session/load attaches to them.\n", sock)
-			return relayStream(ctx, conn, "acp", args, stdin, stdout)
-		} else if !errors.Is(err, errNoServe) {
-			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the sessions run in this process.\n", sock, err)
-		}
-	}
 	// Without a model (no key, the likeliest first slip in an editor's
 	// settings) the agent still answers initialize: an editor shows an
 	// agent that exits at once as dead, and the message on stderr where
@@ -88,6 +80,24 @@ func acpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	cwd, err := workDir(f.cwd)
 	if err != nil {
 		return err
+	}
+	if !f.served() && !*noServe && !sf.journal.noJournal {
+		if conn, sock, err := dialServe(sf.journal); err == nil {
+			// Checked here first: relayed, a mistake would reach only the
+			// supervisor's log, and the editor would see an agent that ends.
+			if len(rest) > 0 {
+				conn.Close()
+				return usagef("acp takes no arguments (got %q)", rest[0])
+			}
+			if _, err := sf.policy(); err != nil {
+				conn.Close()
+				return err
+			}
+			fmt.Fprintf(stderr, "offstage: the sessions are hosted by offstage serve (%s): they go on when the editor goes, and session/load attaches to them.\n", sock)
+			return relayStream(ctx, conn, "acp", args, stdin, stdout)
+		} else if !errors.Is(err, errNoServe) {
+			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the sessions run in this process.\n", sock, err)
+		}
 	}
 	if f.served() {
 		return servedACP(ctx, f, &sf, model, noModel, *yolo, cwd, rest, stdin, stdout, stderr)

@@ -959,3 +959,35 @@ func TestServeDetachAtOnce(t *testing.T) {
 		t.Errorf("%d say they started pid %d, want 1:\n%s", started, pid, strings.Join(all, "\n"))
 	}
 }
+
+// TestARelayedACPSaysItsMistakes: offstage acp with a supervisor running
+// checks its arguments and the user's config file before it relays, so a
+// mistake reaches the editor's stderr with exit 2; relayed, it reached
+// only the supervisor's log and the agent ended with 0.
+func TestARelayedACPSaysItsMistakes(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	config := t.TempDir()
+	os.MkdirAll(filepath.Join(config, "offstage"), 0o700)
+	os.WriteFile(filepath.Join(config, "offstage", "config.yaml"), []byte("sandbox: {mode: nope}\n"), 0o600)
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"acp", "--script", writeScript(t, `{"turns": []}`), "extra"}, `acp takes no arguments (got "extra")`},
+		{[]string{"XDG_CONFIG_HOME=" + config}, []string{"acp", "--script", writeScript(t, `{"turns": []}`)}, "config.yaml"},
+	} {
+		cmd, _ := offstage(t, append([]string{"XDG_STATE_HOME=" + state}, tc.env...), tc.args...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		if exitOf(t, err) != 2 || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "hosted by offstage serve") {
+			t.Errorf("offstage %q under serve: %v; want exit 2 saying %q before any relay:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}

@@ -310,6 +310,11 @@ type Session struct {
 	turning    atomic.Bool // set while turnMu is held (InTurn)
 	cancelMu   sync.Mutex
 	cancelTurn context.CancelCauseFunc // guarded by cancelMu: cancels the running turn, nil between turns
+	// taken: Run has taken a line from its input whose turn has not
+	// started yet; cancelNext is a cancel that came meanwhile, for that
+	// turn. Guarded by cancelMu.
+	taken      bool
+	cancelNext error
 	closing    atomic.Bool
 	autonomous atomic.Int64  // autonomous turns run so far
 	carried    *carried      // what a resumed conversation still has to hear; nil when none
@@ -530,6 +535,9 @@ func (s *Session) Turn(ctx context.Context, input string, sink Sink) (string, er
 		if err == nil {
 			err = ErrNoModel
 		}
+		s.cancelMu.Lock()
+		s.taken, s.cancelNext = false, nil
+		s.cancelMu.Unlock()
 		emit(sink, Event{Type: TurnStart})
 		emit(sink, Event{Type: TurnEnd, Err: err})
 		return "", err
@@ -566,6 +574,12 @@ func (s *Session) runTurn(ctx context.Context, blocks []provider.Block, autonomo
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.cancelMu.Lock()
 	s.cancelTurn = cancel
+	if !autonomous {
+		if s.cancelNext != nil { // cancelled before it started
+			cancel(s.cancelNext)
+		}
+		s.taken, s.cancelNext = false, nil
+	}
 	s.cancelMu.Unlock()
 	defer func() {
 		s.cancelMu.Lock()
@@ -640,6 +654,7 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 			if !ok {
 				return
 			}
+			s.take()
 			s.Turn(ctx, line, sink)
 		case <-ready:
 			if s.cfg.NoContinuation {
@@ -653,6 +668,7 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 				if !ok {
 					return
 				}
+				s.take()
 				s.Turn(ctx, line, sink) // user input arrived meanwhile: its turn reflows the results
 				continue
 			}
@@ -791,10 +807,22 @@ func (s *Session) cancelTurnCause(cause error) bool {
 	s.cancelMu.Lock()
 	defer s.cancelMu.Unlock()
 	if s.cancelTurn == nil {
+		if s.taken { // Run took the line; its turn has not started
+			s.cancelNext = cause
+			return true
+		}
 		return false
 	}
 	s.cancelTurn(cause)
 	return true
+}
+
+// take notes that Run took a line from its input: a cancel that comes
+// before its turn starts is that turn's (it was lost).
+func (s *Session) take() {
+	s.cancelMu.Lock()
+	s.taken, s.cancelNext = true, nil
+	s.cancelMu.Unlock()
 }
 
 // AutonomousTurns returns how many autonomous turns Run has started.

@@ -262,6 +262,12 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 		sup.logger.Warn(fmt.Sprintf("serve: refused a connection from uid %d pid %d: only uid %d may use it (%v)", uid, pid, os.Getuid(), err))
 		return
 	}
+	if fenced, err := peerNoNewPrivs(c, pid); fenced || err != nil {
+		// A sandboxed command (no_new_privs) must not have sessions
+		// started outside its sandbox, nor reach the user's others.
+		sup.logger.Warn(fmt.Sprintf("serve: refused a connection from pid %d: it runs under no_new_privs, as a sandboxed command does (%v)", pid, err))
+		return
+	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, err := readWireLine(br)

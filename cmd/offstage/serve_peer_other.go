@@ -12,3 +12,7 @@ import (
 func peer(*net.UnixConn) (uid, pid int, err error) {
 	return 0, 0, errors.ErrUnsupported
 }
+
+func noNewPrivs() bool { return false }
+
+func peerNoNewPrivs(*net.UnixConn, int) (bool, error) { return false, nil }

@@ -991,3 +991,62 @@ func TestARelayedACPSaysItsMistakes(t *testing.T) {
 	}
 	sv.wait(t)
 }
+
+// rawPingEnv makes the test binary ping the supervisor at its socket
+// path directly, skipping the client's own checks, and print what it got.
+const rawPingEnv = "OFFSTAGE_TEST_RAW_PING"
+
+func rawPing(sock string) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Println("raw ping:", err)
+		return
+	}
+	defer c.Close()
+	json.NewEncoder(c).Encode(serveHeader{Face: "ping"})
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var p struct{ PID int }
+	if err := json.NewDecoder(c).Decode(&p); err != nil {
+		fmt.Println("raw ping: refused:", err)
+		return
+	}
+	fmt.Println("raw ping: answered by pid", p.PID)
+}
+
+// TestASandboxedCommandCannotUseServe: a sandboxed command of a session
+// hosted by offstage serve that runs offstage itself gets a session in its
+// own process, inside its sandbox, and a client that skips that check is
+// refused by the supervisor. It reached the supervisor's socket and had it
+// start a session outside the sandbox, whose command wrote where the
+// sandbox forbade (an outsider's finding, critical).
+func TestASandboxedCommandCannotUseServe(t *testing.T) {
+	if _, err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}); err != nil {
+		if os.Getenv("OFFSTAGE_REQUIRE_SANDBOX") != "" {
+			t.Fatalf("no sandbox on this host, and OFFSTAGE_REQUIRE_SANDBOX is set: %v", err)
+		}
+		t.Skipf("no sandbox on this host: %v", err)
+	}
+	state := serveState(t)
+	sv := startServe(t, state)
+	outside := filepath.Join(t.TempDir(), "escaped")
+	inner := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo escaped > `+outside+`"}}]},
+		{"text": "inner done"}]}`)
+	sock := socketPath(filepath.Join(state, "offstage"))
+	outer := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "'`+os.Args[0]+`' run --script `+inner+` go 2>&1; `+rawPingEnv+`=`+sock+` '`+os.Args[0]+`'"}}]},
+		{"expect": "(?s)no_new_privs.*raw ping: refused", "text": "outer done"}]}`)
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state, "XDG_CONFIG_HOME=" + t.TempDir()}, "run", "--sandbox", "workspace-write", "--script", outer, "go")
+	out, err := cmd.CombinedOutput()
+	if _, statErr := os.Stat(outside); statErr == nil || err != nil || !strings.Contains(string(out), "is hosted by offstage serve") || !strings.Contains(string(out), "outer done") {
+		t.Errorf("a sandboxed command that runs offstage under serve (written outside: %v): %v\n%s", statErr == nil, err, out)
+	}
+	if !strings.Contains(sv.stderr.String(), "runs under no_new_privs") {
+		t.Errorf("offstage serve does not say it refused the sandboxed client:\n%s", sv.stderr.String())
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
+	if code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}

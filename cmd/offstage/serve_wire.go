@@ -135,6 +135,13 @@ func (s stream) Write(p []byte) (int, error) {
 // errNoServe means no supervisor runs for the state directory: no socket.
 var errNoServe = errors.New("offstage serve is not running")
 
+// errServeFenced: this process runs under no_new_privs, as every
+// sandboxed command does, and offstage serve hosts nothing for it. A
+// sandboxed command that reached the supervisor could have it start a
+// session outside its sandbox (an outsider's finding); inside it, a
+// session runs in its own process, fenced as its caller is.
+var errServeFenced = errors.New("this process runs under no_new_privs, as a sandboxed command does, and offstage serve hosts nothing for it: its sessions run in this process, in its sandbox")
+
 // socketPath is offstage serve's socket for a state directory.
 func socketPath(state string) string { return filepath.Join(state, "run", "serve.sock") }
 
@@ -160,6 +167,9 @@ func dialServe(jf journalFlags) (*net.UnixConn, string, error) {
 	sock := socketPath(state)
 	if _, err := os.Lstat(sock); errors.Is(err, os.ErrNotExist) {
 		return nil, sock, errNoServe
+	}
+	if noNewPrivs() {
+		return nil, sock, errServeFenced
 	}
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {

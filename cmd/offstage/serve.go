@@ -565,7 +565,32 @@ type liveSession struct {
 	Attached bool        `json:"attached"`
 	Started  time.Time   `json:"started"`
 	Left     time.Time   `json:"left,omitzero"` // when its last client went
-	Tasks    []task.Info `json:"tasks"`
+	Tasks    []liveTask  `json:"tasks"`
+}
+
+// liveTask is a task of a live session, named as offstage tasks --json
+// names a task's fields (it gave Go's field names and a state number).
+type liveTask struct {
+	ID        string        `json:"task_id"`
+	Kind      string        `json:"kind"`
+	Label     string        `json:"label"`
+	Owner     string        `json:"owner,omitempty"`
+	State     journal.State `json:"state"`
+	Created   time.Time     `json:"created"`
+	Finished  time.Time     `json:"finished,omitzero"`
+	ExitCode  *int          `json:"exit_code,omitempty"`
+	Delivered bool          `json:"delivered"`
+	EndedBy   string        `json:"ended_by,omitempty"`
+	EndReason string        `json:"end_reason,omitempty"`
+}
+
+func liveTasks(is []task.Info) []liveTask {
+	out := make([]liveTask, len(is))
+	for k, i := range is {
+		out[k] = liveTask{ID: i.ID, Kind: i.Kind, Label: i.Label, Owner: i.Owner, State: journal.StateOf(i.State), Created: i.Created,
+			Finished: i.Finished, ExitCode: i.ExitCode, Delivered: i.Delivered, EndedBy: i.EndedBy, EndReason: i.EndReason}
+	}
+	return out
 }
 
 // closeAnswer is the supervisor's answer to offstage sessions close: the
@@ -596,11 +621,11 @@ func (sup *supervisor) live() liveState {
 		h.mu.Lock()
 		ls := liveSession{ID: h.s.ID(), Face: h.face, Attached: h.attached, Started: h.started, Left: h.left}
 		h.mu.Unlock()
-		ls.Tasks = h.s.Table().List()
+		ls.Tasks = liveTasks(h.s.Table().List())
 		st.Sessions = append(st.Sessions, ls)
 	}
 	for _, k := range sup.acp.Sessions() {
-		st.Sessions = append(st.Sessions, liveSession{ID: k.ID, Face: "acp", Attached: k.Attached, Started: k.Started, Left: k.Left, Tasks: k.Tasks})
+		st.Sessions = append(st.Sessions, liveSession{ID: k.ID, Face: "acp", Attached: k.Attached, Started: k.Started, Left: k.Left, Tasks: liveTasks(k.Tasks)})
 	}
 	slices.SortFunc(st.Sessions, func(a, b liveSession) int { return a.Started.Compare(b.Started) })
 	return st

@@ -95,6 +95,11 @@ func TestMCPSessionOutlivesItsClientUnderServe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, s.ID+"  mcp") || !strings.Contains(out, "detached") || !strings.Contains(out, id+" running") {
 		t.Errorf("offstage sessions: exit %d; want %s, mcp, detached, %s running:\n%s%s", code, s.ID, id, out, errOut)
 	}
+	// --json names a task's fields as tasks --json does (it gave Go's
+	// field names and a state number: an outsider's finding).
+	if js, errOut, code, _ := runIn(t, state, nil, "sessions", "--json"); code != 0 || !strings.Contains(js, `"task_id":"`+id+`"`) || !strings.Contains(js, `"state":"running"`) || strings.Contains(js, `"ID"`) {
+		t.Errorf("offstage sessions --json: exit %d:\n%s%s", code, js, errOut)
+	}
 	_, errOut, code, _ = runIn(t, state, nil, "tasks")
 	if code != 0 || !strings.Contains(errOut, s.ID+" (mcp, no client for") || !strings.Contains(errOut, "running: "+id+" running") {
 		t.Errorf("offstage tasks: exit %d; want the MCP session, no client, %s running:\n%s", code, id, errOut)

@@ -816,6 +816,24 @@ func TestSandboxNotRootHasKeyringsOfItsOwn(t *testing.T) {
 	}
 }
 
+// TestSandboxSetsNoOtherProcesssLimits: a sandboxed command may read the
+// limits of another process of its user, and set its own, but not set
+// another's: it lowered its forker's descriptors to 3, which broke every
+// sandboxed start after, and a supervisor's CPU time to 0, which killed
+// it with every session's work (an outsider's finding).
+func TestSandboxSetsNoOtherProcesssLimits(t *testing.T) {
+	st := needSandbox(t)
+	if strings.Contains(strings.Join(st.Gaps, "|"), "set-uid") {
+		t.Skip("the seccomp filter is not built for this architecture")
+	}
+	bothWays(t, func(t *testing.T) {
+		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), os.Args[0]+" prlimit "+strconv.Itoa(os.Getpid()))
+		if want := "read: ok\nset: operation not permitted\nset own: ok\n"; out != want {
+			t.Errorf("prlimit of this host from a sandboxed command:\n%s\nwant:\n%s", out, want)
+		}
+	})
+}
+
 // TestSandboxLeavesNoSetIDProgram (found attacking 488a9b1): a command
 // owns what it makes and needs no capability to make it set-uid; run by
 // root, it left a set-uid root copy of bash in the workspace, which any

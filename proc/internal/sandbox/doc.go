@@ -57,8 +57,11 @@
 //     refuses (EPERM) chmod, fchmod, fchmodat(2), mknod(at) with those
 //     bits, and open, openat and creat that create a file with them;
 //     openat2 and io_uring, which it cannot see into, are refused with
-//     ENOSYS (programs fall back). On amd64 and arm64 (and their 32-bit
-//     ABIs); elsewhere a gap the status states.
+//     ENOSYS (programs fall back). The same filter refuses prlimit64
+//     that sets another process's limits (reading them, and setting its
+//     own, stay): a command lowered its forker's descriptors, or its
+//     supervisor's CPU time, and broke every session. On amd64 and arm64
+//     (and their 32-bit ABIs); elsewhere a gap the status states.
 //   - A session of its own with no controlling terminal (a terminal of
 //     its own with Config.TTY), and no descriptor but its own.
 //

@@ -19,6 +19,7 @@ var setidArches = []setidArch{
 		{nr: 257, mode: 3, open: 2},  // openat
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
+		{nr: 302, others: true},      // prlimit64
 	}},
 	{arch: unix.AUDIT_ARCH_I386, calls: []setidCall{
 		{nr: 15, mode: 1, open: -1},  // chmod
@@ -32,5 +33,6 @@ var setidArches = []setidArch{
 		{nr: 295, mode: 3, open: 2},  // openat
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
+		{nr: 340, others: true},      // prlimit64
 	}},
 }

@@ -15,6 +15,7 @@ var setidArches = []setidArch{
 		{nr: 56, mode: 3, open: 2},   // openat
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
+		{nr: 261, others: true},      // prlimit64
 	}},
 	{arch: unix.AUDIT_ARCH_ARM, calls: []setidCall{
 		{nr: 15, mode: 1, open: -1},  // chmod
@@ -28,5 +29,6 @@ var setidArches = []setidArch{
 		{nr: 322, mode: 3, open: 2},  // openat
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
+		{nr: 369, others: true},      // prlimit64
 	}},
 }

@@ -26,6 +26,12 @@ type setidCall struct {
 	nr   uint32
 	mode int // argument holding the mode; -1: refused whole (ENOSYS)
 	open int // argument holding the open flags, when it creates only with O_CREAT or O_TMPFILE; -1 else
+	// others: prlimit64, refused (EPERM) when it would set the limits of
+	// another process (a pid, not 0, and new limits given). A command
+	// lowered its forker's descriptors to 3, which broke every sandboxed
+	// start after, or a supervisor's CPU time to 0, which killed it and
+	// every session's work (an outsider's finding); reading them stays.
+	others bool
 }
 
 // setidArch is one ABI's calls, under its audit architecture.
@@ -93,6 +99,12 @@ func setidProgram(arches []setidArch) []unix.SockFilter {
 		for _, c := range a.calls {
 			var check []unix.SockFilter
 			switch {
+			case c.others:
+				check = []unix.SockFilter{
+					stmt(ldW, arg(2)), jump(jeq, 0, 0, 2), // new limits: low word
+					stmt(ldW, arg(2)+4), jump(jeq, 0, 3, 0), // and high: none given, allow
+					stmt(ldW, arg(0)), jump(jeq, 0, 1, 0), // pid 0: its own
+					stmt(ret, eperm), stmt(ret, allow)}
 			case c.mode < 0:
 				check = []unix.SockFilter{stmt(ret, enosys)}
 			case c.open < 0:

@@ -214,6 +214,9 @@ func writeLive(w io.Writer, st liveState, now time.Time) {
 			}
 		}
 		what := "nothing running"
+		if len(run) > maxListed {
+			run = append(run[:maxListed], fmt.Sprintf("and %d more", len(run)-maxListed))
+		}
 		if len(run) > 0 {
 			what = "running: " + strings.Join(run, ", ")
 		}

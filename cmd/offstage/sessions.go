@@ -15,6 +15,10 @@ import (
 	"github.com/offstage/offstage/internal/text"
 )
 
+// maxListed bounds the unfinished tasks a line of offstage sessions (or
+// offstage tasks' live sessions) names; the rest are counted.
+const maxListed = 8
+
 const sessionsUsage = `Usage: offstage sessions [--json] [--state-dir DIR]
        offstage sessions close ID [--state-dir DIR]
 
@@ -126,6 +130,9 @@ func writeSessions(w io.Writer, st liveState, now time.Time) {
 			}
 		}
 		unfinished := "none"
+		if len(run) > maxListed { // a line a terminal can show: sessions --json has them all
+			run = append(run[:maxListed], fmt.Sprintf("and %d more", len(run)-maxListed))
+		}
 		if len(run) > 0 {
 			unfinished = strings.Join(run, ", ")
 		}

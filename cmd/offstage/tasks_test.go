@@ -479,3 +479,22 @@ func TestUndeliveredAdviceFitsTheFace(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSessionLinesAreBounded: a session with hundreds of unfinished
+// tasks names the first few on its line in offstage sessions and offstage
+// tasks, and counts the rest; the line named 400 (an outsider's finding).
+func TestLiveSessionLinesAreBounded(t *testing.T) {
+	var tasks []liveTask
+	for i := range 400 {
+		tasks = append(tasks, liveTask{ID: fmt.Sprintf("shell:%d", i+1), State: journal.Queued})
+	}
+	st := liveState{PID: 1, Sessions: []liveSession{{ID: "S1", Face: "mcp", Tasks: tasks}}}
+	var a, b bytes.Buffer
+	writeSessions(&a, st, time.Now())
+	writeLive(&b, st, time.Now())
+	for name, out := range map[string]string{"sessions": a.String(), "tasks": b.String()} {
+		if !strings.Contains(out, "shell:8 queued, and 392 more") || strings.Contains(out, "shell:9 ") || len(out) > 600 {
+			t.Errorf("offstage %s with 400 unfinished tasks:\n%s", name, out)
+		}
+	}
+}

@@ -292,6 +292,11 @@ func sleeping(pid int) bool {
 func TestKeepOnDisconnect(t *testing.T) {
 	svc := newService(t, mcpserver.Config{KeepOnDisconnect: true})
 	cs := client(t, svc, nil)
+	// The model is told its work outlives the connection, not that it
+	// ends with the session (an outsider's finding).
+	if got := cs.InitializeResult().Instructions; !strings.Contains(got, "go on to their end") || strings.Contains(got, "end when this session ends") {
+		t.Errorf("the instructions of a kept session: %q", got)
+	}
 	call(t, cs, "bash", `{"command": "sleep 100", "run_in_background": true}`, nil)
 	pgid := pidOf(t, cs, "shell:1")
 	cs.Close()

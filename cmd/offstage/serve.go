@@ -560,12 +560,12 @@ func (sup *supervisor) isStopping() bool {
 
 // liveSession is a hosted session as offstage tasks shows it.
 type liveSession struct {
-	ID       string      `json:"id"`
-	Face     string      `json:"face"`
-	Attached bool        `json:"attached"`
-	Started  time.Time   `json:"started"`
-	Left     time.Time   `json:"left,omitzero"` // when its last client went
-	Tasks    []liveTask  `json:"tasks"`
+	ID       string     `json:"id"`
+	Face     string     `json:"face"`
+	Attached bool       `json:"attached"`
+	Started  time.Time  `json:"started"`
+	Left     time.Time  `json:"left,omitzero"` // when its last client went
+	Tasks    []liveTask `json:"tasks"`
 }
 
 // liveTask is a task of a live session, named as offstage tasks --json

@@ -407,6 +407,9 @@ func (srv *server) session(id acp.SessionId) (*session, error) {
 	defer srv.mu.Unlock()
 	s, ok := srv.sessions[id]
 	if !ok {
+		if srv.cfg.Keep != nil { // sessions outlive the connection: load it
+			return nil, invalid("session %q is not open on this connection: session/load it (session/list lists them), or create one with session/new", id)
+		}
 		return nil, invalid("unknown session %q: create one with session/new (sessions do not survive a restart of the agent)", id)
 	}
 	return s, nil

@@ -115,7 +115,7 @@ func (rs *runSession) detach(w io.Writer) error {
 	rs.face.host.detach(rs.h)
 	if rs.face.host.isStopping() {
 		fmt.Fprintf(w, "offstage: offstage serve stopped: session %s closed, and every process was reaped.\n", rs.s.ID())
-		return nil
+		return exitStatus(1) // said: the run did not end as asked
 	}
 	work := fmt.Sprintf("its work goes on under offstage serve (%s)", text.Plural(n, "running task"))
 	if n == 0 {

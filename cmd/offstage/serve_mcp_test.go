@@ -196,7 +196,7 @@ func TestMCPClientsUnderServe(t *testing.T) {
 
 	// offstage sessions close of a session whose client is attached ends
 	// its work and disconnects the client.
-	cs, _, mark, _ := mcpClient(t, state)
+	cs, mcpCmd, mark, mcpErr := mcpClient(t, state)
 	id := startShell(t, cs, "sleep 300")
 	waitSurvivors(t, mark, 2)
 	s := sv.waitLive(t, "one attached MCP session", func(s []liveSession) bool { return len(s) == 1 && s[0].Attached })[0]
@@ -209,6 +209,11 @@ func TestMCPClientsUnderServe(t *testing.T) {
 	case <-waited:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the MCP client of a closed session is still connected")
+	}
+	// offstage mcp says why its connection ended, and fails: it exited 0
+	// saying nothing (an outsider's finding).
+	if mcpCmd.ProcessState == nil || mcpCmd.ProcessState.ExitCode() != 1 || !strings.Contains(mcpErr.String(), "offstage serve closed the mcp connection while its client was still there") {
+		t.Errorf("offstage mcp whose session was closed under it: %v\n%s", mcpCmd.ProcessState, mcpErr.String())
 	}
 	if r := waitTask(t, state, id, func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "user" {
 		t.Errorf("%s of the attached session closed: %v; want ended_by user", id, r)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -308,15 +309,22 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 		return fmt.Errorf("offstage serve closed the connection before the %s began (%v): it does when the connection comes from another user, and when it stops; its log says which", face, err)
 	}
 	c.SetWriteDeadline(time.Time{})
+	var inputEnded atomic.Bool
 	go func() { // left behind at exit, blocked on stdin: main exits
 		io.Copy(c, stdin)
+		inputEnded.Store(true)
 		c.CloseWrite()
 	}()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	_, err := io.Copy(stdout, c)
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return nil
+	case err == nil && !inputEnded.Load():
+		// The supervisor ended it, not the client: it was stopped, or
+		// offstage sessions close closed the session.
+		return fmt.Errorf("offstage serve closed the %s connection while its client was still there: it was stopped, or offstage sessions close ended the session; offstage tasks says what became of its work", face)
 	}
 	return err
 }

@@ -163,24 +163,7 @@ func helper(args []string) int {
 	case "userkey": // add|read|sread UID DESC, or session UID DESC COMMAND: keyrings (keyring_linux_test.go)
 		return userKey(args)
 	case "prlimit": // PID: read PID's descriptor limit, then set it to what it is; say each outcome
-		pid, _ := strconv.Atoi(args[1])
-		var old unix.Rlimit
-		if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
-			fmt.Println("read:", err)
-		} else {
-			fmt.Println("read: ok")
-		}
-		if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
-			fmt.Println("set:", err)
-		} else {
-			fmt.Println("set: ok")
-		}
-		if err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &old, nil); err != nil {
-			fmt.Println("set own:", err)
-		} else {
-			fmt.Println("set own: ok")
-		}
-		return 0
+		return prlimitOthers(args)
 	case "setid": // PATH: create PATH with mode 04755 (open, then openat2-less fallbacks), say its mode or why not
 		fd, err := unix.Open(args[1], unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o4755)
 		if err != nil {

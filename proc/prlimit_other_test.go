@@ -1,0 +1,5 @@
+//go:build !linux
+
+package proc_test
+
+func prlimitOthers([]string) int { return 1 }

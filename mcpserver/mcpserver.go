@@ -223,7 +223,8 @@ func (s *Service) implementation() *mcp.Implementation {
 const instructions = `offstage runs shell commands and sub-agents in the background for you. Start long work (builds, tests, servers) with bash and run_in_background: true, keep working, and read its output with task_output or wait with task_wait (one call, not a loop). Your tasks are yours alone, and they end when this session ends.`
 
 // keptInstructions are instructions for a session that outlives its
-// connection (Config.Keep): its tasks go on when the client goes.
+// connection (Config.Keep, KeepOnDisconnect): its tasks go on when the
+// client goes.
 const keptInstructions = `offstage runs shell commands and sub-agents in the background for you. Start long work (builds, tests, servers) with bash and run_in_background: true, keep working, and read its output with task_output or wait with task_wait (one call, not a loop). Your tasks are yours alone. If this connection ends while they run, they go on to their end and are recorded (offstage tasks shows them), and nobody can reach them from another connection.`
 
 // Server returns a new server for one MCP session. It is cheap until its
@@ -231,7 +232,7 @@ const keptInstructions = `offstage runs shell commands and sub-agents in the bac
 func (s *Service) Server() *mcp.Server {
 	c := &conn{svc: s, done: make(chan struct{}), kick: make(chan struct{}, 1), subs: make(map[string]int64), listed: make(map[string]struct{})}
 	says := instructions
-	if s.cfg.Keep != nil {
+	if s.cfg.Keep != nil || s.cfg.KeepOnDisconnect {
 		says = keptInstructions
 	}
 	c.server = mcp.NewServer(s.implementation(), &mcp.ServerOptions{

@@ -665,6 +665,9 @@ func TestKeepDetachesASessionWhoseClientWent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := client(t, svc, nil)
+	if got := cs.InitializeResult().Instructions; !strings.Contains(got, "go on to their end") {
+		t.Errorf("the instructions of a kept session: %q", got)
+	}
 	call(t, cs, "bash", `{"command": "sleep 100", "run_in_background": true}`, nil)
 	pgid := pidOf(t, cs, "shell:1")
 	cs.Close()

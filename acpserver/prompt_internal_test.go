@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -186,5 +187,18 @@ func TestPlainPromptIsRead(t *testing.T) {
 			t.Errorf("%s was not read in place", params)
 		}
 		samePrompt(t, []byte(params))
+	}
+}
+
+// TestAPromptBlockOfAnUnknownTypeIsNamed: the SDK decodes a block of a
+// type it does not know as text, with that type; the prompt was refused
+// as empty (an outsider's finding). It is refused naming the block.
+func TestAPromptBlockOfAnUnknownTypeIsNamed(t *testing.T) {
+	p, err := promptParams([]byte(`{"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}, {"type": "bogus"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := promptText(p.Prompt); err == nil || !strings.Contains(err.Error(), `prompt block 1 is of type \"bogus\"`) && !strings.Contains(err.Error(), `prompt block 1 is of type "bogus"`) {
+		t.Errorf("a prompt with a block of type bogus: %v", err)
 	}
 }

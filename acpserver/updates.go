@@ -357,6 +357,10 @@ func promptText(blocks []acp.ContentBlock) (string, error) {
 			b.WriteString("\n")
 		}
 		switch {
+		case c.Text != nil && c.Text.Type != "" && c.Text.Type != "text":
+			// The SDK decodes a block of a type it does not know as text,
+			// with that type: it was "the prompt is empty".
+			return "", invalid("prompt block %d is of type %q, which offstage does not know; send text blocks (text, resource_link, or an embedded text resource)", i, c.Text.Type)
 		case c.Text != nil:
 			b.WriteString(c.Text.Text)
 		case c.ResourceLink != nil:

@@ -214,7 +214,7 @@ type harness struct {
 
 func start(t *testing.T, script string, cfg acpserver.Config) *harness {
 	t.Helper()
-	if cfg.Agent.Model == nil {
+	if cfg.Agent.Model == nil && script != noModelScript {
 		m, err := scripted.Parse([]byte(script))
 		if err != nil {
 			t.Fatal(err)
@@ -1036,6 +1036,27 @@ func TestKeeperListsAndClosesSessions(t *testing.T) {
 	}
 	if _, ok, _ := keep.CloseSession(string(detached), cause); ok || keep.Len() != 0 {
 		t.Errorf("a second CloseSession found the session (Len %d)", keep.Len())
+	}
+}
+
+// noModelScript starts an agent without a model (start).
+const noModelScript = "(no model)"
+
+// TestLoadingAHeldSessionSaysItIsHeld: an agent without a model that is
+// asked to load a live session another connection holds says it is held
+// (a live session has its own model); it said "no model" (an outsider's
+// finding).
+func TestLoadingAHeldSessionSaysItIsHeld(t *testing.T) {
+	keep := acpserver.NewKeeper(context.Background())
+	defer keep.Close(task.ErrClosed)
+	cfg := acpserver.Config{Keep: keep, Surface: agent.Surface{Journal: &recorded{}}}
+	first := start(t, `{"turns": []}`, cfg)
+	id := first.session(t)
+	cfg.NoModel = "offstage has no model: set OPENAI_API_KEY"
+	second := start(t, noModelScript, cfg)
+	_, err := second.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: second.dir, SessionId: id, McpServers: []acp.McpServer{}})
+	if err == nil || !strings.Contains(err.Error(), "open on another connection") || strings.Contains(err.Error(), "no model") {
+		t.Errorf("loading a session held by another connection, with no model: %v", err)
 	}
 }
 

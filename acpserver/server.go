@@ -307,9 +307,6 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if srv.cfg.Surface.Journal == nil {
 		return acp.LoadSessionResponse{}, notOffered(acp.AgentMethodSessionLoad, "this agent keeps no journal")
 	}
-	if err := srv.noModel(); err != nil {
-		return acp.LoadSessionResponse{}, err
-	}
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
@@ -336,6 +333,11 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 			srv.cfg.Logger.Info("live session attached", "session", p.SessionId, "messages", len(history))
 			return acp.LoadSessionResponse{}, nil
 		}
+	}
+	// A live session has its model; one loaded from the journal needs
+	// this agent's (asked after, so that a held session says it is held).
+	if err := srv.noModel(); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
 	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {

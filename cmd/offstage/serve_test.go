@@ -114,6 +114,15 @@ func (sv *served) liveACP(t *testing.T) int {
 	return sv.live(t).ACP
 }
 
+// stop stops offstage serve with offstage serve stop, and waits for it.
+func (sv *served) stop(t *testing.T) {
+	t.Helper()
+	if _, errOut, code, _ := runIn(t, sv.state, nil, "serve", "stop"); code != 0 {
+		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
+	}
+	sv.wait(t)
+}
+
 // wait waits for offstage serve to exit, at most 60 s.
 func (sv *served) wait(t *testing.T) {
 	t.Helper()
@@ -233,11 +242,7 @@ func TestServedOneShotRunLeavesItsShellAndAttachDeliversItOnce(t *testing.T) {
 	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
 		t.Errorf("shell:1 is not recorded delivered: %v", r)
 	}
-	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 	if _, err := os.Lstat(socketPath(filepath.Join(state, "offstage"))); !os.IsNotExist(err) {
 		t.Errorf("the socket is left after stop: %v", err)
 	}
@@ -719,11 +724,7 @@ func TestAServedRunReadsItsClientsConfigFile(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "is hosted by offstage serve") || !strings.Contains(string(out), "the variable was withheld") {
 		t.Errorf("a served run with its client's config file dropping MY_VISIBLE: %v\n%s", err, out)
 	}
-	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 }
 
 // TestAServedPipedRunIsNotAskedToLeaveTheSandbox: a conversation hosted by
@@ -752,11 +753,7 @@ func TestAServedPipedRunIsNotAskedToLeaveTheSandbox(t *testing.T) {
 	if _, statErr := os.Stat(target); statErr == nil || err != nil || !strings.Contains(string(out), "is hosted by offstage serve") || !strings.Contains(string(out), "refused") {
 		t.Errorf("a served, piped run whose model asks to leave the sandbox (written: %v): %v\n%s", statErr == nil, err, out)
 	}
-	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 }
 
 // TestAClientKilledInATurnFreesItsSessionAtOnce: a run SIGKILLed while its
@@ -809,11 +806,7 @@ func TestAClientKilledInATurnFreesItsSessionAtOnce(t *testing.T) {
 	if !strings.HasPrefix(got, "exit 0") || !strings.Contains(got, "meanwhile the model answered: the build is done") {
 		t.Errorf("run --attach while the killed run's turn ran: %s\nwant exit 0 and the turn's answer", got)
 	}
-	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 	noSurvivors(t, mark)
 }
 
@@ -852,11 +845,7 @@ func TestAClientThatStopsReadingIsLetGo(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "meanwhile the model answered: the answer begins lorem ipsum") {
 		t.Errorf("run --attach after the client was let go: exit %d; want the answer it did not read:\n%.2000s\n%s", code, out, errOut)
 	}
-	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 }
 
 // TestAttachingToABudgetStoppedSessionDoesNotWaitForATurn: results wait
@@ -905,11 +894,7 @@ func TestAttachingToABudgetStoppedSessionDoesNotWaitForATurn(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run --attach < /dev/null to a session whose budget stopped autonomous turns still waits after 30s")
 	}
-	_, errOut, code, _ = runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 }
 
 // TestServeDetachAtOnce: several serve --detach at the same time (a
@@ -985,11 +970,7 @@ func TestARelayedACPSaysItsMistakes(t *testing.T) {
 			t.Errorf("offstage %q under serve: %v; want exit 2 saying %q before any relay:\n%s", tc.args, err, tc.want, out)
 		}
 	}
-	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 }
 
 // rawPingEnv makes the test binary ping the supervisor at its socket
@@ -1044,9 +1025,5 @@ func TestASandboxedCommandCannotUseServe(t *testing.T) {
 	if !strings.Contains(sv.stderr.String(), "runs under no_new_privs") {
 		t.Errorf("offstage serve does not say it refused the sandboxed client:\n%s", sv.stderr.String())
 	}
-	_, errOut, code, _ := runIn(t, state, nil, "serve", "stop")
-	if code != 0 {
-		t.Fatalf("offstage serve stop: exit %d: %s", code, errOut)
-	}
-	sv.wait(t)
+	sv.stop(t)
 }

@@ -659,7 +659,7 @@ func (s *spareNets) drain() int {
 // new one. It returns the namespace, or nil where it cannot be kept.
 func enterNetwork() (*os.File, error) {
 	for ns := netSpares.take(); ns != nil; ns = netSpares.take() {
-		if err := unix.Setns(int(ns.Fd()), syscall.CLONE_NEWNET); err == nil && noSockets() {
+		if err := unix.Setns(int(ns.Fd()), syscall.CLONE_NEWNET); err == nil && step.NoSockets() {
 			return ns, nil
 		}
 		ns.Close()
@@ -672,29 +672,6 @@ func enterNetwork() (*os.File, error) {
 		return nil, nil // used once, then
 	}
 	return ns, nil
-}
-
-// noSockets says whether the calling thread's network namespace holds no
-// socket at all. Its sockstat counts them, per namespace: "sockets: used
-// N" every socket, of every family, and the TCP line's "tw N" those in
-// TIME_WAIT. (Listing them, /proc/net/tcp, walks the host's whole table:
-// milliseconds.)
-func noSockets() bool {
-	b, err := os.ReadFile("/proc/thread-self/net/sockstat")
-	if err != nil {
-		return false
-	}
-	used, tw := -1, -1
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 3 && f[0] == "sockets:" && f[1] == "used":
-			used, _ = strconv.Atoi(f[2])
-		case len(f) >= 7 && f[0] == "TCP:" && f[5] == "tw":
-			tw, _ = strconv.Atoi(f[6])
-		}
-	}
-	return used == 0 && tw == 0
 }
 
 // KeepInheritedToSelf marks every descriptor this process holds past

@@ -140,7 +140,7 @@ func (n *forkerNets) enter() (int, error) {
 	for len(n.spares) > 0 {
 		fd := n.spares[len(n.spares)-1]
 		n.spares = n.spares[:len(n.spares)-1]
-		if err := unix.Setns(fd, syscall.CLONE_NEWNET); err == nil && noSockets() {
+		if err := unix.Setns(fd, syscall.CLONE_NEWNET); err == nil && NoSockets() {
 			return fd, nil
 		}
 		syscall.Close(fd)
@@ -155,9 +155,13 @@ func (n *forkerNets) enter() (int, error) {
 	return fd, nil
 }
 
-// noSockets says whether the calling thread's network namespace holds no
-// socket at all (see package sandbox's).
-func noSockets() bool {
+// NoSockets says whether the calling thread's network namespace holds no
+// socket at all, so that it may be used again. Its sockstat counts them,
+// per namespace: "sockets: used N" every socket, of every family, and the
+// TCP line's "tw N" those in TIME_WAIT. (Listing them, /proc/net/tcp,
+// walks the host's whole table: milliseconds.) The forker and the host's
+// fenced thread both ask it.
+func NoSockets() bool {
 	b, err := os.ReadFile("/proc/thread-self/net/sockstat")
 	if err != nil {
 		return false

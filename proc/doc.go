@@ -92,8 +92,8 @@
 // "marks", a mark on every process of a command, the fallback.
 // OFFSTAGE_CONTAINMENT=marks forces the fallback, =cgroup makes Start
 // fail rather than fall back. A command run by root without a sandbox is
-// forked from a fenced thread (cgroup files read-only) so that it cannot
-// leave its cgroup. macOS and other Unix systems contain a command by its
+// fenced (cgroup files read-only) between its fork and its exec, so that
+// it cannot leave its cgroup. macOS and other Unix systems contain a command by its
 // process group alone. How each holds, what escapes it, and the designs
 // rejected: package proc/internal/contain.
 //

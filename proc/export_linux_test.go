@@ -47,6 +47,10 @@ func ForkerCPU() int64 {
 	return (utime + stime) * int64(time.Second) / 100 // USER_HZ
 }
 
+// OwnFork turns the root fence's own fork on (the default) or off, and
+// says how many starts it has forked so far.
+func OwnFork(on bool) int64 { return contain.OwnFork(on) }
+
 // RootFence turns the root fence on (as it is) or off, for the starts
 // that follow.
 func RootFence(on bool) { contain.RootFence(on) }

@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,8 +26,76 @@ import (
 // namespace of its own), and so the process it leaves behind in a new
 // session ends with it (issue 34, item 2). With the root fence off, the
 // same command gets out: the test sees that its checks can fail.
+//
+// Both ways a fenced command starts are tried: forked from the caller's
+// thread and fenced in the child (the fork of our own), and forked from
+// the fenced thread. (A traced start, which v1 limits take, always goes
+// to the fenced thread: TestRootCommandForkedFenced sees the fork of our
+// own taken.)
 func TestRootCommandStaysContained(t *testing.T) {
 	requireRootCgroup(t)
+	t.Run("own fork", func(t *testing.T) { stayContained(t) })
+	t.Run("fenced thread", func(t *testing.T) {
+		proc.OwnFork(false)
+		defer proc.OwnFork(true)
+		stayContained(t)
+	})
+}
+
+// TestRootCommandForkedFenced: a root command without limits is forked
+// by the fork of our own (on amd64), and fenced as from the fenced
+// thread: the capabilities dropped from its bounding set, /sys read-only,
+// no mount even in a user namespace of its own (Landlock), in its
+// directory, with its files, in a process group of its own, with the
+// open-file limit os/exec gives (not the one Go raised for itself).
+func TestRootCommandForkedFenced(t *testing.T) {
+	requireRootCgroup(t)
+	nofile, err := exec.Command("/bin/sh", "-c", "ulimit -Sn").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const script = `grep CapBnd /proc/self/status; awk '$5 == "/sys" { split($6, o, ","); print "sys", o[1] }' /proc/self/mountinfo; pwd; ps -o pgid= -p $$; echo $$; echo err >&2; unshare -Urm --propagation unchanged sh -c 'mount -t tmpfs none /mnt 2>/dev/null && echo mount ok || echo mount refused'; ulimit -Sn`
+	for _, own := range []bool{true, false} {
+		before := proc.OwnFork(own)
+		dir := t.TempDir()
+		p := mustStart(t, proc.Config{Command: script, Dir: dir})
+		mustWait(t, p)
+		after := proc.OwnFork(true)
+		out := p.Tail(10)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 8 {
+			t.Fatalf("own fork %v: want 8 lines, got:\n%s", own, out)
+		}
+		var bnd uint64
+		fmt.Sscanf(strings.TrimPrefix(lines[0], "CapBnd:"), "%x", &bnd)
+		if bnd&(1<<21) != 0 || bnd&(1<<19) != 0 || bnd == 0 {
+			t.Errorf("own fork %v: CapBnd %x keeps CAP_SYS_ADMIN or CAP_SYS_PTRACE", own, bnd)
+		}
+		if lines[1] != "sys ro" {
+			t.Errorf("own fork %v: /sys is %q, want read-only", own, lines[1])
+		}
+		if lines[2] != dir {
+			t.Errorf("own fork %v: ran in %q, want %q", own, lines[2], dir)
+		}
+		if strings.TrimSpace(lines[3]) != lines[4] {
+			t.Errorf("own fork %v: process group %s, want its own (%s)", own, lines[3], lines[4])
+		}
+		if lines[5] != "err" {
+			t.Errorf("own fork %v: stderr said %q", own, lines[5])
+		}
+		if lines[6] != "mount refused" {
+			t.Errorf("own fork %v: in a user namespace of its own: %s", own, lines[6])
+		}
+		if want := strings.TrimSpace(string(nofile)); lines[7] != want {
+			t.Errorf("own fork %v: open-file limit %s, os/exec gives %s", own, lines[7], want)
+		}
+		if forked := after > before; forked != (own && runtime.GOARCH == "amd64") {
+			t.Errorf("own fork %v on %s: forked by it: %v", own, runtime.GOARCH, forked)
+		}
+	}
+}
+
+func stayContained(t *testing.T) {
 	out, alive := runEscape(t)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if strings.HasSuffix(line, ": ok") && !strings.HasPrefix(line, "escapee") {
@@ -171,4 +241,62 @@ func TestRootCommandsStartTogether(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestRootCommandForkedFencedUnderALowLimit runs
+// TestRootCommandForkedFenced in a copy of this test binary started with
+// a soft open-file limit below its hard one, which Go raises for itself
+// and os/exec gives back to its children: the fork of our own must too.
+func TestRootCommandForkedFencedUnderALowLimit(t *testing.T) {
+	requireRootCgroup(t)
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -Sn 512 && exec "$0" -test.run '^TestRootCommandForkedFenced$' -test.v`, os.Args[0])
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestRootCommandForkedFenced") {
+		t.Errorf("under a soft open-file limit of 512: %v\n%s", err, out)
+	}
+}
+
+// TestRootCommandThatCannotExec: a fenced command whose exec fails is
+// refused with exec's error, and its child is reaped, both ways.
+func TestRootCommandThatCannotExec(t *testing.T) {
+	requireRootCgroup(t)
+	for _, own := range []bool{true, false} {
+		proc.OwnFork(own)
+		_, err := proc.Start(context.Background(), proc.Config{Args: []string{"/nonexistent/offstage-cmd"}})
+		if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+			t.Errorf("own fork %v: start of a missing program: %v", own, err)
+		}
+		if z := zombieChildren(); len(z) > 0 {
+			t.Errorf("own fork %v: children left unreaped: %v", own, z)
+		}
+	}
+	proc.OwnFork(true)
+}
+
+// zombieChildren lists this process's children that have exited and not
+// been reaped.
+func zombieChildren() []int {
+	var zs []int
+	for _, pid := range childPIDs() {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i:]), ") Z") {
+			zs = append(zs, pid)
+		}
+	}
+	return zs
+}
+
+// childPIDs lists this process's children.
+func childPIDs() []int {
+	var pids []int
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			var pid int
+			fmt.Sscan(f, &pid)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

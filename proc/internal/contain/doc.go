@@ -81,8 +81,10 @@
 //
 // Commands run by root. Root may write any file, its own pids.max and
 // the root cgroup's cgroup.procs among them. So a host running as root
-// forks each command without a sandbox from a fenced thread (a sandbox
-// fences more): in a mount namespace, made once per host and shared by
+// fences each command without a sandbox (a sandbox fences more) between
+// its fork and its exec, in the child of a fork of its own (amd64), or
+// forks it from a fenced thread (other architectures, and a start traced
+// for v1 limits): in a mount namespace, made once per host and shared by
 // its commands, where every cgroup file system, /sys and /proc/sys are
 // read-only (EROFS), and nothing else changes; without, in its bounding
 // set, CAP_SYS_ADMIN (remount, mount, setns back), CAP_SYS_PTRACE

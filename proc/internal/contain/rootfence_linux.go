@@ -93,9 +93,10 @@ func rootFenceNote() string {
 	return s + "; a root command can still signal any process of the machine (kill -9 -1 included; the sandbox fences that where Landlock scopes signals, ABI 6) and have a daemon (systemd, cron, sshd, docker) start a process outside"
 }
 
-// fencedStart starts cmd, a root command without a sandbox, from the
-// fenced thread, and runs after (for a traced start: joining its v1
-// cgroups) on that thread, which traces it.
+// fencedStart starts cmd, a root command without a sandbox, fenced: by
+// the fork of our own where it can, or from the fenced thread, which
+// then runs after (for a traced start: joining its v1 cgroups) on that
+// thread, which traces it.
 func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int) error) (afterErr error, err error) {
 	if !filepath.IsAbs(cmd.Dir) { // the thread's working directory is the namespace's /
 		wd, err := os.Getwd()
@@ -103,6 +104,11 @@ func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int)
 			return nil, fmt.Errorf("proc: %w", err)
 		}
 		cmd.Dir = filepath.Join(wd, cmd.Dir)
+	}
+	if after == nil {
+		if ok, err := forkFenced(cmd, mntns, ruleset); ok {
+			return nil, err
+		}
 	}
 	run := func() error {
 		if err := cmd.Start(); err != nil {
@@ -142,11 +148,11 @@ func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int)
 // and sleeps, and the reply wakes a thread to spin and another to run
 // the caller. Rejected: a futex between the two instead of channels
 // (each side then sleeps in a system call holding its processor, which
-// the runtime's monitor must take back: more CPU, not less). What would
-// remove the trip: forking from the caller's own thread and fencing the
-// child between its clone and its exec (setns, the bounding set, Landlock
-// restrict), which os/exec cannot do; that needs a fork of our own, as
-// gVisor has (syscall.runtime_BeforeFork and AfterForkInChild).
+// the runtime's monitor must take back: more CPU, not less). So on amd64
+// most starts skip the trip: the fork of our own (fork_linux_amd64.go)
+// fences the child between its clone and its exec, which os/exec cannot
+// do. The fenced thread serves the rest: traced starts (v1 limits),
+// streams that are not files, and other architectures.
 var fenceThread fenceServer
 
 // fenceIdle is how long the fenced thread waits for the next start

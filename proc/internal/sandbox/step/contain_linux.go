@@ -24,7 +24,7 @@ import (
 //     as before;
 //   - dropped from its bounding set, so that the command never has them,
 //     the capabilities with which root would undo that or reach around
-//     it (containDrops): CAP_SYS_ADMIN (remount, mount, setns back into
+//     it (ContainDrops): CAP_SYS_ADMIN (remount, mount, setns back into
 //     the host's namespace), CAP_SYS_PTRACE (another process's
 //     /proc/PID/root, or its memory), and those that change the kernel
 //     itself (CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT's kexec,
@@ -41,10 +41,11 @@ import (
 // No no_new_privs: the thread is root with CAP_SYS_ADMIN, which Landlock
 // takes instead, and set-uid programs keep working.
 
-// containDrops are the capabilities a contained root command never has.
-const containDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<38 | 1<<39
+// ContainDrops are the capabilities a contained root command never has,
+// as a mask (bit n: capability n).
+const ContainDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<38 | 1<<39
 
-// ContainDropped names containDrops, for what offstage tells its user.
+// ContainDropped names ContainDrops, for what offstage tells its user.
 const ContainDropped = "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_BPF, CAP_PERFMON"
 
 // ContainNamespace moves the calling (locked) thread into a new mount
@@ -159,7 +160,7 @@ func ContainRuleset() (int, error) {
 
 // Contain fences the calling (locked) OS thread, which must then fork
 // the command and die, as Fence's caller does: into the mount namespace
-// open as mntns, without containDrops in its bounding set, and, with a
+// open as mntns, without ContainDrops in its bounding set, and, with a
 // ruleset (>= 0), in a Landlock domain of its own. The thread's working
 // directory becomes the namespace's /: the command must change into its
 // directory by path.
@@ -172,7 +173,7 @@ func Contain(mntns, ruleset int) error {
 	if err := unix.Setns(mntns, syscall.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("join the containment's mount namespace: %w", err)
 	}
-	if err := dropBounding(containDrops); err != nil {
+	if err := dropBounding(ContainDrops); err != nil {
 		return err
 	}
 	if ruleset < 0 {

@@ -1,0 +1,403 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/offstage/offstage/proc/internal/sandbox/step"
+)
+
+// Forking fenced. A root command without a sandbox is fenced between its
+// clone and its exec, in the child, from the caller's own thread: no
+// trip to the fenced thread and back through the scheduler (about 75 µs
+// of CPU a start, a tenth of what the start costs os/exec). os/exec
+// cannot run anything there, so this is a fork of our own, as small as
+// the starts it serves: a vfork (clone with CLONE_VM|CLONE_VFORK, clone3
+// into the command's cgroup) whose child, on the parent's stack while
+// the parent sleeps,
+//
+//   - makes its session or process group (setsid, setpgid) and takes the
+//     signal mask and handlers a new program needs (the runtime's
+//     AfterForkInChild, as os/exec's child does);
+//   - joins the root fence's mount namespace, changes into its
+//     directory, drops step.ContainDrops from its bounding set and
+//     enters the fence's Landlock domain: what step.Contain does to the
+//     fenced thread;
+//   - moves its files into place, takes its controlling terminal, gives
+//     back the open-file limit Go raised for itself (as os/exec does), and
+//     execs.
+//
+// A failure in the child is written to the spec (the memory is shared,
+// and the parent runs again only once the child has exec'd or exited),
+// and the child exits 253 to be reaped. Only what the root fence's starts
+// use is done: a command with other attributes (ptrace, credentials,
+// clone flags) goes to the fenced thread, as every start does on an
+// architecture without the vfork of fork_linux_amd64.s.
+//
+// The runtime's fork hooks are reached by linkname, as gVisor does: the
+// runtime keeps them for such callers (go.dev/issue/67401).
+
+//go:linkname runtimeBeforeFork syscall.runtime_BeforeFork
+func runtimeBeforeFork()
+
+//go:linkname runtimeAfterFork syscall.runtime_AfterFork
+func runtimeAfterFork()
+
+//go:linkname runtimeAfterForkInChild syscall.runtime_AfterForkInChild
+func runtimeAfterForkInChild()
+
+// vfork is in fork_linux_amd64.s.
+func vfork(trap, a1, a2, a3 uintptr) (pid uintptr, errno syscall.Errno)
+
+// noOwnFork sends every fenced start to the fenced thread (tests: both
+// ways must fence).
+var noOwnFork atomic.Bool
+
+// ownForks counts the starts forked fenced, for tests.
+var ownForks atomic.Int64
+
+// OwnFork turns the fenced starts' own fork on (the default) or off, and
+// says how many starts it has forked: a test knob, so that both ways are
+// tried, and seen to be taken.
+func OwnFork(on bool) int64 {
+	noOwnFork.Store(!on)
+	return ownForks.Load()
+}
+
+// cloneArgs is the kernel's struct clone_args, to its cgroup field.
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
+}
+
+// forkSpec is everything the child does, made before the fork: the
+// child may not allocate.
+type forkSpec struct {
+	path       *byte
+	argv, envv []*byte // nil-terminated
+	dir        *byte
+	fds        []int // fds[i] becomes the child's i; rewritten by the child
+	nextfd     int   // above every fd in fds
+	setsid     bool
+	setpgid    bool
+	setctty    bool
+	ctty       uintptr
+	mntns      uintptr
+	ruleset    int // -1: no Landlock
+	nofile     *syscall.Rlimit
+	clone3     *cloneArgs // nil: clone
+	// Written by a child that failed.
+	step  forkStep
+	errno syscall.Errno
+}
+
+// forkStep names the child's steps, for its errors.
+type forkStep uint8
+
+const (
+	stepExec forkStep = iota
+	stepSession
+	stepNamespace
+	stepDir
+	stepBounding
+	stepLandlock
+	stepFiles
+	stepTerminal
+)
+
+// forkFenced starts cmd, prepared as fencedStart's, fenced in the child
+// of a fork of our own, and sets cmd.Process. ok is false, and nothing
+// done, where cmd needs what this fork does not do: the fenced thread
+// starts it instead.
+func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error) {
+	sys := cmd.SysProcAttr
+	if noOwnFork.Load() || cmd.Err != nil || cmd.Process != nil || sys == nil || !plainAttrs(sys) {
+		return false, nil
+	}
+	nofile, known := childNofile(cmd.Path)
+	if !known {
+		return false, nil
+	}
+	streams := []any{cmd.Stdin, cmd.Stdout, cmd.Stderr}
+	files := make([]*os.File, 0, len(streams)+len(cmd.ExtraFiles))
+	for _, s := range streams {
+		f, isFile := s.(*os.File)
+		if s != nil && !isFile {
+			return false, nil // os/exec's copying goroutines
+		}
+		files = append(files, f)
+	}
+	files = append(files, cmd.ExtraFiles...)
+
+	s := &forkSpec{mntns: mntns.Fd(), ruleset: ruleset, nofile: nofile,
+		setsid: sys.Setsid, setpgid: sys.Setpgid, setctty: sys.Setctty, ctty: uintptr(sys.Ctty)}
+	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
+		return true, &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: err}
+	}
+	if s.argv, err = syscall.SlicePtrFromStrings(cmd.Args); err != nil {
+		return true, &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: err}
+	}
+	env := cmd.Environ()
+	if s.envv, err = syscall.SlicePtrFromStrings(env); err != nil {
+		return true, &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: err}
+	}
+	if s.dir, err = syscall.BytePtrFromString(cmd.Dir); err != nil { // absolute: fencedStart
+		return true, &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: err}
+	}
+	var null *os.File
+	s.fds = make([]int, len(files))
+	for i, f := range files {
+		if f == nil && i < 3 {
+			if null == nil {
+				if null, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+					return true, err
+				}
+				defer null.Close()
+			}
+			f = null
+		}
+		s.fds[i] = -1
+		if f != nil {
+			s.fds[i] = int(f.Fd())
+		}
+		s.nextfd = max(s.nextfd, s.fds[i])
+	}
+	s.nextfd = max(s.nextfd+1, len(s.fds))
+	if sys.UseCgroupFD {
+		s.clone3 = &cloneArgs{flags: syscall.CLONE_VM | syscall.CLONE_VFORK | unix.CLONE_INTO_CGROUP,
+			exitSignal: uint64(syscall.SIGCHLD), cgroup: uint64(sys.CgroupFD)}
+	}
+
+	// No descriptor opened without close-on-exec elsewhere may reach the
+	// child (os/exec's lock).
+	syscall.ForkLock.Lock()
+	pid, errno := forkChild(s)
+	runtimeAfterFork()
+	syscall.ForkLock.Unlock()
+	runtime.KeepAlive(files)
+	runtime.KeepAlive(mntns)
+	if errno != 0 {
+		return true, &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: errno}
+	}
+	if s.errno != 0 {
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(int(pid), &ws, 0, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		return true, s.err(cmd)
+	}
+	p, err := os.FindProcess(int(pid))
+	if err != nil { // not on Linux
+		return true, err
+	}
+	cmd.Process = p
+	ownForks.Add(1)
+	return true, nil
+}
+
+// plainAttrs says whether the fork of our own does all that sys asks.
+func plainAttrs(sys *syscall.SysProcAttr) bool {
+	return sys.Chroot == "" && sys.Credential == nil && !sys.Ptrace && !sys.Noctty &&
+		!sys.Foreground && sys.Pgid == 0 && sys.Pdeathsig == 0 && sys.Cloneflags == 0 &&
+		sys.Unshareflags == 0 && sys.UidMappings == nil && sys.GidMappings == nil &&
+		len(sys.AmbientCaps) == 0 && sys.PidFD == nil && !(sys.Setctty && !sys.Setsid)
+}
+
+// err is the error of a child that failed at s.step.
+func (s *forkSpec) err(cmd *exec.Cmd) error {
+	fence := func(what string) error {
+		return fmt.Errorf("proc: the root fence: %s: %w", what, s.errno)
+	}
+	switch s.step {
+	case stepSession:
+		return &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: s.errno}
+	case stepNamespace:
+		return fence("join the containment's mount namespace")
+	case stepDir:
+		return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: s.errno}
+	case stepBounding:
+		return fence("drop capabilities from the bounding set")
+	case stepLandlock:
+		return fence("landlock: restrict")
+	case stepFiles, stepTerminal:
+		return &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: s.errno}
+	}
+	return &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: s.errno}
+}
+
+// forkChild forks, and in the child does what s says and execs: it
+// returns in the parent only. The child runs on this stack while the
+// parent sleeps; so nothing here may grow the stack, allocate, or be
+// seen by the race detector, and the parent must leave this frame at
+// once.
+//
+//go:norace
+//go:nosplit
+//go:noinline
+func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
+	var (
+		err1 syscall.Errno
+		i    int
+		c    uintptr
+		lim  syscall.Rlimit
+	)
+	runtimeBeforeFork()
+	if s.clone3 != nil {
+		pid, errno = vfork(unix.SYS_CLONE3, uintptr(unsafe.Pointer(s.clone3)), unsafe.Sizeof(*s.clone3), 0)
+	} else {
+		pid, errno = vfork(syscall.SYS_CLONE, syscall.CLONE_VM|syscall.CLONE_VFORK|uintptr(syscall.SIGCHLD), 0, 0)
+	}
+	if errno != 0 || pid != 0 {
+		return // the parent, after the child exec'd or exited
+	}
+
+	// The child.
+	s.step = stepSession
+	if s.setsid {
+		if _, _, err1 = syscall.RawSyscall(syscall.SYS_SETSID, 0, 0, 0); err1 != 0 {
+			goto fail
+		}
+	}
+	if s.setpgid {
+		if _, _, err1 = syscall.RawSyscall(syscall.SYS_SETPGID, 0, 0, 0); err1 != 0 {
+			goto fail
+		}
+	}
+	runtimeAfterForkInChild()
+
+	s.step = stepNamespace
+	if _, _, err1 = syscall.RawSyscall(unix.SYS_SETNS, s.mntns, syscall.CLONE_NEWNS, 0); err1 != 0 {
+		goto fail
+	}
+	s.step = stepDir // setns left it at the namespace's /
+	if _, _, err1 = syscall.RawSyscall(syscall.SYS_CHDIR, uintptr(unsafe.Pointer(s.dir)), 0, 0); err1 != 0 {
+		goto fail
+	}
+	s.step = stepBounding
+	for c = 0; c < 64; c++ {
+		if step.ContainDrops&(1<<c) == 0 {
+			continue
+		}
+		// EINVAL: a capability this kernel does not know.
+		if _, _, err1 = syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0, 0, 0, 0); err1 != 0 && err1 != syscall.EINVAL {
+			goto fail
+		}
+	}
+	s.step = stepLandlock
+	if s.ruleset >= 0 {
+		if _, _, err1 = syscall.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(s.ruleset), 0, 0); err1 != 0 {
+			goto fail
+		}
+	}
+
+	// Files: first move each fds[i] below i out of the way of those
+	// moved down after it, then each onto i.
+	s.step = stepFiles
+	for i = 0; i < len(s.fds); i++ {
+		if s.fds[i] >= 0 && s.fds[i] < i {
+			if _, _, err1 = syscall.RawSyscall(syscall.SYS_DUP3, uintptr(s.fds[i]), uintptr(s.nextfd), syscall.O_CLOEXEC); err1 != 0 {
+				goto fail
+			}
+			s.fds[i] = s.nextfd
+			s.nextfd++
+		}
+	}
+	for i = 0; i < len(s.fds); i++ {
+		switch {
+		case s.fds[i] < 0:
+			syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(i), 0, 0)
+		case s.fds[i] == i: // dup3 onto itself would not clear close-on-exec
+			if _, _, err1 = syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(i), syscall.F_SETFD, 0); err1 != 0 {
+				goto fail
+			}
+		default:
+			if _, _, err1 = syscall.RawSyscall(syscall.SYS_DUP3, uintptr(s.fds[i]), uintptr(i), 0); err1 != 0 {
+				goto fail
+			}
+		}
+	}
+	s.step = stepTerminal
+	if s.setctty {
+		if _, _, err1 = syscall.RawSyscall(syscall.SYS_IOCTL, s.ctty, syscall.TIOCSCTTY, 1); err1 != 0 {
+			goto fail
+		}
+	}
+	// The open-file limit os/exec gives: Go's own was raised to one below
+	// the hard limit at its start; unless someone changed it since, the
+	// child gets the one this process started with.
+	if s.nofile != nil {
+		_, _, err1 = syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, syscall.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&lim)), 0, 0)
+		if err1 != 0 || (lim.Cur == s.nofile.Max-1 && lim.Max == s.nofile.Max) {
+			syscall.RawSyscall6(syscall.SYS_PRLIMIT64, 0, syscall.RLIMIT_NOFILE, uintptr(unsafe.Pointer(s.nofile)), 0, 0, 0)
+		}
+	}
+	s.step = stepExec
+	_, _, err1 = syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(s.path)),
+		uintptr(unsafe.Pointer(&s.argv[0])), uintptr(unsafe.Pointer(&s.envv[0])))
+
+fail:
+	s.errno = err1
+	for {
+		syscall.RawSyscall(syscall.SYS_EXIT, 253, 0, 0)
+	}
+}
+
+// childNofile is the open-file limit os/exec gives a child, where it
+// differs from this process's: Go raises its own soft limit to one below
+// the hard limit at its start, and gives a child the one it started
+// with, which it does not tell. A child of os/exec's, stopped at its
+// exec before it runs an instruction of path, says. known is false where
+// that could not be found out (the fenced thread then starts every
+// command, as os/exec).
+func childNofile(path string) (lim *syscall.Rlimit, known bool) {
+	nofile.once.Do(func() { nofile.lim, nofile.err = probeNofile(path) })
+	return nofile.lim, nofile.err == nil
+}
+
+var nofile struct {
+	once sync.Once
+	lim  *syscall.Rlimit
+	err  error
+}
+
+func probeNofile(path string) (*syscall.Rlimit, error) {
+	var own syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &own); err != nil {
+		return nil, err
+	}
+	if own.Max == 0 || own.Cur != own.Max-1 {
+		return nil, nil // not raised (or set since): the child inherits it
+	}
+	// Traced, the child stops at its exec: on this thread, its tracer.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command(path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var lim unix.Rlimit
+	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, nil, &lim); err != nil {
+		return nil, err
+	}
+	if lim.Cur == own.Cur && lim.Max == own.Max {
+		return nil, nil
+	}
+	if lim.Max != own.Max {
+		return nil, errors.New("the child's hard open-file limit is not this process's")
+	}
+	return &syscall.Rlimit{Cur: lim.Cur, Max: lim.Max}, nil
+}

@@ -1,29 +1,79 @@
 package contain
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// WaitExited blocks until the process pid has exited, without reaping it:
-// while the zombie stays, its pid, and so the group id, cannot be reused,
-// so killing the group afterwards can only hit the group we started.
+// WaitExited blocks until the process pid, a child of this process, has
+// exited, without reaping it: while the zombie stays, its pid, and so the
+// group id, cannot be reused, so killing the group afterwards can only
+// hit the group we started.
+//
+// The first few waits block in waitid, each holding an OS thread;
+// past blockingWaits at once, the rest wait in Go's poller, on a pidfd
+// (Linux 5.10), so that a thousand running commands do not hold a
+// thousand threads (Go's limit is ten thousand). The poller costs a
+// start a few system calls more (about 10 µs), which a thread saves.
 func WaitExited(pid int) error {
-	const pPID = 1     // P_PID
-	var info [128]byte // siginfo_t
+	if blockedWaits.Add(1) <= blockingWaits {
+		defer blockedWaits.Add(-1)
+		return waitid(unix.P_PID, pid, 0)
+	}
+	blockedWaits.Add(-1)
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return waitid(unix.P_PID, pid, 0)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd") // non-blocking: the poller's
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return waitid(unix.P_PID, pid, 0)
+	}
+	var werr error
+	if err := rc.Read(func(fd uintptr) bool {
+		// First before any wait: Read forgets what the poller saw
+		// before it began, and the process may have exited by then.
+		werr = waitid(unix.P_PIDFD, int(fd), syscall.WNOHANG)
+		return werr != errNotYet
+	}); err != nil {
+		return err
+	}
+	return werr
+}
+
+// blockingWaits is how many WaitExited may block in waitid at once.
+const blockingWaits = 32
+
+// blockedWaits counts the WaitExited blocked in waitid.
+var blockedWaits atomic.Int32
+
+// errNotYet: waitid with WNOHANG found the process still running.
+var errNotYet = errors.New("not exited yet")
+
+// waitid waits (or, with WNOHANG in flags, looks: errNotYet) for the
+// child id (by idtype) to exit, and leaves it unreaped.
+func waitid(idtype, id, flags int) error {
+	var info [128]byte // siginfo_t; si_signo first, 0 where nothing exited
 	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), uintptr(id),
+			uintptr(unsafe.Pointer(&info[0])), uintptr(syscall.WEXITED|syscall.WNOWAIT|flags), 0, 0)
 		switch {
-		case errno == 0:
-			return nil
 		case errno == syscall.EINTR:
 			continue
-		default:
+		case errno != 0:
 			return errno
+		case *(*int32)(unsafe.Pointer(&info[0])) == 0:
+			return errNotYet
 		}
+		return nil
 	}
 }
 

@@ -162,6 +162,9 @@ func helper(args []string) int {
 		return 0
 	case "userkey": // add|read|sread UID DESC, or session UID DESC COMMAND: keyrings (keyring_linux_test.go)
 		return userKey(args)
+	case "clone3": // DIR: start /bin/true by clone3 into the cgroup DIR; say "clone3: ok" or why not (Linux)
+		fmt.Println("clone3:", okOr(cloneInto(args[1])))
+		return 0
 	case "prlimit": // PID: read PID's descriptor limit, then set it to what it is; say each outcome
 		return prlimitOthers(args)
 	case "setid": // PATH: create PATH with mode 04755 (open, then openat2-less fallbacks), say its mode or why not

@@ -38,6 +38,9 @@ func escapeHelper(args []string) int {
 		report("remount "+m.point, unix.Mount("", m.point, "", unix.MS_REMOUNT|unix.MS_BIND, ""))
 		report("root cgroup.procs "+m.point, os.WriteFile(m.point+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0))
 		report("through /proc/1/root "+m.point, os.WriteFile("/proc/1/root"+m.point+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0))
+		if _, err := os.Stat(m.point + "/cgroup.controllers"); err == nil { // v2
+			report("clone3 into the root cgroup "+m.point, cloneInto(m.point))
+		}
 	}
 	report("setns into pid 1's mount namespace", setnsInit())
 	cmd := exec.Command(os.Args[0], "escape", "userns")
@@ -153,4 +156,26 @@ func sandboxedABI(args []string) int {
 	n, _ := strconv.Atoi(args[0])
 	proc.SandboxABI(n)
 	return helper(append([]string{"sandboxed"}, args[1:]...))
+}
+
+// cloneInto starts /bin/true by clone3 into the cgroup v2 directory dir,
+// opened read-only (CLONE_INTO_CGROUP: the kernel checks the right to
+// write its cgroup.procs, not the mount), and waits for it.
+func cloneInto(dir string) error {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	return cmd.Run()
+}
+
+// okOr is "ok" for no error, else the error's text.
+func okOr(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
 }

@@ -2,6 +2,17 @@
 
 package proc_test
 
+import "errors"
+
 func escapeHelper(args []string) int { return 2 }
 
 func sandboxedABI(args []string) int { return 2 }
+
+func cloneInto(dir string) error { return errors.ErrUnsupported }
+
+func okOr(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}

@@ -45,7 +45,8 @@ func TestRootCommandStaysContained(t *testing.T) {
 // TestRootCommandForkedFenced: a root command without limits is forked
 // by the fork of our own (on amd64), and fenced as from the fenced
 // thread: the capabilities dropped from its bounding set, /sys read-only,
-// no mount even in a user namespace of its own (Landlock), in its
+// no mount even in a user namespace of its own (Landlock), no clone3
+// (which starts a process in any cgroup it has a descriptor of), in its
 // directory, with its files, in a process group of its own, with the
 // open-file limit os/exec gives (not the one Go raised for itself).
 func TestRootCommandForkedFenced(t *testing.T) {
@@ -58,13 +59,13 @@ func TestRootCommandForkedFenced(t *testing.T) {
 	for _, own := range []bool{true, false} {
 		before := proc.OwnFork(own)
 		dir := t.TempDir()
-		p := mustStart(t, proc.Config{Command: script, Dir: dir})
+		p := mustStart(t, proc.Config{Command: script + "; " + os.Args[0] + " clone3 " + v2Root(t), Dir: dir, Env: append(os.Environ(), helperEnv+"=1")})
 		mustWait(t, p)
 		after := proc.OwnFork(true)
 		out := p.Tail(10)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 8 {
-			t.Fatalf("own fork %v: want 8 lines, got:\n%s", own, out)
+		if len(lines) != 9 {
+			t.Fatalf("own fork %v: want 9 lines, got:\n%s", own, out)
 		}
 		var bnd uint64
 		fmt.Sscanf(strings.TrimPrefix(lines[0], "CapBnd:"), "%x", &bnd)
@@ -88,6 +89,9 @@ func TestRootCommandForkedFenced(t *testing.T) {
 		}
 		if want := strings.TrimSpace(string(nofile)); lines[7] != want {
 			t.Errorf("own fork %v: open-file limit %s, os/exec gives %s", own, lines[7], want)
+		}
+		if want := "clone3: fork/exec /bin/true: function not implemented"; lines[8] != want {
+			t.Errorf("own fork %v: clone3 into the root cgroup: %s, want %s", own, lines[8], want)
 		}
 		if forked := after > before; forked != (own && runtime.GOARCH == "amd64") {
 			t.Errorf("own fork %v on %s: forked by it: %v", own, runtime.GOARCH, forked)
@@ -299,4 +303,16 @@ func childPIDs() []int {
 		}
 	}
 	return pids
+}
+
+// v2Root is where cgroup v2 is mounted here.
+func v2Root(t *testing.T) string {
+	t.Helper()
+	for _, m := range ownCgroups() {
+		if _, err := os.Stat(m.point + "/cgroup.controllers"); err == nil {
+			return m.point
+		}
+	}
+	t.Fatal("no cgroup v2 mount")
+	return ""
 }

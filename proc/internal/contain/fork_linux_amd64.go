@@ -30,9 +30,9 @@ import (
 //     signal mask and handlers a new program needs (the runtime's
 //     AfterForkInChild, as os/exec's child does);
 //   - joins the root fence's mount namespace, changes into its
-//     directory, drops step.ContainDrops from its bounding set and
-//     enters the fence's Landlock domain: what step.Contain does to the
-//     fenced thread;
+//     directory, drops step.ContainDrops from its bounding set, enters
+//     the fence's Landlock domain and installs its seccomp filter (no
+//     clone3): what step.Contain does to the fenced thread;
 //   - moves its files into place, takes its controlling terminal, gives
 //     back the open-file limit Go raised for itself (as os/exec does), and
 //     execs.
@@ -94,7 +94,8 @@ type forkSpec struct {
 	mntns      uintptr
 	ruleset    int // -1: no Landlock
 	nofile     *syscall.Rlimit
-	clone3     *cloneArgs // nil: clone
+	filter     *unix.SockFprog // the fence's seccomp filter; nil: none
+	clone3     *cloneArgs      // nil: clone
 	// Written by a child that failed.
 	step  forkStep
 	errno syscall.Errno
@@ -110,6 +111,7 @@ const (
 	stepDir
 	stepBounding
 	stepLandlock
+	stepFilter
 	stepFiles
 	stepTerminal
 )
@@ -138,7 +140,7 @@ func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error)
 	}
 	files = append(files, cmd.ExtraFiles...)
 
-	s := &forkSpec{mntns: mntns.Fd(), ruleset: ruleset, nofile: nofile,
+	s := &forkSpec{mntns: mntns.Fd(), ruleset: ruleset, nofile: nofile, filter: step.ContainFilter(),
 		setsid: sys.Setsid, setpgid: sys.Setpgid, setctty: sys.Setctty, ctty: uintptr(sys.Ctty)}
 	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
 		return true, &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: err}
@@ -230,6 +232,8 @@ func (s *forkSpec) err(cmd *exec.Cmd) error {
 		return fence("drop capabilities from the bounding set")
 	case stepLandlock:
 		return fence("landlock: restrict")
+	case stepFilter:
+		return fence("seccomp")
 	case stepFiles, stepTerminal:
 		return &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: s.errno}
 	}
@@ -297,6 +301,13 @@ func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
 	s.step = stepLandlock
 	if s.ruleset >= 0 {
 		if _, _, err1 = syscall.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(s.ruleset), 0, 0); err1 != 0 {
+			goto fail
+		}
+	}
+
+	s.step = stepFilter
+	if s.filter != nil {
+		if _, _, err1 = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(s.filter))); err1 != 0 {
 			goto fail
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits on Linux (see "Resource limits" in the package doc): each controller
@@ -253,7 +255,7 @@ func (c *cgroup) traceStart(sys *syscall.SysProcAttr) bool {
 // cgroups and lets it go.
 func (c *cgroup) joinStarted(pid int) error {
 	defer runtime.UnlockOSThread()
-	join, err := c.joiner()
+	join, err := c.joiner(-1)
 	if err != nil {
 		detach(pid)
 		return err
@@ -262,18 +264,29 @@ func (c *cgroup) joinStarted(pid int) error {
 }
 
 // joiner opens the cgroup.procs files of the command's v1 cgroups now,
-// for a thread that cannot open them later (the root fence's, whose
+// and of its v2 cgroup where v2 is that cgroup's directory open (else
+// -1), for a thread that cannot open them later (the root fence's, whose
 // cgroup mounts are read-only), and returns what joins pid to them and
 // lets it go, on the thread that traces it.
-func (c *cgroup) joiner() (func(pid int) error, error) {
+func (c *cgroup) joiner(v2 int) (func(pid int) error, error) {
 	var files []*os.File
+	fail := func(dir string, err error) (func(int) error, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("proc: move the command into %s: %w", dir, err)
+	}
+	if v2 >= 0 {
+		fd, err := unix.Openat(v2, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail(c.dir, err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), c.dir+"/cgroup.procs"))
+	}
 	for _, dir := range c.v1 {
 		f, err := os.OpenFile(dir+"/cgroup.procs", os.O_WRONLY, 0)
 		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
-			return nil, fmt.Errorf("proc: move the command into %s: %w", dir, err)
+			return fail(dir, err)
 		}
 		files = append(files, f)
 	}

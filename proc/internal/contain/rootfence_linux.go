@@ -93,23 +93,10 @@ func rootFenceNote() string {
 	return s + "; a root command can still signal any process of the machine (kill -9 -1 included; the sandbox fences that where Landlock scopes signals, ABI 6) and have a daemon (systemd, cron, sshd, docker) start a process outside"
 }
 
-// fencedStart starts cmd, a root command without a sandbox, fenced: by
-// the fork of our own where it can, or from the fenced thread, which
-// then runs after (for a traced start: joining its v1 cgroups) on that
+// fencedStart starts cmd, a root command without a sandbox, traced,
+// from the fenced thread, and runs after (joining its cgroups) on that
 // thread, which traces it.
 func fencedStart(cmd *exec.Cmd, mntns *os.File, ruleset int, after func(pid int) error) (afterErr error, err error) {
-	if !filepath.IsAbs(cmd.Dir) { // the thread's working directory is the namespace's /
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("proc: %w", err)
-		}
-		cmd.Dir = filepath.Join(wd, cmd.Dir)
-	}
-	if after == nil {
-		if ok, err := forkFenced(cmd, mntns, ruleset); ok {
-			return nil, err
-		}
-	}
 	run := func() error {
 		if err := cmd.Start(); err != nil {
 			return err
@@ -245,14 +232,33 @@ func (t *Task) fencedStart(cmd *exec.Cmd) (joined bool, joinErr, err error) {
 	if mntns == nil {
 		return false, nil, cmd.Start()
 	}
-	var after func(int) error
-	if t.traced {
-		if after, err = t.cg.joiner(); err != nil {
+	if !filepath.IsAbs(cmd.Dir) { // the fence's working directory is its namespace's /
+		wd, err := os.Getwd()
+		if err != nil {
+			return false, nil, fmt.Errorf("proc: %w", err)
+		}
+		cmd.Dir = filepath.Join(wd, cmd.Dir)
+	}
+	if !t.traced {
+		if ok, err := forkFenced(cmd, mntns, ruleset); ok {
 			return false, nil, err
 		}
 	}
+	// From the fenced thread, which cannot clone3 (the fence's filter):
+	// the command is cloned, traced to a stop at its exec, and moved
+	// there into its cgroups by the thread, which traces it.
+	sys := cmd.SysProcAttr
+	v2 := -1
+	if sys.UseCgroupFD {
+		v2, sys.UseCgroupFD = sys.CgroupFD, false
+	}
+	sys.Ptrace = true
+	after, err := t.cg.joiner(v2)
+	if err != nil {
+		return false, nil, err
+	}
 	joinErr, err = fencedStart(cmd, mntns, ruleset, after)
-	return t.traced && err == nil, joinErr, err
+	return err == nil, joinErr, err
 }
 
 // rootNote is ContainmentInfo.Root.

@@ -110,15 +110,15 @@ func (t *Task) Started(cmd *exec.Cmd) error {
 		return nil
 	}
 	t.cg.closeDir()
+	if t.joined { // by the fenced thread, which traced it (traced or not)
+		t.traced = false
+		return t.joinErr
+	}
 	if !t.traced {
 		return nil
 	}
-	err := t.joinErr
-	if !t.joined {
-		err = t.cg.joinStarted(t.pid)
-	}
 	t.traced = false
-	return err
+	return t.cg.joinStarted(t.pid)
 }
 
 // Abort removes what New made, for a start that failed.

@@ -438,6 +438,14 @@ func (sb *Setup) Start(cmd *exec.Cmd) error {
 	if sb == nil || !sb.thread {
 		return cmd.Start()
 	}
+	// The fence's filter refuses the thread clone3, so not into its
+	// cgroup: the command is moved there behind the gate, as the
+	// forker's is.
+	sys := cmd.SysProcAttr
+	cgroup := -1
+	if sys != nil && sys.UseCgroupFD {
+		cgroup, sys.UseCgroupFD = sys.CgroupFD, false
+	}
 	tid := make(chan int, 1)
 	err := contain.OnFencedThread(func() error {
 		tid <- syscall.Gettid()
@@ -470,7 +478,11 @@ func (sb *Setup) Start(cmd *exec.Cmd) error {
 		sb.gateW.Close()
 		return err
 	}
-	if err := threadGone(<-tid); err != nil {
+	err = threadGone(<-tid)
+	if err == nil && cgroup >= 0 {
+		err = joinCgroup(cgroup, cmd.Process.Pid)
+	}
+	if err != nil {
 		// The gate stays shut: end the command before it runs.
 		cmd.Process.Kill()
 		cmd.Wait()

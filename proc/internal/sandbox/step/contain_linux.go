@@ -36,7 +36,11 @@ import (
 //     CAP_SYS_ADMIN again and could mount a cgroup file system of its own
 //     namespace), and writes to files on a mount not attached under /
 //     (fsmount's); and it may ptrace (so read the /proc/PID/root of)
-//     only processes in its own domain.
+//     only processes in its own domain;
+//   - installed a seccomp filter that refuses clone3 (ContainFilter):
+//     with CLONE_INTO_CGROUP and a descriptor of a cgroup directory,
+//     opened read-only on the read-only mount, clone3 starts a process in
+//     any cgroup root may write to, the root one too.
 //
 // No no_new_privs: the thread is root with CAP_SYS_ADMIN, which Landlock
 // takes instead, and set-uid programs keep working.
@@ -163,7 +167,8 @@ func ContainRuleset() (int, error) {
 // open as mntns, without ContainDrops in its bounding set, and, with a
 // ruleset (>= 0), in a Landlock domain of its own. The thread's working
 // directory becomes the namespace's /: the command must change into its
-// directory by path.
+// directory by path. The thread can no longer clone3 (ContainFilter): it
+// must start the command with clone, and move it into its cgroup itself.
 func Contain(mntns, ruleset int) error {
 	// setns into a mount namespace needs a file system context
 	// (root, cwd) of the thread's own; Go's threads share the process's.
@@ -176,13 +181,12 @@ func Contain(mntns, ruleset int) error {
 	if err := dropBounding(ContainDrops); err != nil {
 		return err
 	}
-	if ruleset < 0 {
-		return nil
+	if ruleset >= 0 {
+		if _, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
+			return fmt.Errorf("landlock: restrict: %w", errno)
+		}
 	}
-	if _, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
-		return fmt.Errorf("landlock: restrict: %w", errno)
-	}
-	return nil
+	return containNoClone3()
 }
 
 // dropBounding takes the capabilities in drop out of this thread's

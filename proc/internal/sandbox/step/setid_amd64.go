@@ -20,6 +20,7 @@ var setidArches = []setidArch{
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
 		{nr: 302, others: true},      // prlimit64
+		{nr: 435, mode: -1},          // clone3
 	}},
 	{arch: unix.AUDIT_ARCH_I386, calls: []setidCall{
 		{nr: 15, mode: 1, open: -1},  // chmod
@@ -34,5 +35,6 @@ var setidArches = []setidArch{
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
 		{nr: 340, others: true},      // prlimit64
+		{nr: 435, mode: -1},          // clone3
 	}},
 }

@@ -16,6 +16,7 @@ var setidArches = []setidArch{
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
 		{nr: 261, others: true},      // prlimit64
+		{nr: 435, mode: -1},          // clone3
 	}},
 	{arch: unix.AUDIT_ARCH_ARM, calls: []setidCall{
 		{nr: 15, mode: 1, open: -1},  // chmod
@@ -30,5 +31,6 @@ var setidArches = []setidArch{
 		{nr: 437, mode: -1},          // openat2
 		{nr: 425, mode: -1},          // io_uring_setup
 		{nr: 369, others: true},      // prlimit64
+		{nr: 435, mode: -1},          // clone3
 	}},
 }

@@ -2,6 +2,7 @@ package step
 
 import (
 	"fmt"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -20,6 +21,14 @@ import (
 // opens it cannot see) are refused with ENOSYS, on which programs fall
 // back to openat and plain system calls. Filtered for the compatibility
 // ABI too (i386 on amd64, arm on arm64); x32 is refused whole.
+//
+// The same filter refuses clone3 (ENOSYS, on which libc and Go fall back
+// to clone): with CLONE_INTO_CGROUP and a descriptor of any cgroup
+// directory, opened read-only on a read-only mount, it starts a process
+// in that cgroup, which the kernel allows a writer of its cgroup.procs
+// (an outsider's finding: a root command, sandboxed or not, left its
+// task's cgroup, and its limits, for the root one). ContainFilter is
+// that part alone, for the root fence.
 
 // setidFilter lists, per system call number, how to judge it.
 type setidCall struct {
@@ -121,4 +130,38 @@ func setidProgram(arches []setidArch) []unix.SockFilter {
 		prog = append(prog, block...)
 	}
 	return append(prog, stmt(ret, allow))
+}
+
+// ContainFilter is the root fence's seccomp program: clone3 refused
+// (ENOSYS; see above), with x32 where the sandbox refuses it, every
+// other call allowed; nil where this build has no filter for the
+// architecture. Made once and never changed: a forked child may install
+// it (seccomp, with CAP_SYS_ADMIN or no_new_privs).
+func ContainFilter() *unix.SockFprog { return containFilter() }
+
+var containFilter = sync.OnceValue(func() *unix.SockFprog {
+	if len(setidArches) == 0 {
+		return nil
+	}
+	var arches []setidArch
+	for _, a := range setidArches {
+		arches = append(arches, setidArch{arch: a.arch, x32: a.x32, calls: []setidCall{{nr: clone3NR, mode: -1}}})
+	}
+	prog := setidProgram(arches)
+	return &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+})
+
+// clone3NR is clone3's number, one for every architecture.
+const clone3NR = 435
+
+// containNoClone3 installs ContainFilter on the calling thread.
+func containNoClone3() error {
+	f := ContainFilter()
+	if f == nil {
+		return nil
+	}
+	if _, _, errno := syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(f))); errno != 0 {
+		return fmt.Errorf("seccomp: %w", errno)
+	}
+	return nil
 }

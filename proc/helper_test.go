@@ -136,6 +136,21 @@ func helper(args []string) int {
 		c.Close()
 		fmt.Println("connected")
 		return 0
+	case "tty-host": // as a host with a controlling terminal, run a command that opens /dev/tty; say what each could
+		if f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+			fmt.Println("host: no tty:", err)
+		} else {
+			f.Close()
+			fmt.Println("host: tty")
+		}
+		p, err := proc.Start(context.Background(), proc.Config{Command: "(: </dev/tty) 2>/dev/null && echo command: tty || echo command: no tty"})
+		if err != nil {
+			fmt.Println("start:", err)
+			return 1
+		}
+		p.Wait(context.Background())
+		fmt.Print(p.Tail(5))
+		return 0
 	case "openpty": // make a pseudo-terminal, write through it, say "pty ok" or why not
 		m, s, err := pty.Open()
 		if err != nil {
@@ -270,6 +285,10 @@ func helper(args []string) int {
 		return 0
 	case "contain-host": // start each command given ("limited:" first: with limits), say ready, exit 0 when stdin closes
 		return containHost(args[1:])
+	case "caps-host": // [thread]: print a root command's capability sets (Linux)
+		return capsHostHelper(args[1:])
+	case "proc-host": // DIR: mount a proc at DIR, have a root command try its sys and sysrq-trigger (Linux)
+		return procHostHelper(args[1])
 	case "escape": // SLEEP: try to leave the cgroup and its limits (Linux)
 		return escapeHelper(args[1:])
 	case "host": // start shells with grandchildren, print their groups, wait to be killed

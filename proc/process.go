@@ -383,15 +383,15 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		cmd.Env = withDefaults(cmd.Env, environ.NonInteractive())
 		fallthrough
 	default:
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if p.sandbox != nil {
-			// A sandboxed command gets a session of its own, so no
-			// controlling terminal: through offstage's (/dev/tty) it
-			// could push keystrokes (TIOCSTI) into the user's shell and
-			// so run them outside the sandbox. The session's id is the
-			// group's: signalling the group is unchanged.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		}
+		// A session of its own, so no controlling terminal: through
+		// offstage's (/dev/tty) a command could push keystrokes (TIOCSTI)
+		// into the user's shell, a sandboxed one so run them outside its
+		// sandbox, and any one answer offstage's own questions ("run
+		// outside the sandbox?", an outsider's finding); a program that
+		// asks on /dev/tty (ssh, sudo, git's credentials) fails at once
+		// instead of waiting on a terminal the user is typing into. The
+		// session's id is the group's: signalling the group is unchanged.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
 	return cmd
 }

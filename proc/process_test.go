@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/resource"
 )
@@ -596,5 +598,31 @@ func TestStdoutIsCopiedToAWriter(t *testing.T) {
 	}
 	if e := mustWait(t, p); e.Code != 0 || e.Stdout != int64(want) {
 		t.Errorf("Exit = %+v after the writer failed, want 0 and all of stdout", e)
+	}
+}
+
+// TestCommandHasNoControllingTerminal (an outsider's finding): a command
+// without a sandbox kept its host's controlling terminal, through which
+// (TIOCSTI) it typed into the user's shell, and answered the host's own
+// question, "run outside the sandbox?". Each command has a session of
+// its own.
+func TestCommandHasNoControllingTerminal(t *testing.T) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	cmd := exec.Command(os.Args[0], "tty-host")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.Stdin = slave
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	if want := "host: tty\ncommand: no tty\n"; out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

@@ -2,6 +2,7 @@ package proc_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,6 +44,7 @@ func escapeHelper(args []string) int {
 		}
 	}
 	report("setns into pid 1's mount namespace", setnsInit())
+	report("sysrq-trigger", os.WriteFile("/proc/sysrq-trigger", []byte("h"), 0)) // h: the help, in the kernel's log
 	cmd := exec.Command(os.Args[0], "escape", "userns")
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -178,4 +180,41 @@ func okOr(err error) string {
 		return "ok"
 	}
 	return err.Error()
+}
+
+// procHostHelper mounts a proc file system at dir (a chroot's, say; in
+// the private mount namespace the test gave it), then, as a host, runs a
+// root command that opens dir/sys/kernel/core_pattern and
+// dir/sysrq-trigger for writing, and prints what it said.
+func procHostHelper(dir string) int {
+	if err := syscall.Mount("proc", dir, "proc", 0, ""); err != nil {
+		fmt.Println("mount proc:", err)
+		return 1
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	line := fmt.Sprintf("for f in %[1]s/sys/kernel/core_pattern %[1]s/sysrq-trigger; do (: >>$f) 2>/dev/null && echo \"$f: writable\" || echo \"$f: refused\"; done", dir)
+	p, err := proc.Start(context.Background(), proc.Config{Command: line})
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	p.Wait(context.Background())
+	fmt.Print(p.Tail(10))
+	return 0
+}
+
+// capsHostHelper, as a host, runs a root command that prints its
+// capability sets (forked from the fenced thread with "thread").
+func capsHostHelper(args []string) int {
+	if len(args) > 0 && args[0] == "thread" {
+		proc.OwnFork(false)
+	}
+	p, err := proc.Start(context.Background(), proc.Config{Command: "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status"})
+	if err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	p.Wait(context.Background())
+	fmt.Print(p.Tail(10))
+	return 0
 }

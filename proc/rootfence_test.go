@@ -187,7 +187,7 @@ func processesNamed(cmdline string) []int {
 func TestContainmentSaysWhatRootCan(t *testing.T) {
 	requireRootCgroup(t)
 	s := proc.Containment().String()
-	for _, want := range []string{"root commands: cgroup file systems, /sys and /proc/sys read-only", "CAP_SYS_ADMIN", "daemon"} {
+	for _, want := range []string{"root commands: cgroup file systems, sysfs and /proc/sys read-only", "CAP_SYS_ADMIN", "no clone3", "daemon"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("Containment() = %q, want it to say %q", s, want)
 		}
@@ -315,4 +315,57 @@ func v2Root(t *testing.T) string {
 	}
 	t.Fatal("no cgroup v2 mount")
 	return ""
+}
+
+// TestRootFenceCoversEveryProc (an outsider's finding): a proc mounted
+// elsewhere than /proc (a chroot's) had a writable sys/kernel/core_pattern
+// behind the fence, and /proc/sysrq-trigger was writable everywhere. A
+// host made fresh, in a mount namespace of its own where such a proc is
+// mounted, fences both.
+func TestRootFenceCoversEveryProc(t *testing.T) {
+	requireRootCgroup(t)
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "proc-host", dir)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	want := dir + "/sys/kernel/core_pattern: refused\n" + dir + "/sysrq-trigger: refused\n"
+	if err != nil || !strings.HasSuffix(string(out), want) {
+		t.Errorf("%v:\n%s\nwant it to end:\n%s", err, out, want)
+	}
+}
+
+// TestRootFenceWithInheritableCaps (an outsider's finding): a host
+// started with capabilities in its inheritable set (setpriv --inh-caps,
+// some container runtimes) gave them back to its root commands past the
+// bounding set, CAP_SYS_ADMIN among them. Both ways a command is forked,
+// it has none of the fence's dropped capabilities.
+func TestRootFenceWithInheritableCaps(t *testing.T) {
+	requireRootCgroup(t)
+	const capSysPtrace, capSysAdmin = 19, 21
+	for _, way := range []string{"own", "thread"} {
+		cmd := exec.Command(os.Args[0], "caps-host", way)
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{AmbientCaps: []uintptr{capSysPtrace, capSysAdmin}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", way, err, out)
+		}
+		n := 0
+		for line := range strings.Lines(string(out)) {
+			name, hex, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || !strings.HasPrefix(name, "Cap") {
+				continue
+			}
+			n++
+			var set uint64
+			fmt.Sscanf(strings.TrimSpace(hex), "%x", &set)
+			if set&(1<<capSysAdmin|1<<capSysPtrace) != 0 {
+				t.Errorf("%s: the command's %s is %x: CAP_SYS_ADMIN or CAP_SYS_PTRACE is back", way, name, set)
+			}
+		}
+		if n != 4 {
+			t.Errorf("%s: want 4 capability sets, got:\n%s", way, out)
+		}
+	}
 }

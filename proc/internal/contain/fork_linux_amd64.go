@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,7 +31,8 @@ import (
 //     signal mask and handlers a new program needs (the runtime's
 //     AfterForkInChild, as os/exec's child does);
 //   - joins the root fence's mount namespace, changes into its
-//     directory, drops step.ContainDrops from its bounding set, enters
+//     directory, drops step.ContainDrops from its bounding and
+//     inheritable sets, enters
 //     the fence's Landlock domain and installs its seccomp filter (no
 //     clone3): what step.Contain does to the fenced thread;
 //   - moves its files into place, takes its controlling terminal, gives
@@ -95,6 +97,7 @@ type forkSpec struct {
 	ruleset    int // -1: no Landlock
 	nofile     *syscall.Rlimit
 	filter     *unix.SockFprog // the fence's seccomp filter; nil: none
+	caps       *step.Caps      // capset without ContainDrops inheritable; nil: none held
 	clone3     *cloneArgs      // nil: clone
 	// Written by a child that failed.
 	step  forkStep
@@ -110,6 +113,7 @@ const (
 	stepNamespace
 	stepDir
 	stepBounding
+	stepInheritable
 	stepLandlock
 	stepFilter
 	stepFiles
@@ -125,9 +129,14 @@ func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error)
 	if noOwnFork.Load() || cmd.Err != nil || cmd.Process != nil || sys == nil || !plainAttrs(sys) {
 		return false, nil
 	}
-	nofile, known := childNofile(cmd.Path)
+	nofile, known := childNofile()
 	if !known {
 		return false, nil
+	}
+	for _, kv := range cmd.Env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			return false, nil // os/exec says so (cmd.Environ drops it)
+		}
 	}
 	streams := []any{cmd.Stdin, cmd.Stdout, cmd.Stderr}
 	files := make([]*os.File, 0, len(streams)+len(cmd.ExtraFiles))
@@ -174,6 +183,9 @@ func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error)
 		s.nextfd = max(s.nextfd, s.fds[i])
 	}
 	s.nextfd = max(s.nextfd+1, len(s.fds))
+	if caps, drop := step.ContainInheritable(); drop {
+		s.caps = &caps
+	}
 	if sys.UseCgroupFD {
 		s.clone3 = &cloneArgs{flags: syscall.CLONE_VM | syscall.CLONE_VFORK | unix.CLONE_INTO_CGROUP,
 			exitSignal: uint64(syscall.SIGCHLD), cgroup: uint64(sys.CgroupFD)}
@@ -230,6 +242,8 @@ func (s *forkSpec) err(cmd *exec.Cmd) error {
 		return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: s.errno}
 	case stepBounding:
 		return fence("drop capabilities from the bounding set")
+	case stepInheritable:
+		return fence("drop capabilities from the inheritable set")
 	case stepLandlock:
 		return fence("landlock: restrict")
 	case stepFilter:
@@ -295,6 +309,12 @@ func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
 		}
 		// EINVAL: a capability this kernel does not know.
 		if _, _, err1 = syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0, 0, 0, 0); err1 != 0 && err1 != syscall.EINVAL {
+			goto fail
+		}
+	}
+	s.step = stepInheritable
+	if s.caps != nil {
+		if _, _, err1 = syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&s.caps.Header)), uintptr(unsafe.Pointer(&s.caps.Data[0])), 0); err1 != 0 {
 			goto fail
 		}
 	}
@@ -367,12 +387,12 @@ fail:
 // childNofile is the open-file limit os/exec gives a child, where it
 // differs from this process's: Go raises its own soft limit to one below
 // the hard limit at its start, and gives a child the one it started
-// with, which it does not tell. A child of os/exec's, stopped at its
-// exec before it runs an instruction of path, says. known is false where
-// that could not be found out (the fenced thread then starts every
-// command, as os/exec).
-func childNofile(path string) (lim *syscall.Rlimit, known bool) {
-	nofile.once.Do(func() { nofile.lim, nofile.err = probeNofile(path) })
+// with, which it does not tell. A child of os/exec's (this program
+// again), stopped at its exec before it runs an instruction, says. known
+// is false where that could not be found out (ptrace refused: the fenced
+// thread then starts every command, as os/exec would).
+func childNofile() (lim *syscall.Rlimit, known bool) {
+	nofile.once.Do(func() { nofile.lim, nofile.err = probeNofile("/proc/self/exe") })
 	return nofile.lim, nofile.err == nil
 }
 

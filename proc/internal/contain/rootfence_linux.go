@@ -84,11 +84,16 @@ func rootFenceNote() string {
 	if f.mntns == nil {
 		return "root commands can lift their limits and leave their cgroup (no fence: " + f.err.Error() + ")"
 	}
-	s := "root commands: cgroup file systems, /sys and /proc/sys read-only in a mount namespace, without " + step.ContainDropped
+	s := "root commands: cgroup file systems, sysfs and /proc/sys read-only in a mount namespace, without " + step.ContainDropped
 	if f.noLayers != nil {
 		s += "; no Landlock (" + f.noLayers.Error() + "): in a user namespace of its own a root command can mount a cgroup file system and lift its limits"
 	} else {
 		s += ", no mounts (Landlock)"
+	}
+	if step.ContainFilter() != nil {
+		s += ", no clone3 (seccomp)"
+	} else {
+		s += "; no seccomp filter for this architecture: clone3 can start a process in another cgroup"
 	}
 	return s + "; a root command can still signal any process of the machine (kill -9 -1 included; the sandbox fences that where Landlock scopes signals, ABI 6) and have a daemon (systemd, cron, sshd, docker) start a process outside"
 }

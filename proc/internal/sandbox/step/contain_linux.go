@@ -19,10 +19,11 @@ import (
 // command from a thread that has
 //
 //   - joined a mount namespace (made once per host by ContainNamespace)
-//     where every cgroup file system, /sys and /proc/sys are read-only
-//     mounts (EROFS), and nothing else changes: the command writes files
-//     as before;
-//   - dropped from its bounding set, so that the command never has them,
+//     where every cgroup file system and sysfs, and every proc's sys and
+//     sysrq-trigger, are read-only mounts (EROFS), and nothing else
+//     changes: the command writes files as before;
+//   - dropped from its bounding set (and its inheritable set, which
+//     root's exec would give back), so that the command never has them,
 //     the capabilities with which root would undo that or reach around
 //     it (ContainDrops): CAP_SYS_ADMIN (remount, mount, setns back into
 //     the host's namespace), CAP_SYS_PTRACE (another process's
@@ -65,18 +66,27 @@ func ContainNamespace() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("mount propagation: %w", err)
 	}
-	// /proc/sys is not a mount of its own: bound onto itself, then
-	// read-only (core_pattern, modprobe and friends would have the kernel
-	// run a program of root's choosing outside any cgroup).
-	if err := unix.Mount("/proc/sys", "/proc/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind /proc/sys: %w", err)
-	}
-	points := []string{"/sys", "/proc/sys"}
-	cg, err := cgroupMounts()
+	// Every cgroup and sysfs mount read-only, wherever it is mounted
+	// (a chroot's too). A proc mount's sys and sysrq-trigger are not
+	// mounts of their own: each is bound onto itself, then made read-only
+	// (core_pattern, modprobe and friends would have the kernel run a
+	// program of root's choosing outside any cgroup; sysrq-trigger
+	// reboots or crashes the machine).
+	points, procs, err := kernelMounts()
 	if err != nil {
 		return err
 	}
-	points = append(points, cg...)
+	for _, p := range procs {
+		for _, q := range []string{p + "/sys", p + "/sysrq-trigger"} {
+			if err := unix.Mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				if errors.Is(err, syscall.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("bind %s: %w", q, err)
+			}
+			points = append(points, q)
+		}
+	}
 	for _, p := range points {
 		if err := readOnlyTree(p); err != nil {
 			return err
@@ -99,15 +109,15 @@ func readOnlyTree(p string) error {
 	return nil
 }
 
-// cgroupMounts lists the mount points of cgroup file systems (v1 and v2)
-// in the calling thread's mount namespace.
-func cgroupMounts() ([]string, error) {
+// kernelMounts lists the mount points of cgroup file systems (v1 and v2)
+// and sysfs, and apart those of proc, in the calling thread's mount
+// namespace.
+func kernelMounts() (points, procs []string, err error) {
 	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	var points []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
@@ -117,11 +127,14 @@ func cgroupMounts() ([]string, error) {
 		if !ok || len(fields) < 5 || len(typ) < 1 {
 			continue
 		}
-		if t := string(typ[0]); t == "cgroup" || t == "cgroup2" {
-			points = append(points, unescapeOctal(string(fields[4])))
+		switch p := unescapeOctal(string(fields[4])); string(typ[0]) {
+		case "cgroup", "cgroup2", "sysfs":
+			points = append(points, p)
+		case "proc":
+			procs = append(procs, p)
 		}
 	}
-	return points, sc.Err()
+	return points, procs, sc.Err()
 }
 
 // unescapeOctal undoes mountinfo's \NNN escapes (of space, tab, newline
@@ -181,12 +194,44 @@ func Contain(mntns, ruleset int) error {
 	if err := dropBounding(ContainDrops); err != nil {
 		return err
 	}
+	if caps, drop := ContainInheritable(); drop {
+		if err := unix.Capset(&caps.Header, &caps.Data[0]); err != nil {
+			return fmt.Errorf("drop capabilities from the inheritable set: %w", err)
+		}
+	}
 	if ruleset >= 0 {
 		if _, _, errno := syscall.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
 			return fmt.Errorf("landlock: restrict: %w", errno)
 		}
 	}
 	return containNoClone3()
+}
+
+// Caps is the calling thread's capability sets, as capget and capset
+// take them (version 3: capabilities 0-31, then 32-63).
+type Caps struct {
+	Header unix.CapUserHeader
+	Data   [2]unix.CapUserData
+}
+
+// ContainInheritable returns the calling thread's capabilities with
+// ContainDrops taken out of its inheritable set, and whether it held any
+// of them there. Run by root, an exec gives a program every capability
+// of the bounding set and of the inheritable set: a host started with
+// inheritable ones (setpriv --inh-caps, or container runtimes that set
+// them) would give them back to its commands past the bounding set. The
+// kernel takes them out of the ambient set with them.
+func ContainInheritable() (caps Caps, drop bool) {
+	caps.Header.Version = unix.LINUX_CAPABILITY_VERSION_3
+	if err := unix.Capget(&caps.Header, &caps.Data[0]); err != nil {
+		return caps, false // none to keep: capset fails the same way
+	}
+	for i := range caps.Data {
+		mask := uint32(uint64(ContainDrops) >> (32 * i))
+		drop = drop || caps.Data[i].Inheritable&mask != 0
+		caps.Data[i].Inheritable &^= mask
+	}
+	return caps, drop
 }
 
 // dropBounding takes the capabilities in drop out of this thread's

@@ -326,8 +326,12 @@ func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
 	}
 
 	s.step = stepFilter
-	if s.filter != nil {
-		if _, _, err1 = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(s.filter))); err1 != 0 {
+	if s.filter != nil { // see step.ContainFilter for the flag
+		_, _, err1 = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW, uintptr(unsafe.Pointer(s.filter)))
+		if err1 == syscall.EINVAL { // before Linux 4.17
+			_, _, err1 = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(s.filter)))
+		}
+		if err1 != 0 {
 			goto fail
 		}
 	}

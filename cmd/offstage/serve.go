@@ -396,13 +396,44 @@ func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter
 // goes to the supervisor's log.
 func (sup *supervisor) serveStream(c *net.UnixConn, br *bufio.Reader, h serveHeader, run func(context.Context, *face, []string, io.Reader, io.Writer, io.Writer) error) {
 	env := h.Env
+	in := &cutReader{r: br}
 	f := &face{getenv: func(k string) string { return envValue(env, k) }, environ: env, cwd: h.Dir,
 		width: func() int { return 0 }, interrupts: newFanout().subscribe, resizes: newFanout().subscribe,
-		host: sup, conn: sup.faces}
+		host: sup, conn: sup.faces, endInput: func() {
+			in.cut.Store(true)
+			c.SetReadDeadline(time.Now())
+			// What is answered after it still has a bound: a client that
+			// stopped reading cannot hold the stop up.
+			c.SetWriteDeadline(time.Now().Add(streamEndWait))
+		}}
 	logw := logWriter{sup.logger, h.Face}
-	if err := run(sup.faces, f, h.Args, br, c, logw); err != nil {
+	if err := run(sup.faces, f, h.Args, in, c, logw); err != nil {
 		sup.logger.Warn(fmt.Sprintf("serve: %s: %v", h.Face, err))
 	}
+}
+
+// streamEndWait bounds how long, once the supervisor ended a stream
+// face's input (face.endInput), writing what is answered in flight may
+// take: mcpserver.DrainGrace, with room.
+const streamEndWait = 10 * time.Second
+
+// errInputCut is what a stream face reads once the supervisor ended its
+// input: the protocol's transport says so to the requests it abandons.
+var errInputCut = errors.New("offstage serve ended the connection: it was stopped, or offstage sessions close ended the session")
+
+// cutReader is a stream face's input, which face.endInput ends: a read
+// the deadline interrupts fails with errInputCut.
+type cutReader struct {
+	r   io.Reader
+	cut atomic.Bool
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.cut.Load() {
+		err = errInputCut
+	}
+	return n, err
 }
 
 // logWriter writes a face's stderr lines to the supervisor's log.

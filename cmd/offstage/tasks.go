@@ -710,6 +710,9 @@ func findTask(ctx context.Context, store *journal.DB, session, id string, note f
 		}
 		session, id = full.ID, rest
 	}
+	if !task.ValidID(id) {
+		return journal.Task{}, usagef("%q is not a task id: an id is a kind, a colon and a number from 1, as shell:3 or agent:2, or SESSION/shell:3 for one session's; offstage tasks lists them", clip(id, 40))
+	}
 	var t journal.Task
 	var err error
 	if session != "" {
@@ -738,7 +741,7 @@ func findTask(ctx context.Context, store *journal.DB, session, id string, note f
 		}
 	}
 	if errors.Is(err, journal.ErrNotFound) {
-		return journal.Task{}, usagef("no task %s in the journal; offstage tasks lists them", id)
+		return journal.Task{}, usagef("no task %s in the journal; offstage tasks lists them", clip(id, 80))
 	}
 	if err != nil {
 		return journal.Task{}, err

@@ -126,20 +126,25 @@ func TestTasksGolden(t *testing.T) {
 		t.Errorf("--session prefix = %s", out.String())
 	}
 	for args, want := range map[string]string{
-		"--state sleeping":                      `--state "sleeping" is not a state`,
-		"--state /tmp/x":                        `the journal's directory is --state-dir`,
-		"--since yesterday":                     `--since "yesterday" is neither a duration`,
-		"--session nope":                        `session "nope"`,
-		"show shell:9":                          "no task shell:9 in the journal",
-		"show":                                  "offstage tasks show needs a task's id, such as shell:3", // issue 23 item 10
-		"show a b":                              `unexpected "show a b"`,
-		"cancel":                                "offstage tasks cancel needs a task's id",
-		"follow":                                "offstage tasks follow needs a task's id",
-		"cancel shell:9":                        "no task shell:9 in the journal",
-		"stop shell:1":                          `unexpected "stop shell:1"`,
-		"show shell:1 --reason x":               "--reason goes with offstage tasks cancel",
-		"follow shell:1 --since 2h":             `with follow, --since is a byte of the output`,
-		"follow 20261122-09/shell:1 --since -1": `with follow, --since is a byte`,
+		"--state sleeping":  `--state "sleeping" is not a state`,
+		"--state /tmp/x":    `the journal's directory is --state-dir`,
+		"--since yesterday": `--since "yesterday" is neither a duration`,
+		"--session nope":    `session "nope"`,
+		"show shell:9":      "no task shell:9 in the journal",
+		"show":              "offstage tasks show needs a task's id, such as shell:3", // issue 23 item 10
+		"show a b":          `unexpected "show a b"`,
+		"cancel":            "offstage tasks cancel needs a task's id",
+		"follow":            "offstage tasks follow needs a task's id",
+		"cancel shell:9":    "no task shell:9 in the journal",
+		// An id that is not one says what one looks like, bounded; it was
+		// echoed whole as a task not in the journal (an outsider's finding).
+		"show 1e400":                             `"1e400" is not a task id: an id is a kind, a colon and a number from 1, as shell:3`,
+		"cancel 20261122-09/0x1F":                `"0x1F" is not a task id`,
+		"show shell:" + strings.Repeat("9", 500): `"shell:999999999999999999999999999999999…" is not a task id`,
+		"stop shell:1":                           `unexpected "stop shell:1"`,
+		"show shell:1 --reason x":                "--reason goes with offstage tasks cancel",
+		"follow shell:1 --since 2h":              `with follow, --since is a byte of the output`,
+		"follow 20261122-09/shell:1 --since -1":  `with follow, --since is a byte`,
 	} {
 		err := tasksCommand(t.Context(), append([]string{"--state-dir", dir}, strings.Fields(args)...), &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -78,6 +78,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var jf journalFlags
 	jf.register(fs)
+	fs.Lookup("no-journal").Usage = "" // refused below, saying why: not in --help
 	idle := fs.Duration("idle", defaultIdle, "close a session that has had no client and no running or queued task for this long")
 	unit := fs.Bool("print-unit", false, "write a systemd --user unit that runs offstage serve with these flags, and exit")
 	detach := fs.Bool("detach", false, "start offstage serve in the background (its log in STATE/run/serve.log) and return once it answers")
@@ -787,6 +788,10 @@ func serveStop(jf journalFlags, stdout io.Writer) error {
 
 // printUnit writes a systemd --user unit running offstage serve with the
 // flags given (less --print-unit).
+// unitEscaper escapes systemd's specifiers and variables in a unit's
+// command line.
+var unitEscaper = strings.NewReplacer("%", "%%", "$", "$$")
+
 func printUnit(w io.Writer, args []string) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -800,7 +805,9 @@ func printUnit(w io.Writer, args []string) error {
 	}
 	quoted := make([]string, len(cmd))
 	for i, a := range cmd {
-		quoted[i] = strconv.Quote(a)
+		// systemd reads % as a specifier (%h, %u) and $ as a variable in
+		// ExecStart, even quoted: doubled, each stands for itself.
+		quoted[i] = unitEscaper.Replace(strconv.Quote(a))
 	}
 	_, err = fmt.Fprintf(w, `# offstage serve, started at login: save as ~/.config/systemd/user/offstage.service,
 # then: systemctl --user daemon-reload && systemctl --user enable --now offstage

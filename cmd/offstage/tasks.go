@@ -369,10 +369,16 @@ func ago(t, now time.Time) string {
 	return short(now.Sub(t)) + " ago"
 }
 
+// took is how long t ran: "?" for an orphaned task, whose host died
+// while it ran at a time no record holds (its finish, if recorded, is
+// when the death was found: the next offstage's start, a lease's end),
+// so that its TOOK does not go on growing.
 func took(t journal.Task, now time.Time) string {
 	switch {
 	case t.Started.IsZero():
 		return "-"
+	case t.State == journal.Orphaned:
+		return "?"
 	case t.Finished.IsZero():
 		return short(now.Sub(t.Started)) + "…"
 	}
@@ -612,7 +618,11 @@ func showTaskLive(ctx context.Context, store *journal.DB, session, id string, js
 	if t.ExitCode != nil {
 		fmt.Fprintf(w, ", exit %d", *t.ExitCode)
 	}
-	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), took(t, now))
+	d := took(t, now)
+	if d == "?" {
+		d = "unknown (its offstage died while it ran)"
+	}
+	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), d)
 	if t.EndedBy != "" {
 		fmt.Fprintf(w, "  ended by: %s", t.EndedBy)
 		if t.EndReason != "" {

@@ -326,6 +326,29 @@ func TestTasksShowADeadHostsTasksOrphaned(t *testing.T) {
 	}
 }
 
+// TestTookOfAnOrphanedTask: the TOOK of a task whose host died is
+// unknown, whether shown orphaned (its host gone, not yet recorded) or
+// recorded so (at the next start); it grew with the clock, or counted
+// the time until the death was found (an outsider's finding).
+func TestTookOfAnOrphanedTask(t *testing.T) {
+	start := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	now := start.Add(3 * time.Hour)
+	for _, c := range []struct {
+		t    journal.Task
+		want string
+	}{
+		{journal.Task{State: journal.Running, Started: start}, "3h…"},
+		{journal.Task{State: journal.Completed, Started: start, Finished: start.Add(90 * time.Second)}, "1m"},
+		{journal.Task{State: journal.Queued}, "-"},
+		{journal.Task{State: journal.Orphaned, Started: start}, "?"},
+		{journal.Task{State: journal.Orphaned, Started: start, Finished: start.Add(2 * time.Hour)}, "?"},
+	} {
+		if got := took(c.t, now); got != c.want {
+			t.Errorf("took(%s, started %v, finished %v) = %q, want %q", c.t.State, c.t.Started, c.t.Finished, got, c.want)
+		}
+	}
+}
+
 func mustStart(t *testing.T) int64 {
 	t.Helper()
 	s, err := journal.ProcessStart(os.Getpid())

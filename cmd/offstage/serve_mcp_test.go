@@ -456,12 +456,13 @@ func (c *lineClient) wait(t *testing.T) int {
 // close the connection, which drops every answer written after it.
 func TestAnEndedConnectionAnswersTheCallInFlight(t *testing.T) {
 	sup := newSupervisor(nil, nil, time.Hour, slog.New(slog.DiscardHandler), func(error) {})
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	conns := make([]*net.UnixConn, 2)
 	for i, fd := range fds {
+		syscall.CloseOnExec(fd)
 		f := os.NewFile(uintptr(fd), "socketpair")
 		c, err := net.FileConn(f)
 		f.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -1037,6 +1038,44 @@ func TestKeeperListsAndClosesSessions(t *testing.T) {
 	if _, ok, _ := keep.CloseSession(string(detached), cause); ok || keep.Len() != 0 {
 		t.Errorf("a second CloseSession found the session (Len %d)", keep.Len())
 	}
+}
+
+// TestLoadingASessionClosedUnderItsConnection: offstage sessions close
+// (Keeper.CloseSession) of a session a connection holds frees its id
+// there: a prompt naming it is told it was closed, and why, and to load
+// it (invalid params); a session/load on the same connection loads it, as
+// after a restart, and it goes on. The load answered "already open", and
+// the prompt an internal error (an outsider's finding).
+func TestLoadingASessionClosedUnderItsConnection(t *testing.T) {
+	keep := acpserver.NewKeeper(context.Background())
+	defer keep.Close(task.ErrClosed)
+	cfg := acpserver.Config{AllowAll: true, Keep: keep, Surface: agent.Surface{Journal: &reopened{}}}
+	h := start(t, `{"turns": [{"text": "first"}, {"text": "second"}]}`, cfg)
+	id := h.session(t)
+	h.prompt(t, id, "hello")
+	cause := &task.EndError{By: task.ByUser, Reason: "offstage sessions close (from pid 1)", Err: task.ErrClosed}
+	if _, ok, err := keep.CloseSession(string(id), cause); !ok || err != nil {
+		t.Fatalf("CloseSession = %v, %v", ok, err)
+	}
+	_, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != -32602 || !strings.Contains(re.Message, "was closed") || !strings.Contains(re.Message, "offstage sessions close") || !strings.Contains(re.Message, "session/load it") {
+		t.Errorf("a prompt on the session closed under its connection: %v; want invalid params, saying it was closed and to load it", err)
+	}
+	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: id, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/load of the session closed under its connection: %v", err)
+	}
+	if r := h.prompt(t, id, "again"); r != acp.StopReasonEndTurn {
+		t.Errorf("a prompt on the loaded session = %q, want end_turn", r)
+	}
+}
+
+// reopened is a journal that loads whatever session it is asked for,
+// with no conversation.
+type reopened struct{ recorded }
+
+func (*reopened) Load(_ context.Context, id string) (*agent.Resume, error) {
+	return &agent.Resume{ID: id, FirstID: 1, Seq: 1}, nil
 }
 
 // noModelScript starts an agent without a model (start).

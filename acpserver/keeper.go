@@ -214,7 +214,8 @@ func (k *Keeper) Sessions() []Kept {
 // who closed it: offstage sessions close): its tasks end and its
 // processes are reaped, within 20 s, and its MCP servers close. A session
 // a connection holds is closed on that connection's side too: its turn
-// stops and its later prompts are refused, saying it was closed. It
+// stops and its later prompts are refused, saying it was closed, and its
+// id is free there, so a session/load loads it from the journal. It
 // blocks until that is done, and returns how many tasks were unfinished.
 // ok is false when the keeper holds no session id.
 func (k *Keeper) CloseSession(id string, cause error) (n int, ok bool, err error) {
@@ -236,6 +237,7 @@ func (k *Keeper) CloseSession(id string, cause error) (n int, ok bool, err error
 	if held != nil {
 		// Its connection's side closes it (and the keeper forgets it), or,
 		// if that connection was detaching meanwhile, release did.
+		held.srv.closedUnder(sid, held, cause)
 		return n, true, held.closeCause(cause)
 	}
 	k.mu.Lock()

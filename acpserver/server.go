@@ -150,6 +150,10 @@ type server struct {
 	sessions map[acp.SessionId]*session       // guarded by mu
 	prompts  map[acp.SessionId]*promptRequest // guarded by mu: each session's prompt being answered (prompt.go)
 	closed   bool                             // guarded by mu
+	// ended says why a session this connection held was closed under it
+	// (Keeper.CloseSession: offstage sessions close), for a prompt that
+	// still names it; at most maxEnded are kept.
+	ended map[acp.SessionId]error // guarded by mu
 }
 
 // check is the line guard's Options.Check: checkParams, and
@@ -377,6 +381,7 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
 	if !closed && !full && !taken {
 		srv.sessions[id] = s // the check and the insert are one critical section
+		delete(srv.ended, id)
 	}
 	srv.mu.Unlock()
 	switch {
@@ -409,12 +414,36 @@ func (srv *server) session(id acp.SessionId) (*session, error) {
 	defer srv.mu.Unlock()
 	s, ok := srv.sessions[id]
 	if !ok {
+		if cause := srv.ended[id]; cause != nil {
+			return nil, invalid("session %q was closed (%s): session/load it to go on with its conversation, or create one with session/new", id, cause.Error())
+		}
 		if srv.cfg.Keep != nil { // sessions outlive the connection: load it
 			return nil, invalid("session %q is not open on this connection: session/load it (session/list lists them), or create one with session/new", id)
 		}
 		return nil, invalid("unknown session %q: create one with session/new (sessions do not survive a restart of the agent)", id)
 	}
 	return s, nil
+}
+
+// maxEnded bounds server.ended.
+const maxEnded = 64
+
+// closedUnder takes s, the session id that the keeper is closing with
+// cause while this connection holds it, out of the connection's
+// sessions: the id is free again, so a session/load loads it from the
+// journal as after a restart (it answered "already open"), and a prompt
+// that names it is told it was closed and how to go on.
+func (srv *server) closedUnder(id acp.SessionId, s *session, cause error) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.sessions[id] != s {
+		return // session/close, or the connection's end, took it first
+	}
+	delete(srv.sessions, id)
+	if srv.ended == nil || len(srv.ended) >= maxEnded {
+		srv.ended = make(map[acp.SessionId]error)
+	}
+	srv.ended[id] = cause
 }
 
 // closeAll closes every session, once the connection is gone, for why.

@@ -268,3 +268,73 @@ func netns() string {
 	ns, _ := os.Readlink("/proc/self/ns/net")
 	return ns
 }
+
+// TestSandboxForkerExecFailureLeavesNoZombie: a command the forker
+// forks but cannot exec (a line longer than an argument may be, E2BIG)
+// fails to start, saying why, and leaves no zombie behind: the command
+// is the host's child (CLONE_PARENT), which the forker cannot reap, and
+// whose pid it did not say, so it stayed a zombie of the host's until
+// the host exited (an outsider's finding).
+func TestSandboxForkerExecFailureLeavesNoZombie(t *testing.T) {
+	needSandbox(t)
+	bin, cred := proctest.Unprivileged(t)
+	cmd := exec.Command(bin, "forker-exec-fails")
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = []string{helperEnv + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + cmd.Dir}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(string(out), "start: started") {
+		t.Errorf("a start the kernel cannot exec started:\n%.2000s", out)
+	}
+	for _, want := range []string{"start: failed: ", "argument list too long", "zombies: 0\n", "again: forked\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// forkerExecFails is the helper "forker-exec-fails": a start the
+// forker's exec fails, then the zombies of this process, then a start
+// that works.
+func forkerExecFails() int {
+	ctx := context.Background()
+	s := sandbox.Policy{Mode: sandbox.WorkspaceWrite}
+	for _, c := range []proc.Config{
+		{Command: "true #" + strings.Repeat("x", 200<<10)}, // one argument longer than the kernel takes
+		{Command: "true", Env: append(os.Environ(), "BIG="+strings.Repeat("x", 200<<10))},
+	} {
+		c.Dir, c.Sandbox = os.TempDir(), s
+		if _, err := proc.Start(ctx, c); err != nil {
+			msg := err.Error()
+			fmt.Println("start: failed:", msg[max(0, len(msg)-200):])
+		} else {
+			fmt.Println("start: started")
+		}
+	}
+	zombies := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so from its end.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(os.Getpid()) {
+			zombies++
+		}
+	}
+	fmt.Println("zombies:", zombies)
+	if p, err := proc.Start(ctx, proc.Config{Command: "true", Dir: os.TempDir(), Sandbox: s}); err == nil {
+		p.Wait(ctx)
+		if p.Forked() {
+			fmt.Println("again: forked")
+		}
+	}
+	return 0
+}

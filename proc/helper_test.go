@@ -242,6 +242,8 @@ func helper(args []string) int {
 		return forkerHost()
 	case "forker-net": // the network namespaces of the forker's commands, in turn (forker_test.go)
 		return forkerNet()
+	case "forker-exec-fails": // a start whose exec fails in the forker, then the zombies left (forker_test.go)
+		return forkerExecFails()
 	case "sandboxed": // COMMAND: run it in workspace-write here, print its output and sandbox
 		p, err := proc.Start(context.Background(), proc.Config{Command: args[1], Sandbox: sandbox.Policy{Mode: sandbox.WorkspaceWrite}})
 		if err != nil {

@@ -524,6 +524,21 @@ func TestABadDirIsReportedAsSuch(t *testing.T) {
 	}
 }
 
+// TestAStartErrorQuotesTheCommandBounded: a command the kernel cannot
+// start (one argument past its bound, E2BIG) is quoted in the error cut
+// short, saying how much was left out; the error held it whole, 200 KiB
+// handed back to a model (an outsider's finding).
+func TestAStartErrorQuotesTheCommandBounded(t *testing.T) {
+	p, err := proc.Start(t.Context(), proc.Config{Command: "true #" + strings.Repeat("x", 200<<10)})
+	if err == nil {
+		mustWait(t, p)
+		t.Fatal("Start of a 200 KiB command line = nil error")
+	}
+	if msg := err.Error(); len(msg) > 1000 || !strings.Contains(msg, "more bytes)") || !errors.Is(err, syscall.E2BIG) {
+		t.Errorf("Start of a 200 KiB command line: %d bytes of error, %.300q; want it cut short, and errors.Is E2BIG", len(msg), msg)
+	}
+}
+
 // TestDocumentedDefaults: the defaults are documented at Config's fields,
 // not exported; this holds the documentation to the code (and the tools'
 // descriptions, which repeat some of them, to the same numbers).

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"syscall"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/proc/internal/contain"
 )
 
@@ -25,10 +26,12 @@ func startError(cfg Config, err error) error {
 			return fmt.Errorf("proc: working directory %s: %w", cfg.Dir, syscall.ENOTDIR)
 		}
 	}
+	// The command is quoted cut short: one the kernel refused for its
+	// length (E2BIG) would be handed back whole.
 	if len(cfg.Args) > 0 {
-		return fmt.Errorf("proc: start %q: %w", cfg.Args[0], err)
+		return fmt.Errorf("proc: start %q: %w", text.Clip(cfg.Args[0], 200), err)
 	}
-	return fmt.Errorf("proc: start %q: %w", cfg.Command, err)
+	return fmt.Errorf("proc: start %q: %w", text.Clip(cfg.Command, 200), err)
 }
 
 // streams are the descriptors Start makes for a process, as exec.Cmd's

@@ -295,6 +295,16 @@ func formatID(kind string, n uint64) string {
 	return string(strconv.AppendUint(b, n, 10))
 }
 
+// ValidID reports whether id has the form of a task id, KIND:N: a kind
+// of printable ASCII without ':' or spaces, a colon, and a decimal
+// number from 1. It says nothing of whether such a task exists; a
+// caller tells a mistyped id from one not in the table with it.
+func ValidID(id string) bool {
+	i := strings.LastIndexByte(id, ':')
+	n := parseID(id)
+	return n > 0 && validKind(id[:i]) == nil && strconv.FormatUint(n, 10) == id[i+1:]
+}
+
 // parseID returns the N of "KIND:N", or 0 if id is not of that form.
 func parseID(id string) uint64 {
 	i := strings.LastIndexByte(id, ':')

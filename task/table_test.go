@@ -535,3 +535,15 @@ func TestCancelCauseIsWhatTheOwnerIsTold(t *testing.T) {
 		}
 	})
 }
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"shell:3": true, "agent:12": true, "my-kind:1": true,
+		"shell:0": false, "shell:007": false, "shell:+3": false, "shell:-3": false, "shell:": false, ":3": false,
+		"3": false, "1e400": false, "0x1F": false, "shell:1e4": false, "she ll:3": false, "shell:99999999999999999999": false, "": false,
+	} {
+		if got := task.ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}

@@ -319,6 +319,9 @@ func resolve(v *task.View, raw string) (string, error) {
 		}
 		return "", fail("You have no task numbered %s; task_list shows your tasks.", id)
 	}
+	if !task.ValidID(id) {
+		return "", fail("%q is not a task id: an id is a kind, a colon and a number from 1, as shell:3 or agent:2 (or the number alone, 3); task_list shows yours.", shorten(id, 40))
+	}
 	if _, err := v.Info(id); err != nil {
 		return "", idFail(id, err)
 	}

@@ -397,6 +397,13 @@ func TestTaskOutputCursorsTailAndFilter(t *testing.T) {
 		`{"task_id": "` + id + `", "since": -5}`:                 "since must be",
 		`{"task_id": "shell:999"}`:                               "no task",
 		`{"task_id": "999"}`:                                     "no task numbered 999",
+		// An id that is not one is said to be none, bounded, with what one
+		// looks like; it was echoed as a task that does not exist (an
+		// outsider's finding).
+		`{"task_id": "1e400"}`:     `"1e400" is not a task id: an id is a kind, a colon and a number from 1, as shell:3`,
+		`{"task_id": 1.5}`:         `"1.5" is not a task id`,
+		`{"task_id": "shell:007"}`: `"shell:007" is not a task id`,
+		`{"task_id": "shell:` + strings.Repeat("9", 5000) + `"}`: `"shell:9999999999999999999999999999999999…(+4966 more bytes)" is not a task id`,
 	} {
 		if got := e.refused(t, e.top, "task_output", args); !strings.Contains(got, want) {
 			t.Errorf("task_output(%s) = %q, want %q", args, got, want)

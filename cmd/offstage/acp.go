@@ -133,7 +133,12 @@ func servedACP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 	cfg, surface := sf.template(model, sf.agents.profiles(cwd, sf.model, stderr), p, "", sup.rec.journal())
 	cfg.Tracer = sup.tracer
 	cfg.Tools.Process.Env = f.environ
-	return acpserver.Serve(ctx, acpserver.Config{Agent: cfg, Surface: surface, NoModel: noModel,
+	// The stop ends the connection's input, not Serve's context, as for
+	// offstage mcp (servedMCP): the answers of the prompts it cancelled
+	// then reach the editor before the connection ends.
+	stop := context.AfterFunc(ctx, f.endInput)
+	defer stop()
+	return acpserver.Serve(context.WithoutCancel(ctx), acpserver.Config{Agent: cfg, Surface: surface, NoModel: noModel,
 		AllowAll: yolo, NoEscalation: sf.sandbox.escalation == "deny", Logger: sup.logger, Version: version(),
 		Keep: sup.acp,
 	}, stdin, stdout)

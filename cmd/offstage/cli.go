@@ -198,7 +198,9 @@ func shown(fs *flag.FlagSet, w io.Writer) *flag.FlagSet {
 	out := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
 	out.SetOutput(w)
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, old := f.Value.(*oldName); !old {
+		// A retired name, and a flag with no usage (taken only to say why
+		// the command refuses it), are not shown.
+		if _, old := f.Value.(*oldName); !old && f.Usage != "" {
 			out.Var(f.Value, f.Name, f.Usage)
 			out.Lookup(f.Name).DefValue = f.DefValue
 		}

@@ -36,6 +36,10 @@ type face struct {
 	// conn is the served face's connection: done when the client went
 	// away (then the session detaches; nothing ends).
 	conn context.Context
+	// endInput, under offstage serve, ends the input of a stream face's
+	// connection (offstage mcp, offstage acp) while its output stays
+	// open, so that what is answered meanwhile still reaches the client.
+	endInput func()
 }
 
 // localFace is the face of this process's own terminal and pipes.

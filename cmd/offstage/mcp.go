@@ -324,8 +324,16 @@ func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 		return usagef("%v", err)
 	}
 	defer svc.Close(context.Background()) // a session still attached: the supervisor stops
-	// Run closes the connection when conn ends (hangup, or the stop).
-	err = svc.Server().Run(conn, mcpserver.Stdio(stdin, stdout))
+	// When conn ends (hangup, or the stop) the connection's input ends,
+	// not Run's context: the SDK refuses every write once its connection
+	// is closed, so the answer of a call in flight, a task_wait whose
+	// result the session's close just delivered, would be dropped unsaid.
+	// With the input ended, the stdio transport answers the calls in
+	// flight (for up to mcpserver.DrainGrace, then with an error) before
+	// the session ends.
+	stop := context.AfterFunc(conn, f.endInput)
+	defer stop()
+	err = svc.Server().Run(context.WithoutCancel(conn), mcpserver.Stdio(stdin, stdout))
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		sup.logger.Info("mcp: session ended", "err", err)
 	}

@@ -78,6 +78,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var jf journalFlags
 	jf.register(fs)
+	fs.Lookup("no-journal").Usage = "" // refused below, saying why: not in --help
 	idle := fs.Duration("idle", defaultIdle, "close a session that has had no client and no running or queued task for this long")
 	unit := fs.Bool("print-unit", false, "write a systemd --user unit that runs offstage serve with these flags, and exit")
 	detach := fs.Bool("detach", false, "start offstage serve in the background (its log in STATE/run/serve.log) and return once it answers")
@@ -396,13 +397,44 @@ func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter
 // goes to the supervisor's log.
 func (sup *supervisor) serveStream(c *net.UnixConn, br *bufio.Reader, h serveHeader, run func(context.Context, *face, []string, io.Reader, io.Writer, io.Writer) error) {
 	env := h.Env
+	in := &cutReader{r: br}
 	f := &face{getenv: func(k string) string { return envValue(env, k) }, environ: env, cwd: h.Dir,
 		width: func() int { return 0 }, interrupts: newFanout().subscribe, resizes: newFanout().subscribe,
-		host: sup, conn: sup.faces}
+		host: sup, conn: sup.faces, endInput: func() {
+			in.cut.Store(true)
+			c.SetReadDeadline(time.Now())
+			// What is answered after it still has a bound: a client that
+			// stopped reading cannot hold the stop up.
+			c.SetWriteDeadline(time.Now().Add(streamEndWait))
+		}}
 	logw := logWriter{sup.logger, h.Face}
-	if err := run(sup.faces, f, h.Args, br, c, logw); err != nil {
+	if err := run(sup.faces, f, h.Args, in, c, logw); err != nil {
 		sup.logger.Warn(fmt.Sprintf("serve: %s: %v", h.Face, err))
 	}
+}
+
+// streamEndWait bounds how long, once the supervisor ended a stream
+// face's input (face.endInput), writing what is answered in flight may
+// take: mcpserver.DrainGrace, with room.
+const streamEndWait = 10 * time.Second
+
+// errInputCut is what a stream face reads once the supervisor ended its
+// input: the protocol's transport says so to the requests it abandons.
+var errInputCut = errors.New("offstage serve ended the connection: it was stopped, or offstage sessions close ended the session")
+
+// cutReader is a stream face's input, which face.endInput ends: a read
+// the deadline interrupts fails with errInputCut.
+type cutReader struct {
+	r   io.Reader
+	cut atomic.Bool
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.cut.Load() {
+		err = errInputCut
+	}
+	return n, err
 }
 
 // logWriter writes a face's stderr lines to the supervisor's log.
@@ -756,6 +788,10 @@ func serveStop(jf journalFlags, stdout io.Writer) error {
 
 // printUnit writes a systemd --user unit running offstage serve with the
 // flags given (less --print-unit).
+// unitEscaper escapes systemd's specifiers and variables in a unit's
+// command line.
+var unitEscaper = strings.NewReplacer("%", "%%", "$", "$$")
+
 func printUnit(w io.Writer, args []string) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -769,7 +805,9 @@ func printUnit(w io.Writer, args []string) error {
 	}
 	quoted := make([]string, len(cmd))
 	for i, a := range cmd {
-		quoted[i] = strconv.Quote(a)
+		// systemd reads % as a specifier (%h, %u) and $ as a variable in
+		// ExecStart, even quoted: doubled, each stands for itself.
+		quoted[i] = unitEscaper.Replace(strconv.Quote(a))
 	}
 	_, err = fmt.Fprintf(w, `# offstage serve, started at login: save as ~/.config/systemd/user/offstage.service,
 # then: systemctl --user daemon-reload && systemctl --user enable --now offstage

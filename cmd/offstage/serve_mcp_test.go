@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -286,4 +293,233 @@ func TestSessionsCloseEndsADetachedACPSession(t *testing.T) {
 	if r["ended_by"] != "user" || !strings.Contains(r["end_reason"].(string), "offstage sessions close") {
 		t.Errorf("shell:1 after offstage sessions close: ended_by %v, end_reason %q; want user", r["ended_by"], r["end_reason"])
 	}
+}
+
+// TestServeStopAnswersTheCallsInFlight: offstage serve stop while an MCP
+// client's task_wait waits on a running shell, and while an editor's
+// session/prompt waits in task_wait too: each gets its answer (the shell
+// ended by the supervisor; the prompt cancelled) before its connection
+// ends, and its relay exits 1. The answers were dropped, the MCP one
+// while the journal marked its result delivered (an outsider's finding).
+func TestServeStopAnswersTheCallsInFlight(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+
+	progressed := make(chan struct{}, 1)
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
+	mcpErr := new(syncBuffer)
+	cmd.Stderr = mcpErr
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progressed <- struct{}{}:
+			default:
+			}
+		}})
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting to offstage mcp: %v\n%s", err, mcpErr.String())
+	}
+	defer cs.Close()
+	id := startShell(t, cs, "sleep 301")
+	waitSurvivors(t, mark, 2)
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	waited := make(chan answer, 1)
+	go func() {
+		p := &mcp.CallToolParams{Name: "task_wait", Arguments: map[string]any{"task_ids": []string{id}, "timeout_seconds": 300}}
+		p.SetProgressToken("wait")
+		res, err := cs.CallTool(t.Context(), p)
+		waited <- answer{res, err}
+	}()
+	<-progressed // the wait is in flight
+
+	acp := acpLines(t, state, "--yolo", "--script", writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 300", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "task_wait", "input": {"task_ids": ["shell:1"], "timeout_seconds": 300}}]},
+		{"text": "unreached"}]}`))
+	acp.call(t, 1, "initialize", `{"protocolVersion": 1, "clientCapabilities": {}}`)
+	var created struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(acp.call(t, 2, "session/new", `{"cwd": "/", "mcpServers": []}`), &created)
+	acp.send(t, 3, "session/prompt", `{"sessionId": "`+created.SessionID+`", "prompt": [{"type": "text", "text": "go"}]}`)
+	acp.until(t, `"title":"Wait for shell:1"`)
+
+	sv.stop(t)
+	a := <-waited
+	if a.err != nil || a.res.IsError || !strings.Contains(a.res.Content[0].(*mcp.TextContent).Text, `"ended_by":"supervisor"`) {
+		t.Errorf("task_wait in flight when offstage serve stopped = %+v, %v; want the shell's result, ended_by supervisor", a.res, a.err)
+	}
+	mcpShell := func(r map[string]any) bool { return r["label"] == "sleep 301" && r["state"] != "running" }
+	if r := waitTask(t, state, id, mcpShell); r["delivered"] != true {
+		t.Errorf("%s after its task_wait answered: %v; want delivered", id, r)
+	}
+	if line := acp.until(t, `"id":3`); !strings.Contains(line, `"stopReason":"cancelled"`) {
+		t.Errorf("session/prompt in flight when offstage serve stopped = %s; want stopReason cancelled", line)
+	}
+	cs.Wait()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("offstage mcp cut off by the stop: %v\n%s", cmd.ProcessState, mcpErr.String())
+	}
+	if code := acp.wait(t); code != 1 {
+		t.Errorf("offstage acp cut off by the stop: exit %d", code)
+	}
+	noSurvivors(t, mark)
+}
+
+// lineClient is a raw JSON-RPC peer of offstage acp over its stdio.
+type lineClient struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	lines  *bufio.Scanner
+	stderr *syncBuffer
+}
+
+// acpLines starts offstage acp with args on state.
+func acpLines(t *testing.T, state string, args ...string) *lineClient {
+	t.Helper()
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, append([]string{"acp"}, args...)...)
+	c := &lineClient{cmd: cmd, stderr: new(syncBuffer)}
+	cmd.Stderr = c.stderr
+	var err error
+	if c.in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.lines = bufio.NewScanner(out)
+	c.lines.Buffer(nil, 1<<20)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.in.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return c
+}
+
+func (c *lineClient) send(t *testing.T, id int, method, params string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c.in, `{"jsonrpc": "2.0", "id": %d, "method": %q, "params": %s}`+"\n", id, method, params); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// until reads lines until one holds want, and returns it.
+func (c *lineClient) until(t *testing.T, want string) string {
+	t.Helper()
+	for c.lines.Scan() {
+		if line := c.lines.Text(); strings.Contains(line, want) {
+			return line
+		}
+	}
+	t.Fatalf("offstage acp ended its output (%v) before a line with %s:\n%s", c.lines.Err(), want, c.stderr.String())
+	return ""
+}
+
+// call sends a request and returns its result.
+func (c *lineClient) call(t *testing.T, id int, method, params string) json.RawMessage {
+	t.Helper()
+	c.send(t, id, method, params)
+	var r struct {
+		Result json.RawMessage `json:"result"`
+	}
+	line := c.until(t, fmt.Sprintf(`"id":%d`, id))
+	if json.Unmarshal([]byte(line), &r); r.Result == nil {
+		t.Fatalf("%s = %s", method, line)
+	}
+	return r.Result
+}
+
+// wait closes the input and returns the exit code.
+func (c *lineClient) wait(t *testing.T) int {
+	t.Helper()
+	c.in.Close()
+	for c.lines.Scan() {
+	}
+	c.cmd.Wait()
+	return c.cmd.ProcessState.ExitCode()
+}
+
+// TestAnEndedConnectionAnswersTheCallInFlight pins the mechanism behind
+// TestServeStopAnswersTheCallsInFlight, whose order is a race: the
+// supervisor ends an MCP client's connection while a task_wait waits,
+// and only then closes its session. The wait's answer, the shell the
+// close ended, still reaches the client: the SDK used to be told to
+// close the connection, which drops every answer written after it.
+func TestAnEndedConnectionAnswersTheCallInFlight(t *testing.T) {
+	sup := newSupervisor(nil, nil, time.Hour, slog.New(slog.DiscardHandler), func(error) {})
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]*net.UnixConn, 2)
+	for i, fd := range fds {
+		syscall.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c.(*net.UnixConn)
+		defer c.Close()
+	}
+	home := t.TempDir()
+	h := serveHeader{Face: "mcp", Dir: home, Env: []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		sup.serveStream(conns[0], bufio.NewReader(conns[0]), h, mcpFace)
+		conns[0].Close()
+	}()
+
+	progressed := make(chan struct{}, 1)
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progressed <- struct{}{}:
+			default:
+			}
+		}})
+	cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: conns[1], Writer: conns[1]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	id := startShell(t, cs, "sleep 300")
+	waited := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		p := &mcp.CallToolParams{Name: "task_wait", Arguments: map[string]any{"task_ids": []string{id}, "timeout_seconds": 300}}
+		p.SetProgressToken("wait")
+		res, err := cs.CallTool(t.Context(), p)
+		if err != nil {
+			t.Errorf("task_wait: %v", err)
+		}
+		waited <- res
+	}()
+	<-progressed // the wait is in flight
+
+	sup.endFaces()
+	sup.mu.Lock()
+	var hs []*hosted
+	for _, h := range sup.sessions {
+		hs = append(hs, h)
+	}
+	sup.mu.Unlock()
+	if len(hs) != 1 {
+		t.Fatalf("the supervisor hosts %d sessions; want the MCP client's", len(hs))
+	}
+	sup.close(hs[0], &task.EndError{By: task.BySupervisor, Reason: "a test", Err: task.ErrClosed})
+	if res := <-waited; res == nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"ended_by":"supervisor"`) {
+		t.Errorf("task_wait in flight when its connection ended = %+v; want the shell's result, ended_by supervisor", res)
+	}
+	<-served
 }

@@ -441,19 +441,29 @@ func TestServeRefusesAnotherUser(t *testing.T) {
 }
 
 // TestPrintUnit: the systemd --user unit runs this offstage's serve with
-// the flags given, and stops it by SIGTERM to it alone.
+// the flags given, and stops it by SIGTERM to it alone. A % or $ in them
+// is doubled, as systemd reads them as specifiers and variables (an
+// outsider's finding).
 func TestPrintUnit(t *testing.T) {
-	out, errOut, code, _ := runIn(t, serveState(t), nil, "serve", "--print-unit", "--idle", "2h")
+	out, errOut, code, _ := runIn(t, serveState(t), nil, "serve", "--print-unit", "--idle", "2h", "--state-dir", "/srv/100%h$HOME")
 	if code != 0 {
 		t.Fatalf("serve --print-unit: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{`"serve" "--idle" "2h"`, "KillMode=mixed", "TimeoutStopSec=30", "WantedBy=default.target"} {
+	for _, want := range []string{`"serve" "--idle" "2h" "--state-dir" "/srv/100%%h$$HOME"`, "KillMode=mixed", "TimeoutStopSec=30", "WantedBy=default.target"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the unit has no %s:\n%s", want, out)
 		}
 	}
 	if strings.Contains(out, "print-unit") {
 		t.Errorf("the unit's command prints a unit:\n%s", out)
+	}
+	// --no-journal, which serve refuses, saying why, is not offered.
+	help, _, _, _ := runIn(t, serveState(t), nil, "serve", "--help")
+	if strings.Contains(help, "no-journal") || !strings.Contains(help, "--state-dir") {
+		t.Errorf("offstage serve --help offers --no-journal, or not --state-dir:\n%s", help)
+	}
+	if _, errOut, code, _ := runIn(t, serveState(t), nil, "serve", "--no-journal"); code != 2 || !strings.Contains(errOut, "offstage serve records what its sessions run") {
+		t.Errorf("offstage serve --no-journal: exit %d: %s", code, errOut)
 	}
 }
 

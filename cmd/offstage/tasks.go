@@ -369,10 +369,16 @@ func ago(t, now time.Time) string {
 	return short(now.Sub(t)) + " ago"
 }
 
+// took is how long t ran: "?" for an orphaned task, whose host died
+// while it ran at a time no record holds (its finish, if recorded, is
+// when the death was found: the next offstage's start, a lease's end),
+// so that its TOOK does not go on growing.
 func took(t journal.Task, now time.Time) string {
 	switch {
 	case t.Started.IsZero():
 		return "-"
+	case t.State == journal.Orphaned:
+		return "?"
 	case t.Finished.IsZero():
 		return short(now.Sub(t.Started)) + "…"
 	}
@@ -612,7 +618,11 @@ func showTaskLive(ctx context.Context, store *journal.DB, session, id string, js
 	if t.ExitCode != nil {
 		fmt.Fprintf(w, ", exit %d", *t.ExitCode)
 	}
-	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), took(t, now))
+	d := took(t, now)
+	if d == "?" {
+		d = "unknown (its offstage died while it ran)"
+	}
+	fmt.Fprintf(w, "\n  started: %s, took %s\n", ago(t.Created, now), d)
 	if t.EndedBy != "" {
 		fmt.Fprintf(w, "  ended by: %s", t.EndedBy)
 		if t.EndReason != "" {
@@ -710,6 +720,9 @@ func findTask(ctx context.Context, store *journal.DB, session, id string, note f
 		}
 		session, id = full.ID, rest
 	}
+	if !task.ValidID(id) {
+		return journal.Task{}, usagef("%q is not a task id: an id is a kind, a colon and a number from 1, as shell:3 or agent:2, or SESSION/shell:3 for one session's; offstage tasks lists them", clip(id, 40))
+	}
 	var t journal.Task
 	var err error
 	if session != "" {
@@ -738,7 +751,7 @@ func findTask(ctx context.Context, store *journal.DB, session, id string, note f
 		}
 	}
 	if errors.Is(err, journal.ErrNotFound) {
-		return journal.Task{}, usagef("no task %s in the journal; offstage tasks lists them", id)
+		return journal.Task{}, usagef("no task %s in the journal; offstage tasks lists them", clip(id, 80))
 	}
 	if err != nil {
 		return journal.Task{}, err

@@ -126,20 +126,25 @@ func TestTasksGolden(t *testing.T) {
 		t.Errorf("--session prefix = %s", out.String())
 	}
 	for args, want := range map[string]string{
-		"--state sleeping":                      `--state "sleeping" is not a state`,
-		"--state /tmp/x":                        `the journal's directory is --state-dir`,
-		"--since yesterday":                     `--since "yesterday" is neither a duration`,
-		"--session nope":                        `session "nope"`,
-		"show shell:9":                          "no task shell:9 in the journal",
-		"show":                                  "offstage tasks show needs a task's id, such as shell:3", // issue 23 item 10
-		"show a b":                              `unexpected "show a b"`,
-		"cancel":                                "offstage tasks cancel needs a task's id",
-		"follow":                                "offstage tasks follow needs a task's id",
-		"cancel shell:9":                        "no task shell:9 in the journal",
-		"stop shell:1":                          `unexpected "stop shell:1"`,
-		"show shell:1 --reason x":               "--reason goes with offstage tasks cancel",
-		"follow shell:1 --since 2h":             `with follow, --since is a byte of the output`,
-		"follow 20261122-09/shell:1 --since -1": `with follow, --since is a byte`,
+		"--state sleeping":  `--state "sleeping" is not a state`,
+		"--state /tmp/x":    `the journal's directory is --state-dir`,
+		"--since yesterday": `--since "yesterday" is neither a duration`,
+		"--session nope":    `session "nope"`,
+		"show shell:9":      "no task shell:9 in the journal",
+		"show":              "offstage tasks show needs a task's id, such as shell:3", // issue 23 item 10
+		"show a b":          `unexpected "show a b"`,
+		"cancel":            "offstage tasks cancel needs a task's id",
+		"follow":            "offstage tasks follow needs a task's id",
+		"cancel shell:9":    "no task shell:9 in the journal",
+		// An id that is not one says what one looks like, bounded; it was
+		// echoed whole as a task not in the journal (an outsider's finding).
+		"show 1e400":                             `"1e400" is not a task id: an id is a kind, a colon and a number from 1, as shell:3`,
+		"cancel 20261122-09/0x1F":                `"0x1F" is not a task id`,
+		"show shell:" + strings.Repeat("9", 500): `"shell:999999999999999999999999999999999…" is not a task id`,
+		"stop shell:1":                           `unexpected "stop shell:1"`,
+		"show shell:1 --reason x":                "--reason goes with offstage tasks cancel",
+		"follow shell:1 --since 2h":              `with follow, --since is a byte of the output`,
+		"follow 20261122-09/shell:1 --since -1":  `with follow, --since is a byte`,
 	} {
 		err := tasksCommand(t.Context(), append([]string{"--state-dir", dir}, strings.Fields(args)...), &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -317,6 +322,29 @@ func TestTasksShowADeadHostsTasksOrphaned(t *testing.T) {
 		}
 		if said := strings.Contains(errOut.String(), "1 task shown orphaned"); said != (want == "orphaned") {
 			t.Errorf("show %s/shell:1: stderr %q", session, errOut.String())
+		}
+	}
+}
+
+// TestTookOfAnOrphanedTask: the TOOK of a task whose host died is
+// unknown, whether shown orphaned (its host gone, not yet recorded) or
+// recorded so (at the next start); it grew with the clock, or counted
+// the time until the death was found (an outsider's finding).
+func TestTookOfAnOrphanedTask(t *testing.T) {
+	start := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	now := start.Add(3 * time.Hour)
+	for _, c := range []struct {
+		t    journal.Task
+		want string
+	}{
+		{journal.Task{State: journal.Running, Started: start}, "3h…"},
+		{journal.Task{State: journal.Completed, Started: start, Finished: start.Add(90 * time.Second)}, "1m"},
+		{journal.Task{State: journal.Queued}, "-"},
+		{journal.Task{State: journal.Orphaned, Started: start}, "?"},
+		{journal.Task{State: journal.Orphaned, Started: start, Finished: start.Add(2 * time.Hour)}, "?"},
+	} {
+		if got := took(c.t, now); got != c.want {
+			t.Errorf("took(%s, started %v, finished %v) = %q, want %q", c.t.State, c.t.Started, c.t.Finished, got, c.want)
 		}
 	}
 }

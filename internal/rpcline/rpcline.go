@@ -241,9 +241,10 @@ func (l *Writer) waiting() <-chan struct{} {
 	return l.idle
 }
 
-// abandon answers every pending request with an error and drops their
+// abandon answers every pending request with an error, saying how the
+// input ended (cause: io.EOF, or the reader's error), and drops their
 // late responses.
-func (l *Writer) abandon(after time.Duration) {
+func (l *Writer) abandon(after time.Duration, cause error) {
 	l.mu.Lock()
 	ids := make([]json.RawMessage, 0, len(l.pending))
 	for key, r := range l.pending {
@@ -262,8 +263,12 @@ func (l *Writer) abandon(after time.Duration) {
 		l.idle = nil
 	}
 	l.mu.Unlock()
+	how := "the input ended"
+	if !errors.Is(cause, io.EOF) {
+		how = "the input ended (" + cause.Error() + ")"
+	}
 	for _, id := range ids {
-		l.write(reply(id, -32603, fmt.Sprintf("Internal error: the input ended and this request was not answered within %s of it; it was abandoned", after)))
+		l.write(reply(id, -32603, fmt.Sprintf("Internal error: %s and this request was not answered within %s of it; it was abandoned", how, after)))
 	}
 }
 
@@ -292,7 +297,7 @@ func (t *Reader) Read(p []byte) (int, error) {
 			if len(t.pending) > 0 {
 				break
 			}
-			t.drain()
+			t.drain(err)
 			return 0, err
 		}
 	}
@@ -309,8 +314,9 @@ func (t *Reader) Close() error {
 }
 
 // drain waits, up to Options.Drain, until every request passed on is
-// answered; then it answers the rest itself.
-func (t *Reader) drain() {
+// answered; then it answers the rest itself, saying the input ended with
+// err.
+func (t *Reader) drain(err error) {
 	if t.opts.Drain <= 0 {
 		return
 	}
@@ -324,7 +330,7 @@ func (t *Reader) drain() {
 		select {
 		case <-idle:
 		case <-timer.C:
-			t.w.abandon(t.opts.Drain)
+			t.w.abandon(t.opts.Drain, err)
 			return
 		case <-t.closed:
 			return

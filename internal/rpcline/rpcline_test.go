@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -237,6 +238,21 @@ func TestEndOfInputAbandonsAfterTheGrace(t *testing.T) {
 		}
 		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
 		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error: the input ended and this request was not answered within 5s of it; it was abandoned"}}` + "\n"
+		if out.String() != want {
+			t.Errorf("output %s, want %s", out.String(), want)
+		}
+	})
+}
+
+// An input that ends with an error, not io.EOF (offstage serve ending a
+// relayed connection), is named in the abandoned request's answer.
+func TestInputErrorIsNamedInTheAbandonedAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		in := io.MultiReader(strings.NewReader(ping+"\n"), iotest.ErrReader(errors.New("the supervisor ended the connection")))
+		r, _ := rpcline.New(in, &out, rpcline.Options{MaxLine: 1 << 10, Drain: 5 * time.Second})
+		io.ReadAll(r)
+		want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error: the input ended (the supervisor ended the connection) and this request was not answered within 5s of it; it was abandoned"}}` + "\n"
 		if out.String() != want {
 			t.Errorf("output %s, want %s", out.String(), want)
 		}

@@ -361,16 +361,55 @@ func startFenced(req Request, attr *syscall.ProcAttr, nets *forkerNets, s *stand
 		return 0, err
 	}
 	// Failing exec leaves a zombie of the host's that no one knows of
-	// (CLONE_PARENT; Go reaps only a child of its own): so a directory
-	// the command cannot enter fails here, before the fork.
+	// (CLONE_PARENT; Go reaps only a child of its own, and returns no
+	// pid when the exec failed, so the host cannot be told): so what
+	// would make it fail fails here, before the fork, from the fenced
+	// thread (its mounts, its Landlock domain): a directory the command
+	// cannot enter, a program it cannot run, arguments and environment
+	// the kernel will not carry.
 	if err := syscall.Access(req.Dir, 1); err != nil { // X_OK
 		return 0, fmt.Errorf("chdir %s: %w", req.Dir, err)
+	}
+	if err := syscall.Access(req.Path, 1); err != nil {
+		return 0, fmt.Errorf("fork/exec %s: %w", req.Path, err)
+	}
+	if err := fitsExec(req.Args, req.Env); err != nil {
+		return 0, fmt.Errorf("fork/exec %s: %w", req.Path, err)
 	}
 	pid, err = syscall.ForkExec(req.Path, req.Args, attr)
 	if err != nil {
 		return 0, fmt.Errorf("fork/exec %s: %w", req.Path, err)
 	}
 	return pid, nil
+}
+
+// fitsExec says whether the kernel's execve takes args and env, as
+// Linux bounds them (fs/exec.c): each string, with its NUL, at most
+// MAX_ARG_STRLEN (32 pages); all of them, with their pointers, within a
+// quarter of the stack limit, at most three quarters of 8 MiB and at
+// least 32 pages. It errs on refusing a start the kernel might take
+// (the pointers' array is counted whole) rather than one it would not.
+func fitsExec(args, env []string) error {
+	const page = 4096 // the least page size: MAX_ARG_STRLEN is 32 of them
+	limit := uint64(8<<20) / 4 * 3
+	var stack syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_STACK, &stack); err == nil && stack.Cur/4 < limit {
+		limit = stack.Cur / 4
+	}
+	limit = max(limit, 32*page)
+	total := uint64(len(args)+len(env)+2) * 8
+	for _, list := range [][]string{args, env} {
+		for _, s := range list {
+			if len(s)+1 > 32*page {
+				return fmt.Errorf("%w: an argument or environment variable of %d bytes (at most %d)", syscall.E2BIG, len(s), 32*page-1)
+			}
+			total += uint64(len(s)) + 1
+		}
+	}
+	if total > limit {
+		return fmt.Errorf("%w: arguments and environment of %d bytes (at most %d)", syscall.E2BIG, total, limit)
+	}
+	return nil
 }
 
 // threadGone waits until this process's thread tid has ended.

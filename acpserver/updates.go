@@ -97,16 +97,14 @@ func (s *session) toolResult(e agent.Event) {
 	s.mu.Lock()
 	delete(s.calls, e.ToolCallID)
 	s.mu.Unlock()
-	var out map[string]any
-	json.Unmarshal([]byte(e.Text), &out)
-	str := func(k string) string { v, _ := out[k].(string); return v }
-	if taskID, status := str("task_id"), str("status"); !e.IsError && taskID != "" && (e.Tool == "bash" || e.Tool == "spawn_agent") && (status == "running" || status == "queued") {
+	out := readOutput(e.Text)
+	if taskID, status := out.get("task_id"), out.get("status"); !e.IsError && taskID != "" && (e.Tool == "bash" || e.Tool == "spawn_agent") && (status == "running" || status == "queued") {
 		note := "Running in the background as " + taskID + "."
-		if tail := str("output"); tail != "" {
+		if tail := out.get("output"); tail != "" {
 			note += "\n\n" + lastLines(tail, cardTailLines)
 		}
 		s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusInProgress),
-			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(note))}), acp.WithUpdateRawOutput(out)))
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(note))}), acp.WithUpdateRawOutput(out.raw)))
 		s.mu.Lock()
 		s.cards[taskID] = &card{call: id}
 		s.mu.Unlock()
@@ -115,16 +113,16 @@ func (s *session) toolResult(e agent.Event) {
 		}
 		return
 	}
-	status, text := cardStatus(e.IsError, out), resultText(e.Tool, out, e.Text)
+	status, text := cardStatus(e.IsError, &out), resultText(e.Tool, &out, e.Text)
 	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(out, e.Text))))
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(&out, e.Text))))
 }
 
 // cardStatus is how a finished call's card ends: failed for an error
 // result, and for a command that did not complete (cancelled with the
 // turn, timed out, failed), which a card marked completed would hide.
-func cardStatus(isError bool, out map[string]any) acp.ToolCallStatus {
-	switch s, _ := out["status"].(string); {
+func cardStatus(isError bool, out *toolOutput) acp.ToolCallStatus {
+	switch s := out.get("status"); {
 	case isError, s == task.Canceled.String(), s == task.TimedOut.String(), s == task.Failed.String():
 		return acp.ToolCallStatusFailed
 	}
@@ -133,11 +131,11 @@ func cardStatus(isError bool, out map[string]any) acp.ToolCallStatus {
 
 // resultText is what a finished call's card shows: a command's output,
 // an error's sentence, a sub-agent's answer, or the result itself.
-func resultText(tool string, out map[string]any, raw string) string {
+func resultText(tool string, out *toolOutput, raw string) string {
 	pick := func(keys ...string) string {
 		var parts []string
 		for _, k := range keys {
-			if v, ok := out[k].(string); ok && v != "" {
+			if v := out.get(k); v != "" {
 				parts = append(parts, v)
 			}
 		}
@@ -145,12 +143,12 @@ func resultText(tool string, out map[string]any, raw string) string {
 	}
 	var shown string
 	switch {
-	case out["error"] != nil && len(out) == 1:
+	case out.errorOnly:
 		shown = pick("error")
 	case tool == "bash":
 		shown = pick("output", "error", "note")
-		if code, ok := out["exit_code"].(float64); ok {
-			shown = fmt.Sprintf("exit %d\n%s", int(code), shown)
+		if out.hasExit {
+			shown = fmt.Sprintf("exit %d\n%s", int(out.exit), shown)
 		}
 	case tool == "spawn_agent":
 		shown = pick("answer", "error", "note")
@@ -380,17 +378,19 @@ func promptText(blocks []acp.ContentBlock) (string, error) {
 	return b.String(), nil
 }
 
+// rawJSON is a call's input as its card's rawInput: the JSON as it is,
+// or the text when it is not JSON.
 func rawJSON(b json.RawMessage) any {
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return string(b)
+	if v, ok := asJSON(b); ok {
+		return v
 	}
-	return v
+	return string(b)
 }
 
-func rawOr(out map[string]any, raw string) any {
-	if out != nil {
-		return out
+// rawOr is a result's rawOutput: the JSON object, or else the text.
+func rawOr(out *toolOutput, raw string) any {
+	if out.raw != nil {
+		return out.raw
 	}
 	return raw
 }
@@ -487,17 +487,15 @@ func (r *replayer) block(role provider.Role, b provider.Block) {
 // started background work in progress until its result comes.
 func (r *replayer) result(b provider.Block) {
 	id, name := acp.ToolCallId(b.ToolCallID), r.tools[b.ToolCallID]
-	var out map[string]any
-	json.Unmarshal([]byte(b.Text), &out)
-	str := func(k string) string { v, _ := out[k].(string); return v }
-	if taskID, status := str("task_id"), str("status"); !b.IsError && taskID != "" && (name == "bash" || name == "spawn_agent") && (status == "running" || status == "queued") {
+	out := readOutput(b.Text)
+	if taskID, status := out.get("task_id"), out.get("status"); !b.IsError && taskID != "" && (name == "bash" || name == "spawn_agent") && (status == "running" || status == "queued") {
 		r.cards[taskID] = id
 		r.s.update(acp.UpdateToolCall(id, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("Running in the background as " + taskID + "."))})))
 		return
 	}
-	status := cardStatus(b.IsError, out)
+	status := cardStatus(b.IsError, &out)
 	r.s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(resultText(name, out, b.Text), replayBytes)))})))
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(resultText(name, &out, b.Text), replayBytes)))})))
 }
 
 // results replays a delivery of background results: the line announcing

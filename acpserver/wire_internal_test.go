@@ -78,6 +78,11 @@ func TestUpdateWireMatchesSDK(t *testing.T) {
 		acp.UpdateToolCall("call_1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(`{"tasks":[],"count":0}`))}),
 			acp.WithUpdateRawOutput(map[string]any{"count": 0, "tasks": []any{}})),
+		acp.StartToolCall("call_1", "List tasks", acp.WithStartRawInput(jsonText(`{"a":[1,2.5e3,"<&>"],"b":null}`))),
+		acp.UpdateToolCall("call_1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted), acp.WithUpdateRawOutput(jsonText(`{"count":0,"tasks":[]}`)),
+			acp.WithUpdateRawInput(jsonText(`"x"`))),
+		acp.UpdateToolCall("call_1", acp.WithUpdateRawOutput("not JSON: {")),
+		acp.StartToolCall("call_1", "", acp.WithStartRawOutput(map[string]any(nil)), acp.WithStartLocations([]acp.ToolCallLocation{{Path: "/a", Line: acp.Ptr(3)}})),
 		acp.UpdateToolCall("call_2", acp.WithUpdateTitle("bash: make"), acp.WithUpdateKind(acp.ToolKindExecute),
 			acp.WithUpdateLocations([]acp.ToolCallLocation{{Path: "/tmp/x"}})),
 	}
@@ -117,4 +122,42 @@ func FuzzUpdateWire(f *testing.F) {
 		sameUpdate(t, id, acp.UpdateToolCall(acp.ToolCallId(call), acp.WithUpdateStatus(acp.ToolCallStatusFailed),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(map[string]any{"error": text})))
 	})
+}
+
+// FuzzAppendString: appendString writes any string, invalid UTF-8 and
+// all, byte for byte as encoding/json does.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x00\x1f\b\f\n\r\t\"\\", "<&>", "\u2028\u2029", "é\xff\xc3", "\xed\xa0\x80", "\U0001F600"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("appendString(%q) = %s, want %s", s, got[1:], want)
+		}
+	})
+}
+
+// TestAsJSON: a tool's text goes out as it is when it is JSON without a
+// line break, compacted when it has one, and not as JSON otherwise.
+func TestAsJSON(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`{"a":1}`, `{"a":1}`, true},
+		{"{\n  \"a\": \"b c\",\r\n  \"d\": [1, 2]\n}", `{"a":"b c","d":[1,2]}`, true},
+		{` "s" `, ` "s" `, true},
+		{`{"a":`, "", false},
+		{"", "", false},
+		{"\"raw\nline\"", "", false},
+	} {
+		got, ok := asJSON([]byte(c.in))
+		if ok != c.ok || string(got) != c.want {
+			t.Errorf("asJSON(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
 }

@@ -262,16 +262,18 @@ func (srv *server) cancelRequest(params json.RawMessage) {
 // its value (7, 7.0 and 70e-1 are one id); "" for anything else, or a
 // number whose exponent is far past any id the guard lets through.
 func cancelKey(raw json.RawMessage) string {
-	raw = json.RawMessage(strings.TrimSpace(string(raw)))
+	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0:
 		return ""
 	case raw[0] == '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		s, ok := plainString(raw)
+		if !ok {
 			return ""
 		}
 		return "s" + s
+	case plainInteger(raw):
+		return "n" + string(raw) // every prompt's id: what big.Rat would say
 	case raw[0] != '-' && (raw[0] < '0' || raw[0] > '9'):
 		return ""
 	}
@@ -289,31 +291,24 @@ func cancelKey(raw json.RawMessage) string {
 	return "n" + r.Num().String()
 }
 
-// respond writes the response to request id, as the SDK's handleInbound
-// does: an error as its *acp.RequestError (any other error as an internal
-// one), a result marshalled. The result is encoded in place rather than
-// first on its own (the SDK's json.RawMessage, which is then compacted
-// again): the same bytes, in one pass.
+// plainInteger reports whether a JSON number is an integer written
+// plainly: digits, no leading zero, perhaps a minus but not "-0".
+func plainInteger(n []byte) bool {
+	digits := bytes.TrimPrefix(n, []byte("-"))
+	if len(digits) == 0 || digits[0] == '0' && (len(digits) > 1 || len(digits) < len(n)) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// respond writes the response to request id (appendResponse).
 func (srv *server) respond(id json.RawMessage, result any, err error) {
-	type message struct {
-		JSONRPC string            `json:"jsonrpc"`
-		ID      json.RawMessage   `json:"id"`
-		Result  any               `json:"result,omitempty"`
-		Error   *acp.RequestError `json:"error,omitempty"`
-	}
-	msg := message{JSONRPC: "2.0", ID: id, Result: result}
-	if err != nil {
-		msg = message{JSONRPC: "2.0", ID: id, Error: requestError(err)}
-	}
-	b, err := json.Marshal(msg)
-	if err != nil && msg.Error == nil {
-		b, err = json.Marshal(message{JSONRPC: "2.0", ID: id, Error: acp.NewInternalError(map[string]any{"error": err.Error()})})
-	}
-	if err != nil { // cannot happen: an error is plain JSON
-		srv.cfg.Logger.Error("a response could not be encoded", "err", err)
-		return
-	}
-	if _, err := srv.out.Write(append(b, '\n')); err != nil {
+	if _, err := srv.out.Write(appendResponse(nil, id, result, err)); err != nil {
 		srv.cfg.Logger.Debug("a response was not sent", "err", err)
 	}
 }

@@ -140,7 +140,7 @@ type server struct {
 	cfg  Config
 	ctx  context.Context // ends with the connection
 	conn *acp.AgentSideConnection
-	out  io.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
+	out  *rpcline.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
 	// reqCtx ends when the connection's input does: the prompts' requests
 	// are its children (prompt.go), as the SDK's requests are its
 	// connection's.

@@ -292,11 +292,11 @@ func (s *session) write(q queued) {
 		s.flushLines()
 		close(q.flushed)
 	case q.turnEnd != nil:
-		s.flushLines()
 		if a := s.takeAnswer(); a != nil {
 			s.answerTurn(a, *q.turnEnd)
 			return
 		}
+		s.flushLines()
 		select {
 		case s.turnEnds <- *q.turnEnd:
 		case <-s.done:
@@ -309,13 +309,27 @@ func (s *session) write(q queued) {
 // them (a turn's updates come in bursts): one write, where each line was
 // one, and one wake-up of the client's reader.
 func (s *session) flushLines() {
-	if len(s.line) == 0 {
-		return
+	if len(s.line) > 0 {
+		s.writeLines(len(s.line))
 	}
-	if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
-		if _, err := s.srv.out.Write(s.line); err != nil {
-			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
-		}
+}
+
+// writeLines writes the update lines held, s.line[:at], and the response
+// s.line[at:] after them if there is one, in one write.
+func (s *session) writeLines(at int) {
+	p := s.line
+	if s.srv.ctx.Err() != nil { // as the SDK: no update goes out once the connection ended
+		p, at = p[at:], 0
+	}
+	var err error
+	switch {
+	case at < len(p):
+		_, err = s.srv.out.WriteEnding(p, at)
+	case len(p) > 0:
+		_, err = s.srv.out.Write(p)
+	}
+	if err != nil {
+		s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
 	}
 	s.line = s.line[:0]
 	if cap(s.line) > maxKeptLine {
@@ -474,11 +488,14 @@ func (s *session) takeAnswer() *answer {
 }
 
 // answerTurn answers a prompt handed over, whose turn ended so; from the
-// sender, after the turn's updates.
+// sender, in one write with the last of the turn's updates.
 func (s *session) answerTurn(a *answer, end agent.Event) {
 	resp, err := s.response(end)
 	s.release(a)
-	a.respond(resp, err)
+	a.done()
+	at := len(s.line)
+	s.line = appendResponse(s.line, a.id, resp, err)
+	s.writeLines(at)
 }
 
 // answerClosed answers a prompt handed over whose turn's end never came:

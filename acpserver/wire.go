@@ -3,9 +3,12 @@ package acpserver
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/task"
 )
 
 // The session/update notifications carry nearly everything the agent
@@ -328,4 +331,102 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendResponse appends the response to request id (with its newline),
+// as the SDK's handleInbound writes one: an error as its
+// *acp.RequestError (any other error as an internal one), a result
+// marshalled. A prompt's result, which every prompt has, is written by
+// hand (appendPromptResult); anything else by encoding/json.
+func appendResponse(dst []byte, id json.RawMessage, result any, err error) []byte {
+	start := len(dst)
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	if err == nil {
+		dst = append(dst, `,"result":`...)
+		if r, ok := result.(acp.PromptResponse); ok {
+			if b, ok := appendPromptResult(dst, &r); ok {
+				return append(b, "}\n"...)
+			}
+		}
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			return appendResponse(dst[:start], id, nil, acp.NewInternalError(map[string]any{"error": merr.Error()}))
+		}
+		dst = append(dst, b...)
+		return append(dst, "}\n"...)
+	}
+	b, merr := json.Marshal(requestError(err))
+	if merr != nil { // cannot happen: an error is plain JSON
+		b, _ = json.Marshal(acp.NewInternalError(map[string]any{"error": merr.Error()}))
+	}
+	dst = append(dst, `,"error":`...)
+	dst = append(dst, b...)
+	return append(dst, "}\n"...)
+}
+
+// appendPromptResult appends a prompt's response: its stop reason, its
+// usage, and its _meta when that holds the usage alone (UsageMeta); false
+// for another _meta, which encoding/json writes.
+func appendPromptResult(dst []byte, r *acp.PromptResponse) ([]byte, bool) {
+	dst = append(dst, '{')
+	if r.Meta != nil {
+		u, ok := r.Meta[UsageMeta].(usageMeta)
+		if !ok || len(r.Meta) != 1 {
+			return dst, false
+		}
+		dst = append(dst, `"_meta":{"`+UsageMeta+`":{"autonomous":`...)
+		dst = appendTaskUsage(dst, &u.Autonomous)
+		dst = append(dst, `,"session":`...)
+		dst = appendTaskUsage(dst, &u.Session)
+		dst = append(dst, `,"turn":`...)
+		dst = appendTaskUsage(dst, &u.Turn)
+		dst = append(dst, "}},"...)
+	}
+	dst = append(dst, `"stopReason":`...)
+	dst = appendString(dst, string(r.StopReason))
+	if u := r.Usage; u != nil {
+		// The SDK's order (its struct's), so that the line is the SDK's
+		// byte for byte.
+		dst = append(dst, `,"usage":{`...)
+		dst = appendOptionalInt(dst, `"cachedReadTokens":`, u.CachedReadTokens, ",")
+		dst = appendOptionalInt(dst, `"cachedWriteTokens":`, u.CachedWriteTokens, ",")
+		dst = append(dst, `"inputTokens":`...)
+		dst = strconv.AppendInt(dst, int64(u.InputTokens), 10)
+		dst = append(dst, `,"outputTokens":`...)
+		dst = strconv.AppendInt(dst, int64(u.OutputTokens), 10)
+		dst = appendOptionalInt(dst, `,"thoughtTokens":`, u.ThoughtTokens, "")
+		dst = append(dst, `,"totalTokens":`...)
+		dst = strconv.AppendInt(dst, int64(u.TotalTokens), 10)
+		dst = append(dst, '}')
+	}
+	if r.UserMessageId != nil {
+		dst = append(dst, `,"userMessageId":`...)
+		dst = appendString(dst, *r.UserMessageId)
+	}
+	return append(dst, '}'), true
+}
+
+// appendOptionalInt appends key (a JSON key and its colon), *n and then
+// after, when n is set (omitempty).
+func appendOptionalInt(dst []byte, key string, n *int, after string) []byte {
+	if n == nil {
+		return dst
+	}
+	dst = append(dst, key...)
+	dst = strconv.AppendInt(dst, int64(*n), 10)
+	return append(dst, after...)
+}
+
+// appendTaskUsage appends a task.Usage as encoding/json writes it.
+func appendTaskUsage(dst []byte, u *task.Usage) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens, 10)
+	dst = append(dst, `,"output_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+	dst = append(dst, `,"cached_input_tokens":`...)
+	dst = strconv.AppendInt(dst, u.CachedInputTokens, 10)
+	dst = append(dst, `,"model_calls":`...)
+	dst = strconv.AppendInt(dst, u.ModelCalls, 10)
+	return append(dst, '}')
 }

@@ -2,10 +2,15 @@ package acpserver
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
 )
 
 // sdkLine is the notification line the SDK writes for u.
@@ -159,5 +164,47 @@ func TestAsJSON(t *testing.T) {
 		if ok != c.ok || string(got) != c.want {
 			t.Errorf("asJSON(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestPromptResultIsEncodingJSONs: a prompt's result, written by hand, is
+// what encoding/json writes for it, byte for byte, for every field set or
+// not; and the encoder knows every field the types have (a field the SDK
+// or task.Usage adds fails here, not silently on the wire).
+func TestPromptResultIsEncodingJSONs(t *testing.T) {
+	fields := map[reflect.Type]string{
+		reflect.TypeFor[acp.PromptResponse](): "Meta StopReason Usage UserMessageId",
+		reflect.TypeFor[acp.Usage]():          "CachedReadTokens CachedWriteTokens InputTokens OutputTokens ThoughtTokens TotalTokens",
+		reflect.TypeFor[usageMeta]():          "Autonomous Session Turn",
+		reflect.TypeFor[task.Usage]():         "InputTokens OutputTokens CachedInputTokens ModelCalls",
+	}
+	for typ, want := range fields {
+		var names []string
+		for f := range typ.Fields() {
+			names = append(names, f.Name)
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("%s has fields %s; appendPromptResult writes %s", typ, got, want)
+		}
+	}
+	turn := task.Usage{InputTokens: 1 << 40, OutputTokens: -2, CachedInputTokens: 3, ModelCalls: 4}
+	for _, r := range []acp.PromptResponse{
+		{StopReason: acp.StopReasonEndTurn},
+		withUsage(acp.PromptResponse{StopReason: acp.StopReasonMaxTokens}, &turn, agent.Usage{Total: turn, Autonomous: task.Usage{ModelCalls: 9}}),
+		{StopReason: "odd \"<reason>\"", Usage: &acp.Usage{CachedWriteTokens: acp.Ptr(5), ThoughtTokens: acp.Ptr(-6), TotalTokens: 7}, UserMessageId: acp.Ptr("m\u2028")},
+		{StopReason: acp.StopReasonRefusal, Usage: &acp.Usage{CachedReadTokens: acp.Ptr(0)}, Meta: map[string]any{}},
+	} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendResponse(nil, json.RawMessage(`1`), r, nil); string(got) != `{"jsonrpc":"2.0","id":1,"result":`+string(want)+"}\n" {
+			t.Errorf("appendResponse wrote\n%s\nencoding/json writes the result\n%s", got, want)
+		}
+	}
+	// Another _meta goes through encoding/json.
+	r := acp.PromptResponse{StopReason: acp.StopReasonEndTurn, Meta: map[string]any{UsageMeta: usageMeta{}, "x": 1}}
+	if _, ok := appendPromptResult(nil, &r); ok {
+		t.Errorf("appendPromptResult wrote a _meta with another key")
 	}
 }

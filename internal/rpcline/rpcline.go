@@ -168,8 +168,17 @@ type request struct {
 // Write writes one message. A response to a request the guard abandoned
 // is dropped (reported as written). A request counts as answered once
 // its response is written, so a drain ends only after that.
-func (l *Writer) Write(p []byte) (int, error) {
-	key, ok := responseKey(p)
+func (l *Writer) Write(p []byte) (int, error) { return l.writeEnding(p, 0) }
+
+// WriteEnding writes p, whole messages each with its newline, in one
+// write, where p[at:] is a response (or any one message), noted as Write
+// notes one: a server writes the notifications a request streamed and
+// its response together, one write where there were two. When the
+// response's request was abandoned, p[:at] alone is written.
+func (l *Writer) WriteEnding(p []byte, at int) (int, error) { return l.writeEnding(p, at) }
+
+func (l *Writer) writeEnding(p []byte, at int) (int, error) {
+	key, ok := responseKey(p[at:])
 	if !ok {
 		return l.write(p)
 	}
@@ -180,6 +189,11 @@ func (l *Writer) Write(p []byte) (int, error) {
 	}
 	l.mu.Unlock()
 	if abandoned {
+		if at > 0 {
+			if _, err := l.write(p[:at]); err != nil {
+				return 0, err
+			}
+		}
 		return len(p), nil
 	}
 	n, err := l.write(p)

@@ -26,9 +26,10 @@ const queueSize = 1024
 // session is one ACP session: an agent.Session driven by its Run loop, and
 // the goroutine that writes its updates in order.
 type session struct {
-	srv  *server
-	id   acp.SessionId
-	sess *agent.Session
+	srv   *server
+	id    acp.SessionId
+	sess  *agent.Session
+	tools []*tools.Tool // sess.Tools(), which do not change: toolOf looks a call's tool up there
 
 	input   chan string   // prompts, to Run
 	stopRun func()        // ends Run
@@ -139,6 +140,7 @@ func blankSession(srv *server, id acp.SessionId) *session {
 
 // start runs the session's sender and Run loop, under life.
 func (s *session) start(life context.Context) {
+	s.tools = s.sess.Tools()
 	runCtx, stop := context.WithCancel(life)
 	s.stopRun = stop
 	go s.send()

@@ -64,7 +64,8 @@ func (s *session) Event(e agent.Event) {
 	case agent.TurnEnd:
 		switch {
 		case !e.Autonomous:
-			s.push(queued{turnEnd: &e})
+			end := e // a copy: taking e's address would move every event to the heap
+			s.push(queued{turnEnd: &end})
 		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
 			s.update(acp.UpdateAgentMessageText("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n"))
 		}
@@ -72,7 +73,7 @@ func (s *session) Event(e agent.Event) {
 }
 
 func (s *session) toolOf(name string) *tools.Tool {
-	for _, t := range s.sess.Tools() {
+	for _, t := range s.tools {
 		if t.Name == name {
 			return t
 		}

@@ -38,6 +38,7 @@ type session struct {
 	done    chan struct{} // closed by close: emitters stop waiting on a full queue
 	sent    chan struct{} // closed when the sender returned
 	line    []byte        // the sender's: the update lines encoded and not yet written (wire.go, flushLines)
+	joined  []byte        // the sender's: the text of chunks being joined (writeCoalesced)
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
@@ -70,9 +71,26 @@ type session struct {
 // before it has been written.
 type queued struct {
 	update  *acp.SessionUpdate
+	chunk   *chunk
 	flushed chan struct{}
 	turnEnd *agent.Event
 }
+
+// chunk is a message or thought chunk of the agent's, queued as its text
+// alone: a model streams them word by word, and the sender joins those
+// queued behind each other and encodes them itself (appendChunkLine),
+// where an acp.SessionUpdate, its chunk and its content block were built
+// for each word.
+type chunk struct {
+	thought bool
+	text    string
+}
+
+// message queues a chunk of the agent's message.
+func (s *session) message(text string) { s.push(queued{chunk: &chunk{text: text}}) }
+
+// thought queues a chunk of the agent's thoughts.
+func (s *session) thought(text string) { s.push(queued{chunk: &chunk{thought: true, text: text}}) }
 
 func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
 	s := blankSession(srv, id)
@@ -193,7 +211,7 @@ func (s *session) announceCommands() {
 		}
 		s.push(queued{update: &acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}}})
 		for _, p := range s.problems {
-			s.update(acp.UpdateAgentMessageText(p + "\n"))
+			s.message(p + "\n")
 		}
 		s.announced.Store(true)
 	})
@@ -220,70 +238,54 @@ func (s *session) send() {
 	}
 }
 
-// writeCoalesced writes q, first merging into it the message or thought
+// writeCoalesced writes q, first joining to it the message or thought
 // chunks of the same kind queued right behind it: a model streams word by
 // word, and an editor gains nothing from a notification per word when the
 // writer is behind anyway.
 func (s *session) writeCoalesced(q queued) {
-	for {
-		if chunkText(q) == nil {
-			s.write(q)
-			return
-		}
-		select {
-		case next := <-s.queue:
-			if merged, ok := mergeChunks(q, next); ok {
-				q = merged
-				continue
+	for q.chunk != nil {
+		c := q.chunk
+		s.joined = append(s.joined[:0], c.text...)
+		for {
+			select {
+			case next := <-s.queue:
+				if n := next.chunk; n != nil && n.thought == c.thought && len(s.joined)+len(n.text) <= coalesceBytes {
+					s.joined = append(s.joined, n.text...)
+					continue
+				}
+				q = next
+			default:
+				q = queued{}
 			}
-			s.write(q)
-			q = next
-		default:
-			s.write(q)
+			break
+		}
+		s.line = appendChunkLine(s.line, s.id, c.thought, s.joined)
+		if cap(s.joined) > coalesceBytes {
+			s.joined = nil // one long chunk is not kept for the session's life
+		}
+		if q == (queued{}) {
+			s.written()
 			return
 		}
+		if len(s.line) >= maxKeptLine {
+			s.flushLines()
+		}
 	}
+	s.write(q)
 }
 
-// coalesceBytes bounds a merged chunk.
+// coalesceBytes bounds a joined chunk.
 const coalesceBytes = 16 << 10
-
-// chunkText returns the text block of a message or thought chunk, or nil.
-func chunkText(q queued) *acp.ContentBlockText {
-	switch u := q.update; {
-	case u == nil:
-	case u.AgentMessageChunk != nil:
-		return u.AgentMessageChunk.Content.Text
-	case u.AgentThoughtChunk != nil:
-		return u.AgentThoughtChunk.Content.Text
-	}
-	return nil
-}
-
-// mergeChunks joins two text chunks of the same kind, up to coalesceBytes.
-func mergeChunks(a, b queued) (queued, bool) {
-	ta, tb := chunkText(a), chunkText(b)
-	if ta == nil || tb == nil || len(ta.Text)+len(tb.Text) > coalesceBytes ||
-		(a.update.AgentMessageChunk != nil) != (b.update.AgentMessageChunk != nil) {
-		return a, false
-	}
-	text := ta.Text + tb.Text
-	if a.update.AgentMessageChunk != nil {
-		u := acp.UpdateAgentMessageText(text)
-		return queued{update: &u}, true
-	}
-	u := acp.UpdateAgentThoughtText(text)
-	return queued{update: &u}, true
-}
 
 func (s *session) write(q queued) {
 	switch {
+	case q.chunk != nil:
+		s.line = appendChunkLine(s.line, s.id, q.chunk.thought, q.chunk.text)
+		s.written()
 	case q.update != nil:
 		if line, ok := appendUpdate(s.line, s.id, q.update); ok {
 			s.line = line
-			if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
-				s.flushLines()
-			}
+			s.written()
 			return
 		}
 		s.flushLines()
@@ -303,6 +305,14 @@ func (s *session) write(q queued) {
 		case s.turnEnds <- *q.turnEnd:
 		case <-s.done:
 		}
+	}
+}
+
+// written writes the lines held unless more updates are queued behind
+// them (and they are not too many).
+func (s *session) written() {
+	if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
+		s.flushLines()
 	}
 }
 
@@ -492,11 +502,16 @@ func (s *session) takeAnswer() *answer {
 // answerTurn answers a prompt handed over, whose turn ended so; from the
 // sender, in one write with the last of the turn's updates.
 func (s *session) answerTurn(a *answer, end agent.Event) {
-	resp, err := s.response(end)
+	r, err := stopReason(end)
+	usage := s.sess.Usage() // before the next prompt may start
 	s.release(a)
 	a.done()
 	at := len(s.line)
-	s.line = appendResponse(s.line, a.id, resp, err)
+	if err != nil {
+		s.line = appendResponse(s.line, a.id, nil, err)
+	} else {
+		s.line = appendPromptResponse(s.line, a.id, r.StopReason, end.Usage, usage)
+	}
 	s.writeLines(at)
 }
 
@@ -553,7 +568,7 @@ func (s *session) command(ctx context.Context, text string) (bool, acp.PromptRes
 	}
 	cctx, cancel := chanctx.CancelOn(ctx, s.cancelled) // session/cancel stops a /wait
 	defer cancel()
-	s.sess.Command(cctx, line, func(out string) { s.update(acp.UpdateAgentMessageText(out + "\n")) })
+	s.sess.Command(cctx, line, func(out string) { s.message(out + "\n") })
 	s.flush(ctx)
 	reason := acp.StopReasonEndTurn
 	if cctx.Err() != nil && ctx.Err() == nil {

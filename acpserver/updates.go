@@ -44,9 +44,9 @@ type call struct {
 func (s *session) Event(e agent.Event) {
 	switch e.Type {
 	case agent.TextDelta:
-		s.update(acp.UpdateAgentMessageText(e.Text))
+		s.message(e.Text)
 	case agent.ThinkingDelta:
-		s.update(acp.UpdateAgentThoughtText(e.Text))
+		s.thought(e.Text)
 	case agent.ToolCallEvent:
 		s.toolCall(e)
 	case agent.ToolResultEvent:
@@ -59,7 +59,7 @@ func (s *session) Event(e agent.Event) {
 		}
 	case agent.Reflow:
 		if e.Autonomous {
-			s.update(acp.UpdateAgentThoughtText(reflowThought(e)))
+			s.thought(reflowThought(e))
 		}
 	case agent.TurnEnd:
 		switch {
@@ -67,7 +67,7 @@ func (s *session) Event(e agent.Event) {
 			end := e // a copy: taking e's address would move every event to the heap
 			s.push(queued{turnEnd: &end})
 		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
-			s.update(acp.UpdateAgentMessageText("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n"))
+			s.message("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n")
 		}
 	}
 }
@@ -458,19 +458,19 @@ func (r *replayer) block(role provider.Role, b provider.Block) {
 		shown := text.Clip(b.Text, replayBytes)
 		switch {
 		case role == provider.Assistant:
-			s.update(acp.UpdateAgentMessageText(shown))
+			s.message(shown)
 		case strings.HasPrefix(b.Text, "[offstage] A background task finished."):
 			r.results(b.Text)
 		case strings.HasPrefix(b.Text, "[offstage] A background task has something to tell you"):
 			ids := elementIDs(b.Text, "<background-notice task_id=")
-			s.update(acp.UpdateAgentThoughtText(reflowThought(agent.Event{NoticeIDs: ids, TaskIDs: nil})))
+			s.thought(reflowThought(agent.Event{NoticeIDs: ids, TaskIDs: nil}))
 		case strings.HasPrefix(b.Text, "[offstage]"):
-			s.update(acp.UpdateAgentThoughtText(shown + "\n"))
+			s.thought(shown + "\n")
 		default:
 			s.update(acp.UpdateUserMessageText(shown))
 		}
 	case provider.Thinking:
-		s.update(acp.UpdateAgentThoughtText(text.Clip(b.Text, replayBytes)))
+		s.thought(text.Clip(b.Text, replayBytes))
 	case provider.ToolUse:
 		r.tools[b.ToolCallID] = b.ToolName
 		t := s.toolOf(b.ToolName)
@@ -526,7 +526,7 @@ func (r *replayer) results(block string) {
 		r.s.update(acp.UpdateToolCall(call, acp.WithUpdateStatus(status),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(shown, cardTextBytes)))})))
 	}
-	r.s.update(acp.UpdateAgentThoughtText(reflowThought(agent.Event{TaskIDs: ids})))
+	r.s.thought(reflowThought(agent.Event{TaskIDs: ids}))
 }
 
 // attr is the value of name="…" in an element's attributes, as frame

@@ -8,6 +8,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/task"
 )
 
@@ -89,6 +90,20 @@ func appendChunk(dst []byte, meta map[string]any, content acp.ContentBlock, msgI
 	dst = append(dst, `,"sessionUpdate":"`...)
 	dst = append(dst, kind...)
 	return append(dst, `"}`...), true
+}
+
+// appendChunkLine appends the session/update line of an agent's message
+// chunk, or of a thought chunk, holding text: what appendUpdate writes
+// for acp.UpdateAgentMessageText(text) or acp.UpdateAgentThoughtText.
+func appendChunkLine[S string | []byte](dst []byte, id acp.SessionId, thought bool, text S) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{"content":{"text":`...)
+	dst = appendString(dst, text)
+	if thought {
+		return append(dst, `,"type":"text"},"sessionUpdate":"agent_thought_chunk"}}}`+"\n"...)
+	}
+	return append(dst, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`+"\n"...)
 }
 
 // textOf returns the text of a content block that is text alone. The SDK
@@ -282,7 +297,7 @@ func asJSON(b []byte) (jsonText, bool) {
 // appendString appends s as a JSON string, byte for byte as encoding/json
 // writes it (HTML characters, U+2028 and U+2029 escaped, invalid UTF-8
 // as U+FFFD): a client reads the same text the SDK would have sent.
-func appendString(dst []byte, s string) []byte {
+func appendString[S string | []byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -314,7 +329,9 @@ func appendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
+		// A rune is at most utf8.UTFMax bytes: the conversion of so few
+		// does not allocate (as encoding/json does it).
+		c, size := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
 		switch {
 		case c == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)
@@ -365,27 +382,50 @@ func appendResponse(dst []byte, id json.RawMessage, result any, err error) []byt
 	return append(dst, "}\n"...)
 }
 
-// appendPromptResult appends a prompt's response: its stop reason, its
-// usage, and its _meta when that holds the usage alone (UsageMeta); false
-// for another _meta, which encoding/json writes.
+// appendPromptResponse appends the response to prompt id whose turn
+// stopped for stop, having spent turn and session: what appendResponse
+// writes for withUsage(acp.PromptResponse{StopReason: stop}, turn,
+// session), without building the response (its _meta is a map).
+func appendPromptResponse(dst []byte, id json.RawMessage, stop acp.StopReason, turn *task.Usage, session agent.Usage) []byte {
+	u, meta := promptUsage(turn, session)
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"result":`...)
+	dst = appendResult(dst, &meta, stop, &u, nil)
+	return append(dst, "}\n"...)
+}
+
+// appendPromptResult appends a prompt's response whose _meta, if any,
+// holds the usage alone (UsageMeta); false for another _meta, which
+// encoding/json writes.
 func appendPromptResult(dst []byte, r *acp.PromptResponse) ([]byte, bool) {
-	dst = append(dst, '{')
+	var meta *usageMeta
 	if r.Meta != nil {
 		u, ok := r.Meta[UsageMeta].(usageMeta)
 		if !ok || len(r.Meta) != 1 {
 			return dst, false
 		}
+		meta = &u
+	}
+	return appendResult(dst, meta, r.StopReason, r.Usage, r.UserMessageId), true
+}
+
+// appendResult appends a prompt's response as encoding/json writes an
+// acp.PromptResponse, its _meta {UsageMeta: meta} (none when nil).
+func appendResult(dst []byte, meta *usageMeta, stop acp.StopReason, u *acp.Usage, userMessageID *string) []byte {
+	dst = append(dst, '{')
+	if meta != nil {
 		dst = append(dst, `"_meta":{"`+UsageMeta+`":{"autonomous":`...)
-		dst = appendTaskUsage(dst, &u.Autonomous)
+		dst = appendTaskUsage(dst, &meta.Autonomous)
 		dst = append(dst, `,"session":`...)
-		dst = appendTaskUsage(dst, &u.Session)
+		dst = appendTaskUsage(dst, &meta.Session)
 		dst = append(dst, `,"turn":`...)
-		dst = appendTaskUsage(dst, &u.Turn)
+		dst = appendTaskUsage(dst, &meta.Turn)
 		dst = append(dst, "}},"...)
 	}
 	dst = append(dst, `"stopReason":`...)
-	dst = appendString(dst, string(r.StopReason))
-	if u := r.Usage; u != nil {
+	dst = appendString(dst, string(stop))
+	if u != nil {
 		// The SDK's order (its struct's), so that the line is the SDK's
 		// byte for byte.
 		dst = append(dst, `,"usage":{`...)
@@ -400,11 +440,11 @@ func appendPromptResult(dst []byte, r *acp.PromptResponse) ([]byte, bool) {
 		dst = strconv.AppendInt(dst, int64(u.TotalTokens), 10)
 		dst = append(dst, '}')
 	}
-	if r.UserMessageId != nil {
+	if userMessageID != nil {
 		dst = append(dst, `,"userMessageId":`...)
-		dst = appendString(dst, *r.UserMessageId)
+		dst = appendString(dst, *userMessageID)
 	}
-	return append(dst, '}'), true
+	return append(dst, '}')
 }
 
 // appendOptionalInt appends key (a JSON key and its colon), *n and then

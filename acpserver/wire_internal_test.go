@@ -124,6 +124,12 @@ func FuzzUpdateWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text, call, sid string) {
 		id := acp.SessionId(sid)
 		sameUpdate(t, id, acp.UpdateAgentMessageText(text))
+		for _, u := range []acp.SessionUpdate{acp.UpdateAgentMessageText(text), acp.UpdateAgentThoughtText(text)} {
+			want, _ := appendUpdate(nil, id, &u)
+			if got := appendChunkLine(nil, id, u.AgentThoughtChunk != nil, text); string(got) != string(want) {
+				t.Errorf("appendChunkLine wrote\n%s\nappendUpdate\n%s", got, want)
+			}
+		}
 		sameUpdate(t, id, acp.UpdateToolCall(acp.ToolCallId(call), acp.WithUpdateStatus(acp.ToolCallStatusFailed),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(map[string]any{"error": text})))
 	})
@@ -142,6 +148,9 @@ func FuzzAppendString(f *testing.F) {
 		}
 		if got := appendString([]byte("x"), s); string(got) != "x"+string(want) {
 			t.Errorf("appendString(%q) = %s, want %s", s, got[1:], want)
+		}
+		if got := appendString(nil, []byte(s)); string(got) != string(want) {
+			t.Errorf("appendString([]byte(%q)) = %s, want %s", s, got, want)
 		}
 	})
 }
@@ -206,5 +215,18 @@ func TestPromptResultIsEncodingJSONs(t *testing.T) {
 	r := acp.PromptResponse{StopReason: acp.StopReasonEndTurn, Meta: map[string]any{UsageMeta: usageMeta{}, "x": 1}}
 	if _, ok := appendPromptResult(nil, &r); ok {
 		t.Errorf("appendPromptResult wrote a _meta with another key")
+	}
+}
+
+// TestPromptResponseIsWithUsages: the response the sender writes for a
+// turn that ended is appendResponse's for withUsage's response.
+func TestPromptResponseIsWithUsages(t *testing.T) {
+	turn := task.Usage{InputTokens: 10, OutputTokens: 2, CachedInputTokens: 4, ModelCalls: 1}
+	session := agent.Usage{Total: task.Usage{InputTokens: 30, ModelCalls: 3}, Autonomous: task.Usage{OutputTokens: 1}}
+	for _, turn := range []*task.Usage{&turn, nil} {
+		want := appendResponse(nil, json.RawMessage(`"p-1"`), withUsage(acp.PromptResponse{StopReason: acp.StopReasonMaxTurnRequests}, turn, session), nil)
+		if got := appendPromptResponse(nil, json.RawMessage(`"p-1"`), acp.StopReasonMaxTurnRequests, turn, session); string(got) != string(want) {
+			t.Errorf("appendPromptResponse wrote\n%s\nwant\n%s", got, want)
+		}
 	}
 }

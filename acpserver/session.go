@@ -453,7 +453,7 @@ func (s *session) response(end agent.Event) (acp.PromptResponse, error) {
 // own, waits and answers. What prompt does first, handOver does too:
 // hold prompting, and discard a cancel that came while no prompt ran.
 func (s *session) handOver(text string, a *answer) bool {
-	if !s.announced.Load() || a.ctx.Err() != nil || agent.IsCommand(strings.TrimSpace(text)) {
+	if !s.announced.Load() || a.ended() || agent.IsCommand(strings.TrimSpace(text)) {
 		return false
 	}
 	select {
@@ -465,26 +465,24 @@ func (s *session) handOver(text string, a *answer) bool {
 	case <-s.cancelled:
 	default:
 	}
-	// The client giving up cancels the turn, as prompt's wait does; not
-	// before the turn has the text (it would cancel an autonomous one).
-	var handed atomic.Bool
-	a.fired = make(chan struct{})
-	a.stop = context.AfterFunc(a.ctx, func() {
-		defer close(a.fired)
-		if handed.Load() {
-			s.sess.CancelTurn()
-		}
-	})
 	s.mu.Lock()
 	s.answer = a
 	s.mu.Unlock()
+	// The client giving up cancels the turn, as prompt's wait does; not
+	// before the turn has the text (it would cancel an autonomous one).
+	// a.mu is held until the turn is a's: the sender's release of a waits
+	// for it.
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	select {
 	case s.input <- text:
-		handed.Store(true)
+		a.turn = s
+		if a.cancelled { // while it was being handed over
+			s.sess.CancelTurn()
+		}
 		return true
 	default:
 		s.takeAnswer()
-		a.stop()
 		<-s.prompting
 		return false
 	}
@@ -523,7 +521,7 @@ func (s *session) answerClosed() {
 		return
 	}
 	s.release(a)
-	if a.ctx.Err() != nil {
+	if a.ended() {
 		a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
 		return
 	}
@@ -533,9 +531,7 @@ func (s *session) answerClosed() {
 // release ends a handed-over prompt's hold on the session: its turn is no
 // longer cancelled with its request, and the next prompt may run.
 func (s *session) release(a *answer) {
-	if !a.stop() {
-		<-a.fired // it ran, or runs: let it finish before another turn starts
-	}
+	a.released()
 	<-s.prompting
 }
 

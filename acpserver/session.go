@@ -20,8 +20,12 @@ import (
 
 // queueSize bounds a session's queue of updates not yet written. A full
 // queue makes the session wait (the model's stream, tool calls and the
-// task follower slow down to the client's pace); nothing is dropped.
-const queueSize = 1024
+// task follower slow down to the client's pace); nothing is dropped. The
+// queue's buffer is allocated with the session, whether or not it is
+// ever used: at 1,024 it was a quarter of what a new session allocated
+// (32 KB), and the sender, which joins the chunks queued behind each
+// other, keeps up with a model's stream with far fewer.
+const queueSize = 256
 
 // session is one ACP session: an agent.Session driven by its Run loop, and
 // the goroutine that writes its updates in order.

@@ -353,8 +353,15 @@ func (s *session) writeLines(at int) {
 	}
 }
 
-// push queues q, waiting while the queue is full; after close it drops q.
+// push queues q, waiting while the queue is full; after close it drops q
+// (or queues it, if there is room: the sender's last drain may write it,
+// as it may when the two cases below are ready together).
 func (s *session) push(q queued) {
+	select {
+	case s.queue <- q: // the common case, without the cost of a select of two
+		return
+	default:
+	}
 	select {
 	case s.queue <- q:
 	case <-s.done:

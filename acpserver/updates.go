@@ -285,11 +285,15 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		Until      string `json:"until"`
 		Sandbox    *bool  `json:"sandbox"`
 	}
-	json.Unmarshal(input, &in)
-	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
 	if t == nil {
 		return "Unknown tool", acp.ToolKindOther
 	}
+	switch t.Name {
+	case "task_list": // its title takes nothing from the input: not decoded
+	default:
+		json.Unmarshal(input, &in)
+	}
+	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
 	switch t.Name {
 	case "bash":
 		title := "Run: " + text.OneLine(in.Command, 80)
@@ -350,6 +354,9 @@ func orEmpty(v any) any {
 // link as its name and URI. Images, audio and binary resources are
 // refused with a clear error (the capabilities say so too).
 func promptText(blocks []acp.ContentBlock) (string, error) {
+	if len(blocks) == 1 && blocks[0].Text != nil && blocks[0].Text.Type == "text" && strings.TrimSpace(blocks[0].Text.Text) != "" {
+		return blocks[0].Text.Text, nil // the usual prompt: its text as it is
+	}
 	var b strings.Builder
 	for i, c := range blocks {
 		if i > 0 {

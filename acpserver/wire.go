@@ -26,7 +26,7 @@ import (
 // jsonText, which is written as it is. The key order differs from the
 // SDK's (sorted): JSON does not care, and TestUpdateWireMatchesSDK and
 // FuzzUpdateWire check that a client decodes the same update from both.
-// An update of another kind (a plan, the commands, a diff) goes through
+// An update of another kind (a plan, a diff, a terminal) goes through
 // the SDK as before.
 
 // maxKeptLine bounds the encoding buffer a session keeps between updates:
@@ -60,6 +60,8 @@ func appendUpdate(dst []byte, id acp.SessionId, u *acp.SessionUpdate) ([]byte, b
 		dst, ok = appendToolCall(dst, u.ToolCall)
 	case u.ToolCallUpdate != nil:
 		dst, ok = appendToolCallUpdate(dst, u.ToolCallUpdate)
+	case u.AvailableCommandsUpdate != nil:
+		dst, ok = appendCommands(dst, u.AvailableCommandsUpdate)
 	}
 	if !ok {
 		return dst[:start], false
@@ -225,6 +227,61 @@ func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, boo
 	dst = append(dst, `"toolCallId":`...)
 	dst = appendString(dst, string(u.ToolCallId))
 	return append(dst, '}'), true
+}
+
+// appendCommands appends the slash commands a session offers (every
+// session announces them once: through the SDK, which encodes each
+// command's input three times over, that cost more than a prompt).
+func appendCommands(dst []byte, c *acp.SessionAvailableCommandsUpdate) ([]byte, bool) {
+	var ok bool
+	dst = append(dst, '{')
+	if c.Meta != nil {
+		if dst, ok = appendMember(dst, "_meta", c.Meta); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"availableCommands":`...)
+	if c.AvailableCommands == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, cmd := range c.AvailableCommands {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '{')
+			if cmd.Meta != nil {
+				if dst, ok = appendMember(dst, "_meta", cmd.Meta); !ok {
+					return dst, false
+				}
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"description":`...)
+			dst = appendString(dst, cmd.Description)
+			if cmd.Input != nil {
+				in := cmd.Input.Unstructured
+				if in == nil {
+					return dst, false // an input of no kind: the SDK's to refuse
+				}
+				dst = append(dst, `,"input":{`...)
+				if in.Meta != nil {
+					if dst, ok = appendMember(dst, "_meta", in.Meta); !ok {
+						return dst, false
+					}
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `"hint":`...)
+				dst = appendString(dst, in.Hint)
+				dst = append(dst, '}')
+			}
+			dst = append(dst, `,"name":`...)
+			dst = appendString(dst, cmd.Name)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, `,"sessionUpdate":"available_commands_update"}`...), true
 }
 
 // appendRaw appends the rawInput and rawOutput members that are set, each

@@ -100,6 +100,15 @@ func TestUpdateWireMatchesSDK(t *testing.T) {
 		acp.UpdateToolCall("call_3", acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(text), acp.ToolContent(acp.TextBlock("")),
 			{Content: &acp.ToolCallContentContent{Meta: map[string]any{"m": "n"}, Content: acp.TextBlock("x")}}})),
 	)
+	hint := &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: "<task id> \"x\""}}
+	updates = append(updates,
+		acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: []acp.AvailableCommand{
+			{Name: "tasks", Description: "List the tasks"}, {Name: "wait", Description: "Wait for a task", Input: hint},
+			{Name: "m", Meta: map[string]any{"a": 1}, Input: &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Meta: map[string]any{"b": "c"}}}},
+		}}},
+		acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{Meta: map[string]any{"k": true}}},
+		acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: []acp.AvailableCommand{}}},
+	)
 	for _, u := range updates {
 		sameUpdate(t, id, u)
 	}

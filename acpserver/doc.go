@@ -169,7 +169,7 @@
 // Serve blocks until the connection ends and every session is closed.
 // Each session has three goroutines (its writer, its agent.Session.Run
 // loop and the task-event follower that Run starts), besides those of its
-// running tasks, and a bounded queue (1024 updates): when the client
+// running tasks, and a bounded queue (256 updates): when the client
 // reads slowly, the session waits; nothing is dropped. A slash command
 // (/wait) runs with one more, which ends with it. session/prompt is
 // answered by offstage, not the SDK's dispatch: the goroutine that reads

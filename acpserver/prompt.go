@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -151,8 +152,7 @@ func plainString(v []byte) (string, bool) {
 // own for the request made four. Otherwise the prompt waits on a
 // goroutine of its own (session.prompt), as the SDK's requests did.
 func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
-	ctx, done := srv.promptContext(id, p.SessionId)
-	a := &answer{srv: srv, id: id, ctx: ctx, done: done}
+	a := srv.newAnswer(id, p.SessionId)
 	s, err := srv.session(p.SessionId)
 	var text string
 	if err == nil {
@@ -163,70 +163,124 @@ func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
 		a.respond(acp.PromptResponse{}, err)
 	case s.handOver(text, a):
 	default:
+		ctx := a.context()
 		go func() { a.respond(s.prompt(ctx, text)) }()
 	}
 }
 
-// answer is the response a prompt's request is owed.
+// answer is a prompt's request being answered: the response it is owed,
+// and what cancelling it stops. As the SDK's requests, it is cancelled by
+// $/cancel_request naming its id, by session/cancel and by its session's
+// next prompt; the end of the connection's input ends its context (a
+// turn it handed over ends with its session, closed then).
+//
+// A prompt handed over (session.handOver) has no context: cancelling it
+// cancels its turn, until the sender releases it. One answered on a
+// goroutine of its own (session.prompt) has one, made then (context):
+// a context per prompt, and a function registered on it to cancel the
+// turn, cost more than the rest of taking the prompt.
 type answer struct {
-	srv  *server
-	id   json.RawMessage
-	ctx  context.Context // the request's
-	done func()          // forgets ctx (promptContext)
+	srv *server
+	id  json.RawMessage
+	sid acp.SessionId
 
-	// For a prompt handed over (session.handOver): stop stops the
-	// AfterFunc that cancels the turn when ctx ends, and fired is closed
-	// once that function has run, if it ran.
-	stop  func() bool
-	fired chan struct{}
+	// mu orders cancel against handOver and release: the turn is
+	// cancelled with mu held (CancelTurn returns at once), so that the
+	// session's next turn, which may start once release has run, is never
+	// the one cancelled.
+	mu        sync.Mutex
+	cancelled bool               // guarded by mu
+	stopCtx   context.CancelFunc // guarded by mu: ends the context made by context, if any
+	turn      *session           // guarded by mu: the session running the turn it handed over, until released
 }
 
-// respond forgets the request's context and writes its response.
+// newAnswer registers a prompt's request to session sid, cancelling the
+// session's prompt before it, as the SDK does.
+func (srv *server) newAnswer(id json.RawMessage, sid acp.SessionId) *answer {
+	a := &answer{srv: srv, id: id, sid: sid}
+	srv.mu.Lock()
+	prev := srv.prompts[sid]
+	srv.prompts[sid] = a
+	srv.mu.Unlock()
+	if prev != nil {
+		prev.cancel()
+	}
+	return a
+}
+
+// cancel cancels the request: its context, and the turn it handed over.
+func (a *answer) cancel() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cancelled = true
+	if a.stopCtx != nil {
+		a.stopCtx()
+	}
+	if a.turn != nil {
+		a.turn.sess.CancelTurn()
+	}
+}
+
+// context returns the request's context, for a prompt answered on a
+// goroutine of its own: it ends with the connection's input, and when the
+// request is cancelled (already, or later).
+func (a *answer) context() context.Context {
+	ctx, stop := context.WithCancel(a.srv.reqCtx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopCtx = stop
+	if a.cancelled {
+		stop()
+	}
+	return ctx
+}
+
+// ended reports whether the request was cancelled, or the connection's
+// input ended.
+func (a *answer) ended() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cancelled || a.srv.reqCtx.Err() != nil
+}
+
+// released ends the request's hold on its turn: cancelling it no longer
+// cancels a turn.
+func (a *answer) released() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.turn = nil
+}
+
+// done forgets the request: it is answered.
+func (a *answer) done() {
+	srv := a.srv
+	srv.mu.Lock()
+	if srv.prompts[a.sid] == a {
+		delete(srv.prompts, a.sid)
+	}
+	srv.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopCtx != nil {
+		a.stopCtx()
+	}
+}
+
+// respond forgets the request and writes its response.
 func (a *answer) respond(resp acp.PromptResponse, err error) {
 	a.done()
 	a.srv.respond(a.id, resp, err)
 }
 
-// promptContext returns the context of a prompt's request, as the SDK
-// makes one: it ends with the connection, and is cancelled by
-// $/cancel_request naming id, by session/cancel and by the session's next
-// prompt (which cancels this one's, as the SDK does). done forgets it.
-func (srv *server) promptContext(id json.RawMessage, sid acp.SessionId) (ctx context.Context, done func()) {
-	ctx, cancel := context.WithCancel(srv.reqCtx)
-	inflight := &promptRequest{key: cancelKey(id), cancel: cancel}
-	srv.mu.Lock()
-	prev := srv.prompts[sid]
-	srv.prompts[sid] = inflight
-	srv.mu.Unlock()
-	if prev != nil {
-		prev.cancel()
-	}
-	return ctx, func() {
-		srv.mu.Lock()
-		if srv.prompts[sid] == inflight {
-			delete(srv.prompts, sid)
-		}
-		srv.mu.Unlock()
-		cancel()
-	}
-}
-
-// promptRequest is a prompt being answered, as $/cancel_request and
-// session/cancel find it.
-type promptRequest struct {
-	key    string // cancelKey of its id
-	cancel context.CancelFunc
-}
-
-// cancelPrompt cancels the context of the prompt that session sid runs,
-// if any (session/cancel, as the SDK does before it calls Cancel).
+// cancelPrompt cancels the prompt that session sid runs, if any
+// (session/cancel, as the SDK does before it calls Cancel).
 func (srv *server) cancelPrompt(sid acp.SessionId) {
 	srv.mu.Lock()
-	p := srv.prompts[sid]
+	a := srv.prompts[sid]
 	delete(srv.prompts, sid)
 	srv.mu.Unlock()
-	if p != nil {
-		p.cancel()
+	if a != nil {
+		a.cancel()
 	}
 }
 
@@ -245,10 +299,10 @@ func (srv *server) cancelRequest(params json.RawMessage) {
 		return
 	}
 	srv.mu.Lock()
-	var found *promptRequest
-	for _, r := range srv.prompts {
-		if r.key == key {
-			found = r
+	var found *answer
+	for _, a := range srv.prompts {
+		if cancelKey(a.id) == key {
+			found = a
 		}
 	}
 	srv.mu.Unlock()
@@ -262,16 +316,18 @@ func (srv *server) cancelRequest(params json.RawMessage) {
 // its value (7, 7.0 and 70e-1 are one id); "" for anything else, or a
 // number whose exponent is far past any id the guard lets through.
 func cancelKey(raw json.RawMessage) string {
-	raw = json.RawMessage(strings.TrimSpace(string(raw)))
+	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0:
 		return ""
 	case raw[0] == '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		s, ok := plainString(raw)
+		if !ok {
 			return ""
 		}
 		return "s" + s
+	case plainInteger(raw):
+		return "n" + string(raw) // every prompt's id: what big.Rat would say
 	case raw[0] != '-' && (raw[0] < '0' || raw[0] > '9'):
 		return ""
 	}
@@ -289,31 +345,24 @@ func cancelKey(raw json.RawMessage) string {
 	return "n" + r.Num().String()
 }
 
-// respond writes the response to request id, as the SDK's handleInbound
-// does: an error as its *acp.RequestError (any other error as an internal
-// one), a result marshalled. The result is encoded in place rather than
-// first on its own (the SDK's json.RawMessage, which is then compacted
-// again): the same bytes, in one pass.
+// plainInteger reports whether a JSON number is an integer written
+// plainly: digits, no leading zero, perhaps a minus but not "-0".
+func plainInteger(n []byte) bool {
+	digits := bytes.TrimPrefix(n, []byte("-"))
+	if len(digits) == 0 || digits[0] == '0' && (len(digits) > 1 || len(digits) < len(n)) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// respond writes the response to request id (appendResponse).
 func (srv *server) respond(id json.RawMessage, result any, err error) {
-	type message struct {
-		JSONRPC string            `json:"jsonrpc"`
-		ID      json.RawMessage   `json:"id"`
-		Result  any               `json:"result,omitempty"`
-		Error   *acp.RequestError `json:"error,omitempty"`
-	}
-	msg := message{JSONRPC: "2.0", ID: id, Result: result}
-	if err != nil {
-		msg = message{JSONRPC: "2.0", ID: id, Error: requestError(err)}
-	}
-	b, err := json.Marshal(msg)
-	if err != nil && msg.Error == nil {
-		b, err = json.Marshal(message{JSONRPC: "2.0", ID: id, Error: acp.NewInternalError(map[string]any{"error": err.Error()})})
-	}
-	if err != nil { // cannot happen: an error is plain JSON
-		srv.cfg.Logger.Error("a response could not be encoded", "err", err)
-		return
-	}
-	if _, err := srv.out.Write(append(b, '\n')); err != nil {
+	if _, err := srv.out.Write(appendResponse(nil, id, result, err)); err != nil {
 		srv.cfg.Logger.Debug("a response was not sent", "err", err)
 	}
 }

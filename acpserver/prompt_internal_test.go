@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/task"
 )
 
@@ -113,6 +114,13 @@ func TestCancelKey(t *testing.T) {
 		{`7`, `0.7E1`, true},
 		{`-3`, `-3`, true},
 		{`0`, `-0`, true},
+		{`0`, `0`, true},
+		{`-0`, `0`, true},
+		{`10`, `1e1`, true},
+		{`-120`, `-1.2e2`, true},
+		{`12345678901234567890123`, `12345678901234567890123.0`, true},
+		{`"a\"b"`, `"a\u0022b"`, true},
+		{`"\ud800"`, `"\ufffd"`, true},
 		{`7`, `"7"`, false},
 		{`"7"`, `"7"`, true},
 		{`"a"`, `"\u0061"`, true},
@@ -149,7 +157,8 @@ func TestRespondWritesAsTheSDK(t *testing.T) {
 	} {
 		for _, id := range []string{`7`, `"a<b"`} {
 			var out bytes.Buffer
-			srv := &server{out: &out}
+			_, w := rpcline.New(strings.NewReader(""), &out, rpcline.Options{MaxLine: 1 << 10})
+			srv := &server{out: w}
 			srv.respond(json.RawMessage(id), tc.result, tc.err)
 			// The SDK: the result marshalled, then the message around it.
 			type anyMessage struct {
@@ -168,6 +177,9 @@ func TestRespondWritesAsTheSDK(t *testing.T) {
 				msg.Result, _ = json.Marshal(tc.result)
 			}
 			want, _ := json.Marshal(msg)
+			// The same bytes, but for the id, which goes out as it came
+			// (the SDK writes "a<b" as "a\u003cb").
+			want = bytes.ReplaceAll(want, []byte(`"a\u003cb"`), []byte(`"a<b"`))
 			if got := out.String(); got != string(want)+"\n" {
 				t.Errorf("respond wrote\n%s\nthe SDK\n%s", got, want)
 			}

@@ -114,7 +114,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// to DrainGrace) before the SDK sees the end, which cancels them.
 	reqCtx, endRequests := context.WithCancel(ctx)
 	defer endRequests()
-	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*promptRequest)}
+	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*answer)}
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
 		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
 		Check:   srv.check,
@@ -140,16 +140,16 @@ type server struct {
 	cfg  Config
 	ctx  context.Context // ends with the connection
 	conn *acp.AgentSideConnection
-	out  io.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
+	out  *rpcline.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
 	// reqCtx ends when the connection's input does: the prompts' requests
 	// are its children (prompt.go), as the SDK's requests are its
 	// connection's.
 	reqCtx context.Context
 
 	mu       sync.Mutex
-	sessions map[acp.SessionId]*session       // guarded by mu
-	prompts  map[acp.SessionId]*promptRequest // guarded by mu: each session's prompt being answered (prompt.go)
-	closed   bool                             // guarded by mu
+	sessions map[acp.SessionId]*session // guarded by mu
+	prompts  map[acp.SessionId]*answer  // guarded by mu: each session's prompt being answered (prompt.go)
+	closed   bool                       // guarded by mu
 	// ended says why a session this connection held was closed under it
 	// (Keeper.CloseSession: offstage sessions close), for a prompt that
 	// still names it; at most maxEnded are kept.

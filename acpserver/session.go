@@ -20,15 +20,20 @@ import (
 
 // queueSize bounds a session's queue of updates not yet written. A full
 // queue makes the session wait (the model's stream, tool calls and the
-// task follower slow down to the client's pace); nothing is dropped.
-const queueSize = 1024
+// task follower slow down to the client's pace); nothing is dropped. The
+// queue's buffer is allocated with the session, whether or not it is
+// ever used: at 1,024 it was a quarter of what a new session allocated
+// (32 KB), and the sender, which joins the chunks queued behind each
+// other, keeps up with a model's stream with far fewer.
+const queueSize = 256
 
 // session is one ACP session: an agent.Session driven by its Run loop, and
 // the goroutine that writes its updates in order.
 type session struct {
-	srv  *server
-	id   acp.SessionId
-	sess *agent.Session
+	srv   *server
+	id    acp.SessionId
+	sess  *agent.Session
+	tools []*tools.Tool // sess.Tools(), which do not change: toolOf looks a call's tool up there
 
 	input   chan string   // prompts, to Run
 	stopRun func()        // ends Run
@@ -37,6 +42,7 @@ type session struct {
 	done    chan struct{} // closed by close: emitters stop waiting on a full queue
 	sent    chan struct{} // closed when the sender returned
 	line    []byte        // the sender's: the update lines encoded and not yet written (wire.go, flushLines)
+	joined  []byte        // the sender's: the text of chunks being joined (writeCoalesced)
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
@@ -69,9 +75,26 @@ type session struct {
 // before it has been written.
 type queued struct {
 	update  *acp.SessionUpdate
+	chunk   *chunk
 	flushed chan struct{}
 	turnEnd *agent.Event
 }
+
+// chunk is a message or thought chunk of the agent's, queued as its text
+// alone: a model streams them word by word, and the sender joins those
+// queued behind each other and encodes them itself (appendChunkLine),
+// where an acp.SessionUpdate, its chunk and its content block were built
+// for each word.
+type chunk struct {
+	thought bool
+	text    string
+}
+
+// message queues a chunk of the agent's message.
+func (s *session) message(text string) { s.push(queued{chunk: &chunk{text: text}}) }
+
+// thought queues a chunk of the agent's thoughts.
+func (s *session) thought(text string) { s.push(queued{chunk: &chunk{thought: true, text: text}}) }
 
 func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
 	s := blankSession(srv, id)
@@ -139,6 +162,7 @@ func blankSession(srv *server, id acp.SessionId) *session {
 
 // start runs the session's sender and Run loop, under life.
 func (s *session) start(life context.Context) {
+	s.tools = s.sess.Tools()
 	runCtx, stop := context.WithCancel(life)
 	s.stopRun = stop
 	go s.send()
@@ -191,7 +215,7 @@ func (s *session) announceCommands() {
 		}
 		s.push(queued{update: &acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}}})
 		for _, p := range s.problems {
-			s.update(acp.UpdateAgentMessageText(p + "\n"))
+			s.message(p + "\n")
 		}
 		s.announced.Store(true)
 	})
@@ -218,70 +242,54 @@ func (s *session) send() {
 	}
 }
 
-// writeCoalesced writes q, first merging into it the message or thought
+// writeCoalesced writes q, first joining to it the message or thought
 // chunks of the same kind queued right behind it: a model streams word by
 // word, and an editor gains nothing from a notification per word when the
 // writer is behind anyway.
 func (s *session) writeCoalesced(q queued) {
-	for {
-		if chunkText(q) == nil {
-			s.write(q)
-			return
-		}
-		select {
-		case next := <-s.queue:
-			if merged, ok := mergeChunks(q, next); ok {
-				q = merged
-				continue
+	for q.chunk != nil {
+		c := q.chunk
+		s.joined = append(s.joined[:0], c.text...)
+		for {
+			select {
+			case next := <-s.queue:
+				if n := next.chunk; n != nil && n.thought == c.thought && len(s.joined)+len(n.text) <= coalesceBytes {
+					s.joined = append(s.joined, n.text...)
+					continue
+				}
+				q = next
+			default:
+				q = queued{}
 			}
-			s.write(q)
-			q = next
-		default:
-			s.write(q)
+			break
+		}
+		s.line = appendChunkLine(s.line, s.id, c.thought, s.joined)
+		if cap(s.joined) > coalesceBytes {
+			s.joined = nil // one long chunk is not kept for the session's life
+		}
+		if q == (queued{}) {
+			s.written()
 			return
 		}
+		if len(s.line) >= maxKeptLine {
+			s.flushLines()
+		}
 	}
+	s.write(q)
 }
 
-// coalesceBytes bounds a merged chunk.
+// coalesceBytes bounds a joined chunk.
 const coalesceBytes = 16 << 10
-
-// chunkText returns the text block of a message or thought chunk, or nil.
-func chunkText(q queued) *acp.ContentBlockText {
-	switch u := q.update; {
-	case u == nil:
-	case u.AgentMessageChunk != nil:
-		return u.AgentMessageChunk.Content.Text
-	case u.AgentThoughtChunk != nil:
-		return u.AgentThoughtChunk.Content.Text
-	}
-	return nil
-}
-
-// mergeChunks joins two text chunks of the same kind, up to coalesceBytes.
-func mergeChunks(a, b queued) (queued, bool) {
-	ta, tb := chunkText(a), chunkText(b)
-	if ta == nil || tb == nil || len(ta.Text)+len(tb.Text) > coalesceBytes ||
-		(a.update.AgentMessageChunk != nil) != (b.update.AgentMessageChunk != nil) {
-		return a, false
-	}
-	text := ta.Text + tb.Text
-	if a.update.AgentMessageChunk != nil {
-		u := acp.UpdateAgentMessageText(text)
-		return queued{update: &u}, true
-	}
-	u := acp.UpdateAgentThoughtText(text)
-	return queued{update: &u}, true
-}
 
 func (s *session) write(q queued) {
 	switch {
+	case q.chunk != nil:
+		s.line = appendChunkLine(s.line, s.id, q.chunk.thought, q.chunk.text)
+		s.written()
 	case q.update != nil:
 		if line, ok := appendUpdate(s.line, s.id, q.update); ok {
 			s.line = line
-			if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
-				s.flushLines()
-			}
+			s.written()
 			return
 		}
 		s.flushLines()
@@ -292,15 +300,23 @@ func (s *session) write(q queued) {
 		s.flushLines()
 		close(q.flushed)
 	case q.turnEnd != nil:
-		s.flushLines()
 		if a := s.takeAnswer(); a != nil {
 			s.answerTurn(a, *q.turnEnd)
 			return
 		}
+		s.flushLines()
 		select {
 		case s.turnEnds <- *q.turnEnd:
 		case <-s.done:
 		}
+	}
+}
+
+// written writes the lines held unless more updates are queued behind
+// them (and they are not too many).
+func (s *session) written() {
+	if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
+		s.flushLines()
 	}
 }
 
@@ -309,13 +325,27 @@ func (s *session) write(q queued) {
 // them (a turn's updates come in bursts): one write, where each line was
 // one, and one wake-up of the client's reader.
 func (s *session) flushLines() {
-	if len(s.line) == 0 {
-		return
+	if len(s.line) > 0 {
+		s.writeLines(len(s.line))
 	}
-	if s.srv.ctx.Err() == nil { // as the SDK: nothing goes out once the connection ended
-		if _, err := s.srv.out.Write(s.line); err != nil {
-			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
-		}
+}
+
+// writeLines writes the update lines held, s.line[:at], and the response
+// s.line[at:] after them if there is one, in one write.
+func (s *session) writeLines(at int) {
+	p := s.line
+	if s.srv.ctx.Err() != nil { // as the SDK: no update goes out once the connection ended
+		p, at = p[at:], 0
+	}
+	var err error
+	switch {
+	case at < len(p):
+		_, err = s.srv.out.WriteEnding(p, at)
+	case len(p) > 0:
+		_, err = s.srv.out.Write(p)
+	}
+	if err != nil {
+		s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
 	}
 	s.line = s.line[:0]
 	if cap(s.line) > maxKeptLine {
@@ -323,8 +353,15 @@ func (s *session) flushLines() {
 	}
 }
 
-// push queues q, waiting while the queue is full; after close it drops q.
+// push queues q, waiting while the queue is full; after close it drops q
+// (or queues it, if there is room: the sender's last drain may write it,
+// as it may when the two cases below are ready together).
 func (s *session) push(q queued) {
+	select {
+	case s.queue <- q: // the common case, without the cost of a select of two
+		return
+	default:
+	}
 	select {
 	case s.queue <- q:
 	case <-s.done:
@@ -427,7 +464,7 @@ func (s *session) response(end agent.Event) (acp.PromptResponse, error) {
 // own, waits and answers. What prompt does first, handOver does too:
 // hold prompting, and discard a cancel that came while no prompt ran.
 func (s *session) handOver(text string, a *answer) bool {
-	if !s.announced.Load() || a.ctx.Err() != nil || agent.IsCommand(strings.TrimSpace(text)) {
+	if !s.announced.Load() || a.ended() || agent.IsCommand(strings.TrimSpace(text)) {
 		return false
 	}
 	select {
@@ -439,26 +476,24 @@ func (s *session) handOver(text string, a *answer) bool {
 	case <-s.cancelled:
 	default:
 	}
-	// The client giving up cancels the turn, as prompt's wait does; not
-	// before the turn has the text (it would cancel an autonomous one).
-	var handed atomic.Bool
-	a.fired = make(chan struct{})
-	a.stop = context.AfterFunc(a.ctx, func() {
-		defer close(a.fired)
-		if handed.Load() {
-			s.sess.CancelTurn()
-		}
-	})
 	s.mu.Lock()
 	s.answer = a
 	s.mu.Unlock()
+	// The client giving up cancels the turn, as prompt's wait does; not
+	// before the turn has the text (it would cancel an autonomous one).
+	// a.mu is held until the turn is a's: the sender's release of a waits
+	// for it.
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	select {
 	case s.input <- text:
-		handed.Store(true)
+		a.turn = s
+		if a.cancelled { // while it was being handed over
+			s.sess.CancelTurn()
+		}
 		return true
 	default:
 		s.takeAnswer()
-		a.stop()
 		<-s.prompting
 		return false
 	}
@@ -474,11 +509,19 @@ func (s *session) takeAnswer() *answer {
 }
 
 // answerTurn answers a prompt handed over, whose turn ended so; from the
-// sender, after the turn's updates.
+// sender, in one write with the last of the turn's updates.
 func (s *session) answerTurn(a *answer, end agent.Event) {
-	resp, err := s.response(end)
+	r, err := stopReason(end)
+	usage := s.sess.Usage() // before the next prompt may start
 	s.release(a)
-	a.respond(resp, err)
+	a.done()
+	at := len(s.line)
+	if err != nil {
+		s.line = appendResponse(s.line, a.id, nil, err)
+	} else {
+		s.line = appendPromptResponse(s.line, a.id, r.StopReason, end.Usage, usage)
+	}
+	s.writeLines(at)
 }
 
 // answerClosed answers a prompt handed over whose turn's end never came:
@@ -489,7 +532,7 @@ func (s *session) answerClosed() {
 		return
 	}
 	s.release(a)
-	if a.ctx.Err() != nil {
+	if a.ended() {
 		a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
 		return
 	}
@@ -499,9 +542,7 @@ func (s *session) answerClosed() {
 // release ends a handed-over prompt's hold on the session: its turn is no
 // longer cancelled with its request, and the next prompt may run.
 func (s *session) release(a *answer) {
-	if !a.stop() {
-		<-a.fired // it ran, or runs: let it finish before another turn starts
-	}
+	a.released()
 	<-s.prompting
 }
 
@@ -534,7 +575,7 @@ func (s *session) command(ctx context.Context, text string) (bool, acp.PromptRes
 	}
 	cctx, cancel := chanctx.CancelOn(ctx, s.cancelled) // session/cancel stops a /wait
 	defer cancel()
-	s.sess.Command(cctx, line, func(out string) { s.update(acp.UpdateAgentMessageText(out + "\n")) })
+	s.sess.Command(cctx, line, func(out string) { s.message(out + "\n") })
 	s.flush(ctx)
 	reason := acp.StopReasonEndTurn
 	if cctx.Err() != nil && ctx.Err() == nil {

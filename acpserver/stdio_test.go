@@ -287,7 +287,8 @@ func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
 // prompt answered cancelled at once, its foreground command stopped, as
 // when the SDK answered session/prompt.
 func TestCancelRequestStopsThePrompt(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep-forever"}}]}, {"text": "stopped"}]}`))
+	sleep := `{"tool_calls": [{"name": "bash", "input": {"command": "sleep-forever"}}]}`
+	m, err := scripted.Parse([]byte(`{"turns": [` + sleep + `, ` + sleep + `, {"text": "stopped"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,22 +320,32 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
 		t.Fatalf("session/new = %s", reply)
 	}
-	prompt := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"` + r.Result.SessionID + `","prompt":[{"type":"text","text":"run it"}]}}`
-	cancelled := make(chan error, 1)
-	go func() { // once the turn runs its command (a cancel that comes before the turn has started is lost, with or without the SDK)
-		for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) == 0; time.Sleep(10 * time.Millisecond) {
+	// The first prompt is answered on a goroutine of its own (it announces
+	// the commands first); the second, to an idle session, is handed over
+	// to its turn, and answered by the session's sender.
+	for _, id := range []string{"7", "8"} {
+		prompt := `{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + r.Result.SessionID + `","prompt":[{"type":"text","text":"run it"}]}}`
+		cancelled := make(chan error, 1)
+		go func() { // once the turn runs its command (a cancel that comes before the turn has started is lost, with or without the SDK)
+			for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					cancelled <- errors.New("the command did not start")
+					return
+				}
+			}
+			_, err := inW.Write([]byte(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":` + id + `.0}}` + "\n"))
+			cancelled <- err
+		}()
+		if reply := p.Expect(t, id, prompt); !bytes.Contains(reply, []byte(`"stopReason":"cancelled"`)) {
+			t.Errorf("prompt %s, given up on = %s, want stopReason cancelled", id, reply)
+		}
+		if err := <-cancelled; err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) > 0; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				cancelled <- errors.New("the command did not start")
-				return
+				t.Fatalf("the command of prompt %s is still running: %v", id, proctest.Marked(marker))
 			}
 		}
-		_, err := inW.Write([]byte(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7.0}}` + "\n"))
-		cancelled <- err
-	}()
-	if reply := p.Expect(t, "7", prompt); !bytes.Contains(reply, []byte(`"stopReason":"cancelled"`)) {
-		t.Errorf("the prompt given up on = %s, want stopReason cancelled", reply)
-	}
-	if err := <-cancelled; err != nil {
-		t.Error(err)
 	}
 }

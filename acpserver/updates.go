@@ -44,9 +44,9 @@ type call struct {
 func (s *session) Event(e agent.Event) {
 	switch e.Type {
 	case agent.TextDelta:
-		s.update(acp.UpdateAgentMessageText(e.Text))
+		s.message(e.Text)
 	case agent.ThinkingDelta:
-		s.update(acp.UpdateAgentThoughtText(e.Text))
+		s.thought(e.Text)
 	case agent.ToolCallEvent:
 		s.toolCall(e)
 	case agent.ToolResultEvent:
@@ -59,20 +59,21 @@ func (s *session) Event(e agent.Event) {
 		}
 	case agent.Reflow:
 		if e.Autonomous {
-			s.update(acp.UpdateAgentThoughtText(reflowThought(e)))
+			s.thought(reflowThought(e))
 		}
 	case agent.TurnEnd:
 		switch {
 		case !e.Autonomous:
-			s.push(queued{turnEnd: &e})
+			end := e // a copy: taking e's address would move every event to the heap
+			s.push(queued{turnEnd: &end})
 		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
-			s.update(acp.UpdateAgentMessageText("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n"))
+			s.message("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n")
 		}
 	}
 }
 
 func (s *session) toolOf(name string) *tools.Tool {
-	for _, t := range s.sess.Tools() {
+	for _, t := range s.tools {
 		if t.Name == name {
 			return t
 		}
@@ -97,16 +98,14 @@ func (s *session) toolResult(e agent.Event) {
 	s.mu.Lock()
 	delete(s.calls, e.ToolCallID)
 	s.mu.Unlock()
-	var out map[string]any
-	json.Unmarshal([]byte(e.Text), &out)
-	str := func(k string) string { v, _ := out[k].(string); return v }
-	if taskID, status := str("task_id"), str("status"); !e.IsError && taskID != "" && (e.Tool == "bash" || e.Tool == "spawn_agent") && (status == "running" || status == "queued") {
+	out := readOutput(e.Text)
+	if taskID, status := out.get("task_id"), out.get("status"); !e.IsError && taskID != "" && (e.Tool == "bash" || e.Tool == "spawn_agent") && (status == "running" || status == "queued") {
 		note := "Running in the background as " + taskID + "."
-		if tail := str("output"); tail != "" {
+		if tail := out.get("output"); tail != "" {
 			note += "\n\n" + lastLines(tail, cardTailLines)
 		}
 		s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusInProgress),
-			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(note))}), acp.WithUpdateRawOutput(out)))
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(note))}), acp.WithUpdateRawOutput(out.raw)))
 		s.mu.Lock()
 		s.cards[taskID] = &card{call: id}
 		s.mu.Unlock()
@@ -115,16 +114,16 @@ func (s *session) toolResult(e agent.Event) {
 		}
 		return
 	}
-	status, text := cardStatus(e.IsError, out), resultText(e.Tool, out, e.Text)
+	status, text := cardStatus(e.IsError, &out), resultText(e.Tool, &out, e.Text)
 	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(out, e.Text))))
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(&out, e.Text))))
 }
 
 // cardStatus is how a finished call's card ends: failed for an error
 // result, and for a command that did not complete (cancelled with the
 // turn, timed out, failed), which a card marked completed would hide.
-func cardStatus(isError bool, out map[string]any) acp.ToolCallStatus {
-	switch s, _ := out["status"].(string); {
+func cardStatus(isError bool, out *toolOutput) acp.ToolCallStatus {
+	switch s := out.get("status"); {
 	case isError, s == task.Canceled.String(), s == task.TimedOut.String(), s == task.Failed.String():
 		return acp.ToolCallStatusFailed
 	}
@@ -133,11 +132,11 @@ func cardStatus(isError bool, out map[string]any) acp.ToolCallStatus {
 
 // resultText is what a finished call's card shows: a command's output,
 // an error's sentence, a sub-agent's answer, or the result itself.
-func resultText(tool string, out map[string]any, raw string) string {
+func resultText(tool string, out *toolOutput, raw string) string {
 	pick := func(keys ...string) string {
 		var parts []string
 		for _, k := range keys {
-			if v, ok := out[k].(string); ok && v != "" {
+			if v := out.get(k); v != "" {
 				parts = append(parts, v)
 			}
 		}
@@ -145,12 +144,12 @@ func resultText(tool string, out map[string]any, raw string) string {
 	}
 	var shown string
 	switch {
-	case out["error"] != nil && len(out) == 1:
+	case out.errorOnly:
 		shown = pick("error")
 	case tool == "bash":
 		shown = pick("output", "error", "note")
-		if code, ok := out["exit_code"].(float64); ok {
-			shown = fmt.Sprintf("exit %d\n%s", int(code), shown)
+		if out.hasExit {
+			shown = fmt.Sprintf("exit %d\n%s", int(out.exit), shown)
 		}
 	case tool == "spawn_agent":
 		shown = pick("answer", "error", "note")
@@ -286,11 +285,15 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		Until      string `json:"until"`
 		Sandbox    *bool  `json:"sandbox"`
 	}
-	json.Unmarshal(input, &in)
-	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
 	if t == nil {
 		return "Unknown tool", acp.ToolKindOther
 	}
+	switch t.Name {
+	case "task_list": // its title takes nothing from the input: not decoded
+	default:
+		json.Unmarshal(input, &in)
+	}
+	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
 	switch t.Name {
 	case "bash":
 		title := "Run: " + text.OneLine(in.Command, 80)
@@ -351,6 +354,9 @@ func orEmpty(v any) any {
 // link as its name and URI. Images, audio and binary resources are
 // refused with a clear error (the capabilities say so too).
 func promptText(blocks []acp.ContentBlock) (string, error) {
+	if len(blocks) == 1 && blocks[0].Text != nil && blocks[0].Text.Type == "text" && strings.TrimSpace(blocks[0].Text.Text) != "" {
+		return blocks[0].Text.Text, nil // the usual prompt: its text as it is
+	}
 	var b strings.Builder
 	for i, c := range blocks {
 		if i > 0 {
@@ -380,17 +386,19 @@ func promptText(blocks []acp.ContentBlock) (string, error) {
 	return b.String(), nil
 }
 
+// rawJSON is a call's input as its card's rawInput: the JSON as it is,
+// or the text when it is not JSON.
 func rawJSON(b json.RawMessage) any {
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return string(b)
+	if v, ok := asJSON(b); ok {
+		return v
 	}
-	return v
+	return string(b)
 }
 
-func rawOr(out map[string]any, raw string) any {
-	if out != nil {
-		return out
+// rawOr is a result's rawOutput: the JSON object, or else the text.
+func rawOr(out *toolOutput, raw string) any {
+	if out.raw != nil {
+		return out.raw
 	}
 	return raw
 }
@@ -457,19 +465,19 @@ func (r *replayer) block(role provider.Role, b provider.Block) {
 		shown := text.Clip(b.Text, replayBytes)
 		switch {
 		case role == provider.Assistant:
-			s.update(acp.UpdateAgentMessageText(shown))
+			s.message(shown)
 		case strings.HasPrefix(b.Text, "[offstage] A background task finished."):
 			r.results(b.Text)
 		case strings.HasPrefix(b.Text, "[offstage] A background task has something to tell you"):
 			ids := elementIDs(b.Text, "<background-notice task_id=")
-			s.update(acp.UpdateAgentThoughtText(reflowThought(agent.Event{NoticeIDs: ids, TaskIDs: nil})))
+			s.thought(reflowThought(agent.Event{NoticeIDs: ids, TaskIDs: nil}))
 		case strings.HasPrefix(b.Text, "[offstage]"):
-			s.update(acp.UpdateAgentThoughtText(shown + "\n"))
+			s.thought(shown + "\n")
 		default:
 			s.update(acp.UpdateUserMessageText(shown))
 		}
 	case provider.Thinking:
-		s.update(acp.UpdateAgentThoughtText(text.Clip(b.Text, replayBytes)))
+		s.thought(text.Clip(b.Text, replayBytes))
 	case provider.ToolUse:
 		r.tools[b.ToolCallID] = b.ToolName
 		t := s.toolOf(b.ToolName)
@@ -487,17 +495,15 @@ func (r *replayer) block(role provider.Role, b provider.Block) {
 // started background work in progress until its result comes.
 func (r *replayer) result(b provider.Block) {
 	id, name := acp.ToolCallId(b.ToolCallID), r.tools[b.ToolCallID]
-	var out map[string]any
-	json.Unmarshal([]byte(b.Text), &out)
-	str := func(k string) string { v, _ := out[k].(string); return v }
-	if taskID, status := str("task_id"), str("status"); !b.IsError && taskID != "" && (name == "bash" || name == "spawn_agent") && (status == "running" || status == "queued") {
+	out := readOutput(b.Text)
+	if taskID, status := out.get("task_id"), out.get("status"); !b.IsError && taskID != "" && (name == "bash" || name == "spawn_agent") && (status == "running" || status == "queued") {
 		r.cards[taskID] = id
 		r.s.update(acp.UpdateToolCall(id, acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("Running in the background as " + taskID + "."))})))
 		return
 	}
-	status := cardStatus(b.IsError, out)
+	status := cardStatus(b.IsError, &out)
 	r.s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(resultText(name, out, b.Text), replayBytes)))})))
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(resultText(name, &out, b.Text), replayBytes)))})))
 }
 
 // results replays a delivery of background results: the line announcing
@@ -527,7 +533,7 @@ func (r *replayer) results(block string) {
 		r.s.update(acp.UpdateToolCall(call, acp.WithUpdateStatus(status),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text.Clip(shown, cardTextBytes)))})))
 	}
-	r.s.update(acp.UpdateAgentThoughtText(reflowThought(agent.Event{TaskIDs: ids})))
+	r.s.thought(reflowThought(agent.Event{TaskIDs: ids}))
 }
 
 // attr is the value of name="…" in an element's attributes, as frame

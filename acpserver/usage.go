@@ -20,17 +20,25 @@ const UsageMeta = "offstage/usage"
 // withUsage adds the turn's and the session's usage to a prompt's
 // response.
 func withUsage(r acp.PromptResponse, turn *task.Usage, session agent.Usage) acp.PromptResponse {
+	u, meta := promptUsage(turn, session)
+	r.Usage = &u
+	if r.Meta == nil {
+		r.Meta = map[string]any{}
+	}
+	r.Meta[UsageMeta] = meta
+	return r
+}
+
+// promptUsage is what a prompt's response says was spent: its usage, and
+// its _meta's UsageMeta.
+func promptUsage(turn *task.Usage, session agent.Usage) (acp.Usage, usageMeta) {
 	var t task.Usage
 	if turn != nil {
 		t = *turn
 	}
 	cached := int(t.CachedInputTokens)
-	r.Usage = &acp.Usage{InputTokens: int(t.InputTokens), OutputTokens: int(t.OutputTokens), TotalTokens: int(t.Tokens()), CachedReadTokens: &cached}
-	if r.Meta == nil {
-		r.Meta = map[string]any{}
-	}
-	r.Meta[UsageMeta] = usageMeta{Turn: t, Session: session.Total, Autonomous: session.Autonomous}
-	return r
+	u := acp.Usage{InputTokens: int(t.InputTokens), OutputTokens: int(t.OutputTokens), TotalTokens: int(t.Tokens()), CachedReadTokens: &cached}
+	return u, usageMeta{Turn: t, Session: session.Total, Autonomous: session.Autonomous}
 }
 
 // usageMeta is UsageMeta's value: a struct rather than a map, encoded in

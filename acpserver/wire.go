@@ -1,9 +1,15 @@
 package acpserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
 )
 
 // The session/update notifications carry nearly everything the agent
@@ -12,138 +18,512 @@ import (
 // ToolCallContent's inside it) encodes the variant, decodes that into a
 // map to add the discriminator and encodes the map again, and the
 // notification and the message around it are checked and compacted twice
-// more. appendUpdate writes the same JSON in one pass of encoding/json
-// over plain structs: the variant structs carry their own discriminator
-// field, and the text blocks that nearly every update holds are encoded
-// as the struct they are. The key order differs from the SDK's (struct
-// order, not sorted); JSON does not care, and TestUpdateWireMatchesSDK
-// and FuzzUpdateWire check that a client decodes the same update from
-// both. An update of another kind (a plan, the commands, a diff) goes
-// through the SDK as before.
+// more. appendUpdate writes the same JSON by hand, appending to the
+// sender's buffer: no reflection, no allocation. Strings are escaped
+// byte for byte as encoding/json escapes them (appendString,
+// FuzzAppendString); a value of a field typed any (rawInput, rawOutput,
+// _meta) and the rare locations go through encoding/json, except a
+// jsonText, which is written as it is. The key order differs from the
+// SDK's (sorted): JSON does not care, and TestUpdateWireMatchesSDK and
+// FuzzUpdateWire check that a client decodes the same update from both.
+// An update of another kind (a plan, a diff, a terminal) goes through
+// the SDK as before.
 
 // maxKeptLine bounds the encoding buffer a session keeps between updates:
 // one long tool output does not stay allocated for the session's life.
 const maxKeptLine = 64 << 10
 
+// updatePrefix begins every session/update line (rpcline's Writer knows a
+// notification by it without decoding the line).
+const updatePrefix = `{"jsonrpc":"2.0","method":"` + acp.ClientMethodSessionUpdate + `","params":{"sessionId":`
+
 // appendUpdate appends a session/update notification line (with its
-// newline) for u in session id to dst. It reports false for an update it
-// does not encode, which the SDK then sends.
+// newline) for u in session id to dst. It reports false, and leaves dst as
+// it was, for an update it does not encode, which the SDK then sends.
 func appendUpdate(dst []byte, id acp.SessionId, u *acp.SessionUpdate) ([]byte, bool) {
-	var v any
+	start := len(dst)
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":`...)
+	ok := false
 	switch {
 	case u.UserMessageChunk != nil:
 		c := u.UserMessageChunk
-		v, _ = chunkOf(c.Meta, c.Content, c.MessageId, "user_message_chunk")
+		dst, ok = appendChunk(dst, c.Meta, c.Content, c.MessageId, "user_message_chunk")
 	case u.AgentMessageChunk != nil:
 		c := u.AgentMessageChunk
-		v, _ = chunkOf(c.Meta, c.Content, c.MessageId, "agent_message_chunk")
+		dst, ok = appendChunk(dst, c.Meta, c.Content, c.MessageId, "agent_message_chunk")
 	case u.AgentThoughtChunk != nil:
 		c := u.AgentThoughtChunk
-		v, _ = chunkOf(c.Meta, c.Content, c.MessageId, "agent_thought_chunk")
+		dst, ok = appendChunk(dst, c.Meta, c.Content, c.MessageId, "agent_thought_chunk")
 	case u.ToolCall != nil && len(u.ToolCall.Content) == 0:
-		c := *u.ToolCall
-		c.SessionUpdate = "tool_call"
-		v = c
+		dst, ok = appendToolCall(dst, u.ToolCall)
 	case u.ToolCallUpdate != nil:
-		v, _ = toolCallUpdateOf(u.ToolCallUpdate)
+		dst, ok = appendToolCallUpdate(dst, u.ToolCallUpdate)
+	case u.AvailableCommandsUpdate != nil:
+		dst, ok = appendCommands(dst, u.AvailableCommandsUpdate)
 	}
-	if v == nil {
+	if !ok {
+		return dst[:start], false
+	}
+	return append(dst, "}}\n"...), true
+}
+
+// appendChunk appends a message or thought chunk whose content is a text
+// block; false if its content is not text alone.
+func appendChunk(dst []byte, meta map[string]any, content acp.ContentBlock, msgID *string, kind string) ([]byte, bool) {
+	text, ok := textOf(content)
+	if !ok {
 		return dst, false
 	}
-	var line updateLine
-	line.JSONRPC, line.Method = "2.0", acp.ClientMethodSessionUpdate
-	line.Params.SessionID, line.Params.Update = id, v
-	b, err := json.Marshal(line)
+	dst = append(dst, '{')
+	if meta != nil {
+		if dst, ok = appendMember(dst, "_meta", meta); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"content":`...)
+	dst = appendText(dst, text)
+	if msgID != nil {
+		dst = append(dst, `,"messageId":`...)
+		dst = appendString(dst, *msgID)
+	}
+	dst = append(dst, `,"sessionUpdate":"`...)
+	dst = append(dst, kind...)
+	return append(dst, `"}`...), true
+}
+
+// appendChunkLine appends the session/update line of an agent's message
+// chunk, or of a thought chunk, holding text: what appendUpdate writes
+// for acp.UpdateAgentMessageText(text) or acp.UpdateAgentThoughtText.
+func appendChunkLine[S string | []byte](dst []byte, id acp.SessionId, thought bool, text S) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{"content":{"text":`...)
+	dst = appendString(dst, text)
+	if thought {
+		return append(dst, `,"type":"text"},"sessionUpdate":"agent_thought_chunk"}}}`+"\n"...)
+	}
+	return append(dst, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`+"\n"...)
+}
+
+// textOf returns the text of a content block that is text alone. The SDK
+// writes a text block as its text and type, and nothing else (it drops a
+// text block's annotations and _meta); so does appendText, so that both
+// write the same.
+func textOf(b acp.ContentBlock) (string, bool) {
+	if b.Text == nil || b.Image != nil || b.Audio != nil || b.ResourceLink != nil || b.Resource != nil {
+		return "", false
+	}
+	return b.Text.Text, true
+}
+
+func appendText(dst []byte, text string) []byte {
+	dst = append(dst, `{"text":`...)
+	dst = appendString(dst, text)
+	return append(dst, `,"type":"text"}`...)
+}
+
+// appendToolCall appends a tool call without content.
+func appendToolCall(dst []byte, c *acp.SessionUpdateToolCall) ([]byte, bool) {
+	var ok bool
+	dst = append(dst, '{')
+	if c.Meta != nil {
+		if dst, ok = appendMember(dst, "_meta", c.Meta); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	if c.Kind != "" {
+		dst = append(dst, `"kind":`...)
+		dst = appendString(dst, string(c.Kind))
+		dst = append(dst, ',')
+	}
+	if len(c.Locations) > 0 {
+		if dst, ok = appendMember(dst, "locations", c.Locations); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	if dst, ok = appendRaw(dst, c.RawInput, c.RawOutput); !ok {
+		return dst, false
+	}
+	dst = append(dst, `"sessionUpdate":"tool_call",`...)
+	if c.Status != "" {
+		dst = append(dst, `"status":`...)
+		dst = appendString(dst, string(c.Status))
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"title":`...)
+	dst = appendString(dst, c.Title)
+	dst = append(dst, `,"toolCallId":`...)
+	dst = appendString(dst, string(c.ToolCallId))
+	return append(dst, '}'), true
+}
+
+// appendToolCallUpdate appends a tool call's update; false if some of its
+// content is not a text block (a diff, a terminal, an image).
+func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, bool) {
+	var ok bool
+	dst = append(dst, '{')
+	if u.Meta != nil {
+		if dst, ok = appendMember(dst, "_meta", u.Meta); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	if len(u.Content) > 0 {
+		dst = append(dst, `"content":[`...)
+		for i, c := range u.Content {
+			if c.Content == nil || c.Diff != nil || c.Terminal != nil {
+				return dst, false
+			}
+			text, ok := textOf(c.Content.Content)
+			if !ok {
+				return dst, false
+			}
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '{')
+			if c.Content.Meta != nil {
+				if dst, ok = appendMember(dst, "_meta", c.Content.Meta); !ok {
+					return dst, false
+				}
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"content":`...)
+			dst = appendText(dst, text)
+			dst = append(dst, `,"type":"content"}`...)
+		}
+		dst = append(dst, "],"...)
+	}
+	if u.Kind != nil {
+		dst = append(dst, `"kind":`...)
+		dst = appendString(dst, string(*u.Kind))
+		dst = append(dst, ',')
+	}
+	if len(u.Locations) > 0 {
+		if dst, ok = appendMember(dst, "locations", u.Locations); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	if dst, ok = appendRaw(dst, u.RawInput, u.RawOutput); !ok {
+		return dst, false
+	}
+	dst = append(dst, `"sessionUpdate":"tool_call_update",`...)
+	if u.Status != nil {
+		dst = append(dst, `"status":`...)
+		dst = appendString(dst, string(*u.Status))
+		dst = append(dst, ',')
+	}
+	if u.Title != nil {
+		dst = append(dst, `"title":`...)
+		dst = appendString(dst, *u.Title)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"toolCallId":`...)
+	dst = appendString(dst, string(u.ToolCallId))
+	return append(dst, '}'), true
+}
+
+// appendCommands appends the slash commands a session offers (every
+// session announces them once: through the SDK, which encodes each
+// command's input three times over, that cost more than a prompt).
+func appendCommands(dst []byte, c *acp.SessionAvailableCommandsUpdate) ([]byte, bool) {
+	var ok bool
+	dst = append(dst, '{')
+	if c.Meta != nil {
+		if dst, ok = appendMember(dst, "_meta", c.Meta); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"availableCommands":`...)
+	if c.AvailableCommands == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, cmd := range c.AvailableCommands {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '{')
+			if cmd.Meta != nil {
+				if dst, ok = appendMember(dst, "_meta", cmd.Meta); !ok {
+					return dst, false
+				}
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"description":`...)
+			dst = appendString(dst, cmd.Description)
+			if cmd.Input != nil {
+				in := cmd.Input.Unstructured
+				if in == nil {
+					return dst, false // an input of no kind: the SDK's to refuse
+				}
+				dst = append(dst, `,"input":{`...)
+				if in.Meta != nil {
+					if dst, ok = appendMember(dst, "_meta", in.Meta); !ok {
+						return dst, false
+					}
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `"hint":`...)
+				dst = appendString(dst, in.Hint)
+				dst = append(dst, '}')
+			}
+			dst = append(dst, `,"name":`...)
+			dst = appendString(dst, cmd.Name)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, `,"sessionUpdate":"available_commands_update"}`...), true
+}
+
+// appendRaw appends the rawInput and rawOutput members that are set, each
+// followed by a comma (omitempty: an any that is nil is left out).
+func appendRaw(dst []byte, in, out any) ([]byte, bool) {
+	ok := true
+	if in != nil {
+		if dst, ok = appendMember(dst, "rawInput", in); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	if out != nil {
+		if dst, ok = appendMember(dst, "rawOutput", out); !ok {
+			return dst, false
+		}
+		dst = append(dst, ',')
+	}
+	return dst, true
+}
+
+// appendMember appends "key":v, v as appendValue writes it.
+func appendMember(dst []byte, key string, v any) ([]byte, bool) {
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	dst = append(dst, `":`...)
+	return appendValue(dst, v)
+}
+
+// appendValue appends v: a string or a jsonText as it is, anything else
+// as encoding/json writes it; false if it cannot be encoded.
+func appendValue(dst []byte, v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case string:
+		return appendString(dst, v), true
+	case jsonText:
+		return append(dst, v...), true
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return dst, false
 	}
-	dst = append(dst, b...)
-	return append(dst, '\n'), true
+	return append(dst, b...), true
 }
 
-// updateLine is a session/update notification as it goes on the wire.
-type updateLine struct {
-	JSONRPC string `json:"jsonrpc"`
-	Method  string `json:"method"`
-	Params  struct {
-		SessionID acp.SessionId `json:"sessionId"`
-		Update    any           `json:"update"`
-	} `json:"params"`
-}
+// jsonText is a JSON value known to be valid and to hold no line break (a
+// tool's result or a call's input, checked once by asJSON), which a
+// session update carries as it is (rawInput, rawOutput) rather than
+// decoded into maps and encoded again.
+type jsonText []byte
 
-// wireChunk is a message or thought chunk whose content is a text block.
-type wireChunk struct {
-	Meta          map[string]any `json:"_meta,omitempty"`
-	Content       wireText       `json:"content"`
-	MessageID     *string        `json:"messageId,omitempty"`
-	SessionUpdate string         `json:"sessionUpdate"`
-}
+// MarshalJSON makes a jsonText the value it holds for the SDK too.
+func (r jsonText) MarshalJSON() ([]byte, error) { return r, nil }
 
-// chunkOf returns the chunk to encode, or false if its content is not
-// text alone.
-func chunkOf(meta map[string]any, content acp.ContentBlock, msgID *string, kind string) (any, bool) {
-	t, ok := textOf(content)
-	if !ok {
+// asJSON returns b as a jsonText if it is valid JSON, compacted if it has
+// line breaks (whitespace between tokens: a string holds none raw); ok is
+// false otherwise.
+func asJSON(b []byte) (jsonText, bool) {
+	if !json.Valid(b) {
 		return nil, false
 	}
-	return wireChunk{Meta: meta, Content: t, MessageID: msgID, SessionUpdate: kind}, true
-}
-
-// wireText is a text block as the SDK writes it: its text and type, and
-// nothing else (the SDK drops a text block's annotations and _meta; so
-// does this, so that both write the same).
-type wireText struct {
-	Text string `json:"text"`
-	Type string `json:"type"`
-}
-
-// textOf returns a content block that is text alone.
-func textOf(b acp.ContentBlock) (wireText, bool) {
-	if b.Text == nil || b.Image != nil || b.Audio != nil || b.ResourceLink != nil || b.Resource != nil {
-		return wireText{}, false
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return jsonText(b), true
 	}
-	return wireText{Text: b.Text.Text, Type: "text"}, true
+	var c bytes.Buffer
+	json.Compact(&c, b) // valid: it cannot fail
+	return jsonText(c.Bytes()), true
 }
 
-// wireToolCallUpdate is acp.SessionToolCallUpdate with its content as
-// text blocks.
-type wireToolCallUpdate struct {
-	Meta          map[string]any         `json:"_meta,omitempty"`
-	Content       []wireToolContent      `json:"content,omitempty"`
-	Kind          *acp.ToolKind          `json:"kind,omitempty"`
-	Locations     []acp.ToolCallLocation `json:"locations,omitempty"`
-	RawInput      any                    `json:"rawInput,omitempty"`
-	RawOutput     any                    `json:"rawOutput,omitempty"`
-	SessionUpdate string                 `json:"sessionUpdate"`
-	Status        *acp.ToolCallStatus    `json:"status,omitempty"`
-	Title         *string                `json:"title,omitempty"`
-	ToolCallID    acp.ToolCallId         `json:"toolCallId"`
-}
-
-// wireToolContent is a tool call's content entry holding a text block.
-type wireToolContent struct {
-	Meta    map[string]any `json:"_meta,omitempty"`
-	Content wireText       `json:"content"`
-	Type    string         `json:"type"`
-}
-
-// toolCallUpdateOf returns the update to encode, or false if some of its
-// content is not a text block (a diff, a terminal, an image).
-func toolCallUpdateOf(u *acp.SessionToolCallUpdate) (any, bool) {
-	w := wireToolCallUpdate{Meta: u.Meta, Kind: u.Kind, Locations: u.Locations, RawInput: u.RawInput, RawOutput: u.RawOutput,
-		SessionUpdate: "tool_call_update", Status: u.Status, Title: u.Title, ToolCallID: u.ToolCallId}
-	if len(u.Content) > 0 {
-		w.Content = make([]wireToolContent, len(u.Content))
-	}
-	for i, c := range u.Content {
-		if c.Content == nil || c.Diff != nil || c.Terminal != nil {
-			return nil, false
+// appendString appends s as a JSON string, byte for byte as encoding/json
+// writes it (HTML characters, U+2028 and U+2029 escaped, invalid UTF-8
+// as U+FFFD): a client reads the same text the SDK would have sent.
+func appendString[S string | []byte](dst []byte, s S) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= ' ' && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
 		}
-		t, ok := textOf(c.Content.Content)
-		if !ok {
-			return nil, false
+		// A rune is at most utf8.UTFMax bytes: the conversion of so few
+		// does not allocate (as encoding/json does it).
+		c, size := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+		default:
+			i += size
+			continue
 		}
-		w.Content[i] = wireToolContent{Meta: c.Content.Meta, Content: t, Type: "content"}
+		i += size
+		start = i
 	}
-	return w, true
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendResponse appends the response to request id (with its newline),
+// as the SDK's handleInbound writes one: an error as its
+// *acp.RequestError (any other error as an internal one), a result
+// marshalled. A prompt's result, which every prompt has, is written by
+// hand (appendPromptResult); anything else by encoding/json.
+func appendResponse(dst []byte, id json.RawMessage, result any, err error) []byte {
+	start := len(dst)
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	if err == nil {
+		dst = append(dst, `,"result":`...)
+		if r, ok := result.(acp.PromptResponse); ok {
+			if b, ok := appendPromptResult(dst, &r); ok {
+				return append(b, "}\n"...)
+			}
+		}
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			return appendResponse(dst[:start], id, nil, acp.NewInternalError(map[string]any{"error": merr.Error()}))
+		}
+		dst = append(dst, b...)
+		return append(dst, "}\n"...)
+	}
+	b, merr := json.Marshal(requestError(err))
+	if merr != nil { // cannot happen: an error is plain JSON
+		b, _ = json.Marshal(acp.NewInternalError(map[string]any{"error": merr.Error()}))
+	}
+	dst = append(dst, `,"error":`...)
+	dst = append(dst, b...)
+	return append(dst, "}\n"...)
+}
+
+// appendPromptResponse appends the response to prompt id whose turn
+// stopped for stop, having spent turn and session: what appendResponse
+// writes for withUsage(acp.PromptResponse{StopReason: stop}, turn,
+// session), without building the response (its _meta is a map).
+func appendPromptResponse(dst []byte, id json.RawMessage, stop acp.StopReason, turn *task.Usage, session agent.Usage) []byte {
+	u, meta := promptUsage(turn, session)
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"result":`...)
+	dst = appendResult(dst, &meta, stop, &u, nil)
+	return append(dst, "}\n"...)
+}
+
+// appendPromptResult appends a prompt's response whose _meta, if any,
+// holds the usage alone (UsageMeta); false for another _meta, which
+// encoding/json writes.
+func appendPromptResult(dst []byte, r *acp.PromptResponse) ([]byte, bool) {
+	var meta *usageMeta
+	if r.Meta != nil {
+		u, ok := r.Meta[UsageMeta].(usageMeta)
+		if !ok || len(r.Meta) != 1 {
+			return dst, false
+		}
+		meta = &u
+	}
+	return appendResult(dst, meta, r.StopReason, r.Usage, r.UserMessageId), true
+}
+
+// appendResult appends a prompt's response as encoding/json writes an
+// acp.PromptResponse, its _meta {UsageMeta: meta} (none when nil).
+func appendResult(dst []byte, meta *usageMeta, stop acp.StopReason, u *acp.Usage, userMessageID *string) []byte {
+	dst = append(dst, '{')
+	if meta != nil {
+		dst = append(dst, `"_meta":{"`+UsageMeta+`":{"autonomous":`...)
+		dst = appendTaskUsage(dst, &meta.Autonomous)
+		dst = append(dst, `,"session":`...)
+		dst = appendTaskUsage(dst, &meta.Session)
+		dst = append(dst, `,"turn":`...)
+		dst = appendTaskUsage(dst, &meta.Turn)
+		dst = append(dst, "}},"...)
+	}
+	dst = append(dst, `"stopReason":`...)
+	dst = appendString(dst, string(stop))
+	if u != nil {
+		// The SDK's order (its struct's), so that the line is the SDK's
+		// byte for byte.
+		dst = append(dst, `,"usage":{`...)
+		dst = appendOptionalInt(dst, `"cachedReadTokens":`, u.CachedReadTokens, ",")
+		dst = appendOptionalInt(dst, `"cachedWriteTokens":`, u.CachedWriteTokens, ",")
+		dst = append(dst, `"inputTokens":`...)
+		dst = strconv.AppendInt(dst, int64(u.InputTokens), 10)
+		dst = append(dst, `,"outputTokens":`...)
+		dst = strconv.AppendInt(dst, int64(u.OutputTokens), 10)
+		dst = appendOptionalInt(dst, `,"thoughtTokens":`, u.ThoughtTokens, "")
+		dst = append(dst, `,"totalTokens":`...)
+		dst = strconv.AppendInt(dst, int64(u.TotalTokens), 10)
+		dst = append(dst, '}')
+	}
+	if userMessageID != nil {
+		dst = append(dst, `,"userMessageId":`...)
+		dst = appendString(dst, *userMessageID)
+	}
+	return append(dst, '}')
+}
+
+// appendOptionalInt appends key (a JSON key and its colon), *n and then
+// after, when n is set (omitempty).
+func appendOptionalInt(dst []byte, key string, n *int, after string) []byte {
+	if n == nil {
+		return dst
+	}
+	dst = append(dst, key...)
+	dst = strconv.AppendInt(dst, int64(*n), 10)
+	return append(dst, after...)
+}
+
+// appendTaskUsage appends a task.Usage as encoding/json writes it.
+func appendTaskUsage(dst []byte, u *task.Usage) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens, 10)
+	dst = append(dst, `,"output_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+	dst = append(dst, `,"cached_input_tokens":`...)
+	dst = strconv.AppendInt(dst, u.CachedInputTokens, 10)
+	dst = append(dst, `,"model_calls":`...)
+	dst = strconv.AppendInt(dst, u.ModelCalls, 10)
+	return append(dst, '}')
 }

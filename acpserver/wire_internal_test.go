@@ -2,10 +2,15 @@ package acpserver
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/task"
 )
 
 // sdkLine is the notification line the SDK writes for u.
@@ -78,6 +83,11 @@ func TestUpdateWireMatchesSDK(t *testing.T) {
 		acp.UpdateToolCall("call_1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(`{"tasks":[],"count":0}`))}),
 			acp.WithUpdateRawOutput(map[string]any{"count": 0, "tasks": []any{}})),
+		acp.StartToolCall("call_1", "List tasks", acp.WithStartRawInput(jsonText(`{"a":[1,2.5e3,"<&>"],"b":null}`))),
+		acp.UpdateToolCall("call_1", acp.WithUpdateStatus(acp.ToolCallStatusCompleted), acp.WithUpdateRawOutput(jsonText(`{"count":0,"tasks":[]}`)),
+			acp.WithUpdateRawInput(jsonText(`"x"`))),
+		acp.UpdateToolCall("call_1", acp.WithUpdateRawOutput("not JSON: {")),
+		acp.StartToolCall("call_1", "", acp.WithStartRawOutput(map[string]any(nil)), acp.WithStartLocations([]acp.ToolCallLocation{{Path: "/a", Line: acp.Ptr(3)}})),
 		acp.UpdateToolCall("call_2", acp.WithUpdateTitle("bash: make"), acp.WithUpdateKind(acp.ToolKindExecute),
 			acp.WithUpdateLocations([]acp.ToolCallLocation{{Path: "/tmp/x"}})),
 	}
@@ -89,6 +99,15 @@ func TestUpdateWireMatchesSDK(t *testing.T) {
 		acp.SessionUpdate{AgentMessageChunk: &acp.SessionUpdateAgentMessageChunk{Content: text, MessageId: &msgID, Meta: map[string]any{"offstage/x": true}}},
 		acp.UpdateToolCall("call_3", acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(text), acp.ToolContent(acp.TextBlock("")),
 			{Content: &acp.ToolCallContentContent{Meta: map[string]any{"m": "n"}, Content: acp.TextBlock("x")}}})),
+	)
+	hint := &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: "<task id> \"x\""}}
+	updates = append(updates,
+		acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: []acp.AvailableCommand{
+			{Name: "tasks", Description: "List the tasks"}, {Name: "wait", Description: "Wait for a task", Input: hint},
+			{Name: "m", Meta: map[string]any{"a": 1}, Input: &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Meta: map[string]any{"b": "c"}}}},
+		}}},
+		acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{Meta: map[string]any{"k": true}}},
+		acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: []acp.AvailableCommand{}}},
 	)
 	for _, u := range updates {
 		sameUpdate(t, id, u)
@@ -114,7 +133,109 @@ func FuzzUpdateWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text, call, sid string) {
 		id := acp.SessionId(sid)
 		sameUpdate(t, id, acp.UpdateAgentMessageText(text))
+		for _, u := range []acp.SessionUpdate{acp.UpdateAgentMessageText(text), acp.UpdateAgentThoughtText(text)} {
+			want, _ := appendUpdate(nil, id, &u)
+			if got := appendChunkLine(nil, id, u.AgentThoughtChunk != nil, text); string(got) != string(want) {
+				t.Errorf("appendChunkLine wrote\n%s\nappendUpdate\n%s", got, want)
+			}
+		}
 		sameUpdate(t, id, acp.UpdateToolCall(acp.ToolCallId(call), acp.WithUpdateStatus(acp.ToolCallStatusFailed),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(map[string]any{"error": text})))
 	})
+}
+
+// FuzzAppendString: appendString writes any string, invalid UTF-8 and
+// all, byte for byte as encoding/json does.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x00\x1f\b\f\n\r\t\"\\", "<&>", "\u2028\u2029", "é\xff\xc3", "\xed\xa0\x80", "\U0001F600"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("appendString(%q) = %s, want %s", s, got[1:], want)
+		}
+		if got := appendString(nil, []byte(s)); string(got) != string(want) {
+			t.Errorf("appendString([]byte(%q)) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// TestAsJSON: a tool's text goes out as it is when it is JSON without a
+// line break, compacted when it has one, and not as JSON otherwise.
+func TestAsJSON(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`{"a":1}`, `{"a":1}`, true},
+		{"{\n  \"a\": \"b c\",\r\n  \"d\": [1, 2]\n}", `{"a":"b c","d":[1,2]}`, true},
+		{` "s" `, ` "s" `, true},
+		{`{"a":`, "", false},
+		{"", "", false},
+		{"\"raw\nline\"", "", false},
+	} {
+		got, ok := asJSON([]byte(c.in))
+		if ok != c.ok || string(got) != c.want {
+			t.Errorf("asJSON(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestPromptResultIsEncodingJSONs: a prompt's result, written by hand, is
+// what encoding/json writes for it, byte for byte, for every field set or
+// not; and the encoder knows every field the types have (a field the SDK
+// or task.Usage adds fails here, not silently on the wire).
+func TestPromptResultIsEncodingJSONs(t *testing.T) {
+	fields := map[reflect.Type]string{
+		reflect.TypeFor[acp.PromptResponse](): "Meta StopReason Usage UserMessageId",
+		reflect.TypeFor[acp.Usage]():          "CachedReadTokens CachedWriteTokens InputTokens OutputTokens ThoughtTokens TotalTokens",
+		reflect.TypeFor[usageMeta]():          "Autonomous Session Turn",
+		reflect.TypeFor[task.Usage]():         "InputTokens OutputTokens CachedInputTokens ModelCalls",
+	}
+	for typ, want := range fields {
+		var names []string
+		for f := range typ.Fields() {
+			names = append(names, f.Name)
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("%s has fields %s; appendPromptResult writes %s", typ, got, want)
+		}
+	}
+	turn := task.Usage{InputTokens: 1 << 40, OutputTokens: -2, CachedInputTokens: 3, ModelCalls: 4}
+	for _, r := range []acp.PromptResponse{
+		{StopReason: acp.StopReasonEndTurn},
+		withUsage(acp.PromptResponse{StopReason: acp.StopReasonMaxTokens}, &turn, agent.Usage{Total: turn, Autonomous: task.Usage{ModelCalls: 9}}),
+		{StopReason: "odd \"<reason>\"", Usage: &acp.Usage{CachedWriteTokens: acp.Ptr(5), ThoughtTokens: acp.Ptr(-6), TotalTokens: 7}, UserMessageId: acp.Ptr("m\u2028")},
+		{StopReason: acp.StopReasonRefusal, Usage: &acp.Usage{CachedReadTokens: acp.Ptr(0)}, Meta: map[string]any{}},
+	} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendResponse(nil, json.RawMessage(`1`), r, nil); string(got) != `{"jsonrpc":"2.0","id":1,"result":`+string(want)+"}\n" {
+			t.Errorf("appendResponse wrote\n%s\nencoding/json writes the result\n%s", got, want)
+		}
+	}
+	// Another _meta goes through encoding/json.
+	r := acp.PromptResponse{StopReason: acp.StopReasonEndTurn, Meta: map[string]any{UsageMeta: usageMeta{}, "x": 1}}
+	if _, ok := appendPromptResult(nil, &r); ok {
+		t.Errorf("appendPromptResult wrote a _meta with another key")
+	}
+}
+
+// TestPromptResponseIsWithUsages: the response the sender writes for a
+// turn that ended is appendResponse's for withUsage's response.
+func TestPromptResponseIsWithUsages(t *testing.T) {
+	turn := task.Usage{InputTokens: 10, OutputTokens: 2, CachedInputTokens: 4, ModelCalls: 1}
+	session := agent.Usage{Total: task.Usage{InputTokens: 30, ModelCalls: 3}, Autonomous: task.Usage{OutputTokens: 1}}
+	for _, turn := range []*task.Usage{&turn, nil} {
+		want := appendResponse(nil, json.RawMessage(`"p-1"`), withUsage(acp.PromptResponse{StopReason: acp.StopReasonMaxTurnRequests}, turn, session), nil)
+		if got := appendPromptResponse(nil, json.RawMessage(`"p-1"`), acp.StopReasonMaxTurnRequests, turn, session); string(got) != string(want) {
+			t.Errorf("appendPromptResponse wrote\n%s\nwant\n%s", got, want)
+		}
+	}
 }

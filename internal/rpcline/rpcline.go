@@ -67,6 +67,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Options shape a stream's guard.
@@ -168,8 +169,17 @@ type request struct {
 // Write writes one message. A response to a request the guard abandoned
 // is dropped (reported as written). A request counts as answered once
 // its response is written, so a drain ends only after that.
-func (l *Writer) Write(p []byte) (int, error) {
-	key, ok := responseKey(p)
+func (l *Writer) Write(p []byte) (int, error) { return l.writeEnding(p, 0) }
+
+// WriteEnding writes p, whole messages each with its newline, in one
+// write, where p[at:] is a response (or any one message), noted as Write
+// notes one: a server writes the notifications a request streamed and
+// its response together, one write where there were two. When the
+// response's request was abandoned, p[:at] alone is written.
+func (l *Writer) WriteEnding(p []byte, at int) (int, error) { return l.writeEnding(p, at) }
+
+func (l *Writer) writeEnding(p []byte, at int) (int, error) {
+	key, ok := responseKey(p[at:])
 	if !ok {
 		return l.write(p)
 	}
@@ -180,6 +190,11 @@ func (l *Writer) Write(p []byte) (int, error) {
 	}
 	l.mu.Unlock()
 	if abandoned {
+		if at > 0 {
+			if _, err := l.write(p[:at]); err != nil {
+				return 0, err
+			}
+		}
 		return len(p), nil
 	}
 	n, err := l.write(p)
@@ -522,12 +537,13 @@ func parse(msg []byte) (parsed, error) {
 		}
 		m.ID, m.replyID, m.key = id, id, key
 	}
-	if v, ok := fields.get("jsonrpc"); !ok || json.Unmarshal(v, &m.JSONRPC) != nil || m.JSONRPC != "2.0" {
+	if v, ok := fields.get("jsonrpc"); !ok || !isString(v, "2.0") {
 		return m, errors.New(`the message lacks "jsonrpc":"2.0"`)
 	}
+	m.JSONRPC = "2.0"
 	switch {
 	case hasMethod:
-		if json.Unmarshal(method, &m.Method) != nil || m.Method == "" {
+		if m.Method, ok = unquote(method); !ok || m.Method == "" {
 			return m, errors.New("the method must be a non-empty string")
 		}
 		if p, ok := fields.get("params"); ok && !isNull(p) {
@@ -581,8 +597,8 @@ func checkError(raw json.RawMessage, e *wireError) error {
 func idKey(id json.RawMessage) (string, error) {
 	switch {
 	case id[0] == '"':
-		var s string
-		if err := json.Unmarshal(id, &s); err != nil {
+		s, ok := unquote(id)
+		if !ok {
 			return "", errors.New("the id is not a valid string")
 		}
 		return "s" + s, nil
@@ -684,6 +700,26 @@ func cutPrefix(s, prefix string) (string, bool) {
 }
 
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+// unquote decodes a JSON value that should be a string, as json.Unmarshal
+// into a string does: in place when it has no escape and is valid UTF-8
+// (as a method's name and an id nearly always are), by decoding
+// otherwise. ok is false when v is not a string.
+func unquote(v []byte) (s string, ok bool) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return string(v[1 : len(v)-1]), true
+	}
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// isString reports whether v is the JSON string want.
+func isString(v []byte, want string) bool {
+	if len(v) == len(want)+2 && v[0] == '"' && string(v[1:len(v)-1]) == want {
+		return true
+	}
+	s, ok := unquote(v)
+	return ok && s == want
+}
 
 // notificationName reports whether a method's name says it is a
 // notification ("notifications/initialized", "$/cancelRequest").

@@ -585,3 +585,50 @@ func TestTakeAnswersWithoutTheSDK(t *testing.T) {
 		}
 	})
 }
+
+// TestWriteEndingAnswersAfterTheLines: notifications and the response
+// after them go out in one write, and the response counts as the
+// request's answer (the end of input waits for it, no longer); once the
+// request was abandoned, the notifications alone go out.
+func TestWriteEndingAnswersAfterTheLines(t *testing.T) {
+	const note = `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"
+	const resp = `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"
+	synctest.Test(t, func(t *testing.T) {
+		var out writes
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Minute})
+		eof := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(r)
+			eof <- b
+		}()
+		synctest.Wait()
+		if n, err := w.WriteEnding([]byte(note+note+resp), 2*len(note)); n != 2*len(note)+len(resp) || err != nil {
+			t.Errorf("WriteEnding = %d, %v", n, err)
+		}
+		start := time.Now()
+		<-eof
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("end of input came %s after the response", waited)
+		}
+		if want := []string{note + note + resp}; !slices.Equal(out.each, want) {
+			t.Errorf("writes %q, want %q", out.each, want)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		var out writes
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Second})
+		io.ReadAll(r) // abandons ping after a second
+		w.WriteEnding([]byte(note+resp), len(note))
+		if len(out.each) != 2 || out.each[1] != note {
+			t.Errorf("writes %q, want the abandon and the notification alone", out.each)
+		}
+	})
+}
+
+// writes records each write.
+type writes struct{ each []string }
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.each = append(w.each, string(p))
+	return len(p), nil
+}

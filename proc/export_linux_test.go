@@ -51,6 +51,10 @@ func ForkerCPU() int64 {
 // says how many starts it has forked so far.
 func OwnFork(on bool) int64 { return contain.OwnFork(on) }
 
+// FenceRemakes says how many times the root fence's namespace was made
+// again for a change of the host's mounts.
+func FenceRemakes() int64 { return contain.FenceRemakes() }
+
 // RootFence turns the root fence on (as it is) or off, for the starts
 // that follow.
 func RootFence(on bool) { contain.RootFence(on) }

@@ -287,6 +287,8 @@ func helper(args []string) int {
 		return 0
 	case "contain-host": // start each command given ("limited:" first: with limits), say ready, exit 0 when stdin closes
 		return containHost(args[1:])
+	case "later-mounts": // DIR private|shared: mount under DIR after the fence is made, have a root command look (Linux)
+		return laterMountsHelper(args[1], args[2])
 	case "caps-host": // [thread]: print a root command's capability sets (Linux)
 		return capsHostHelper(args[1:])
 	case "proc-host": // DIR: mount a proc at DIR, have a root command try its sys and sysrq-trigger (Linux)

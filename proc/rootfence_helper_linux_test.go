@@ -218,3 +218,42 @@ func capsHostHelper(args []string) int {
 	fmt.Print(p.Tail(10))
 	return 0
 }
+
+// laterMountsHelper, in the private mount namespace the test gave it
+// (shared below / with "shared"), starts a root command (the fence is
+// made), then mounts a tmpfs with a file at dir/ws and a proc at
+// dir/proc, and runs a root command that reads the file and opens the
+// proc's core_pattern for writing; it prints what that said.
+func laterMountsHelper(dir, mode string) int {
+	if mode == "shared" {
+		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_SHARED, ""); err != nil {
+			fmt.Println("make shared:", err)
+			return 1
+		}
+	}
+	run := func(line string) string {
+		p, err := proc.Start(context.Background(), proc.Config{Command: line})
+		if err != nil {
+			return "start: " + err.Error() + "\n"
+		}
+		p.Wait(context.Background())
+		return p.Tail(10)
+	}
+	run("true")
+	for _, d := range []string{dir + "/ws", dir + "/proc"} {
+		os.MkdirAll(d, 0o755)
+	}
+	if err := syscall.Mount("tmpfs", dir+"/ws", "tmpfs", 0, ""); err != nil {
+		fmt.Println("mount tmpfs:", err)
+		return 1
+	}
+	defer syscall.Unmount(dir+"/ws", syscall.MNT_DETACH)
+	os.WriteFile(dir+"/ws/marker", []byte("mounted later\n"), 0o644)
+	if err := syscall.Mount("proc", dir+"/proc", "proc", 0, ""); err != nil {
+		fmt.Println("mount proc:", err)
+		return 1
+	}
+	defer syscall.Unmount(dir+"/proc", syscall.MNT_DETACH)
+	fmt.Print(run(fmt.Sprintf("cat %[1]s/ws/marker; (: >>%[1]s/proc/sys/kernel/core_pattern) 2>/dev/null && echo core_pattern: writable || echo core_pattern: refused", dir)))
+	return 0
+}

@@ -20,3 +20,5 @@ func okOr(err error) string {
 func procHostHelper(dir string) int { return 2 }
 
 func capsHostHelper(args []string) int { return 2 }
+
+func laterMountsHelper(dir, mode string) int { return 2 }

@@ -369,3 +369,37 @@ func TestRootFenceWithInheritableCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestRootFenceSeesLaterMounts (an outsider's findings): the fence's
+// namespace, a copy made at the first root command, did not see what the
+// host mounted later where its mounts are private (a workspace mounted
+// after it: the command ran in what lay underneath), and, where they are
+// shared, saw a proc mounted later writable. The namespace is made again
+// when the host's mounts change.
+func TestRootFenceSeesLaterMounts(t *testing.T) {
+	requireRootCgroup(t)
+	for _, mode := range []string{"private", "shared"} {
+		dir := t.TempDir()
+		cmd := exec.Command(os.Args[0], "later-mounts", dir, mode)
+		cmd.Env = append(os.Environ(), helperEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+		out, err := cmd.CombinedOutput()
+		if want := "mounted later\ncore_pattern: refused\n"; err != nil || !strings.HasSuffix(string(out), want) {
+			t.Errorf("%s: %v:\n%s\nwant it to end:\n%s", mode, err, out, want)
+		}
+	}
+}
+
+// TestRootFenceKeptWhileMountsStay: without a change of the host's
+// mounts, the fence's namespace is made once.
+func TestRootFenceKeptWhileMountsStay(t *testing.T) {
+	requireRootCgroup(t)
+	mustWait(t, mustStart(t, proc.Config{Command: "true"}))
+	before := proc.FenceRemakes()
+	for range 5 {
+		mustWait(t, mustStart(t, proc.Config{Command: "true"}))
+	}
+	if n := proc.FenceRemakes() - before; n != 0 {
+		t.Errorf("made again %d times over 5 starts with no mount in between", n)
+	}
+}

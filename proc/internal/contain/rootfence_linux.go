@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/offstage/offstage/proc/internal/sandbox/step"
 )
 
@@ -28,46 +30,139 @@ import (
 // A thread per start, which ends after the fork: its bounding set and
 // Landlock domain must reach the command alone. Its namespace is made
 // once (a copy of the host's mount table: the per-start cost would grow
-// with the host's mounts), joined with setns.
+// with the host's mounts), joined with setns, and made again when the
+// host's mounts change (an outsider's findings): a copy does not see
+// what the host mounts later where its mounts are private (a container;
+// a workspace mounted after the first root command was not there, and
+// its command ran in what lay underneath), and where they are shared it
+// does, as it is (a cgroup file system or a proc mounted later arrived
+// writable). The host's mountinfo, polled at each start (one system
+// call), says when: the start that sees it makes the namespace again,
+// and the old one goes once no start uses it.
 var rootFence struct {
 	once     sync.Once
-	mntns    *os.File // the contained mount namespace; nil: no fence
 	ruleset  int      // the Landlock ruleset; -1 without Landlock
 	err      error    // why there is no fence
 	noLayers error    // why there is no Landlock layer (with a fence)
+	mounts   int      // the host's mountinfo, polled for changes; -1: never made again
+
+	remake sync.Mutex // held while the namespace is made again
+	mu     sync.Mutex
+	ns     *fenceNS // guarded by mu: the namespace of the starts to come
+}
+
+// fenceNS is a made namespace and how many hold it: the current one holds
+// itself, and each start using it.
+type fenceNS struct {
+	file *os.File
+	refs int // guarded by rootFence.mu
+}
+
+// release lets the namespace go; the last holder closes it.
+func (ns *fenceNS) release() {
+	rootFence.mu.Lock()
+	ns.refs--
+	last := ns.refs == 0
+	rootFence.mu.Unlock()
+	if last {
+		ns.file.Close()
+	}
 }
 
 // noRootFence turns the fence off (tests: to see that what it stops
 // happens without it).
 var noRootFence atomic.Bool
 
-// fenceRoot makes the root fence, once, and returns it: nil mntns where
-// this host starts its commands as a user that is not root, or where the
-// fence cannot be made.
-func fenceRoot() (mntns *os.File, ruleset int) {
+// fenceRoot makes the root fence, once (its namespace again where the
+// host's mounts changed), and returns its namespace, held: the caller
+// releases it after its start. Nil where this host starts its commands
+// as a user that is not root, or where the fence cannot be made.
+func fenceRoot() (ns *fenceNS, ruleset int) {
 	if os.Geteuid() != 0 || noRootFence.Load() {
 		return nil, -1
 	}
-	rootFence.once.Do(func() {
-		f := &rootFence
+	f := &rootFence
+	f.once.Do(func() {
 		f.ruleset = -1
-		f.err = OnFencedThread(func() error {
-			if err := step.ContainNamespace(); err != nil {
-				return err
-			}
-			ns, err := os.Open("/proc/thread-self/ns/mnt")
-			if err != nil {
-				return err
-			}
-			f.mntns = ns
-			return nil
-		})
+		// Opened before the namespace is made, so that a change after it
+		// is seen; raw, not an os.File: Go's poller would take the
+		// change (the kernel tells each open file once).
+		var err error
+		if f.mounts, err = syscall.Open("/proc/self/mountinfo", syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != nil {
+			f.mounts = -1
+		}
+		f.ns, f.err = makeFenceNS()
 		if f.err != nil {
 			return
 		}
 		f.ruleset, f.noLayers = step.ContainRuleset()
 	})
-	return rootFence.mntns, rootFence.ruleset
+	if f.err != nil {
+		return nil, -1
+	}
+	if mountsChanged(f.mounts) {
+		remakeFenceNS()
+	}
+	f.mu.Lock()
+	ns = f.ns
+	ns.refs++
+	f.mu.Unlock()
+	return ns, f.ruleset
+}
+
+// makeFenceNS makes the fence's mount namespace.
+func makeFenceNS() (*fenceNS, error) {
+	var file *os.File
+	err := OnFencedThread(func() error {
+		if err := step.ContainNamespace(); err != nil {
+			return err
+		}
+		ns, err := os.Open("/proc/thread-self/ns/mnt")
+		file = ns
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &fenceNS{file: file, refs: 1}, nil
+}
+
+// remakeFenceNS makes the namespace again, for the starts to come. One
+// that cannot be made leaves the old one in place: better a fence that
+// misses the newest mounts than none.
+func remakeFenceNS() {
+	f := &rootFence
+	f.remake.Lock()
+	defer f.remake.Unlock()
+	ns, err := makeFenceNS()
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	old := f.ns
+	f.ns = ns
+	f.mu.Unlock()
+	old.release()
+	remakes.Add(1)
+}
+
+// remakes counts the namespaces made again, for tests.
+var remakes atomic.Int64
+
+// FenceRemakes says how many times the root fence's namespace was made
+// again for a change of the host's mounts: a test knob.
+func FenceRemakes() int64 { return remakes.Load() }
+
+// mountsChanged says whether the mount table mountinfo shows changed
+// since it last said so (the kernel tells each open file once per
+// change, as POLLPRI).
+func mountsChanged(mountinfo int) bool {
+	if mountinfo < 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(mountinfo), Events: unix.POLLPRI}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
 }
 
 // rootFenceNote says, for a host running as root in ModeCgroup, what a
@@ -79,9 +174,11 @@ func rootFenceNote() string {
 	if noRootFence.Load() {
 		return "root commands can lift their limits and leave their cgroup (no fence: turned off)"
 	}
-	fenceRoot() // made, or found impossible, once: f is read-only from here
+	if ns, _ := fenceRoot(); ns != nil { // made, or found impossible, once
+		ns.release()
+	}
 	f := &rootFence
-	if f.mntns == nil {
+	if f.err != nil {
 		return "root commands can lift their limits and leave their cgroup (no fence: " + f.err.Error() + ")"
 	}
 	s := "root commands: cgroup file systems, sysfs and /proc/sys read-only in a mount namespace, without " + step.ContainDropped
@@ -157,6 +254,7 @@ var errFenceBusy = errors.New("the fenced thread is busy")
 type fenceServer struct {
 	mu   sync.Mutex
 	reqs chan fenceReq // guarded by mu: nil while no thread runs; sent to under mu
+	ns   *os.File      // guarded by mu: the namespace the running thread joined
 }
 
 // fenceReq is one start for the fenced thread, and where its result goes.
@@ -172,8 +270,12 @@ func (s *fenceServer) do(start func() error, mntns *os.File, ruleset int) error 
 	r := fenceReq{start, make(chan error, 1)}
 	s.mu.Lock()
 	if s.reqs == nil {
-		s.reqs = make(chan fenceReq, 1)
+		s.reqs, s.ns = make(chan fenceReq, 1), mntns
 		go s.serve(s.reqs, mntns, ruleset)
+	}
+	if s.ns != mntns { // made again since: the thread's is the old one
+		s.mu.Unlock()
+		return errFenceBusy
 	}
 	select {
 	case s.reqs <- r:
@@ -220,7 +322,7 @@ func (s *fenceServer) serve(reqs chan fenceReq, mntns *os.File, ruleset int) {
 				idle.Reset(fenceIdle)
 				continue
 			}
-			s.reqs = nil
+			s.reqs, s.ns = nil, nil
 			s.mu.Unlock()
 			return
 		}
@@ -233,10 +335,12 @@ func (s *fenceServer) serve(reqs chan fenceReq, mntns *os.File, ruleset int) {
 // on the fenced thread, which traces it: joined says so, and joinErr is
 // how that went.
 func (t *Task) fencedStart(cmd *exec.Cmd) (joined bool, joinErr, err error) {
-	mntns, ruleset := fenceRoot()
-	if mntns == nil {
+	ns, ruleset := fenceRoot()
+	if ns == nil {
 		return false, nil, cmd.Start()
 	}
+	defer ns.release()
+	mntns := ns.file
 	if !filepath.IsAbs(cmd.Dir) { // the fence's working directory is its namespace's /
 		wd, err := os.Getwd()
 		if err != nil {

@@ -41,10 +41,10 @@ import (
 // and the old one goes once no start uses it.
 var rootFence struct {
 	once     sync.Once
-	ruleset  int      // the Landlock ruleset; -1 without Landlock
-	err      error    // why there is no fence
-	noLayers error    // why there is no Landlock layer (with a fence)
-	mounts   int      // the host's mountinfo, polled for changes; -1: never made again
+	ruleset  int   // the Landlock ruleset; -1 without Landlock
+	err      error // why there is no fence
+	noLayers error // why there is no Landlock layer (with a fence)
+	mounts   int   // the host's mountinfo, polled for changes; -1: never made again
 
 	remake sync.Mutex // held while the namespace is made again
 	mu     sync.Mutex

@@ -386,6 +386,18 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 			}
 		}
 	})
+	// printAnswers writes the model's answers to stdout: on a terminal
+	// the trace on stderr has already shown them; a pipe or file gets
+	// them on stdout, alone.
+	printAnswers := func() error {
+		if asJSON || rs.face.tty[1] && rs.face.tty[2] {
+			return nil
+		}
+		if _, err := fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n"))); err != nil {
+			return fmt.Errorf("the answer could not be written: %w", err) // a script must not take the run for a success
+		}
+		return nil
+	}
 	input := make(chan string, 1)
 	input <- prompt
 	ran := make(chan struct{})
@@ -440,6 +452,13 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 			return rs.detach(stderr)
 		}
 		<-ran // a turn in progress finishes (its Run is the session's)
+		// The answers given so far are the run's, as in process: a
+		// script's answer=$(offstage run --wait 0 ...) got nothing (an
+		// outsider's finding).
+		if err := printAnswers(); err != nil {
+			rs.detach(stderr)
+			return err
+		}
 		return rs.detach(stderr)
 	}
 	if n := running(s.Table()); n > 0 {
@@ -480,12 +499,8 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 	case closeErr != nil:
 		return closeErr
 	}
-	// On a terminal the trace on stderr has already shown the answers; a
-	// pipe or file gets them on stdout, alone.
-	if !asJSON && !(rs.face.tty[1] && rs.face.tty[2]) {
-		if _, err := fmt.Fprintln(stdout, strings.TrimSpace(strings.Join(p.answers, "\n\n"))); err != nil {
-			return fmt.Errorf("the answer could not be written: %w", err) // a script must not take the run for a success
-		}
+	if err := printAnswers(); err != nil {
+		return err
 	}
 	if len(unheard) > 0 {
 		return fmt.Errorf("%v, so the results of %s reached no turn of the model (offstage run --resume delivers them)", stopped, strings.Join(unheard, ", "))

@@ -586,6 +586,23 @@ func TestStoppingServeEndsADetachedACPSessionsWork(t *testing.T) {
 	}
 }
 
+// TestOneShotThatDetachesPrintsItsAnswer (an outsider's finding): a
+// one-shot run whose work outlasts --wait detaches under offstage serve;
+// its answer still goes to stdout, as in process, for a script's
+// answer=$(offstage run --wait 0 ...).
+func TestOneShotThatDetachesPrintsItsAnswer(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	defer sv.stop(t)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 30", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	out, errOut, code, _ := runIn(t, state, nil, "run", "--wait", "0", "--script", script, "go")
+	if code != 0 || !strings.Contains(errOut, "detached from session") || strings.TrimSpace(out) != "started it" {
+		t.Errorf("run: exit %d, stdout %q:\n%s", code, out, errOut)
+	}
+}
+
 // TestIdleSessionClosesUnderServe: a detached session whose work has
 // ended closes after --idle, as a real supervisor runs it; the session's
 // end is recorded and the supervisor says why (the idle policy's clock

@@ -142,7 +142,7 @@ func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
 	}
-	w := &Writer{w: out, pending: make(map[string]*request)}
+	w := &Writer{w: out, gone: readerGone(out), pending: make(map[string]*request)}
 	r := &Reader{r: bufio.NewReaderSize(in, 64<<10), w: w, opts: opts, closed: make(chan struct{})}
 	return r, w
 }
@@ -153,6 +153,9 @@ func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
 type Writer struct {
 	writeMu sync.Mutex // serialises whole messages
 	w       io.Writer
+	// gone, if set, says whether the output's reader is gone for good:
+	// the drain then waits no more (see Reader.drain).
+	gone func() bool
 
 	mu        sync.Mutex
 	pending   map[string]*request // guarded by mu: id key → a request passed on and not answered yet
@@ -258,7 +261,8 @@ func (l *Writer) waiting() <-chan struct{} {
 
 // abandon answers every pending request with an error, saying how the
 // input ended (cause: io.EOF, or the reader's error), and drops their
-// late responses.
+// late responses; after 0 (the output's reader is gone), it drops them
+// unanswered.
 func (l *Writer) abandon(after time.Duration, cause error) {
 	l.mu.Lock()
 	ids := make([]json.RawMessage, 0, len(l.pending))
@@ -278,6 +282,9 @@ func (l *Writer) abandon(after time.Duration, cause error) {
 		l.idle = nil
 	}
 	l.mu.Unlock()
+	if after == 0 {
+		return // the output's reader is gone: nobody to answer
+	}
 	how := "the input ended"
 	if !errors.Is(cause, io.EOF) {
 		how = "the input ended (" + cause.Error() + ")"
@@ -330,20 +337,36 @@ func (t *Reader) Close() error {
 
 // drain waits, up to Options.Drain, until every request passed on is
 // answered; then it answers the rest itself, saying the input ended with
-// err.
+// err. Where the output's reader is gone for good (a client that died:
+// its input ended with it), nobody would read an answer: the drain stops
+// at once, and the session ends, cancelling the calls in flight, whose
+// results would otherwise be taken as given (a task_wait's marked
+// delivered, an outsider's finding). It looks every goneEvery while it
+// waits.
 func (t *Reader) drain(err error) {
 	if t.opts.Drain <= 0 {
 		return
 	}
 	timer := time.NewTimer(t.opts.Drain)
 	defer timer.Stop()
+	var look <-chan time.Time
+	if t.w.gone != nil {
+		tick := time.NewTicker(goneEvery)
+		defer tick.Stop()
+		look = tick.C
+	}
 	for {
 		idle := t.w.waiting()
 		if idle == nil {
 			return
 		}
+		if t.w.gone != nil && t.w.gone() {
+			t.w.abandon(0, err)
+			return
+		}
 		select {
 		case <-idle:
+		case <-look:
 		case <-timer.C:
 			t.w.abandon(t.opts.Drain, err)
 			return
@@ -352,6 +375,9 @@ func (t *Reader) drain(err error) {
 		}
 	}
 }
+
+// goneEvery is how often a drain looks whether the output's reader went.
+const goneEvery = 100 * time.Millisecond
 
 // line reads one line, with its newline. A line over the cap is read to
 // its end and dropped (nil is returned), and answered: with its id when

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -631,4 +632,49 @@ type writes struct{ each []string }
 func (w *writes) Write(p []byte) (int, error) {
 	w.each = append(w.each, string(p))
 	return len(p), nil
+}
+
+// The output's reader gone for good (a client that died, its input ending
+// with it): nobody would read an answer, so the end of input waits no
+// grace, and the session can end, cancelling the calls in flight, whose
+// results would otherwise be taken as given (a task_wait's marked
+// delivered; an outsider's finding). It is seen at the end of input, or
+// while the drain waits.
+func TestEndOfInputWithTheReaderGone(t *testing.T) {
+	for _, when := range []string{"before", "during"} {
+		t.Run(when, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pw.Close()
+				if when == "before" {
+					pr.Close()
+				}
+				inR, inW := io.Pipe()
+				r, w := rpcline.New(inR, pw, rpcline.Options{MaxLine: 1 << 10, Drain: time.Minute})
+				eof := make(chan time.Duration)
+				go func() {
+					io.ReadAll(r)
+					eof <- 0
+				}()
+				inW.Write([]byte(ping + "\n"))
+				synctest.Wait()
+				start := time.Now()
+				inW.Close()
+				synctest.Wait()
+				if when == "during" {
+					pr.Close()
+				}
+				<-eof
+				if waited, most := time.Since(start), 100*time.Millisecond; waited > most {
+					t.Errorf("end of input %s after the reader went; want at most %s", waited, most)
+				}
+				if n, err := w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")); err != nil || n == 0 {
+					t.Errorf("the late reply: %d, %v; want it dropped as written", n, err)
+				}
+			})
+		})
+	}
 }

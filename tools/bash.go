@@ -290,6 +290,11 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 		res, ok := consume(v, id)
 		return s.finished(v, res, ok, "The command was stopped because the turn was cancelled."), nil
 	case errors.Is(err, context.DeadlineExceeded):
+		if info, err := v.Info(id); err == nil && info.State == task.Queued {
+			// It never started: the running limit holds it (an
+			// outsider's finding: it was said to be running).
+			return s.adopted(v, id, fmt.Sprintf("It has not started after %s: it waits in the queue for running work to end (the session's limit of running tasks), and will run in the background as %s. Do not run it again; wait for it with task_wait, or cancel other work with task_cancel.", yieldAfter, id)), nil
+		}
 		return s.adopted(v, id, fmt.Sprintf("It is still running after %s, so it keeps running in the background as %s. Do not run it again; read its output with task_output, or wait for it with task_wait.", yieldAfter, id)), nil
 	default:
 		return BashOutput{}, err

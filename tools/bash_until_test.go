@@ -73,3 +73,17 @@ func TestColourIsNotAnOutputCut(t *testing.T) {
 		t.Errorf("bash = %+v", out)
 	}
 }
+
+// TestAQueuedForegroundCommandIsNotSaidToRun (an outsider's finding): a
+// foreground command held in the queue by the running limit was adopted
+// after yield_after_seconds as "still running", though it never started.
+func TestAQueuedForegroundCommandIsNotSaidToRun(t *testing.T) {
+	e := newEnvWith(t, tools.Config{}, task.Options{MaxRunning: 1})
+	var first tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "sleep 100", "run_in_background": true}`, &first)
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command": "echo fg", "yield_after_seconds": 1}`, &out)
+	if out.Status != "queued" || !strings.Contains(out.Note, "has not started") || strings.Contains(out.Note, "still running") {
+		t.Errorf("a queued foreground command = %+v", out)
+	}
+}

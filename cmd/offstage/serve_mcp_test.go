@@ -361,7 +361,7 @@ func TestServeStopAnswersTheCallsInFlight(t *testing.T) {
 		t.Errorf("session/prompt in flight when offstage serve stopped = %s; want stopReason cancelled", line)
 	}
 	cs.Wait()
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(mcpErr.String(), "it was stopped") || strings.Contains(mcpErr.String(), "died") {
 		t.Errorf("offstage mcp cut off by the stop: %v\n%s", cmd.ProcessState, mcpErr.String())
 	}
 	if code := acp.wait(t); code != 1 {
@@ -522,4 +522,36 @@ func TestAnEndedConnectionAnswersTheCallInFlight(t *testing.T) {
 		t.Errorf("task_wait in flight when its connection ended = %+v; want the shell's result, ended_by supervisor", res)
 	}
 	<-served
+}
+
+// TestRelaySaysTheSupervisorDied (an outsider's finding): a relayed
+// offstage mcp whose supervisor was SIGKILLed said it "was stopped, or
+// offstage sessions close ended the session", neither of which happened.
+func TestRelaySaysTheSupervisorDied(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errOut := new(syncBuffer)
+	cmd.Stderr = errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, `"id":1`) {
+		t.Fatalf("initialize: %q, %v\n%s", line, err, errOut.String())
+	}
+	sv.cmd.Process.Kill()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(errOut.String(), "died") {
+		t.Errorf("the relay after its supervisor was killed: exit %d:\n%s", code, errOut.String())
+	}
 }

@@ -400,7 +400,7 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 		case <-ctx.Done():
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		case <-s.done:
-			return acp.PromptResponse{}, internal("%s", "the session was closed")
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil // the session closed under it (session/close, offstage sessions close)
 		}
 	}
 	defer func() { <-s.prompting }()
@@ -426,7 +426,7 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 		case <-ctx.Done():
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		case <-s.done:
-			return acp.PromptResponse{}, internal("%s", "the session was closed")
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil // the session closed under it (session/close, offstage sessions close)
 		}
 	}
 	var end agent.Event
@@ -440,7 +440,7 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 		}
 	case <-s.done:
-		return acp.PromptResponse{}, internal("%s", "the session was closed")
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil // the session closed under it (session/close, offstage sessions close)
 	}
 	return s.response(end)
 }
@@ -525,7 +525,9 @@ func (s *session) answerTurn(a *answer, end agent.Event) {
 }
 
 // answerClosed answers a prompt handed over whose turn's end never came:
-// the session closed, as prompt answers then.
+// the session closed, and the prompt is cancelled, as prompt answers
+// then (an internal error told the editor of a fault where there was
+// none, an outsider's finding).
 func (s *session) answerClosed() {
 	a := s.takeAnswer()
 	if a == nil {
@@ -536,7 +538,7 @@ func (s *session) answerClosed() {
 		a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
 		return
 	}
-	a.respond(acp.PromptResponse{}, internal("%s", "the session was closed"))
+	a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
 }
 
 // release ends a handed-over prompt's hold on the session: its turn is no

@@ -555,3 +555,43 @@ func TestRelaySaysTheSupervisorDied(t *testing.T) {
 		t.Errorf("the relay after its supervisor was killed: exit %d:\n%s", code, errOut.String())
 	}
 }
+
+// TestAttachToAnMCPSessionSaysWhatItIs (an outsider's finding): run
+// --attach of a live MCP (or ACP) session said there was no live session
+// of that id, and sent the user to --resume, which refuses a live one.
+func TestAttachToAnMCPSessionSaysWhatItIs(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	defer sv.stop(t)
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || !strings.Contains(line, `"id":1`) {
+		t.Fatalf("initialize: %q, %v", line, err)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_list","arguments":{}}}`+"\n")
+	if line, err := out.ReadString('\n'); err != nil || !strings.Contains(line, `"id":2`) {
+		t.Fatalf("task_list: %q, %v", line, err)
+	}
+	st := sv.live(t)
+	if len(st.Sessions) != 1 || st.Sessions[0].Face != "mcp" {
+		t.Fatalf("live sessions: %+v", st.Sessions)
+	}
+	id := st.Sessions[0].ID
+	_, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach", id)
+	if code != 2 || !strings.Contains(errOut, "is an mcp session") || strings.Contains(errOut, "--resume") {
+		t.Errorf("run --attach %s of an MCP session: exit %d: %s", id, code, errOut)
+	}
+}

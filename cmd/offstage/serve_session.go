@@ -343,11 +343,22 @@ func (sup *supervisor) find(id string) (string, string) {
 // for "", the latest one with no client; model, if not nil, drives its
 // turns from now on.
 func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) {
+	other := "" // the face of a live session id names that no run drives
+	if id != "" {
+		for _, k := range sup.acp.Sessions() { // not under sup.mu: the keeper has its own lock
+			if strings.HasPrefix(k.ID, id) {
+				other = "acp"
+			}
+		}
+	}
 	sup.mu.Lock()
 	defer sup.mu.Unlock()
 	var pick []*hosted
 	for sid, h := range sup.sessions {
 		if h.face != "run" {
+			if id != "" && strings.HasPrefix(sid, id) {
+				other = h.face
+			}
 			continue // an MCP session: no run drives it
 		}
 		if id != "" && strings.HasPrefix(sid, id) {
@@ -365,6 +376,10 @@ func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) 
 	switch {
 	case len(pick) == 0 && id == "":
 		return nil, usagef("no live session without a client under offstage serve (offstage tasks lists the sessions; offstage run --resume continues a recorded one)")
+	case len(pick) == 0 && other != "":
+		// It was said not to be there, and sent to --resume, which
+		// refuses a live session (an outsider's finding).
+		return nil, usagef("live session %s is an %s session, which its client drives (an %s client connects to it again; offstage sessions close %s ends it); offstage run --attach joins the sessions of offstage run", id, other, other, id)
 	case len(pick) == 0:
 		return nil, usagef("no live session %s under offstage serve (offstage run --resume %s continues a recorded one)", id, id)
 	case len(pick) > 1 && id != "":

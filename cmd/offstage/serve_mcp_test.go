@@ -361,7 +361,7 @@ func TestServeStopAnswersTheCallsInFlight(t *testing.T) {
 		t.Errorf("session/prompt in flight when offstage serve stopped = %s; want stopReason cancelled", line)
 	}
 	cs.Wait()
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(mcpErr.String(), "it was stopped") || strings.Contains(mcpErr.String(), "died") {
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(mcpErr.String(), "it was stopped") {
 		t.Errorf("offstage mcp cut off by the stop: %v\n%s", cmd.ProcessState, mcpErr.String())
 	}
 	if code := acp.wait(t); code != 1 {
@@ -526,7 +526,9 @@ func TestAnEndedConnectionAnswersTheCallInFlight(t *testing.T) {
 
 // TestRelaySaysTheSupervisorDied (an outsider's finding): a relayed
 // offstage mcp whose supervisor was SIGKILLed said it "was stopped, or
-// offstage sessions close ended the session", neither of which happened.
+// offstage sessions close ended the session", neither of which happened:
+// a death is named among the causes (the relay cannot tell it from a
+// stop: both close the connection as the supervisor exits).
 func TestRelaySaysTheSupervisorDied(t *testing.T) {
 	state := serveState(t)
 	sv := startServe(t, state)
@@ -551,7 +553,7 @@ func TestRelaySaysTheSupervisorDied(t *testing.T) {
 	}
 	sv.cmd.Process.Kill()
 	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(errOut.String(), "died") {
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(errOut.String(), "or it died") {
 		t.Errorf("the relay after its supervisor was killed: exit %d:\n%s", code, errOut.String())
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,7 +309,7 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 		return fmt.Errorf("offstage serve closed the connection before the %s began (%v): it does when the connection comes from another user, and when it stops; its log says which", face, err)
 	}
 	c.SetWriteDeadline(time.Time{})
-	_, pid, _ := peer(c) // the supervisor's, to tell its death from its stop
+	_, pid, _ := peer(c) // the supervisor's, for what the user reads
 	var inputEnded atomic.Bool
 	go func() { // left behind at exit, blocked on stdin: main exits
 		io.Copy(c, stdin)
@@ -326,27 +324,10 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 		return nil
 	case err == nil && !inputEnded.Load():
 		// The supervisor ended it, not the client: it was stopped, or
-		// offstage sessions close closed the session; or it died.
-		if pid > 0 && gone(pid) {
-			return fmt.Errorf("offstage serve (pid %d) died while its %s client was still there (killed, or it crashed: its log may say); calls in flight got no answer, and offstage tasks says what became of the session's work", pid, face)
-		}
-		return fmt.Errorf("offstage serve closed the %s connection while its client was still there: it was stopped, or offstage sessions close ended the session; offstage tasks says what became of its work", face)
+		// offstage sessions close closed the session, or it died (killed:
+		// an outsider's finding; from here its end is not told from a
+		// stop, which also closes the connection as it exits).
+		return fmt.Errorf("offstage serve (pid %d) closed the %s connection while its client was still there: it was stopped, offstage sessions close ended the session, or it died (its log says which); offstage tasks says what became of its work", pid, face)
 	}
 	return err
-}
-
-// gone says whether process pid has ended, at once: a supervisor that
-// was killed is gone or a zombie by the time its connection reads as
-// ended; one that stops closes its connections first and is still
-// there, ending its sessions.
-func gone(pid int) bool {
-	if syscall.Kill(pid, 0) == syscall.ESRCH {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false // not Linux: a zombie is not told from the living
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

@@ -219,7 +219,7 @@ func TestMCPClientsUnderServe(t *testing.T) {
 	}
 	// offstage mcp says why its connection ended, and fails: it exited 0
 	// saying nothing (an outsider's finding).
-	if mcpCmd.ProcessState == nil || mcpCmd.ProcessState.ExitCode() != 1 || !strings.Contains(mcpErr.String(), "offstage serve closed the mcp connection while its client was still there") {
+	if mcpCmd.ProcessState == nil || mcpCmd.ProcessState.ExitCode() != 1 || !strings.Contains(mcpErr.String(), "closed the mcp connection while its client was still there") {
 		t.Errorf("offstage mcp whose session was closed under it: %v\n%s", mcpCmd.ProcessState, mcpErr.String())
 	}
 	if r := waitTask(t, state, id, func(r map[string]any) bool { return r["state"] != "running" }); r["ended_by"] != "user" {

@@ -98,3 +98,29 @@ func TestSpawnAgentSchema(t *testing.T) {
 		t.Errorf("spawn_agent schemas: input %s, output %s", in, out)
 	}
 }
+
+// TestSessionsShareSpawnAgentSchema (issue 35, item 6): every session
+// built spawn_agent's schemas anew (cloned, then marshalled twice): most
+// of what agent.New cost. Sessions with the same profiles share one.
+func TestSessionsShareSpawnAgentSchema(t *testing.T) {
+	ctx := context.Background()
+	model := modelFunc(func(provider.Request) provider.Response { return text("x") })
+	var schemas []*tools.Tool
+	for range 2 {
+		s, err := agent.New(ctx, agent.Config{Model: model, Profiles: testProfiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		i := slices.IndexFunc(s.Tools(), func(tl *tools.Tool) bool { return tl.Name == "spawn_agent" })
+		if i < 0 {
+			t.Fatal("no spawn_agent")
+		}
+		schemas = append(schemas, s.Tools()[i])
+	}
+	a, _ := schemas[0].InputJSON()
+	b, _ := schemas[1].InputJSON()
+	if schemas[0].InputSchema != schemas[1].InputSchema || schemas[0].OutputSchema != schemas[1].OutputSchema || &a[0] != &b[0] {
+		t.Error("two sessions' spawn_agent have schemas of their own")
+	}
+}

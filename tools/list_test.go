@@ -172,3 +172,36 @@ func TestSetsShareTheirSchemas(t *testing.T) {
 		t.Errorf("task_wait's schema JSON = %s, want its enum", raw)
 	}
 }
+
+// TestDefineSharedSharesSchemas (issue 35, item 6): a tool made per
+// session (agent's spawn_agent) with Define cloned its schemas and
+// marshalled them again, ~100 KB and ~150 µs of each new session.
+// DefineShared's tools share one schema, its JSON, and each enum set on
+// it; Define's keep their own.
+func TestDefineSharedSharesSchemas(t *testing.T) {
+	type in struct {
+		Mode string `json:"mode"`
+	}
+	run := func(context.Context, *task.View, in) (any, error) { return nil, nil }
+	a := tools.DefineShared("a", "d", 0, run).Enum("mode", "x", "y")
+	b := tools.DefineShared("b", "d", 0, run).Enum("mode", "x", "y")
+	ja, _ := a.InputJSON()
+	jb, _ := b.InputJSON()
+	if a.InputSchema != b.InputSchema || &ja[0] != &jb[0] {
+		t.Error("two DefineShared tools with the same enum have schemas of their own")
+	}
+	if !strings.Contains(string(ja), `"enum":["x","y"]`) {
+		t.Errorf("schema JSON = %s, want its enum", ja)
+	}
+	c := tools.DefineShared("c", "d", 0, run).Enum("mode", "z")
+	if jc, _ := c.InputJSON(); c.InputSchema == a.InputSchema || !strings.Contains(string(jc), `"enum":["z"]`) {
+		t.Errorf("another enum's schema JSON = %s", jc)
+	}
+	if plain := tools.DefineShared("p", "d", 0, run); plain.InputSchema.Properties["mode"].Enum != nil {
+		t.Errorf("Enum changed the shared schema: %v", plain.InputSchema.Properties["mode"].Enum)
+	}
+	own := tools.Define("o", "d", 0, run)
+	if own.InputSchema == tools.DefineShared("p", "d", 0, run).InputSchema {
+		t.Error("Define's tool shares its schema")
+	}
+}

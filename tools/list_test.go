@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -203,5 +204,28 @@ func TestDefineSharedSharesSchemas(t *testing.T) {
 	own := tools.Define("o", "d", 0, run)
 	if own.InputSchema == tools.DefineShared("p", "d", 0, run).InputSchema {
 		t.Error("Define's tool shares its schema")
+	}
+}
+
+// TestEmptyArgumentsCheckedOnce (issue 35, item 6): a call with no
+// arguments (task_list's, most of the time) was parsed, validated
+// against the schema and marshalled again on every call, a third of a
+// direct turn's tool call. Whether {} passes is known after the first;
+// a tool that requires a parameter still refuses it, every time.
+func TestEmptyArgumentsCheckedOnce(t *testing.T) {
+	set := tools.New(tools.Config{})
+	list, cancel := set.Tool("task_list"), set.Tool("task_cancel")
+	for _, args := range []string{"{}", " {} ", "", "null"} {
+		if r, ok := list.Check(json.RawMessage(args)); !ok {
+			t.Errorf("task_list.Check(%q) = %s, want accepted", args, r.Text)
+		}
+		for range 2 {
+			if r, ok := cancel.Check(json.RawMessage(args)); ok || !strings.Contains(r.Text, "task_id") {
+				t.Errorf("task_cancel.Check(%q) = %s, %v; want refused, naming task_id", args, r.Text, ok)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { list.Check(json.RawMessage("{}")) }); n > 10 {
+		t.Errorf("task_list.Check({}) allocates %v times, want at most 10", n)
 	}
 }

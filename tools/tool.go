@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -258,8 +259,12 @@ func repeatedKey(args json.RawMessage) (string, bool) {
 
 // checkArgs parses the arguments and validates them against the schema.
 func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
-	if trimmed := bytes.TrimSpace(args); len(trimmed) == 0 || string(trimmed) == "null" {
-		args = json.RawMessage("{}")
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		args, trimmed = json.RawMessage("{}"), json.RawMessage("{}")
+	}
+	if string(trimmed) == "{}" && t.shared != nil && t.resolved == t.shared.resolved && t.shared.emptyValid(t) {
+		return json.RawMessage("{}"), nil
 	}
 	if key, ok := repeatedKey(args); ok {
 		// JSON takes the last; a screen that asks the user to approve a
@@ -423,6 +428,29 @@ type schemas struct {
 	resolved  *jsonschema.Resolved
 	published map[enumKey]publishedSchema // guarded by mu: input with an enum set
 	mu        sync.Mutex
+
+	// empty is whether {} passes checkArgs (0 not known yet, 1 yes, 2
+	// no): the same for every tool of these types, so a call with no
+	// arguments (task_list's) is not parsed, validated and marshalled
+	// again each time, about a third of a direct turn's tool call.
+	empty atomic.Int32
+}
+
+// emptyValid reports whether {} passes t's checks, checking the first
+// time. t is one of the tools sharing s.
+func (s *schemas) emptyValid(t *Tool) bool {
+	switch s.empty.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	if paramError(t.Name, s.resolved.Schema(), map[string]any{}) != nil || s.resolved.Validate(map[string]any{}) != nil {
+		s.empty.Store(2)
+		return false
+	}
+	s.empty.Store(1)
+	return true
 }
 
 // publishedSchema is a schema derived by Enum, and its JSON.

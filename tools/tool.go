@@ -264,7 +264,7 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 		args, trimmed = json.RawMessage("{}"), json.RawMessage("{}")
 	}
 	if string(trimmed) == "{}" && t.shared != nil && t.resolved == t.shared.resolved && t.shared.emptyValid(t) {
-		return json.RawMessage("{}"), nil
+		return emptyObject, nil
 	}
 	if key, ok := repeatedKey(args); ok {
 		// JSON takes the last; a screen that asks the user to approve a
@@ -436,6 +436,10 @@ type schemas struct {
 	empty atomic.Int32
 }
 
+// emptyObject is the arguments {}, read-only: what checkArgs gives the
+// typed tools (never DefineSchema's, whose run gets them) for no arguments.
+var emptyObject = json.RawMessage("{}")
+
 // emptyValid reports whether {} passes t's checks, checking the first
 // time. t is one of the tools sharing s.
 func (s *schemas) emptyValid(t *Tool) bool {
@@ -511,7 +515,13 @@ func schemasFor[In, Out any](name string) *schemas {
 // validation, and the output is marshalled compactly.
 func newTool[In, Out any](name, description string, budget int, run func(context.Context, *task.View, In) (Out, error)) *Tool {
 	sc := schemasFor[In, Out](name)
+	// {} leaves a struct as it is, and is what most calls of a tool with
+	// no required parameter send: not run through a decoder (two per call).
+	emptyIsZero := reflect.TypeFor[In]().Kind() == reflect.Struct
 	decode := func(args json.RawMessage, in *In) error {
+		if emptyIsZero && string(args) == "{}" {
+			return nil
+		}
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(in); err != nil {

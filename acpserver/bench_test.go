@@ -261,3 +261,81 @@ func BenchmarkACPPromptOverhead(b *testing.B) { lineSessions(b, 1) }
 // BenchmarkACPPromptOverheadLongSession: a conversation of longSession
 // prompts over ACP, offstage's side of it.
 func BenchmarkACPPromptOverheadLongSession(b *testing.B) { lineSessions(b, longSession) }
+
+// BenchmarkACPNewSession: what opening and closing a session costs over
+// ACP (session/new, the slash commands announced, session/close), with
+// no prompt; sessions are made per prompt in BenchmarkACPPromptOverhead,
+// and what they leave (garbage to collect) is paid during its prompts.
+func BenchmarkACPNewSession(b *testing.B) {
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1)}, AllowAll: true}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	lines := bufio.NewReader(clientIn)
+	id := 0
+	call := func(method, params string) []byte {
+		id++
+		if _, err := fmt.Fprintf(clientOut, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
+			b.Fatal(err)
+		}
+		answer := fmt.Appendf(nil, `"id":%d,`, id)
+		for {
+			line, err := lines.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(line, answer) {
+				if !bytes.Contains(line, []byte(`"result"`)) {
+					b.Fatalf("%s: %s", method, line)
+				}
+				return line
+			}
+		}
+	}
+	call("initialize", `{"protocolVersion":1}`)
+	dir, _ := json.Marshal(b.TempDir())
+	var cpu cpuClock
+	b.ReportAllocs()
+	cpu.start()
+	for b.Loop() {
+		var sess struct {
+			Result struct{ SessionID string }
+		}
+		if err := json.Unmarshal(call("session/new", `{"cwd":`+string(dir)+`,"mcpServers":[]}`), &sess); err != nil {
+			b.Fatal(err)
+		}
+		sid, _ := json.Marshal(sess.Result.SessionID)
+		call("session/close", `{"sessionId":`+string(sid)+`}`)
+	}
+	cpu.stop()
+	b.ReportMetric(float64(cpu.total.Nanoseconds())/float64(b.N), "session-cpu-ns")
+	b.StopTimer()
+	clientOut.Close()
+	if err := <-served; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkACPNewSessionDirect: agent.New and Close, the part of
+// BenchmarkACPNewSession that is not ACP's.
+func BenchmarkACPNewSessionDirect(b *testing.B) {
+	model := turnsScript(b, 1)
+	ctx := context.Background()
+	var cpu cpuClock
+	b.ReportAllocs()
+	cpu.start()
+	for b.Loop() {
+		s, err := agent.New(ctx, agent.Config{Model: model})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.stop()
+	b.ReportMetric(float64(cpu.total.Nanoseconds())/float64(b.N), "session-cpu-ns")
+}

@@ -24,7 +24,8 @@ import (
 // queue's buffer is allocated with the session, whether or not it is
 // ever used: at 1,024 it was a quarter of what a new session allocated
 // (32 KB), and the sender, which joins the chunks queued behind each
-// other, keeps up with a model's stream with far fewer.
+// other, keeps up with a model's stream with far fewer. At 256 entries of
+// a queued (an interface, 16 bytes) it is 4 KB.
 const queueSize = 256
 
 // session is one ACP session: an agent.Session driven by its Run loop, and
@@ -70,15 +71,14 @@ type session struct {
 	closeErr  error
 }
 
-// queued is one entry of the sender's queue: an update to write, or a
-// marker whose channel is closed (or turn end delivered) once everything
-// before it has been written.
-type queued struct {
-	update  *acp.SessionUpdate
-	chunk   *chunk
-	flushed chan struct{}
-	turnEnd *agent.Event
-}
+// queued is one entry of the sender's queue: an update to write
+// (*acp.SessionUpdate, *chunk), or a marker whose channel is closed
+// (chan struct{}) or turn end delivered (*agent.Event) once everything
+// before it has been written. One interface, not a struct of the four:
+// the queue's buffer, allocated with every session, is half the size
+// (4 KB, not 8), and a new session's garbage is collected during the
+// prompts that follow it.
+type queued interface{}
 
 // chunk is a message or thought chunk of the agent's, queued as its text
 // alone: a model streams them word by word, and the sender joins those
@@ -91,10 +91,10 @@ type chunk struct {
 }
 
 // message queues a chunk of the agent's message.
-func (s *session) message(text string) { s.push(queued{chunk: &chunk{text: text}}) }
+func (s *session) message(text string) { s.push(&chunk{text: text}) }
 
 // thought queues a chunk of the agent's thoughts.
-func (s *session) thought(text string) { s.push(queued{chunk: &chunk{thought: true, text: text}}) }
+func (s *session) thought(text string) { s.push(&chunk{thought: true, text: text}) }
 
 func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
 	s := blankSession(srv, id)
@@ -213,7 +213,7 @@ func (s *session) announceCommands() {
 			}
 			cmds = append(cmds, ac)
 		}
-		s.push(queued{update: &acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}}})
+		s.push(&acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}})
 		for _, p := range s.problems {
 			s.message(p + "\n")
 		}
@@ -247,19 +247,22 @@ func (s *session) send() {
 // word, and an editor gains nothing from a notification per word when the
 // writer is behind anyway.
 func (s *session) writeCoalesced(q queued) {
-	for q.chunk != nil {
-		c := q.chunk
+	for {
+		c, ok := q.(*chunk)
+		if !ok {
+			break
+		}
 		s.joined = append(s.joined[:0], c.text...)
 		for {
 			select {
 			case next := <-s.queue:
-				if n := next.chunk; n != nil && n.thought == c.thought && len(s.joined)+len(n.text) <= coalesceBytes {
+				if n, ok := next.(*chunk); ok && n.thought == c.thought && len(s.joined)+len(n.text) <= coalesceBytes {
 					s.joined = append(s.joined, n.text...)
 					continue
 				}
 				q = next
 			default:
-				q = queued{}
+				q = nil
 			}
 			break
 		}
@@ -267,7 +270,7 @@ func (s *session) writeCoalesced(q queued) {
 		if cap(s.joined) > coalesceBytes {
 			s.joined = nil // one long chunk is not kept for the session's life
 		}
-		if q == (queued{}) {
+		if q == nil {
 			s.written()
 			return
 		}
@@ -282,31 +285,31 @@ func (s *session) writeCoalesced(q queued) {
 const coalesceBytes = 16 << 10
 
 func (s *session) write(q queued) {
-	switch {
-	case q.chunk != nil:
-		s.line = appendChunkLine(s.line, s.id, q.chunk.thought, q.chunk.text)
+	switch q := q.(type) {
+	case *chunk:
+		s.line = appendChunkLine(s.line, s.id, q.thought, q.text)
 		s.written()
-	case q.update != nil:
-		if line, ok := appendUpdate(s.line, s.id, q.update); ok {
+	case *acp.SessionUpdate:
+		if line, ok := appendUpdate(s.line, s.id, q); ok {
 			s.line = line
 			s.written()
 			return
 		}
 		s.flushLines()
-		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q.update}); err != nil {
+		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q}); err != nil {
 			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
 		}
-	case q.flushed != nil:
+	case chan struct{}:
 		s.flushLines()
-		close(q.flushed)
-	case q.turnEnd != nil:
+		close(q)
+	case *agent.Event:
 		if a := s.takeAnswer(); a != nil {
-			s.answerTurn(a, *q.turnEnd)
+			s.answerTurn(a, *q)
 			return
 		}
 		s.flushLines()
 		select {
-		case s.turnEnds <- *q.turnEnd:
+		case s.turnEnds <- *q:
 		case <-s.done:
 		}
 	}
@@ -368,12 +371,12 @@ func (s *session) push(q queued) {
 	}
 }
 
-func (s *session) update(u acp.SessionUpdate) { s.push(queued{update: &u}) }
+func (s *session) update(u acp.SessionUpdate) { s.push(&u) }
 
 // flush waits until everything queued so far has been written.
 func (s *session) flush(ctx context.Context) {
 	ch := make(chan struct{})
-	s.push(queued{flushed: ch})
+	s.push(ch)
 	select {
 	case <-ch:
 	case <-ctx.Done():

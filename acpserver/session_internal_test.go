@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"unsafe"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
@@ -58,4 +59,15 @@ type writes struct{ each []string }
 func (w *writes) Write(p []byte) (int, error) {
 	w.each = append(w.each, string(p))
 	return len(p), nil
+}
+
+// TestQueueBufferSmall (issue 35, item 6): every session allocates its
+// queue's buffer whole when it is made, and what a new session leaves is
+// collected during the prompts after it; an entry was a struct of four
+// pointers, 8 KB a session.
+func TestQueueBufferSmall(t *testing.T) {
+	var q queued
+	if size := unsafe.Sizeof(q) * queueSize; size > 4<<10 {
+		t.Errorf("a session's queue buffer is %d bytes, want at most 4 KB", size)
+	}
 }

@@ -65,7 +65,7 @@ func (s *session) Event(e agent.Event) {
 		switch {
 		case !e.Autonomous:
 			end := e // a copy: taking e's address would move every event to the heap
-			s.push(queued{turnEnd: &end})
+			s.push(&end)
 		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
 			s.message("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n")
 		}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -96,5 +98,76 @@ func TestSpawnAgentSchema(t *testing.T) {
 	in, _ := json.Marshal(spawn.InputSchema)
 	if spawn.OutputSchema == nil || spawn.OutputSchema.Type != "object" || strings.Contains(string(out)+string(in), `"null"`) {
 		t.Errorf("spawn_agent schemas: input %s, output %s", in, out)
+	}
+}
+
+// TestSessionsShareSpawnAgentSchema (issue 35, item 6): every session
+// built spawn_agent's schemas anew (cloned, then marshalled twice): most
+// of what agent.New cost. Sessions with the same profiles share one.
+func TestSessionsShareSpawnAgentSchema(t *testing.T) {
+	ctx := context.Background()
+	model := modelFunc(func(provider.Request) provider.Response { return text("x") })
+	var schemas []*tools.Tool
+	for range 2 {
+		s, err := agent.New(ctx, agent.Config{Model: model, Profiles: testProfiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		i := slices.IndexFunc(s.Tools(), func(tl *tools.Tool) bool { return tl.Name == "spawn_agent" })
+		if i < 0 {
+			t.Fatal("no spawn_agent")
+		}
+		schemas = append(schemas, s.Tools()[i])
+	}
+	a, _ := schemas[0].InputJSON()
+	b, _ := schemas[1].InputJSON()
+	if schemas[0].InputSchema != schemas[1].InputSchema || schemas[0].OutputSchema != schemas[1].OutputSchema || &a[0] != &b[0] {
+		t.Error("two sessions' spawn_agent have schemas of their own")
+	}
+}
+
+// TestOneToolCallRunsOnTheTurn (issue 35, item 6): a turn's only tool
+// call ran on a goroutine of its own, started, woken and its stack grown
+// again on every turn: half of a direct turn's CPU. It runs where the
+// turn runs (the sink sees its call and its result from the same
+// goroutine as the turn's start); two calls still run at once.
+func TestOneToolCallRunsOnTheTurn(t *testing.T) {
+	goroutine := func() string {
+		var buf [64]byte
+		return strings.Fields(string(buf[:runtime.Stack(buf[:], false)]))[1]
+	}
+	var mu sync.Mutex
+	var ran []string // goroutine of each call
+	where := tools.Define("ext__where", "Says nothing.", 0, func(context.Context, *task.View, struct{}) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		ran = append(ran, goroutine())
+		return map[string]string{}, nil
+	})
+	calls := 0
+	model := modelFunc(func(provider.Request) provider.Response {
+		calls++
+		if calls == 1 {
+			return toolCall("ext__where", "{}")
+		}
+		return text("done")
+	})
+	s, err := agent.New(t.Context(), agent.Config{Model: model, ExtraTools: []*tools.Tool{where}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	var turn string
+	sink := agent.SinkFunc(func(e agent.Event) {
+		if e.Type == agent.ToolCallEvent {
+			turn = goroutine()
+		}
+	})
+	if _, err := s.Turn(t.Context(), "go", sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || ran[0] != turn {
+		t.Errorf("the one call ran on goroutine %v, the turn on %s; want the turn's", ran, turn)
 	}
 }

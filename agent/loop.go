@@ -126,11 +126,19 @@ func (l *loop) callTools(ctx context.Context, iter int, calls []provider.Block, 
 		if t := l.tool(c.ToolName); t != nil && t.StartsTasks {
 			cctx, prev, done = tools.InCallOrder(ctx, prev)
 		}
-		wg.Go(func() {
+		call := func() {
 			defer done()
 			results[i] = l.callTool(cctx, c)
 			emit(sink, Event{Type: ToolResultEvent, Tool: c.ToolName, ToolCallID: c.ToolCallID, Text: results[i].Text, IsError: results[i].IsError})
-		})
+		}
+		if len(calls) == 1 {
+			// One call runs on the turn's goroutine, whose stack has grown
+			// already: a goroutine of its own was started, woke a thread
+			// and grew its stack again on every turn with a tool call.
+			call()
+			break
+		}
+		wg.Go(call)
 	}
 	wg.Wait()
 	return results

@@ -460,9 +460,8 @@ func (s *Session) checkSchemas() error {
 	for _, ps := range s.profileSets {
 		all = append(all, ps.Tools()...)
 	}
-	if s.spawnAllowed(0) {
-		all = append(all, s.spawnTool(0))
-	}
+	// spawn_agent is not among them: its schemas, shared by every
+	// session, were marshalled when first made (tools.DefineShared).
 	names := map[string]bool{"spawn_agent": true}
 	for _, t := range s.toolset.Tools() {
 		names[t.Name] = true

@@ -62,7 +62,7 @@ func (s *Session) spawnTool(depth int) *tools.Tool {
 	for _, p := range s.cfg.Profiles {
 		fmt.Fprintf(&desc, "- `%s`: %s\n", p.Name, p.Description)
 	}
-	t := tools.Define("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (SpawnOutput, error) {
+	t := tools.DefineShared("spawn_agent", desc.String(), 0, func(ctx context.Context, v *task.View, in spawnInput) (SpawnOutput, error) {
 		return s.spawn(ctx, v, depth, in)
 	})
 	// A sub-agent runs whatever its tools can run, and calls a model.

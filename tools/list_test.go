@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -170,5 +171,61 @@ func TestSetsShareTheirSchemas(t *testing.T) {
 	raw, _ := wait.InputJSON()
 	if !strings.Contains(string(raw), `"enum":["any","all"]`) {
 		t.Errorf("task_wait's schema JSON = %s, want its enum", raw)
+	}
+}
+
+// TestDefineSharedSharesSchemas (issue 35, item 6): a tool made per
+// session (agent's spawn_agent) with Define cloned its schemas and
+// marshalled them again, ~100 KB and ~150 µs of each new session.
+// DefineShared's tools share one schema, its JSON, and each enum set on
+// it; Define's keep their own.
+func TestDefineSharedSharesSchemas(t *testing.T) {
+	type in struct {
+		Mode string `json:"mode"`
+	}
+	run := func(context.Context, *task.View, in) (any, error) { return nil, nil }
+	a := tools.DefineShared("a", "d", 0, run).Enum("mode", "x", "y")
+	b := tools.DefineShared("b", "d", 0, run).Enum("mode", "x", "y")
+	ja, _ := a.InputJSON()
+	jb, _ := b.InputJSON()
+	if a.InputSchema != b.InputSchema || &ja[0] != &jb[0] {
+		t.Error("two DefineShared tools with the same enum have schemas of their own")
+	}
+	if !strings.Contains(string(ja), `"enum":["x","y"]`) {
+		t.Errorf("schema JSON = %s, want its enum", ja)
+	}
+	c := tools.DefineShared("c", "d", 0, run).Enum("mode", "z")
+	if jc, _ := c.InputJSON(); c.InputSchema == a.InputSchema || !strings.Contains(string(jc), `"enum":["z"]`) {
+		t.Errorf("another enum's schema JSON = %s", jc)
+	}
+	if plain := tools.DefineShared("p", "d", 0, run); plain.InputSchema.Properties["mode"].Enum != nil {
+		t.Errorf("Enum changed the shared schema: %v", plain.InputSchema.Properties["mode"].Enum)
+	}
+	own := tools.Define("o", "d", 0, run)
+	if own.InputSchema == tools.DefineShared("p", "d", 0, run).InputSchema {
+		t.Error("Define's tool shares its schema")
+	}
+}
+
+// TestEmptyArgumentsCheckedOnce (issue 35, item 6): a call with no
+// arguments (task_list's, most of the time) was parsed, validated
+// against the schema and marshalled again on every call, a third of a
+// direct turn's tool call. Whether {} passes is known after the first;
+// a tool that requires a parameter still refuses it, every time.
+func TestEmptyArgumentsCheckedOnce(t *testing.T) {
+	set := tools.New(tools.Config{})
+	list, cancel := set.Tool("task_list"), set.Tool("task_cancel")
+	for _, args := range []string{"{}", " {} ", "", "null"} {
+		if r, ok := list.Check(json.RawMessage(args)); !ok {
+			t.Errorf("task_list.Check(%q) = %s, want accepted", args, r.Text)
+		}
+		for range 2 {
+			if r, ok := cancel.Check(json.RawMessage(args)); ok || !strings.Contains(r.Text, "task_id") {
+				t.Errorf("task_cancel.Check(%q) = %s, %v; want refused, naming task_id", args, r.Text, ok)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { list.Check(json.RawMessage("{}")) }); n > 2 {
+		t.Errorf("task_list.Check({}) allocates %v times, want at most 2 (the arguments, the input)", n)
 	}
 }

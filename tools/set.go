@@ -172,7 +172,7 @@ func New(cfg Config) *Set {
 		classify(newTool("task_output", Describe(taskOutputMD, push), b, s.taskOutput), "Read a shell's output", ReadOnly, false, false),
 		classify(newTool("task_wait", Describe(taskWaitMD, push), b, s.taskWait), "Wait for tasks", ReadOnly, false, false).Enum("mode", "any", "all"),
 		classify(newTool("task_cancel", Describe(taskCancelMD, push), b, s.taskCancel), "Cancel a task", Destructive, true, false),
-		classify(newTool("task_input", Describe(taskInputMD, push), b, s.taskInput), "Send input to a shell", Execute, false, true).Enum("keys", keyEnum()...),
+		classify(newTool("task_input", Describe(taskInputMD, push), b, s.taskInput), "Send input to a shell", Execute, false, true).Enum("keys", keyEnum...),
 	}
 	return s
 }

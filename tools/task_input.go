@@ -37,8 +37,12 @@ var keyBytes = func() map[string]string {
 // keyNames lists the named keys, for error messages.
 const keyNames = "ctrl-a … ctrl-z, enter, tab, escape, backspace, space, up, down, left, right, home, end, delete, page-up, page-down"
 
-// keyEnum lists the named keys in keyNames' order, for the schema's enum.
-func keyEnum() []string {
+// keyEnum is the named keys in keyNames' order, for the schema's enum:
+// made once, not by every Set (per session).
+var keyEnum = namedKeys()
+
+// namedKeys lists the named keys in keyNames' order.
+func namedKeys() []string {
 	var keys []string
 	for c := 'a'; c <= 'z'; c++ {
 		keys = append(keys, "ctrl-"+string(c))

@@ -143,13 +143,7 @@ func helper(args []string) int {
 			f.Close()
 			fmt.Println("host: tty")
 		}
-		p, err := proc.Start(context.Background(), proc.Config{Command: "(: </dev/tty) 2>/dev/null && echo command: tty || echo command: no tty"})
-		if err != nil {
-			fmt.Println("start:", err)
-			return 1
-		}
-		p.Wait(context.Background())
-		fmt.Print(p.Tail(5))
+		fmt.Print(runTail("(: </dev/tty) 2>/dev/null && echo command: tty || echo command: no tty"))
 		return 0
 	case "openpty": // make a pseudo-terminal, write through it, say "pty ok" or why not
 		m, s, err := pty.Open()
@@ -425,4 +419,15 @@ func containHost(cmds []string) int {
 	fmt.Println("ready")
 	os.Stdin.Read(make([]byte, 1))
 	return 0
+}
+
+// runTail runs the shell line as a command of this process, as a host,
+// and returns the end of its output, or why it could not start.
+func runTail(line string) string {
+	p, err := proc.Start(context.Background(), proc.Config{Command: line})
+	if err != nil {
+		return "start: " + err.Error() + "\n"
+	}
+	p.Wait(context.Background())
+	return p.Tail(10)
 }

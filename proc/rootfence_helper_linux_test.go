@@ -2,7 +2,6 @@ package proc_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -193,13 +192,7 @@ func procHostHelper(dir string) int {
 	}
 	defer syscall.Unmount(dir, syscall.MNT_DETACH)
 	line := fmt.Sprintf("for f in %[1]s/sys/kernel/core_pattern %[1]s/sysrq-trigger; do (: >>$f) 2>/dev/null && echo \"$f: writable\" || echo \"$f: refused\"; done", dir)
-	p, err := proc.Start(context.Background(), proc.Config{Command: line})
-	if err != nil {
-		fmt.Println("start:", err)
-		return 1
-	}
-	p.Wait(context.Background())
-	fmt.Print(p.Tail(10))
+	fmt.Print(runTail(line))
 	return 0
 }
 
@@ -209,13 +202,7 @@ func capsHostHelper(args []string) int {
 	if len(args) > 0 && args[0] == "thread" {
 		proc.OwnFork(false)
 	}
-	p, err := proc.Start(context.Background(), proc.Config{Command: "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status"})
-	if err != nil {
-		fmt.Println("start:", err)
-		return 1
-	}
-	p.Wait(context.Background())
-	fmt.Print(p.Tail(10))
+	fmt.Print(runTail("grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status"))
 	return 0
 }
 
@@ -231,15 +218,7 @@ func laterMountsHelper(dir, mode string) int {
 			return 1
 		}
 	}
-	run := func(line string) string {
-		p, err := proc.Start(context.Background(), proc.Config{Command: line})
-		if err != nil {
-			return "start: " + err.Error() + "\n"
-		}
-		p.Wait(context.Background())
-		return p.Tail(10)
-	}
-	run("true")
+	runTail("true")
 	for _, d := range []string{dir + "/ws", dir + "/proc"} {
 		os.MkdirAll(d, 0o755)
 	}
@@ -254,6 +233,6 @@ func laterMountsHelper(dir, mode string) int {
 		return 1
 	}
 	defer syscall.Unmount(dir+"/proc", syscall.MNT_DETACH)
-	fmt.Print(run(fmt.Sprintf("cat %[1]s/ws/marker; (: >>%[1]s/proc/sys/kernel/core_pattern) 2>/dev/null && echo core_pattern: writable || echo core_pattern: refused", dir)))
+	fmt.Print(runTail(fmt.Sprintf("cat %[1]s/ws/marker; (: >>%[1]s/proc/sys/kernel/core_pattern) 2>/dev/null && echo core_pattern: writable || echo core_pattern: refused", dir)))
 	return 0
 }

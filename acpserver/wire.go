@@ -77,11 +77,8 @@ func appendChunk(dst []byte, meta map[string]any, content acp.ContentBlock, msgI
 		return dst, false
 	}
 	dst = append(dst, '{')
-	if meta != nil {
-		if dst, ok = appendMember(dst, "_meta", meta); !ok {
-			return dst, false
-		}
-		dst = append(dst, ',')
+	if dst, ok = appendMeta(dst, meta); !ok {
+		return dst, false
 	}
 	dst = append(dst, `"content":`...)
 	dst = appendText(dst, text)
@@ -129,16 +126,11 @@ func appendText(dst []byte, text string) []byte {
 func appendToolCall(dst []byte, c *acp.SessionUpdateToolCall) ([]byte, bool) {
 	var ok bool
 	dst = append(dst, '{')
-	if c.Meta != nil {
-		if dst, ok = appendMember(dst, "_meta", c.Meta); !ok {
-			return dst, false
-		}
-		dst = append(dst, ',')
+	if dst, ok = appendMeta(dst, c.Meta); !ok {
+		return dst, false
 	}
 	if c.Kind != "" {
-		dst = append(dst, `"kind":`...)
-		dst = appendString(dst, string(c.Kind))
-		dst = append(dst, ',')
+		dst = appendField(dst, "kind", string(c.Kind))
 	}
 	if len(c.Locations) > 0 {
 		if dst, ok = appendMember(dst, "locations", c.Locations); !ok {
@@ -151,9 +143,7 @@ func appendToolCall(dst []byte, c *acp.SessionUpdateToolCall) ([]byte, bool) {
 	}
 	dst = append(dst, `"sessionUpdate":"tool_call",`...)
 	if c.Status != "" {
-		dst = append(dst, `"status":`...)
-		dst = appendString(dst, string(c.Status))
-		dst = append(dst, ',')
+		dst = appendField(dst, "status", string(c.Status))
 	}
 	dst = append(dst, `"title":`...)
 	dst = appendString(dst, c.Title)
@@ -167,11 +157,8 @@ func appendToolCall(dst []byte, c *acp.SessionUpdateToolCall) ([]byte, bool) {
 func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, bool) {
 	var ok bool
 	dst = append(dst, '{')
-	if u.Meta != nil {
-		if dst, ok = appendMember(dst, "_meta", u.Meta); !ok {
-			return dst, false
-		}
-		dst = append(dst, ',')
+	if dst, ok = appendMeta(dst, u.Meta); !ok {
+		return dst, false
 	}
 	if len(u.Content) > 0 {
 		dst = append(dst, `"content":[`...)
@@ -187,11 +174,8 @@ func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, boo
 				dst = append(dst, ',')
 			}
 			dst = append(dst, '{')
-			if c.Content.Meta != nil {
-				if dst, ok = appendMember(dst, "_meta", c.Content.Meta); !ok {
-					return dst, false
-				}
-				dst = append(dst, ',')
+			if dst, ok = appendMeta(dst, c.Content.Meta); !ok {
+				return dst, false
 			}
 			dst = append(dst, `"content":`...)
 			dst = appendText(dst, text)
@@ -200,9 +184,7 @@ func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, boo
 		dst = append(dst, "],"...)
 	}
 	if u.Kind != nil {
-		dst = append(dst, `"kind":`...)
-		dst = appendString(dst, string(*u.Kind))
-		dst = append(dst, ',')
+		dst = appendField(dst, "kind", string(*u.Kind))
 	}
 	if len(u.Locations) > 0 {
 		if dst, ok = appendMember(dst, "locations", u.Locations); !ok {
@@ -215,14 +197,10 @@ func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, boo
 	}
 	dst = append(dst, `"sessionUpdate":"tool_call_update",`...)
 	if u.Status != nil {
-		dst = append(dst, `"status":`...)
-		dst = appendString(dst, string(*u.Status))
-		dst = append(dst, ',')
+		dst = appendField(dst, "status", string(*u.Status))
 	}
 	if u.Title != nil {
-		dst = append(dst, `"title":`...)
-		dst = appendString(dst, *u.Title)
-		dst = append(dst, ',')
+		dst = appendField(dst, "title", *u.Title)
 	}
 	dst = append(dst, `"toolCallId":`...)
 	dst = appendString(dst, string(u.ToolCallId))
@@ -235,11 +213,8 @@ func appendToolCallUpdate(dst []byte, u *acp.SessionToolCallUpdate) ([]byte, boo
 func appendCommands(dst []byte, c *acp.SessionAvailableCommandsUpdate) ([]byte, bool) {
 	var ok bool
 	dst = append(dst, '{')
-	if c.Meta != nil {
-		if dst, ok = appendMember(dst, "_meta", c.Meta); !ok {
-			return dst, false
-		}
-		dst = append(dst, ',')
+	if dst, ok = appendMeta(dst, c.Meta); !ok {
+		return dst, false
 	}
 	dst = append(dst, `"availableCommands":`...)
 	if c.AvailableCommands == nil {
@@ -251,11 +226,8 @@ func appendCommands(dst []byte, c *acp.SessionAvailableCommandsUpdate) ([]byte, 
 				dst = append(dst, ',')
 			}
 			dst = append(dst, '{')
-			if cmd.Meta != nil {
-				if dst, ok = appendMember(dst, "_meta", cmd.Meta); !ok {
-					return dst, false
-				}
-				dst = append(dst, ',')
+			if dst, ok = appendMeta(dst, cmd.Meta); !ok {
+				return dst, false
 			}
 			dst = append(dst, `"description":`...)
 			dst = appendString(dst, cmd.Description)
@@ -265,11 +237,8 @@ func appendCommands(dst []byte, c *acp.SessionAvailableCommandsUpdate) ([]byte, 
 					return dst, false // an input of no kind: the SDK's to refuse
 				}
 				dst = append(dst, `,"input":{`...)
-				if in.Meta != nil {
-					if dst, ok = appendMember(dst, "_meta", in.Meta); !ok {
-						return dst, false
-					}
-					dst = append(dst, ',')
+				if dst, ok = appendMeta(dst, in.Meta); !ok {
+					return dst, false
 				}
 				dst = append(dst, `"hint":`...)
 				dst = appendString(dst, in.Hint)
@@ -282,6 +251,24 @@ func appendCommands(dst []byte, c *acp.SessionAvailableCommandsUpdate) ([]byte, 
 		dst = append(dst, ']')
 	}
 	return append(dst, `,"sessionUpdate":"available_commands_update"}`...), true
+}
+
+// appendMeta appends a _meta member and its comma, where meta is set.
+func appendMeta(dst []byte, meta map[string]any) ([]byte, bool) {
+	if meta == nil {
+		return dst, true
+	}
+	dst, ok := appendMember(dst, "_meta", meta)
+	return append(dst, ','), ok
+}
+
+// appendField appends the string member key and its comma.
+func appendField(dst []byte, key, value string) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	dst = append(dst, `":`...)
+	dst = appendString(dst, value)
+	return append(dst, ',')
 }
 
 // appendRaw appends the rawInput and rawOutput members that are set, each

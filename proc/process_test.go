@@ -641,3 +641,23 @@ func TestCommandHasNoControllingTerminal(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+// A command without input reads the end of its input at once, from
+// /dev/null: one descriptor the host keeps open for every such command,
+// which none of them can close or move for the next (each has its own
+// copy), nor write anything through.
+func TestCommandWithoutInputHasDevNull(t *testing.T) {
+	for i := range 3 {
+		p := mustStart(t, proc.Config{Command: `readlink /proc/self/fd/0; echo x >&0; exec 0<&-; cat /proc/self/fd/0 2>/dev/null || echo closed`})
+		if e := mustWait(t, p); e.Code != 0 {
+			t.Fatalf("run %d: %+v", i, e)
+		}
+		if got, want := string(p.Read(proc.Combined, 0, 0).Data), "/dev/null\nclosed\n"; got != want {
+			t.Fatalf("run %d: got %q, want %q", i, got, want)
+		}
+	}
+	p := mustStart(t, proc.Config{Command: `cat; echo end`})
+	if e := mustWait(t, p); e.Code != 0 || string(p.Read(proc.Combined, 0, 0).Data) != "end\n" {
+		t.Fatalf("cat of no input: %+v, %q", e, p.Read(proc.Combined, 0, 0).Data)
+	}
+}

@@ -164,17 +164,12 @@ func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error)
 	if s.dir, err = syscall.BytePtrFromString(cmd.Dir); err != nil { // absolute: fencedStart
 		return true, &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: err}
 	}
-	var null *os.File
 	s.fds = make([]int, len(files))
 	for i, f := range files {
 		if f == nil && i < 3 {
-			if null == nil {
-				if null, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
-					return true, err
-				}
-				defer null.Close()
+			if f, err = DevNull(); err != nil {
+				return true, err
 			}
-			f = null
 		}
 		s.fds[i] = -1
 		if f != nil {

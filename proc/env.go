@@ -15,12 +15,14 @@ func childEnv(env []string, policy environ.Policy) []string {
 }
 
 // markedEnv returns env with the task's mark in it, in place of any mark
-// inherited from a host that itself runs as someone's task.
-func markedEnv(env []string, mark string) []string {
+// inherited from a host that itself runs as someone's task. The result is
+// a new slice with room for spare more variables, for withDefaults.
+func markedEnv(env []string, mark string, spare int) []string {
 	name, _, _ := strings.Cut(mark, "=")
-	out := env[:0:0]
+	prefix := mark[:len(name)+1] // "NAME="
+	out := make([]string, 0, len(env)+1+spare)
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, name+"=") {
+		if !strings.HasPrefix(kv, prefix) {
 			out = append(out, kv)
 		}
 	}
@@ -28,19 +30,20 @@ func markedEnv(env []string, mark string) []string {
 }
 
 // withDefaults returns env with each of defaults (NAME=value) that env
-// does not set appended.
+// does not set appended: in place, where env has the room (markedEnv's
+// result, which is the caller's to change).
 func withDefaults(env, defaults []string) []string {
-	set := make(map[string]bool, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		set[name] = true
-	}
-	out := slices.Clip(env) // env's backing array is never written
+	n := len(env)
 	for _, kv := range defaults {
 		name, _, _ := strings.Cut(kv, "=")
-		if !set[name] {
-			out = append(out, kv)
+		if !slices.ContainsFunc(env[:n], func(e string) bool {
+			return len(e) > len(name) && e[len(name)] == '=' && e[:len(name)] == name
+		}) {
+			env = append(env, kv)
 		}
 	}
-	return out
+	return env
 }
+
+// nonInteractive is environ.NonInteractive, made once.
+var nonInteractive = environ.NonInteractive()

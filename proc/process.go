@@ -369,7 +369,7 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		cmd = exec.Command(cfg.Shell[0], append(cfg.Shell[1:len(cfg.Shell):len(cfg.Shell)], cfg.Command)...)
 	}
 	cmd.Dir = cfg.Dir
-	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.task.Env())
+	cmd.Env = markedEnv(childEnv(cfg.Env, cfg.EnvPolicy), p.task.Env(), len(nonInteractive))
 	cmd.ExtraFiles = contain.LifelineFiles(st.lifeR)
 	st.attach(cmd)
 	switch {
@@ -380,7 +380,7 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		// controlling tty, descriptor 0 in the child.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	case !cfg.Stdin:
-		cmd.Env = withDefaults(cmd.Env, environ.NonInteractive())
+		cmd.Env = withDefaults(cmd.Env, nonInteractive)
 		fallthrough
 	default:
 		// A session of its own, so no controlling terminal: through

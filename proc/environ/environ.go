@@ -164,7 +164,8 @@ const (
 	maxVerdictBytes = 1 << 20
 )
 
-// withholds is Withholds for the variable kv ("name=value").
+// withholds is Withholds for the variable kv ("name=value"), with
+// verdicts.mu held.
 func (p Policy) withholds(kv, name, value string) bool {
 	switch {
 	case matchesAny(p.Drop, name):
@@ -174,20 +175,16 @@ func (p Policy) withholds(kv, name, value string) bool {
 	case len(kv) > maxVerdictLen:
 		return defaultWithholds(name, value)
 	}
-	verdicts.mu.Lock()
 	v, ok := verdicts.m[kv]
-	verdicts.mu.Unlock()
 	if ok {
 		return v
 	}
 	v = defaultWithholds(name, value)
-	verdicts.mu.Lock()
 	if verdicts.m == nil || verdicts.bytes+len(kv) > maxVerdictBytes {
 		verdicts.m, verdicts.bytes = make(map[string]bool), 0
 	}
 	verdicts.m[kv] = v
 	verdicts.bytes += len(kv)
-	verdicts.mu.Unlock()
 	return v
 }
 
@@ -199,6 +196,10 @@ func (p Policy) Apply(env []string) (kept, withheld []string) {
 		env = os.Environ()
 	}
 	kept = make([]string, 0, len(env))
+	// Held for the whole environment, not taken for each variable: the
+	// judging is brief, and most of it is looking up verdicts.
+	verdicts.mu.Lock()
+	defer verdicts.mu.Unlock()
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
 		if p.withholds(kv, name, value) {

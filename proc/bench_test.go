@@ -57,21 +57,29 @@ func BenchmarkSpawnPaired(b *testing.B) {
 // (x-FIRST) and CPU (x-FIRST-cpu).
 func paired(b *testing.B, first, second string, runFirst, runSecond func()) {
 	var t1, t2 time.Duration
-	var c1, c2 int64
+	var c1, c2, p1, p2 int64
 	for b.Loop() {
-		s0, u0 := time.Now(), cpuTime()
+		s0, u0, o0 := time.Now(), cpuTime(), ownCPUTime()
 		runFirst()
-		s1, u1 := time.Now(), cpuTime()
+		s1, u1, o1 := time.Now(), cpuTime(), ownCPUTime()
 		runSecond()
-		s2, u2 := time.Now(), cpuTime()
+		s2, u2, o2 := time.Now(), cpuTime(), ownCPUTime()
 		t1, t2 = t1+s1.Sub(s0), t2+s2.Sub(s1)
 		c1, c2 = c1+u1-u0, c2+u2-u1
+		p1, p2 = p1+o1-o0, p2+o2-o1
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(t1.Nanoseconds())/n, first+"-ns/op")
 	b.ReportMetric(float64(t2.Nanoseconds())/n, second+"-ns/op")
 	b.ReportMetric(float64(t2)/float64(t1), "x-"+first)
 	b.ReportMetric(float64(c2)/float64(c1), "x-"+first+"-cpu")
+	// Where the CPU went: this process's own (the parent's side of a
+	// start), and its children's (what runs in the child, before and
+	// after its exec).
+	b.ReportMetric(float64(p1)/n, first+"-own-cpu-ns/op")
+	b.ReportMetric(float64(p2)/n, second+"-own-cpu-ns/op")
+	b.ReportMetric(float64(c1-p1)/n, first+"-child-cpu-ns/op")
+	b.ReportMetric(float64(c2-p2)/n, second+"-child-cpu-ns/op")
 }
 
 // runTrue starts cfg and waits for it, failing b unless it exits 0.
@@ -459,6 +467,13 @@ func cpuPerOp(b *testing.B) func() {
 	return func() {
 		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 	}
+}
+
+// ownCPUTime is this process's CPU time, without its children's.
+func ownCPUTime() int64 {
+	var self syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	return self.Utime.Nano() + self.Stime.Nano()
 }
 
 func cpuTime() int64 {

@@ -294,7 +294,11 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		return nil, err
 	}
 	var u undo
-	p, st, err := open(cfg, &u)
+	inline := serveInline(cfg)
+	if inline {
+		u.push(contain.ReleaseWaitSlot)
+	}
+	p, st, err := open(cfg, &u, inline)
 	if err == nil {
 		err = p.launch(st, &u)
 	}
@@ -323,7 +327,7 @@ func (u undo) run() {
 // open acquires what a process needs before it starts: its sandbox's
 // temporary directory, its log, its pipes (or terminal) and lifeline,
 // and its containment (a cgroup).
-func open(cfg Config, u *undo) (*Process, *streams, error) {
+func open(cfg Config, u *undo, inline bool) (*Process, *streams, error) {
 	sb, err := fence.Prepare(cfg.Sandbox, cfg.Dir)
 	if err != nil {
 		return nil, nil, err
@@ -346,7 +350,7 @@ func open(cfg Config, u *undo) (*Process, *streams, error) {
 		p.log = lf
 		u.push(func() { lf.close() })
 	}
-	st, err := openStreams(cfg)
+	st, err := openStreams(cfg, inline)
 	u.push(st.close)
 	if err != nil {
 		return nil, nil, err
@@ -447,18 +451,22 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 	if ctx != nil && ctx.Done() != nil {
 		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(p.cfg.Grace, context.Cause(ctx)) })
 	}
+	if p.cfg.PromptAfter > 0 {
+		// A timer, not a goroutine waiting on one: starting a goroutine
+		// costs a start more than the timer, and most commands end before
+		// their first look.
+		p.promptTimer = time.AfterFunc(p.cfg.PromptAfter, p.watchPrompts)
+	}
+	if st.inline {
+		go p.serve(st) // the readers and the reaper in one (serve_linux.go)
+		return
+	}
 	readers := make(chan struct{}, 2)
 	go p.capture(st.out, Stdout, readers)
 	if st.err != nil {
 		go p.capture(st.err, Stderr, readers)
 	} else {
 		readers <- struct{}{} // a terminal has one stream
-	}
-	if p.cfg.PromptAfter > 0 {
-		// A timer, not a goroutine waiting on one: starting a goroutine
-		// costs a start more than the timer, and most commands end before
-		// their first look.
-		p.promptTimer = time.AfterFunc(p.cfg.PromptAfter, p.watchPrompts)
 	}
 	go p.reap(st.out, st.err, readers)
 }
@@ -608,34 +616,55 @@ func (p *Process) record(b []byte, s Stream) {
 func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	// While the leader's zombie stays, its pid (and so the group id)
 	// cannot be reused, and the task can tell that it forked nothing at
-	// all. The leftovers go first, so that they are counted before the
-	// group's SIGKILL; the group's are all in the task unless they shed
-	// their mark.
-	beforeReap := contain.WaitExited(p.pid) == nil
-	var ended Contained
-	// alone: nothing of it outlived the leader, so its cgroup may serve
-	// the next command.
-	alone := beforeReap
+	// all.
+	r := p.leaderExited(contain.WaitExited(p.pid) == nil)
+	p.waitReaders(rOut, rErr, readers)
+	p.finish(r)
+}
+
+// reaped is what leaderExited learned, for finish.
+type reaped struct {
+	ended     Contained
+	alone     bool // nothing of it outlived the leader: its cgroup may serve the next command
+	cpu       time.Duration
+	peak      int64
+	waitError error // cmd.Wait's
+}
+
+// leaderExited handles the leader's exit: it ends what outlived the
+// leader, kills what is left of the group, reaps the leader and releases
+// the task. beforeReap says that the leader has exited and is not reaped
+// yet (its zombie holds its pid); false where that cannot be known, and
+// the leader is then reaped first. The leftovers go first, so that they
+// are counted before the group's SIGKILL; the group's are all in the task
+// unless they shed their mark.
+func (p *Process) leaderExited(beforeReap bool) (r reaped) {
+	r.alone = beforeReap
 	if beforeReap && p.task.MayHaveLeftovers() {
-		alone = false
+		r.alone = false
 		p.mu.Lock()
 		stopping, by := p.stopped, p.stopBy
 		p.mu.Unlock()
-		p.task.EndLeftovers(&ended, stopping, by)
+		p.task.EndLeftovers(&r.ended, stopping, by)
 	}
 	if beforeReap {
 		p.leaderIsGone()
 	}
-	err := p.cmd.Wait()
+	r.waitError = p.cmd.Wait()
 	if !beforeReap {
 		p.leaderIsGone()
 	}
-	cpu, peak := p.task.Release(&ended, alone, p.cmd.ProcessState)
-	p.waitReaders(rOut, rErr, readers)
+	r.cpu, r.peak = p.task.Release(&r.ended, r.alone, p.cmd.ProcessState)
+	return r
+}
+
+// finish gives back what the process held, once its output is read, and
+// publishes its exit.
+func (p *Process) finish(r reaped) {
 	// Nothing of the task is left to use its network namespace: its
 	// cgroup was empty, or, for the forker's command in ModeMarks, no
 	// process was made after its leader but the forker's threads.
-	p.sandbox.Release(alone && (p.task.InCgroup() || p.sandbox.Forked()))
+	p.sandbox.Release(r.alone && (p.task.InCgroup() || p.sandbox.Forked()))
 	p.lifeline.Close()
 	if p.stdin != nil {
 		p.stdin.Close() // a blocked Input returns; Input after done fails
@@ -646,7 +675,7 @@ func (p *Process) reap(rOut, rErr *os.File, readers <-chan struct{}) {
 	if p.promptTimer != nil {
 		p.promptTimer.Stop() // a watch already started ends once done is closed
 	}
-	p.publish(Exit{CPU: cpu, MemoryPeak: peak, Contained: ended}, err)
+	p.publish(Exit{CPU: r.cpu, MemoryPeak: r.peak, Contained: r.ended}, r.waitError)
 }
 
 // waitReaders waits for the two readers to reach the end of their pipes,

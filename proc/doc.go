@@ -67,11 +67,15 @@
 //
 // # Concurrency properties
 //
-// All methods of Process are safe for concurrent use. Each process has
-// three goroutines (two readers and a reaper), and, once it has run for
-// Config.PromptAfter, a fourth that watches for prompts (unless
-// PromptAfter is negative); the first three end by the time Done is
-// closed, the watcher as soon as it sees Done closed.
+// All methods of Process are safe for concurrent use. On Linux, a
+// process whose output goes to its pipes only (no terminal, no
+// Config.Stdout) has one goroutine, which blocks in poll on its pipes
+// and on a pidfd of its leader, holding a thread, as os/exec's Wait
+// does: it reads the output and reaps the leader. Past 32 such at once,
+// and elsewhere, a process has a reader per pipe in Go's poller and a
+// reaper. Once it has run for Config.PromptAfter, another goroutine
+// watches for prompts (unless PromptAfter is negative). They end by the
+// time Done is closed, the watcher as soon as it sees Done closed.
 // Signals are sent under the process's lock, so they are ordered before
 // the leader is marked exited: a signal never reaches a reused group id.
 // Input and CloseInput take turns through a one-slot semaphore, so writes

@@ -66,3 +66,15 @@ func SandboxABI(n int) { sandbox.PretendABI(n) }
 // SandboxMounts turns the sandbox's read-only mounts on (where the host
 // can make them) or off, so that Landlock alone refuses writes.
 func SandboxMounts(on bool) { sandbox.Mounts(on) }
+
+// InlineReaper turns the inline reaper (serve_linux.go) on (the default)
+// or off, or on without a pidfd, and returns how to put it back; it also
+// says how many processes it has served.
+func InlineReaper(on, pidfd bool) (restore func(), served int64) {
+	wasOff, wasNoPidfd := noInline.Load(), noPidfd.Load()
+	noInline.Store(!on)
+	noPidfd.Store(!pidfd)
+	return func() { noInline.Store(wasOff); noPidfd.Store(wasNoPidfd) }, inlineServed()
+}
+
+func inlineServed() int64 { return served.Load() }

@@ -49,12 +49,17 @@ type streams struct {
 	childIn, childOut, childErr *os.File // the child's ends; childIn nil: /dev/null
 
 	ours, child []*os.File // everything opened, for close and closeChild
+
+	// inline: out and err are not the poller's, for serve (serveInline
+	// took a blocking wait for it).
+	inline bool
 }
 
 // openStreams opens the pipes (or the terminal) and the lifeline for a
-// process started with cfg. On error, what it opened is closed.
-func openStreams(cfg Config) (*streams, error) {
-	s := &streams{}
+// process started with cfg; with inline, the pipes' read ends for serve.
+// On error, what it opened is closed.
+func openStreams(cfg Config, inline bool) (*streams, error) {
+	s := &streams{inline: inline}
 	var err error
 	if cfg.TTY {
 		var tty *os.File
@@ -64,7 +69,7 @@ func openStreams(cfg Config) (*streams, error) {
 		s.keep(s.out, tty)
 		s.stdin, s.childIn, s.childOut, s.childErr = s.out, tty, tty, tty
 	} else {
-		if s.out, s.childOut, err = contain.Pipe(true, false); err != nil {
+		if s.out, s.childOut, err = contain.Pipe(!inline, false); err != nil {
 			return s, err
 		}
 		s.keep(s.out, s.childOut)
@@ -72,7 +77,7 @@ func openStreams(cfg Config) (*streams, error) {
 		// pipes read by two goroutines cannot.
 		s.childErr = s.childOut
 		if cfg.SeparateStreams {
-			if s.err, s.childErr, err = contain.Pipe(true, false); err != nil {
+			if s.err, s.childErr, err = contain.Pipe(!inline, false); err != nil {
 				return s, err
 			}
 			s.keep(s.err, s.childErr)

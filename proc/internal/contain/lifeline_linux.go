@@ -118,3 +118,23 @@ func Pollable(f *os.File) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
+
+// TakeWaitSlot reserves one of WaitExited's blocking waits for a caller
+// that blocks in a system call of its own, holding a thread, until a
+// process exits (proc's inline reaper, which polls the command's pipes
+// and a pidfd of its leader); false when all are taken.
+// ReleaseWaitSlot gives it back.
+func TakeWaitSlot() bool {
+	if blockedWaits.Add(1) <= blockingWaits {
+		return true
+	}
+	blockedWaits.Add(-1)
+	return false
+}
+
+// ReleaseWaitSlot gives back a slot TakeWaitSlot reserved.
+func ReleaseWaitSlot() { blockedWaits.Add(-1) }
+
+// HasExited says whether the child pid has exited, without waiting and
+// without reaping it (as WaitExited leaves it).
+func HasExited(pid int) bool { return waitid(unix.P_PID, pid, syscall.WNOHANG) == nil }

@@ -31,3 +31,9 @@ func Pipe(pollRead, pollWrite bool) (r, w *os.File, err error) {
 // still gives up when its context ends, but the write itself waits until
 // the terminal is read or closed.
 func Pollable(f *os.File) (*os.File, error) { return f, nil }
+
+// TakeWaitSlot is false here: there is no WaitExited to share with.
+func TakeWaitSlot() bool { return false }
+
+// ReleaseWaitSlot does nothing here.
+func ReleaseWaitSlot() {}

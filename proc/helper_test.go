@@ -258,6 +258,11 @@ func helper(args []string) int {
 		syscall.PtraceDetach(pid)
 		fmt.Println("attached")
 		return 0
+	case "stdin-flags": // print stdin's O_NONBLOCK and O_APPEND, then set them
+		flags, _ := unix.FcntlInt(0, unix.F_GETFL, 0)
+		fmt.Printf("flags %#o\n", flags&(unix.O_NONBLOCK|unix.O_APPEND))
+		unix.FcntlInt(0, unix.F_SETFL, flags|unix.O_NONBLOCK|unix.O_APPEND)
+		return 0
 	case "ignore-term": // ignore SIGTERM, say so, wait to be killed
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ignoring SIGTERM")

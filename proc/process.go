@@ -638,9 +638,16 @@ type reaped struct {
 // the leader is then reaped first. The leftovers go first, so that they
 // are counted before the group's SIGKILL; the group's are all in the task
 // unless they shed their mark.
-func (p *Process) leaderExited(beforeReap bool) (r reaped) {
+func (p *Process) leaderExited(beforeReap bool) reaped {
+	return p.leaderExitedWith(beforeReap, beforeReap && p.task.MayHaveLeftovers())
+}
+
+// leaderExitedWith is leaderExited where the caller has looked for
+// leftovers (Task.MayHaveLeftovers) itself. With leftovers, it ends
+// them, which during a stop waits for them up to the stop's grace.
+func (p *Process) leaderExitedWith(beforeReap, leftovers bool) (r reaped) {
 	r.alone = beforeReap
-	if beforeReap && p.task.MayHaveLeftovers() {
+	if leftovers {
 		r.alone = false
 		p.mu.Lock()
 		stopping, by := p.stopped, p.stopBy

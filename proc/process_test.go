@@ -642,13 +642,19 @@ func TestCommandHasNoControllingTerminal(t *testing.T) {
 	}
 }
 
-// A command without input reads the end of its input at once, from
-// /dev/null: one descriptor the host keeps open for every such command,
-// which none of them can close or move for the next (each has its own
-// copy), nor write anything through.
+// A command without input reads the end of its input at once, from a
+// /dev/null of its own: flags one sets on it (O_NONBLOCK, O_APPEND)
+// reach no other (an outsider's finding, when one was shared).
 func TestCommandWithoutInputHasDevNull(t *testing.T) {
+	for i := range 2 {
+		p := mustStart(t, helperConfig("stdin-flags"))
+		mustWait(t, p)
+		if got := string(p.Read(proc.Combined, 0, 0).Data); got != "flags 0\n" {
+			t.Fatalf("run %d: stdin's flags %q, want none (the run before set O_NONBLOCK and O_APPEND on its own)", i, got)
+		}
+	}
 	for i := range 3 {
-		p := mustStart(t, proc.Config{Command: `readlink /proc/self/fd/0; echo x >&0; exec 0<&-; cat /proc/self/fd/0 2>/dev/null || echo closed`})
+		p := mustStart(t, proc.Config{Command: `readlink /proc/self/fd/0; exec 0<&-; cat /proc/self/fd/0 2>/dev/null || echo closed`})
 		if e := mustWait(t, p); e.Code != 0 {
 			t.Fatalf("run %d: %+v", i, e)
 		}
@@ -659,5 +665,22 @@ func TestCommandWithoutInputHasDevNull(t *testing.T) {
 	p := mustStart(t, proc.Config{Command: `cat; echo end`})
 	if e := mustWait(t, p); e.Code != 0 || string(p.Read(proc.Combined, 0, 0).Data) != "end\n" {
 		t.Fatalf("cat of no input: %+v, %q", e, p.Read(proc.Combined, 0, 0).Data)
+	}
+}
+
+// A stop gives what outlived the leader its grace, and what it prints
+// then, past what a pipe holds, is read meanwhile: a test runner's report
+// on SIGTERM, behind a shell that SIGTERM ends at once (an outsider's
+// finding: the inline reaper read nothing while it waited).
+func TestLastWordsDuringAStopAreRead(t *testing.T) {
+	p := mustStart(t, proc.Config{Command: `sh -c 'trap "seq 1 100000; echo cleanup-done; exit 0" TERM; echo started; while :; do sleep 0.01; done' & wait`})
+	readUntil(t, p, "started")
+	p.Stop(20 * time.Second)
+	e := mustWait(t, p)
+	if got := p.Tail(1); got != "cleanup-done\n" || e.Bytes < 588895 {
+		t.Errorf("after the stop: %d bytes, ending %q; want the leftover's 588895 bytes and cleanup-done", e.Bytes, got)
+	}
+	if e.Duration > 15*time.Second {
+		t.Errorf("the stop took %v: the leftover blocked on its pipe until the grace ran out", e.Duration)
 	}
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,13 +21,25 @@ import (
 // from each reader to the reaper: about 25 µs of CPU, a few per cent of
 // a start (BenchmarkSpawnPaired). The goroutine holds a thread while it
 // blocks, as the reaper's waitid does, so it takes one of WaitExited's
-// blocking waits (contain.TakeWaitSlot); past those, the other way.
+// blocking waits (contain.TakeWaitSlot); past those, the other way, and
+// the other way too on a kernel without pidfds (before Linux 5.3).
 
 // serveInline says whether a process started with cfg is served inline,
 // and if so has taken a blocking wait for it.
 func serveInline(cfg Config) bool {
-	return !cfg.TTY && cfg.Stdout == nil && !noInline.Load() && contain.TakeWaitSlot()
+	return !cfg.TTY && cfg.Stdout == nil && !noInline.Load() && pidfds() && contain.TakeWaitSlot()
 }
+
+// pidfds says whether this kernel makes pidfds (Linux 5.3), and lets a
+// seccomp profile the host runs under do so.
+var pidfds = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	syscall.Close(fd)
+	return true
+})
 
 // Test knobs: noInline turns the inline reaper off, noPidfd makes it
 // look for the leader's exit as it does without a pidfd (both ways must
@@ -37,13 +50,25 @@ var (
 )
 
 // exitPollMs is how often serve looks for the leader's exit when it has
-// no pidfd (pidfd_open failed: out of descriptors).
+// no pidfd: pidfd_open failed for this process (out of descriptors),
+// though the kernel makes them.
 const exitPollMs = 50
+
+// leftoverPollMs is how often serve looks whether the leftovers are
+// ended, which another goroutine does meanwhile (see serve).
+const leftoverPollMs = 10
 
 // serve reads st's pipes into the buffers until their end, and reaps the
 // leader when it exits, waiting after it for the pipes' end for
 // Config.WaitDelay at most (as waitReaders does); then publishes the
 // exit. It gives back the blocking wait serveInline took.
+//
+// Each wake reads once from each pipe that is ready, then polls again:
+// a pipe that never runs dry (a flood of output) delays neither the
+// leader's exit, nor the other pipe, nor the deadline. The leftovers of
+// a leader, which a stop gives their grace to end (EndLeftovers), are
+// ended by another goroutine, while this one reads on: their last words
+// (a test runner's report on SIGTERM) must not block on a full pipe.
 func (p *Process) serve(st *streams) {
 	defer contain.ReleaseWaitSlot()
 	served.Add(1)
@@ -67,27 +92,33 @@ func (p *Process) serve(st *streams) {
 	}
 	open := len(kinds)
 	buf := make([]byte, minGrow)
-	exited := false
-	var r reaped
-	var deadline time.Time
-	for open > 0 || !exited {
+	var (
+		exited   bool        // the leader has exited
+		ending   chan reaped // the leftovers are being ended; nil when not
+		r        reaped      // set once reaped is
+		reapedOK bool        // the leader is reaped
+		deadline time.Time   // for the pipes, once reapedOK
+	)
+	for open > 0 || !reapedOK {
 		timeout := -1
-		if pidfd < 0 && !exited {
-			timeout = exitPollMs
-		}
-		if exited {
+		if reapedOK {
 			left := time.Until(deadline)
 			if left <= 0 {
 				break // the pipes' time is up: processes that left the group hold them
 			}
 			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
 		}
+		if ending != nil {
+			timeout = leftoverPollMs
+		} else if !exited && pidfd < 0 {
+			timeout = exitPollMs
+		}
 		if _, err := unix.Poll(fds, timeout); err != nil && err != syscall.EINTR {
 			time.Sleep(time.Millisecond) // ENOMEM: try again, not in a loop that spins
 			continue
 		}
 		for i := 1; i < len(fds); i++ {
-			if fds[i].Fd >= 0 && fds[i].Revents != 0 && !p.drain(int(fds[i].Fd), kinds[i-1], &buf) {
+			if fds[i].Fd >= 0 && fds[i].Revents != 0 && !p.readOnce(int(fds[i].Fd), kinds[i-1], &buf) {
 				fds[i].Fd = -1 // poll skips it
 				open--
 			}
@@ -95,8 +126,21 @@ func (p *Process) serve(st *streams) {
 		if !exited && (fds[0].Revents != 0 || (pidfd < 0 && contain.HasExited(p.pid))) {
 			exited = true
 			fds[0].Fd = -1
-			r = p.leaderExited(true)
-			deadline = time.Now().Add(p.cfg.WaitDelay)
+			if p.task.MayHaveLeftovers() {
+				ending = make(chan reaped, 1)
+				go func() { ending <- p.leaderExitedWith(true, true) }()
+			} else {
+				r, reapedOK = p.leaderExitedWith(true, false), true
+				deadline = time.Now().Add(p.cfg.WaitDelay)
+			}
+		}
+		if ending != nil {
+			select {
+			case r = <-ending:
+				ending, reapedOK = nil, true
+				deadline = time.Now().Add(p.cfg.WaitDelay)
+			default:
+			}
 		}
 	}
 	if pidfd >= 0 {
@@ -106,10 +150,11 @@ func (p *Process) serve(st *streams) {
 	p.finish(r)
 }
 
-// drain reads what the pipe fd holds into the buffers as stream s, and
-// says whether it is still open: false at its end (or on an error, which
-// capture takes as one too). buf grows as capture's does.
-func (p *Process) drain(fd int, s Stream, buf *[]byte) bool {
+// readOnce reads once from the pipe fd, which poll said is ready, into
+// the buffers as stream s, and says whether it is still open: false at
+// its end (or on an error, which capture takes as one too). buf grows as
+// capture's does.
+func (p *Process) readOnce(fd int, s Stream, buf *[]byte) bool {
 	for {
 		n, err := syscall.Read(fd, *buf)
 		switch {
@@ -124,5 +169,6 @@ func (p *Process) drain(fd int, s Stream, buf *[]byte) bool {
 		if n == len(*buf) && len(*buf) < readBufferBytes {
 			*buf = make([]byte, 2*len(*buf))
 		}
+		return true
 	}
 }

@@ -25,6 +25,7 @@ func TestTheWaysAProcessIsServed(t *testing.T) {
 		{"StreamsAreSeparateAndInterleaved", TestStreamsAreSeparateAndInterleaved},
 		{"WaitOutputFollowsTheOutput", TestWaitOutputFollowsTheOutput},
 		{"CommandWithoutInputHasDevNull", TestCommandWithoutInputHasDevNull},
+		{"LastWordsDuringAStopAreRead", TestLastWordsDuringAStopAreRead},
 	}
 	for _, way := range []struct {
 		name          string

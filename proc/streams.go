@@ -101,15 +101,13 @@ func (s *streams) keep(ours, child *os.File) {
 	s.ours, s.child = append(s.ours, ours), append(s.child, child)
 }
 
-// attach gives the child its ends. Without input, its stdin is
-// /dev/null: the one this process keeps open (contain.DevNull), or,
-// should that fail, a nil stream, which exec.Cmd connects to /dev/null
-// itself (and whose error it reports).
+// attach gives the child its ends. An unset end stays a nil interface,
+// which exec.Cmd connects to /dev/null (as does the root fence's own
+// fork, in the child: each command has a /dev/null of its own, whose
+// flags it cannot change for another).
 func (s *streams) attach(cmd *exec.Cmd) {
 	if s.childIn != nil {
 		cmd.Stdin = s.childIn
-	} else if null, err := contain.DevNull(); err == nil {
-		cmd.Stdin = null
 	}
 	cmd.Stdout, cmd.Stderr = s.childOut, s.childErr
 }

@@ -98,11 +98,23 @@ type forkSpec struct {
 	nofile     *syscall.Rlimit
 	filter     *unix.SockFprog // the fence's seccomp filter; nil: none
 	caps       *step.Caps      // capset without ContainDrops inheritable; nil: none held
+	null       *byte           // "/dev/null", for the fds that are devNullIn or devNullOut; nil: none
 	clone3     *cloneArgs      // nil: clone
 	// Written by a child that failed.
 	step  forkStep
 	errno syscall.Errno
 }
+
+// devNullIn and devNullOut in forkSpec.fds are streams the command gets
+// /dev/null for, read-only for stdin and write-only for the others, as
+// os/exec opens it; the child opens it, so that each command has one of
+// its own (flags set on a shared one would reach the others).
+const (
+	devNullIn  = -2
+	devNullOut = -3
+)
+
+var devNullPath = &[]byte("/dev/null\x00")[0]
 
 // forkStep names the child's steps, for its errors.
 type forkStep uint8
@@ -166,14 +178,16 @@ func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error)
 	}
 	s.fds = make([]int, len(files))
 	for i, f := range files {
-		if f == nil && i < 3 {
-			if f, err = DevNull(); err != nil {
-				return true, err
-			}
-		}
 		s.fds[i] = -1
-		if f != nil {
+		switch {
+		case f != nil:
 			s.fds[i] = int(f.Fd())
+		case i == 0:
+			s.fds[i] = devNullIn // the child opens it: one of its own, as os/exec's
+			s.null = devNullPath
+		case i < 3:
+			s.fds[i] = devNullOut
+			s.null = devNullPath
 		}
 		s.nextfd = max(s.nextfd, s.fds[i])
 	}
@@ -248,6 +262,9 @@ func (s *forkSpec) err(cmd *exec.Cmd) error {
 	}
 	return &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: s.errno}
 }
+
+// atFDCWD is AT_FDCWD (-100), as the system call takes it.
+const atFDCWD = ^uintptr(99)
 
 // forkChild forks, and in the child does what s says and execs: it
 // returns in the parent only. The child runs on this stack while the
@@ -331,9 +348,26 @@ func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
 		}
 	}
 
-	// Files: first move each fds[i] below i out of the way of those
-	// moved down after it, then each onto i.
+	// Files: /dev/null where asked (opened here, after the fence: the
+	// namespace's), then first move each fds[i] below i out of the way
+	// of those moved down after it, then each onto i.
 	s.step = stepFiles
+	for i = 0; s.null != nil && i < len(s.fds); i++ {
+		if s.fds[i] != devNullIn && s.fds[i] != devNullOut {
+			continue
+		}
+		c = syscall.O_WRONLY | syscall.O_CLOEXEC
+		if s.fds[i] == devNullIn {
+			c = syscall.O_RDONLY | syscall.O_CLOEXEC
+		}
+		if c, _, err1 = syscall.RawSyscall6(syscall.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(s.null)), c, 0, 0, 0); err1 != 0 {
+			goto fail
+		}
+		s.fds[i] = int(c)
+		if int(c) >= s.nextfd {
+			s.nextfd = int(c) + 1
+		}
+	}
 	for i = 0; i < len(s.fds); i++ {
 		if s.fds[i] >= 0 && s.fds[i] < i {
 			if _, _, err1 = syscall.RawSyscall(syscall.SYS_DUP3, uintptr(s.fds[i]), uintptr(s.nextfd), syscall.O_CLOEXEC); err1 != 0 {

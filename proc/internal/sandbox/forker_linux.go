@@ -207,14 +207,22 @@ func (sb *Setup) startForked(cmd *exec.Cmd) error {
 		files = append(files, fd)
 		return len(files) - 1
 	}
+	var null *os.File
+	defer func() {
+		if null != nil {
+			null.Close()
+		}
+	}()
 	for i, s := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
 		f, ok := s.(*os.File)
 		if s == nil {
-			var err error
-			if f, err = contain.DevNull(); err != nil {
-				return fmt.Errorf("proc: sandbox: %w", err)
+			if null == nil {
+				var err error
+				if null, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+					return fmt.Errorf("proc: sandbox: %w", err)
+				}
 			}
-			ok = true
+			f, ok = null, true
 		}
 		if !ok {
 			return fmt.Errorf("proc: sandbox: forker: stream %d is not a file", i)

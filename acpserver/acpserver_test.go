@@ -840,7 +840,7 @@ func TestLoadSessionReplaysAndContinues(t *testing.T) {
 	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionId != "old" {
 		t.Fatalf("ListSessions = %+v, %v", list, err)
 	}
-	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "nope", McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), "no such session") {
+	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "nope", McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), `unknown session \"nope\"`) {
 		t.Errorf("loading an unknown session: %v", err)
 	}
 	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "old", McpServers: []acp.McpServer{}}); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline"
+	"github.com/offstage/offstage/internal/text"
 )
 
 // Config configures the agent.
@@ -315,7 +316,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 		return acp.LoadSessionResponse{}, err
 	}
 	if _, err := srv.session(p.SessionId); err == nil {
-		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", p.SessionId)
+		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", quoted(p.SessionId))
 	}
 	if srv.full() {
 		return acp.LoadSessionResponse{}, srv.fullError()
@@ -324,7 +325,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 		s, live, err := attachSession(srv, p.SessionId)
 		switch {
 		case err != nil:
-			return acp.LoadSessionResponse{}, invalid("session %s is live, and cannot be loaded here: %s", p.SessionId, err.Error())
+			return acp.LoadSessionResponse{}, invalid("session %s is live, and cannot be loaded here: %s", quoted(p.SessionId), err.Error())
 		case live:
 			// Live: its own conversation is replayed, and what its model
 			// has not seen waits in its table for the next prompt.
@@ -346,9 +347,12 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {
 	case errors.Is(err, agent.ErrUnknownSession):
-		return acp.LoadSessionResponse{}, invalid("%s; session/list gives the sessions there are", err.Error())
+		// The whole id only: a start of one would load that session under
+		// the name sent (ACP ids are exact), and one that several ids
+		// start with is no session either.
+		return acp.LoadSessionResponse{}, invalid("unknown session %s: session/load takes a whole sessionId, as session/list gives them", quoted(p.SessionId))
 	case err != nil:
-		return acp.LoadSessionResponse{}, internal("loading session %s: %s", p.SessionId, err.Error())
+		return acp.LoadSessionResponse{}, internal("loading session %s: %s", quoted(p.SessionId), err.Error())
 	}
 	history := s.sess.History()
 	s.replay(history)
@@ -393,7 +397,7 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 		return srv.fullError()
 	case taken: // a session/load of the same id at the same time
 		s.close("a session of that id was loaded at the same time")
-		return invalid("session %s is already open on this connection", id)
+		return invalid("session %s is already open on this connection", quoted(id))
 	}
 	return nil
 }
@@ -415,12 +419,12 @@ func (srv *server) session(id acp.SessionId) (*session, error) {
 	s, ok := srv.sessions[id]
 	if !ok {
 		if cause := srv.ended[id]; cause != nil {
-			return nil, invalid("session %q was closed (%s): session/load it to go on with its conversation, or create one with session/new", id, cause.Error())
+			return nil, invalid("session %s was closed (%s): session/load it to go on with its conversation, or create one with session/new", quoted(id), cause.Error())
 		}
 		if srv.cfg.Keep != nil { // sessions outlive the connection: load it
-			return nil, invalid("session %q is not open on this connection: session/load it (session/list lists them), or create one with session/new", id)
+			return nil, invalid("session %s is not open on this connection: session/load it (session/list lists them), or create one with session/new", quoted(id))
 		}
-		return nil, invalid("unknown session %q: create one with session/new (sessions do not survive a restart of the agent)", id)
+		return nil, invalid("unknown session %s: create one with session/new (sessions do not survive a restart of the agent)", quoted(id))
 	}
 	return s, nil
 }
@@ -483,6 +487,10 @@ func notOffered(method, why string) *acp.RequestError {
 func internal(format string, args ...any) *acp.RequestError {
 	return rpcError(-32603, "Internal error", fmt.Sprintf(format, args...))
 }
+
+// quoted is a session id as an error names it: quoted, control
+// characters escaped, at most 80 characters (a client may send anything).
+func quoted(id acp.SessionId) string { return text.Quote(string(id), 80) }
 
 func rpcError(code int, kind, sentence string) *acp.RequestError {
 	return &acp.RequestError{Code: code, Message: kind + ": " + sentence, Data: map[string]any{"error": sentence}}

@@ -1133,3 +1133,42 @@ func TestALiveLoadEndsTheCardsOfItsTasks(t *testing.T) {
 		return has(lines(us, id), "tool_call_update completed")
 	})
 }
+
+// TestAHangUpMidTurnEndsTheForegroundCommandBySession pins a leftover
+// of the ACP review: an editor that died mid-turn left its foreground
+// command recorded as ended by the user (the turn's cancel came before
+// the session's close, and a plain cancel reads as the user's). It ended
+// because its client went away: by the session, saying so; a kept
+// session (offstage serve), which goes on, says so too.
+func TestAHangUpMidTurnEndsTheForegroundCommandBySession(t *testing.T) {
+	for _, kept := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kept=%v", kept), func(t *testing.T) {
+			marker := "OFFSTAGE_ACP_TEST=" + strings.ReplaceAll(t.Name(), "/", ".")
+			script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000"}}]}, {"text": "unreached"}]}`
+			cfg := acpserver.Config{AllowAll: true}
+			if kept {
+				cfg.Keep = acpserver.NewKeeper(context.Background())
+				defer cfg.Keep.Close(task.Closed("the test ended"))
+			}
+			cfg.Agent.Tools.Process.Env = append(os.Environ(), marker)
+			ends := &endRecorder{}
+			cfg.Agent.Tasks.Recorder = ends
+			h := start(t, script, cfg)
+			id := h.session(t)
+			prompted := make(chan error, 1)
+			go func() {
+				_, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("run it")}})
+				prompted <- err
+			}()
+			waitProcs(t, marker, func(n int) bool { return n >= 1 })
+			h.hangUp()
+			<-prompted
+			if n := len(proctest.Marked(marker)); n != 0 {
+				t.Errorf("%d processes alive after the client hung up", n)
+			}
+			if by, reason := ends.of("shell:1"); by != task.BySession || !strings.Contains(reason, "acp: the client went away") {
+				t.Errorf("shell:1 ended by %q (%q), want session (acp: the client went away)", by, reason)
+			}
+		})
+	}
+}

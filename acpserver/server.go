@@ -17,6 +17,7 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/task"
 )
 
 // Config configures the agent.
@@ -113,8 +114,8 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// would log and drop them (or hang up on an overlong one).
 	// When the input ends, the requests already read are answered (for up
 	// to DrainGrace) before the SDK sees the end, which cancels them.
-	reqCtx, endRequests := context.WithCancel(ctx)
-	defer endRequests()
+	reqCtx, endRequests := context.WithCancelCause(ctx)
+	defer endRequests(nil)
 	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*answer)}
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
 		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
@@ -132,7 +133,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 		why = "the agent was stopped (" + context.Cause(ctx).Error() + ")"
 	}
 	guarded.Close() // a drain under way stops: everything closes now
-	endRequests()   // as the SDK cancels its requests' contexts
+	endRequests(task.Ended(task.BySession, "acp: "+why)) // as the SDK cancels its requests' contexts; a turn they cancel records why (connectionGone)
 	return srv.closeAll(why)
 }
 
@@ -144,7 +145,8 @@ type server struct {
 	out  *rpcline.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
 	// reqCtx ends when the connection's input does: the prompts' requests
 	// are its children (prompt.go), as the SDK's requests are its
-	// connection's.
+	// connection's. Its cause is a *task.EndError saying the client went
+	// away (connectionGone).
 	reqCtx context.Context
 
 	mu       sync.Mutex
@@ -463,7 +465,7 @@ func (srv *server) closeAll(why string) error {
 	var errs []error
 	for _, s := range all {
 		if s.kept != nil {
-			s.detach() // Config.Keep: it goes on without the connection
+			s.detach(why) // Config.Keep: it goes on without the connection
 			continue
 		}
 		errs = append(errs, s.close(why))
@@ -486,6 +488,17 @@ func notOffered(method, why string) *acp.RequestError {
 // internal is a JSON-RPC internal error that says what went wrong.
 func internal(format string, args ...any) *acp.RequestError {
 	return rpcError(-32603, "Internal error", fmt.Sprintf(format, args...))
+}
+
+// connectionGone is the cause to cancel a turn with when its prompt's
+// request ctx ended: the connection's end, which names itself (reqCtx's
+// cause), or nil for the client's own cancel of the request, a user's.
+func connectionGone(ctx context.Context) error {
+	var e *task.EndError
+	if errors.As(context.Cause(ctx), &e) {
+		return e
+	}
+	return nil
 }
 
 // quoted is a session id as an error names it: quoted, control

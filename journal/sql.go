@@ -1167,7 +1167,7 @@ func (s *DB) Session(ctx context.Context, id string) (Session, error) {
 	}
 	switch {
 	case len(ss) == 0:
-		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, text.Quote(id, 80))
 	case ss[0].ID == id || len(ss) == 1:
 		return ss[0], nil
 	}
@@ -1185,7 +1185,7 @@ func (s *DB) sessionByID(ctx context.Context, id string) (Session, error) {
 		return Session{}, err
 	}
 	if len(ss) == 0 {
-		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, text.Quote(id, 80))
 	}
 	return ss[0], nil
 }

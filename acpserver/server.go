@@ -133,7 +133,9 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 		why = "the agent was stopped (" + context.Cause(ctx).Error() + ")"
 	}
 	guarded.Close() // a drain under way stops: everything closes now
-	endRequests(task.Ended(task.BySession, "acp: "+why)) // as the SDK cancels its requests' contexts; a turn they cancel records why (connectionGone)
+	// As the SDK cancels its requests' contexts; a turn they cancel
+	// records why (connectionGone).
+	endRequests(task.Ended(task.BySession, "acp: "+why))
 	return srv.closeAll(why)
 }
 

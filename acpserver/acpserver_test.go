@@ -840,7 +840,7 @@ func TestLoadSessionReplaysAndContinues(t *testing.T) {
 	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].SessionId != "old" {
 		t.Fatalf("ListSessions = %+v, %v", list, err)
 	}
-	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "nope", McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), "no such session") {
+	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "nope", McpServers: []acp.McpServer{}}); err == nil || !strings.Contains(err.Error(), `unknown session \"nope\"`) {
 		t.Errorf("loading an unknown session: %v", err)
 	}
 	if _, err := h.conn.LoadSession(t.Context(), acp.LoadSessionRequest{Cwd: h.dir, SessionId: "old", McpServers: []acp.McpServer{}}); err != nil {
@@ -1132,4 +1132,43 @@ func TestALiveLoadEndsTheCardsOfItsTasks(t *testing.T) {
 	second.client.await(t, "the shell's card ends on the connection that loaded it", func(us []acp.SessionNotification) bool {
 		return has(lines(us, id), "tool_call_update completed")
 	})
+}
+
+// TestAHangUpMidTurnEndsTheForegroundCommandBySession pins a leftover
+// of the ACP review: an editor that died mid-turn left its foreground
+// command recorded as ended by the user (the turn's cancel came before
+// the session's close, and a plain cancel reads as the user's). It ended
+// because its client went away: by the session, saying so; a kept
+// session (offstage serve), which goes on, says so too.
+func TestAHangUpMidTurnEndsTheForegroundCommandBySession(t *testing.T) {
+	for _, kept := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kept=%v", kept), func(t *testing.T) {
+			marker := "OFFSTAGE_ACP_TEST=" + strings.ReplaceAll(t.Name(), "/", ".")
+			script := `{"turns": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 1000"}}]}, {"text": "unreached"}]}`
+			cfg := acpserver.Config{AllowAll: true}
+			if kept {
+				cfg.Keep = acpserver.NewKeeper(context.Background())
+				defer cfg.Keep.Close(task.Closed("the test ended"))
+			}
+			cfg.Agent.Tools.Process.Env = append(os.Environ(), marker)
+			ends := &endRecorder{}
+			cfg.Agent.Tasks.Recorder = ends
+			h := start(t, script, cfg)
+			id := h.session(t)
+			prompted := make(chan error, 1)
+			go func() {
+				_, err := h.conn.Prompt(t.Context(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("run it")}})
+				prompted <- err
+			}()
+			waitProcs(t, marker, func(n int) bool { return n >= 1 })
+			h.hangUp()
+			<-prompted
+			if n := len(proctest.Marked(marker)); n != 0 {
+				t.Errorf("%d processes alive after the client hung up", n)
+			}
+			if by, reason := ends.of("shell:1"); by != task.BySession || !strings.Contains(reason, "acp: the client went away") {
+				t.Errorf("shell:1 ended by %q (%q), want session (acp: the client went away)", by, reason)
+			}
+		})
+	}
 }

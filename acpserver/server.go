@@ -16,6 +16,8 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline"
+	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/task"
 )
 
 // Config configures the agent.
@@ -112,8 +114,8 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// would log and drop them (or hang up on an overlong one).
 	// When the input ends, the requests already read are answered (for up
 	// to DrainGrace) before the SDK sees the end, which cancels them.
-	reqCtx, endRequests := context.WithCancel(ctx)
-	defer endRequests()
+	reqCtx, endRequests := context.WithCancelCause(ctx)
+	defer endRequests(nil)
 	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*answer)}
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
 		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
@@ -131,7 +133,9 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 		why = "the agent was stopped (" + context.Cause(ctx).Error() + ")"
 	}
 	guarded.Close() // a drain under way stops: everything closes now
-	endRequests()   // as the SDK cancels its requests' contexts
+	// As the SDK cancels its requests' contexts; a turn they cancel
+	// records why (connectionGone).
+	endRequests(task.Ended(task.BySession, "acp: "+why))
 	return srv.closeAll(why)
 }
 
@@ -143,7 +147,8 @@ type server struct {
 	out  *rpcline.Writer // the connection's output, shared with the SDK: whole lines (wire.go)
 	// reqCtx ends when the connection's input does: the prompts' requests
 	// are its children (prompt.go), as the SDK's requests are its
-	// connection's.
+	// connection's. Its cause is a *task.EndError saying the client went
+	// away (connectionGone).
 	reqCtx context.Context
 
 	mu       sync.Mutex
@@ -315,7 +320,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 		return acp.LoadSessionResponse{}, err
 	}
 	if _, err := srv.session(p.SessionId); err == nil {
-		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", p.SessionId)
+		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", quoted(p.SessionId))
 	}
 	if srv.full() {
 		return acp.LoadSessionResponse{}, srv.fullError()
@@ -324,7 +329,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 		s, live, err := attachSession(srv, p.SessionId)
 		switch {
 		case err != nil:
-			return acp.LoadSessionResponse{}, invalid("session %s is live, and cannot be loaded here: %s", p.SessionId, err.Error())
+			return acp.LoadSessionResponse{}, invalid("session %s is live, and cannot be loaded here: %s", quoted(p.SessionId), err.Error())
 		case live:
 			// Live: its own conversation is replayed, and what its model
 			// has not seen waits in its table for the next prompt.
@@ -346,9 +351,12 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {
 	case errors.Is(err, agent.ErrUnknownSession):
-		return acp.LoadSessionResponse{}, invalid("%s; session/list gives the sessions there are", err.Error())
+		// The whole id only: a start of one would load that session under
+		// the name sent (ACP ids are exact), and one that several ids
+		// start with is no session either.
+		return acp.LoadSessionResponse{}, invalid("unknown session %s: session/load takes a whole sessionId, as session/list gives them", quoted(p.SessionId))
 	case err != nil:
-		return acp.LoadSessionResponse{}, internal("loading session %s: %s", p.SessionId, err.Error())
+		return acp.LoadSessionResponse{}, internal("loading session %s: %s", quoted(p.SessionId), err.Error())
 	}
 	history := s.sess.History()
 	s.replay(history)
@@ -393,7 +401,7 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 		return srv.fullError()
 	case taken: // a session/load of the same id at the same time
 		s.close("a session of that id was loaded at the same time")
-		return invalid("session %s is already open on this connection", id)
+		return invalid("session %s is already open on this connection", quoted(id))
 	}
 	return nil
 }
@@ -415,12 +423,12 @@ func (srv *server) session(id acp.SessionId) (*session, error) {
 	s, ok := srv.sessions[id]
 	if !ok {
 		if cause := srv.ended[id]; cause != nil {
-			return nil, invalid("session %q was closed (%s): session/load it to go on with its conversation, or create one with session/new", id, cause.Error())
+			return nil, invalid("session %s was closed (%s): session/load it to go on with its conversation, or create one with session/new", quoted(id), cause.Error())
 		}
 		if srv.cfg.Keep != nil { // sessions outlive the connection: load it
-			return nil, invalid("session %q is not open on this connection: session/load it (session/list lists them), or create one with session/new", id)
+			return nil, invalid("session %s is not open on this connection: session/load it (session/list lists them), or create one with session/new", quoted(id))
 		}
-		return nil, invalid("unknown session %q: create one with session/new (sessions do not survive a restart of the agent)", id)
+		return nil, invalid("unknown session %s: create one with session/new (sessions do not survive a restart of the agent)", quoted(id))
 	}
 	return s, nil
 }
@@ -459,7 +467,7 @@ func (srv *server) closeAll(why string) error {
 	var errs []error
 	for _, s := range all {
 		if s.kept != nil {
-			s.detach() // Config.Keep: it goes on without the connection
+			s.detach(why) // Config.Keep: it goes on without the connection
 			continue
 		}
 		errs = append(errs, s.close(why))
@@ -483,6 +491,21 @@ func notOffered(method, why string) *acp.RequestError {
 func internal(format string, args ...any) *acp.RequestError {
 	return rpcError(-32603, "Internal error", fmt.Sprintf(format, args...))
 }
+
+// connectionGone is the cause to cancel a turn with when its prompt's
+// request ctx ended: the connection's end, which names itself (reqCtx's
+// cause), or nil for the client's own cancel of the request, a user's.
+func connectionGone(ctx context.Context) error {
+	var e *task.EndError
+	if errors.As(context.Cause(ctx), &e) {
+		return e
+	}
+	return nil
+}
+
+// quoted is a session id as an error names it: quoted, control
+// characters escaped, at most 80 characters (a client may send anything).
+func quoted(id acp.SessionId) string { return text.Quote(string(id), 80) }
 
 func rpcError(code int, kind, sentence string) *acp.RequestError {
 	return &acp.RequestError{Code: code, Message: kind + ": " + sentence, Data: map[string]any{"error": sentence}}

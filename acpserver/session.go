@@ -435,8 +435,8 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 	var end agent.Event
 	select {
 	case end = <-s.turnEnds:
-	case <-ctx.Done(): // the client gave up on the request
-		s.sess.CancelTurn()
+	case <-ctx.Done(): // the client gave up on the request, or went away
+		s.sess.CancelTurnCause(connectionGone(ctx))
 		select {
 		case end = <-s.turnEnds:
 		case <-s.done:
@@ -611,7 +611,7 @@ func (s *session) close(why string) error { return s.closeCause(task.Closed("acp
 // sessions close, through Keeper.CloseSession).
 func (s *session) closeCause(cause error) error {
 	s.closeOnce.Do(func() {
-		s.stop()
+		s.stop(cause)
 		if s.kept != nil {
 			s.srv.cfg.Keep.forget(s.id)
 		}
@@ -623,12 +623,14 @@ func (s *session) closeCause(cause error) error {
 	return s.closeErr
 }
 
-// detach lets go of a kept session when its connection ends: its turn is
-// cancelled (no one would see the answer) and Run stops, so no turn runs
-// while no editor is connected; its tasks, shells and MCP servers go on.
-func (s *session) detach() {
+// detach lets go of a kept session when its connection ends, for why:
+// its turn is cancelled (no one would see the answer), its foreground
+// command recording that the client went away (by the session, not a
+// user), and Run stops, so no turn runs while no editor is connected;
+// its tasks, shells and MCP servers go on.
+func (s *session) detach(why string) {
 	s.closeOnce.Do(func() {
-		s.stop()
+		s.stop(task.Ended(task.BySession, "acp: "+why+"; the session goes on"))
 		s.waitSent()
 		s.answerClosed()
 		s.srv.cfg.Keep.release(s.id, s)
@@ -636,11 +638,12 @@ func (s *session) detach() {
 }
 
 // stop releases what waits on a full queue (a client that is alive but
-// not reading must not stall it), cancels the turn and stops Run.
-func (s *session) stop() {
+// not reading must not stall it), cancels the turn for cause (which its
+// foreground command records: never a user's cancel) and stops Run.
+func (s *session) stop(cause error) {
 	close(s.done)
 	s.announceTimer.Stop() // a session closed at once announces nothing
-	s.sess.CancelTurn()
+	s.sess.CancelTurnCause(cause)
 	s.stopRun()
 	<-s.ran
 }

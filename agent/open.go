@@ -52,8 +52,11 @@ type Journal interface {
 	// (Resume.Claim). A session that has a record already and is not
 	// resumed is refused: its conversation would be overwritten.
 	Record(ctx context.Context, info SessionInfo, cfg *Config) (Record, error)
-	// Load reads a recorded session back to continue it. id may be a
-	// unique start of an id. An unknown id is an error wrapping
+	// Load reads a recorded session back to continue it. id is the
+	// session's whole id: a surface where a person may type the start of
+	// one resolves it first (the CLI, with journal.Recorder.Resolve), and
+	// one that names sessions to a program (ACP's session/load) gets the
+	// session it named or none. An unknown id is an error wrapping
 	// ErrUnknownSession; a session still open in a live process is refused.
 	// Load takes nothing: two processes may load one session at once, and
 	// Record lets one of them go on.

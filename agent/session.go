@@ -802,6 +802,17 @@ func (s *Session) InTurn() bool { return s.turning.Load() }
 // whether a turn was running.
 func (s *Session) CancelTurn() bool { return s.cancelTurnCause(ErrTurnCanceled) }
 
+// CancelTurnCause is CancelTurn for a cause that names who ended the
+// turn (a *task.EndError: the client the session worked for went away):
+// the foreground tasks the turn ends record it, not a user's cancel. The
+// turn's error wraps ErrTurnCanceled and cause; nil is CancelTurn.
+func (s *Session) CancelTurnCause(cause error) bool {
+	if cause == nil {
+		return s.CancelTurn()
+	}
+	return s.cancelTurnCause(fmt.Errorf("%w: %w", ErrTurnCanceled, cause))
+}
+
 func (s *Session) cancelTurnCause(cause error) bool {
 	s.cancelMu.Lock()
 	defer s.cancelMu.Unlock()

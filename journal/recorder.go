@@ -378,7 +378,7 @@ func openHere(id string) error {
 func (r *Recorder) claim(ctx context.Context, id string, info agent.SessionInfo) error {
 	from, endedAt, ok := parseClaim(info.Resume.Claim)
 	if !ok {
-		s, err := r.lookup(ctx, id, true)
+		s, err := r.lookup(ctx, id)
 		switch {
 		case errors.Is(err, agent.ErrUnknownSession):
 			took, err := r.store.insertOnce(ctx, Session{ID: id, HostID: r.host.ID, Surface: info.Surface, Cwd: info.Dir, Model: info.Model, Started: time.Now()})
@@ -477,6 +477,36 @@ type unknownSession string
 func (e unknownSession) Error() string        { return string(e) }
 func (e unknownSession) Is(target error) bool { return target == agent.ErrUnknownSession }
 
+// Resolve returns the id of the session whose id is id, or else the
+// only one whose id starts with it: what a person typing an id (the CLI's
+// --resume) may give. An unknown id is an error wrapping
+// agent.ErrUnknownSession, as is a start that more than one id shares
+// (its message says so). Load takes the whole id only.
+func (r *Recorder) Resolve(ctx context.Context, id string) (string, error) {
+	s, err := r.store.Session(ctx, id)
+	if errors.Is(err, ErrNotFound) && r.flush(ctx) == nil {
+		s, err = r.store.Session(ctx, id) // this process may have recorded it, and not written it yet
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", r.unknown(id)
+	case errors.Is(err, errAmbiguous):
+		return "", unknownSession(fmt.Sprintf("more than one session in %s has an id that starts with %s; give more of it", r.store.Path(), text.Quote(id, maxShownID)))
+	case err != nil:
+		return "", r.store.Explain(err)
+	}
+	return s.ID, nil
+}
+
+// maxShownID bounds an id a message quotes: an id offstage made is 22
+// characters, one a client sent may be anything.
+const maxShownID = 80
+
+// unknown is the error for a session id the journal does not hold.
+func (r *Recorder) unknown(id string) error {
+	return unknownSession(fmt.Sprintf("no session %s in %s", text.Quote(id, maxShownID), r.store.Path()))
+}
+
 // Load implements agent.Journal: it reads a recorded session back, its
 // conversation, the results of its own tasks that never reached it, and
 // the tasks a restart orphaned (told with their last output lines). A
@@ -487,12 +517,9 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 	if r.isOpen(id) { // its record may not be written yet
 		return nil, openHere(id)
 	}
-	s, err := r.lookup(ctx, id, false)
+	s, err := r.lookup(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	if r.isOpen(s.ID) {
-		return nil, openHere(s.ID)
 	}
 	msgs, err := r.store.History(ctx, s.ID)
 	if err != nil {
@@ -538,20 +565,15 @@ func (r *Recorder) Load(ctx context.Context, id string) (*agent.Resume, error) {
 	return out, nil
 }
 
-// lookup reads the session id (unless exact, or the only one whose id
-// starts with it) to resume, and refuses it if another live process has
-// it open.
-func (r *Recorder) lookup(ctx context.Context, id string, exact bool) (Session, error) {
-	read := r.store.Session
-	if exact {
-		read = r.store.sessionByID
-	}
-	s, err := read(ctx, id)
+// lookup reads the session id (the whole id: see Resolve) to resume, and
+// refuses it if another live process has it open.
+func (r *Recorder) lookup(ctx context.Context, id string) (Session, error) {
+	s, err := r.store.sessionByID(ctx, id)
 	if errors.Is(err, ErrNotFound) && r.flush(ctx) == nil {
-		s, err = read(ctx, id) // this process may have recorded it, and not written it yet
+		s, err = r.store.sessionByID(ctx, id) // this process may have recorded it, and not written it yet
 	}
 	if errors.Is(err, ErrNotFound) {
-		return Session{}, unknownSession(fmt.Sprintf("no session %q in %s", id, r.store.Path()))
+		return Session{}, r.unknown(id)
 	}
 	if err != nil {
 		return Session{}, r.store.Explain(err)

@@ -3,10 +3,13 @@ package journal_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,7 +107,7 @@ func TestAResumedSessionHearsEachResultOnce(t *testing.T) {
 	}
 
 	rec = newRecorder(t, dir, journal.RecorderOptions{})
-	s, err = agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec, ID: id[:10], Resume: true})
+	s, err = agent.Open(t.Context(), cfg, agent.Surface{Name: "embed", Journal: rec, ID: id, Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,12 +206,50 @@ func TestARecorderMarksADeadProcessesTasksOrphaned(t *testing.T) {
 	if !strings.Contains(news.String(), "1 task of a process that is gone marked orphaned") {
 		t.Errorf("reported: %q", news.String())
 	}
-	res, err := rec.Load(t.Context(), "20261125")
+	res, err := rec.Load(t.Context(), "20261125-000000-aaaaaa")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Text, "shell:1 (make)") || !strings.Contains(res.Notices[0].Text, "linking") || res.FirstID != 1 {
 		t.Errorf("resume = %+v", res)
+	}
+}
+
+// TestLoadTakesTheWholeIDAndResolveAStart pins a leftover of the ACP
+// review: Load took the start of an id, so ACP's session/load of one
+// loaded a session that then went by the start, and a start two ids share
+// failed as if the journal were broken. Load takes the whole id;
+// Resolve, for a person typing one, takes a start and says when it is
+// not one session's.
+func TestLoadTakesTheWholeIDAndResolveAStart(t *testing.T) {
+	rec := newRecorder(t, t.TempDir(), journal.RecorderOptions{})
+	defer rec.Close(context.Background())
+	for _, id := range []string{"20261125-000000-aaaaaa", "20261125-000000-bbbbbb"} {
+		var cfg agent.Config
+		r, err := rec.Record(t.Context(), agent.SessionInfo{ID: id, Surface: "embed"}, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.End()
+	}
+	if _, err := rec.Load(t.Context(), "20261125-000000-a"); !errors.Is(err, agent.ErrUnknownSession) || !strings.Contains(err.Error(), `no session "20261125-000000-a"`) {
+		t.Errorf("Load(a start of one id) = %v, want no such session", err)
+	}
+	if res, err := rec.Load(t.Context(), "20261125-000000-aaaaaa"); err != nil || res.ID != "20261125-000000-aaaaaa" {
+		t.Errorf("Load(the whole id) = %+v, %v", res, err)
+	}
+	if id, err := rec.Resolve(t.Context(), "20261125-000000-b"); err != nil || id != "20261125-000000-bbbbbb" {
+		t.Errorf("Resolve(a start of one id) = %q, %v", id, err)
+	}
+	_, err := rec.Resolve(t.Context(), "20261125")
+	if !errors.Is(err, agent.ErrUnknownSession) || !strings.Contains(err.Error(), `more than one session`) || !strings.Contains(err.Error(), `starts with "20261125"`) || strings.Contains(err.Error(), "cannot be used") {
+		t.Errorf("Resolve(a start of two ids) = %v, want it said, not blamed on the journal", err)
+	}
+	if _, err := rec.Store().Session(t.Context(), "20261125"); err == nil || strings.Contains(rec.Store().Explain(err).Error(), "cannot be used") {
+		t.Errorf("Explain(Session(a start of two ids)) = %v, want the id blamed, not the journal", rec.Store().Explain(err))
+	}
+	if _, err := rec.Resolve(t.Context(), "2027\x1b"); !errors.Is(err, agent.ErrUnknownSession) || !strings.Contains(err.Error(), `no session "2027\x1b"`) {
+		t.Errorf("Resolve(unknown) = %v", err)
 	}
 }
 
@@ -522,8 +563,15 @@ func TestTheJournalKeepsWhatAShellUsed(t *testing.T) {
 		t.Skip("python3 not installed")
 	}
 	dir, work := t.TempDir(), t.TempDir()
-	// 64 MiB held, and a busy loop of some 200 ms.
-	const burn = `python3 -c 'import time; b = bytearray(64 << 20); t = time.process_time(); exec("while time.process_time() - t < 0.2: pass")'`
+	// 64 MiB held above this process's own peak (a shell's peak at or
+	// below it cannot be told from the one Linux carries into it at exec,
+	// and is left out), and a busy loop of some 200 ms.
+	var self syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		t.Fatal(err)
+	}
+	hold := self.Maxrss<<10 + 64<<20
+	burn := `python3 -c 'import time; b = bytearray(` + strconv.FormatInt(hold, 10) + `); t = time.process_time(); exec("while time.process_time() - t < 0.2: pass")'`
 	model := scriptedModel(t, `{"turns": [
 		{"tool_calls": [{"name": "bash", "input": {"command": "`+strings.ReplaceAll(burn, `"`, `\"`)+`"}}]},
 		{"text": "Done."}
@@ -550,8 +598,8 @@ func TestTheJournalKeepsWhatAShellUsed(t *testing.T) {
 	}
 	got := tasks[0]
 	t.Logf("%s: CPU %v, peak %d MiB (%s)", got.State, got.CPU, got.MemoryPeak>>20, proc.Containment().Mode)
-	if got.State != "completed" || got.CPU < 150*time.Millisecond || got.MemoryPeak < 64<<20 || got.MemoryPeak > 1<<30 {
-		t.Errorf("shell:1 kept CPU %v, peak memory %d; want at least 150ms and 64 MiB", got.CPU, got.MemoryPeak)
+	if got.State != "completed" || got.CPU < 150*time.Millisecond || got.MemoryPeak < hold || got.MemoryPeak > hold+1<<30 {
+		t.Errorf("shell:1 kept CPU %v, peak memory %d; want at least 150ms and the %d bytes held", got.CPU, got.MemoryPeak, hold)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 )
 
@@ -686,10 +687,11 @@ func (s *DB) diagnose(err error) error {
 
 // Explain diagnoses an error that reading the SQLite journal returned: a
 // *StoreError that tells damage from permissions from a read-only file
-// system, and says what to do. Errors of PostgreSQL, and nil, are
-// returned as they are.
+// system, and says what to do. Errors of PostgreSQL, ErrNotFound and
+// Session's "more than one session starts with" (the id's fault, not the
+// journal's), and nil, are returned as they are.
 func (s *DB) Explain(err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, errAmbiguous) { // the caller's id, not the journal, is at fault
 		return err
 	}
 	return s.diagnose(err)
@@ -1165,12 +1167,16 @@ func (s *DB) Session(ctx context.Context, id string) (Session, error) {
 	}
 	switch {
 	case len(ss) == 0:
-		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, text.Quote(id, 80))
 	case ss[0].ID == id || len(ss) == 1:
 		return ss[0], nil
 	}
-	return Session{}, fmt.Errorf("journal: more than one session starts with %q; give more of its id", id)
+	return Session{}, fmt.Errorf("journal: %w %s; give more of its id", errAmbiguous, text.Quote(id, 80))
 }
+
+// errAmbiguous is what Session wraps for a start of an id that more than
+// one session's id shares.
+var errAmbiguous = errors.New("more than one session starts with")
 
 // sessionByID returns the session with id, and no other.
 func (s *DB) sessionByID(ctx context.Context, id string) (Session, error) {
@@ -1179,7 +1185,7 @@ func (s *DB) sessionByID(ctx context.Context, id string) (Session, error) {
 		return Session{}, err
 	}
 	if len(ss) == 0 {
-		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return Session{}, fmt.Errorf("%w: session %s", ErrNotFound, text.Quote(id, 80))
 	}
 	return ss[0], nil
 }

@@ -67,6 +67,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -689,6 +690,8 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 			stop := c.progress(ctx, req.Session, token, req.Params.Arguments)
 			defer stop()
 		}
+		ctx, stopGone := connectionGone(ctx)
+		defer stopGone()
 		res, err := tool.Call(ctx, c.view, req.Params.Arguments)
 		if err != nil {
 			c.svc.cfg.Logger.Error("tool failed in the runtime", "tool", name, "err", err)
@@ -699,6 +702,31 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 			out.StructuredContent = json.RawMessage(res.Text)
 		}
 		return out, nil
+	}
+}
+
+// connectionGone returns a ctx that ends with a tool call's request ctx,
+// and whose cause, when the SDK ended that because the connection did
+// (its cause is then the read's error; a cancel notification from the
+// client has none), says the client went away, as an *task.EndError by
+// the session: a foreground command the call ends records that, not a
+// user's cancel. stop must be called once the call returns.
+func connectionGone(req context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req))
+	after := context.AfterFunc(req, func() {
+		cause := context.Cause(req)
+		switch {
+		case errors.Is(cause, context.Canceled), errors.Is(cause, context.DeadlineExceeded):
+			cancel(cause) // the client cancelled the call: a user's cancel
+		case errors.Is(cause, io.EOF):
+			cancel(task.Ended(task.BySession, "mcp: the client went away (its connection ended)"))
+		default:
+			cancel(task.Ended(task.BySession, "mcp: the client went away (its connection failed: "+text.OneLine(cause.Error(), 200)+")"))
+		}
+	})
+	return ctx, func() {
+		after()
+		cancel(nil)
 	}
 }
 

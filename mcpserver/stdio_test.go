@@ -14,6 +14,7 @@ import (
 	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
 )
 
@@ -232,5 +233,40 @@ func TestStdioNamesAParamOfTheWrongType(t *testing.T) {
 	}
 	if _, refused := replies[7]; refused {
 		t.Errorf("a good tools/list was refused: %q", replies[7])
+	}
+}
+
+// TestAClientGoneMidCallEndsTheForegroundCommandBySession: as an ACP
+// editor dying mid-turn, an MCP client whose input ends while a
+// foreground bash call runs ends that command because the client went
+// away (by the session), never as a user's cancel: the call's request
+// context ends with the connection, and a plain cancel reads as a user's.
+func TestAClientGoneMidCallEndsTheForegroundCommandBySession(t *testing.T) {
+	ends := &endRecorder{}
+	svc := newService(t, mcpserver.Config{Agent: agent.Config{Tasks: task.Options{Recorder: ends}}})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- svc.Server().Run(context.Background(), mcpserver.Stdio(inR, outW))
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	p.Send(t, []byte(`{"jsonrpc":"2.0","id":"fg","method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 1000","yield_after_seconds":600}}}`))
+	waitFor(t, "shell:1 runs", func() bool {
+		reply, _ := p.Call(t, "tools/call", `{"name":"task_inspect","arguments":{"task_id":"shell:1"}}`)
+		return bytes.Contains(reply, []byte(`pid `))
+	})
+	p.Close(t)
+	select {
+	case <-served:
+	case <-time.After(rpclinetest.Timeout):
+		t.Fatal("the server did not end after its input did")
+	}
+	waitFor(t, "shell:1 ends", func() bool { by, _ := ends.of("shell:1"); return by != "" })
+	if by, reason := ends.of("shell:1"); by != task.BySession || !strings.Contains(reason, "mcp: the client went away") {
+		t.Errorf("shell:1 ended by %q (%q), want session (mcp: the client went away)", by, reason)
 	}
 }

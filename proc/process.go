@@ -216,8 +216,11 @@ type Exit struct {
 	// mode, else the leader's resource usage (its own and that of the
 	// descendants reaped within it: MemoryPeak is then the largest single
 	// resident set) or the highest Usage saw while it ran, whichever is
-	// more.
-	// 0 where nothing was measured.
+	// more. The leader's resident peak counts only where it is above this
+	// process's own: Linux carries the peak of the process a command was
+	// forked from into it at exec, so a lower figure may not be the
+	// command's (a `sleep 3` showed 56 MB), and is left out.
+	// 0 where nothing was measured (unknown).
 	CPU        time.Duration
 	MemoryPeak int64
 	// Contained is what the containment saw as it ended: the processes

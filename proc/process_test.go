@@ -684,3 +684,30 @@ func TestLastWordsDuringAStopAreRead(t *testing.T) {
 		t.Errorf("the stop took %v: the leftover blocked on its pipe until the grace ran out", e.Duration)
 	}
 }
+
+// TestExitMemoryPeakIsNotTheStarters pins a leftover of the marks-mode
+// review: a `sleep 3` reported a memory peak of 56 MB, the starting
+// process's own: at exec Linux carries the resident peak of the memory
+// the command was forked sharing (this process's) into its ru_maxrss.
+// With this process holding 200 MiB, a sleep's peak is its own (the
+// cgroup's, or the highest seen) or unknown (0), never the 200 MiB.
+func TestExitMemoryPeakIsNotTheStarters(t *testing.T) {
+	ballast := make([]byte, 200<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1 // resident
+	}
+	p := mustStart(t, proc.Config{Command: "sleep 0.2"})
+	e := mustWait(t, p)
+	if e.MemoryPeak >= 64<<20 {
+		t.Errorf("%s: Exit.MemoryPeak of a sleep = %d MiB, want its own (or 0, unknown), not the starter's", proc.Containment().Mode, e.MemoryPeak>>20)
+	}
+	// A command that held more than this process ever did keeps its peak,
+	// though nothing looked while it ran.
+	p = mustStart(t, helperConfig("hold", strconv.Itoa(512<<20)))
+	readUntil(t, p, "holding")
+	p.Stop(0)
+	if e := mustWait(t, p); e.MemoryPeak < 512<<20 && runtime.GOOS == "linux" {
+		t.Errorf("%s: Exit.MemoryPeak of a command that held 512 MiB = %d MiB", proc.Containment().Mode, e.MemoryPeak>>20)
+	}
+	runtime.KeepAlive(ballast)
+}

@@ -17,7 +17,7 @@ const (
 	ByParent     = "parent"     // the agent task that owns it ended; EndReason names it
 	ByTimeout    = "timeout"    // it ran past its timeout
 	ByLimit      = "limit"      // a limit ended it (memory, iterations, a budget); EndReason says which
-	BySession    = "session"    // its session closed; EndReason says which face and why
+	BySession    = "session"    // its session closed, or its client went away mid-call; EndReason says which face and why
 	BySupervisor = "supervisor" // the process that hosts the session was stopped
 	ByHost       = "host"       // its host died and the task was marked orphaned
 )

@@ -41,11 +41,49 @@ func paramError(tool string, schema *jsonschema.Schema, obj map[string]any) erro
 		if !ok {
 			return unknownParam(tool, schema, k)
 		}
-		if want := jsonTypeOf(prop); want != "" && !isJSONType(obj[k], want) {
+		want := jsonTypeOf(prop)
+		if want != "" && !isJSONType(obj[k], want) {
 			return fail("%s must be %s, not %s.", shorten(k, 60), typePhrase(want), valuePhrase(obj[k], want))
+		}
+		if err := itemError(k, prop, obj[k]); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// itemError checks the items of list, the value of array parameter k, as
+// paramError checks parameters: the schema library's own message for an
+// item of the wrong type (a null) names a Go internal, "<invalid
+// reflect.Value>".
+func itemError(k string, prop *jsonschema.Schema, list any) error {
+	items, ok := list.([]any)
+	if !ok || prop.Items == nil {
+		return nil
+	}
+	want := jsonTypeOf(prop.Items)
+	if want == "" {
+		return nil
+	}
+	for i, v := range items {
+		if !isJSONType(v, want) {
+			return fail("%s[%d] must be %s, not %s; send a list of them, such as %s.", shorten(k, 60), i, typePhrase(want), valuePhrase(v, want), exampleList(k, want))
+		}
+	}
+	return nil
+}
+
+// exampleList is a list of what parameter k holds, for a sentence.
+func exampleList(k, want string) string {
+	switch {
+	case k == "task_ids":
+		return `["shell:1", "agent:2"]`
+	case want == "string":
+		return `["a", "b"]`
+	case want == "integer", want == "number":
+		return "[1, 2]"
+	}
+	return "[…]"
 }
 
 // unknownParam names a parameter the tool does not have, the one it was
@@ -157,6 +195,10 @@ func typeErrorIn(args json.RawMessage, err error) error {
 	what := "A value in the arguments"
 	if te.Field != "" {
 		what = shorten(te.Field, 60)
+	} else if k, _ := hugeNumberAt(args); k == "task_id" || k == "task_ids" {
+		// A task id may be sent as its number (3), but this one is no
+		// integer id: it is past what JSON numbers hold.
+		return fail("%s holds the number %s, which is no task id (out of range); an id is a kind, a colon and a number from 1, as shell:3 or agent:2 (or the number alone, 3); task_list shows yours.", k, shorten(strings.TrimPrefix(te.Value, "number "), 40))
 	} else if k, inList := hugeNumberAt(args); inList {
 		return fail("%s holds a number beyond what JSON numbers of ordinary size hold (±1.7e308): %s; send numbers within it.", shorten(k, 60), shorten(strings.TrimPrefix(te.Value, "number "), 40))
 	} else if k != "" {

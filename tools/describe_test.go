@@ -199,7 +199,14 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 		{"bash", `{"command": "true", "comand": "x"}`, `bash has no parameter \"comand\" (did you mean command?); its parameters are command, cwd,`},
 		{"task_wait", `{"task_ids": "shell:1"}`, `task_ids must be a JSON array, not a string: send a list, such as [\"shell:1\"]`},
 		{"task_wait", `{"task_ids": ["1"], "timeout_seconds": 1e999}`, "timeout_seconds must be a JSON number of ordinary size (within ±1.7e308), not the number 1e999"},
-		{"task_wait", `{"task_ids": [1e999]}`, "task_ids holds a number beyond what JSON numbers of ordinary size hold (±1.7e308): 1e999; send numbers within it."},
+		// A task id sent as a number past JSON's range is no id, and a
+		// null in a list of ids no string: each said so (they were told
+		// "must be a JSON number", and "<invalid reflect.Value> has type
+		// null" from the schema library).
+		{"task_wait", `{"task_ids": [1e999]}`, "task_ids holds the number 1e999, which is no task id (out of range); an id is a kind, a colon and a number from 1"},
+		{"task_inspect", `{"task_id": 1e400}`, "task_id holds the number 1e400, which is no task id (out of range)"},
+		{"task_wait", `{"task_ids": [null]}`, `task_ids[0] must be a JSON string, not null; send a list of them, such as [\"shell:1\", \"agent:2\"]`},
+		{"task_wait", `{"task_ids": ["shell:1", true]}`, `task_ids[1] must be a JSON string, not a boolean`},
 		// JSON takes the last of a repeated key; an approval screen may
 		// show the first (an outsider's trial).
 		{"bash", `{"command": "echo x", "command": "echo dup"}`, `The argument \"command\" is given more than once`},

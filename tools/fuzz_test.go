@@ -84,4 +84,4 @@ func FuzzToolCall(f *testing.F) {
 }
 
 // goTalk matches what encoding/json's errors say in Go's terms.
-var goTalk = regexp.MustCompile(`Go (struct field|value)|of type (u?int|float|string|bool|\[\]|map|\*)|[a-z]+Input\.`)
+var goTalk = regexp.MustCompile(`Go (struct field|value)|of type (u?int|float|string|bool|\[\]|map|\*)|[a-z]+Input\.|reflect\.`)

@@ -210,7 +210,11 @@ func (r *recorder) resumeID(ctx context.Context, f resumeFlag) (string, error) {
 		return "", usagef("--resume needs the journal; drop --no-journal")
 	}
 	if f.id != "" {
-		return f.id, nil
+		id, err := r.Resolve(ctx, f.id) // a person may type the start of an id; agent.Open loads the whole id only
+		if err != nil {
+			return "", openError(err)
+		}
+		return id, nil
 	}
 	id, err := r.Latest(ctx, "run")
 	if err != nil {

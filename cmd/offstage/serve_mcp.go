@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 )
 
@@ -86,9 +87,9 @@ func (sup *supervisor) closeSession(id string, cause error) (string, int, error)
 	}
 	switch n := len(pick) + len(acpIDs); {
 	case n == 0:
-		return "", 0, usagef("no live session %s under offstage serve (offstage sessions lists them; one that closed is in the journal: offstage tasks --session ID)", id)
+		return "", 0, usagef("no live session %s under offstage serve (offstage sessions lists them; one that closed is in the journal: offstage tasks --session ID)", text.Quote(id, 80))
 	case n > 1:
-		return "", 0, usagef("%q is the start of %d live sessions; give more of the id", id, n)
+		return "", 0, usagef("%s is the start of %d live sessions; give more of the id", text.Quote(id, 80), n)
 	case len(acpIDs) == 1:
 		n, ok, err := sup.acp.CloseSession(acpIDs[0], cause)
 		if !ok {

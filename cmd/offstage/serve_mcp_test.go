@@ -148,8 +148,13 @@ func TestSessionsCloseEndsADetachedMCPSession(t *testing.T) {
 	s := sv.waitLive(t, "a detached MCP session", detachedMCP)[0]
 
 	_, errOut, code, _ := runIn(t, state, nil, "sessions", "close", "nosuch")
-	if code != 2 || !strings.Contains(errOut, "no live session nosuch under offstage serve") {
+	if code != 2 || !strings.Contains(errOut, `no live session "nosuch" under offstage serve`) {
 		t.Errorf("sessions close of an unknown id: exit %d: %s", code, errOut)
+	}
+	// The id is echoed quoted, its control characters escaped, bounded.
+	_, errOut, code, _ = runIn(t, state, nil, "sessions", "close", "no\x1b[2J"+strings.Repeat("x", 500))
+	if want := `no live session "no\x1b[2J` + strings.Repeat("x", 73) + `…" under`; code != 2 || !strings.Contains(errOut, want) {
+		t.Errorf("sessions close of an id with an escape: exit %d: %s, want %s", code, errOut, want)
 	}
 	out, errOut, code, _ := runIn(t, state, nil, "sessions", "close", s.ID[:len(s.ID)-2])
 	if code != 0 || !strings.Contains(out, "closed session "+s.ID+": 1 unfinished task ended") {

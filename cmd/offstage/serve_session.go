@@ -379,11 +379,11 @@ func (sup *supervisor) attach(id string, model provider.Model) (*hosted, error) 
 	case len(pick) == 0 && other != "":
 		// It was said not to be there, and sent to --resume, which
 		// refuses a live session (an outsider's finding).
-		return nil, usagef("live session %s is an %s session, which its client drives (an %s client connects to it again; offstage sessions close %s ends it); offstage run --attach joins the sessions of offstage run", id, other, other, id)
+		return nil, usagef("live session %s is an %s session, which its client drives (an %s client connects to it again; offstage sessions close %s ends it); offstage run --attach joins the sessions of offstage run", text.Quote(id, 80), other, other, id)
 	case len(pick) == 0:
-		return nil, usagef("no live session %s under offstage serve (offstage run --resume %s continues a recorded one)", id, id)
+		return nil, usagef("no live session %s under offstage serve (offstage run --resume ID continues a recorded one)", text.Quote(id, 80))
 	case len(pick) > 1 && id != "":
-		return nil, usagef("%q is the start of %d live sessions; give more of the id", id, len(pick))
+		return nil, usagef("%s is the start of %d live sessions; give more of the id", text.Quote(id, 80), len(pick))
 	}
 	slices.SortFunc(pick, func(a, b *hosted) int { return b.started.Compare(a.started) })
 	h := pick[0]

@@ -81,6 +81,10 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("offstage tasks %s needs a task's id, such as shell:3 or SESSION/shell:3; offstage tasks lists them", verb)
 	case *reason != "" && verb != "cancel":
 		return usagef("--reason goes with offstage tasks cancel")
+	case *lines < 0:
+		return usagef("--lines %d: give 0 or more (the last N lines of the output to start with)", *lines)
+	case *limit < 0:
+		return usagef("--limit %d: give 0 (all) or more (at most that many tasks, the newest)", *limit)
 	}
 	followFrom := int64(-1) // the last --lines lines
 	if verb == "follow" && *since != "" {
@@ -203,6 +207,10 @@ func readErr(store *journal.DB, err error) error {
 	var o outcome
 	if errors.As(err, &o) {
 		return o.error
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err // the user's input is at fault, not the journal
 	}
 	var se *journal.StoreError
 	if err = store.Explain(err); errors.As(err, &se) && se.Kind != nil {
@@ -721,7 +729,7 @@ func findTask(ctx context.Context, store *journal.DB, session, id string, note f
 		session, id = full.ID, rest
 	}
 	if !task.ValidID(id) {
-		return journal.Task{}, usagef("%q is not a task id: an id is a kind, a colon and a number from 1, as shell:3 or agent:2, or SESSION/shell:3 for one session's; offstage tasks lists them", clip(id, 40))
+		return journal.Task{}, usagef("%s is not a task id: an id is a kind, a colon and a number from 1, as shell:3 or agent:2, or SESSION/shell:3 for one session's; offstage tasks lists them", text.Quote(id, 40))
 	}
 	var t journal.Task
 	var err error

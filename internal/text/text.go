@@ -1,6 +1,6 @@
 // Package text holds the small string helpers offstage's surfaces share
 // to show things to people and models: one line of at most n characters,
-// a byte-bounded cut that says what it cut, "1 task" / "2 tasks", and
+// a byte-bounded cut that says what it cut, a bounded quoted name, "1 task" / "2 tasks", and
 // JSON as a model or a person reads it (no HTML escaping).
 //
 // All of them are pure functions, safe for concurrent use.
@@ -47,6 +47,11 @@ func Clip(s string, n int) string {
 	}
 	return s[:cut] + "…(+" + strconv.Itoa(len(s)-cut) + " more bytes)"
 }
+
+// Quote is s cut to at most n runes (as Cut) and quoted as Go's %q
+// does: control characters and invalid UTF-8 show escaped, so a name a
+// person or a program typed is shown as it is, on one line, bounded.
+func Quote(s string, n int) string { return strconv.Quote(Cut(s, n)) }
 
 // Plural says n of what, for English nouns that take an s: "1 task",
 // "0 tasks", "2 tasks".

@@ -1,6 +1,7 @@
 package text_test
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -63,6 +64,19 @@ func TestClip(t *testing.T) {
 		}
 		if !utf8.ValidString(got) {
 			t.Errorf("Clip(%q, %d) = %q: not valid UTF-8", c.in, c.n, got)
+		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"abc", `"abc"`},
+		{"a\x1b[2Jb\n", `"a\x1b[2Jb\n"`},
+		{"\xff", `"\xff"`},
+		{strings.Repeat("x", 100), `"` + strings.Repeat("x", 9) + `…"`},
+	} {
+		if got := text.Quote(c.in, 10); got != c.want {
+			t.Errorf("Quote(%q, 10) = %s, want %s", c.in, got, c.want)
 		}
 	}
 }

@@ -43,12 +43,24 @@ func procUsage(pids []int) (cpu time.Duration, mem int64, ok bool) {
 }
 
 // maxRSS is the largest resident set of the reaped leader and of the
-// descendants reaped within it, in bytes (Linux counts it in KiB).
+// descendants reaped within it, in bytes (Linux counts it in KiB), or 0
+// when that cannot be told from a figure that is not the command's. At
+// exec Linux carries the resident peak of the memory the exec replaces
+// into the new program's ru_maxrss; a command is forked sharing this
+// process's memory (vfork), so its ru_maxrss is at least this process's
+// peak when it started: a `sleep 3` showed 56 MB. A figure above this
+// process's own peak now is the command's; one at or below it may be
+// this process's, and is left out (unknown) rather than reported.
 func maxRSS(ps *os.ProcessState) int64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss << 10
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
 	}
-	return 0
+	var self syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) != nil || ru.Maxrss <= self.Maxrss {
+		return 0
+	}
+	return ru.Maxrss << 10
 }
 
 // Pids returns the pids of the task's live processes: the cgroup's list,

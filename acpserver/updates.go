@@ -40,7 +40,7 @@ type call struct {
 
 // Event makes a session an agent.Sink: every event of the session, from
 // turns prompted or autonomous and from its task table, becomes a session
-// update, queued in order.
+// update, added in order (outbox.go).
 func (s *session) Event(e agent.Event) {
 	switch e.Type {
 	case agent.TextDelta:
@@ -64,8 +64,7 @@ func (s *session) Event(e agent.Event) {
 	case agent.TurnEnd:
 		switch {
 		case !e.Autonomous:
-			end := e // a copy: taking e's address would move every event to the heap
-			s.push(&end)
+			s.turnEnd(e)
 		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
 			s.message("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n")
 		}

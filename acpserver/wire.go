@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/task"
 )
 
@@ -327,7 +328,7 @@ func (r jsonText) MarshalJSON() ([]byte, error) { return r, nil }
 // line breaks (whitespace between tokens: a string holds none raw); ok is
 // false otherwise.
 func asJSON(b []byte) (jsonText, bool) {
-	if !json.Valid(b) {
+	if _, ok := rpcline.Valid(b); !ok {
 		return nil, false
 	}
 	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {

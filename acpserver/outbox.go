@@ -75,9 +75,10 @@ func (s *session) addChunk(thought bool, text string) {
 	if o.joining && (o.thought != thought || len(o.joined)+len(text) > coalesceBytes) {
 		s.encodeJoinedLocked()
 	}
+	was := o.mark()
 	o.joining, o.thought = true, thought
 	o.joined = append(o.joined, text...)
-	s.addedLocked()
+	s.addedLocked(was)
 }
 
 // update adds an update.
@@ -85,13 +86,23 @@ func (s *session) update(u acp.SessionUpdate) {
 	o := &s.out
 	o.mu.Lock()
 	s.encodeJoinedLocked()
+	was := o.mark()
 	if line, ok := appendUpdate(o.buf, s.id, &u); ok {
 		o.buf = line
 	} else {
 		o.buf = s.appendSDKUpdate(o.buf, &u)
 	}
-	s.addedLocked()
+	s.addedLocked(was)
 }
+
+// mark is what the outbox holds before an update is added, for
+// addedLocked to take it back.
+type mark struct {
+	buf, joined int
+	joining     bool
+}
+
+func (o *outbox) mark() mark { return mark{len(o.buf), len(o.joined), o.joining} }
 
 // appendSDKUpdate appends the line of an update appendUpdate does not
 // write (a plan, a diff, a terminal), encoded by the SDK's types as its
@@ -120,16 +131,23 @@ func (s *session) encodeJoinedLocked() {
 	}
 }
 
-// addedLocked sees to what was just added being written, and unlocks
-// o.mu: by the goroutine that added it when the session holds too much
-// already, else flushDelay from now at the latest.
-func (s *session) addedLocked() {
+// addedLocked sees to what was just added (since was) being written, and
+// unlocks o.mu: by the goroutine that added it when the session holds too
+// much already, else flushDelay from now at the latest. Once the session
+// is closed, what would overflow is dropped: nobody writes it any more.
+func (s *session) addedLocked(was mark) {
 	o := &s.out
 	if len(o.buf)+len(o.joined) >= maxBuffered {
 		o.mu.Unlock()
 		if s.acquire(s.done, nil) {
 			s.drain(nil)
+			return
 		}
+		o.mu.Lock()
+		if len(o.buf)+len(o.joined) >= maxBuffered && was.buf <= len(o.buf) && was.joined <= len(o.joined) {
+			o.buf, o.joined, o.joining = o.buf[:was.buf], o.joined[:was.joined], was.joining
+		}
+		o.mu.Unlock()
 		return
 	}
 	if !o.armed {
@@ -328,6 +346,11 @@ func (s *session) lastFlush() {
 		s.release(a)
 		a.done()
 	}
+	s.out.mu.Lock()
+	if s.out.timer != nil {
+		s.out.timer.Stop() // its flush would find the session closed
+	}
+	s.out.mu.Unlock()
 }
 
 // sendGrace bounds how long closing a session waits for its last updates

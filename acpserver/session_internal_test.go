@@ -106,6 +106,31 @@ func TestAFullBufferIsWrittenByItsAdder(t *testing.T) {
 	})
 }
 
+// TestAClosedSessionHoldsBoundedUpdates: once a session is closed with a
+// write stuck (a client that reads nothing holds the token), updates its
+// goroutines still add past maxBuffered are dropped, not held: nobody
+// would write them, and the buffer grew without bound.
+func TestAClosedSessionHoldsBoundedUpdates(t *testing.T) {
+	var out writes
+	s := testSession(&out)
+	s.out.token <- struct{}{} // the write under way, stuck
+	close(s.done)
+	word := strings.Repeat("w", 1000)
+	for range 4 * maxBuffered / len(word) {
+		s.update(acp.UpdateUserMessageText(word))
+		s.message(word)
+	}
+	s.out.mu.Lock()
+	held := len(s.out.buf) + len(s.out.joined)
+	s.out.mu.Unlock()
+	if held > maxBuffered+2*len(word)+512 {
+		t.Errorf("a closed session with a stuck write holds %d bytes of updates, want at most about %d", held, maxBuffered)
+	}
+	if got := out.all(); len(got) != 0 {
+		t.Errorf("written while the token was held: %d writes", len(got))
+	}
+}
+
 // writes records each write.
 type writes struct {
 	mu   sync.Mutex

@@ -95,6 +95,33 @@ func (s *session) update(u acp.SessionUpdate) {
 	s.addedLocked(was)
 }
 
+// cardStarted adds the tool_call update that starts a call's card, with
+// its input as rawInput (appendCardStart).
+func (s *session) cardStarted(call, title string, kind acp.ToolKind, input []byte) {
+	raw, ok := asJSON(input)
+	o := &s.out
+	o.mu.Lock()
+	s.encodeJoinedLocked()
+	was := o.mark()
+	if ok {
+		o.buf = appendCardStart(o.buf, s.id, call, title, kind, acp.ToolCallStatusPending, raw, "")
+	} else {
+		o.buf = appendCardStart(o.buf, s.id, call, title, kind, acp.ToolCallStatusPending, nil, string(input))
+	}
+	s.addedLocked(was)
+}
+
+// cardEnded adds the tool_call_update that ends a call's card: its status,
+// the text it shows, and the result as rawOutput (appendCardEnd).
+func (s *session) cardEnded(call string, status acp.ToolCallStatus, text string, rawJSON jsonText, rawText string) {
+	o := &s.out
+	o.mu.Lock()
+	s.encodeJoinedLocked()
+	was := o.mark()
+	o.buf = appendCardEnd(o.buf, s.id, call, status, text, rawJSON, rawText)
+	s.addedLocked(was)
+}
+
 // mark is what the outbox holds before an update is added, for
 // addedLocked to take it back.
 type mark struct {

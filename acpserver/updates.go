@@ -86,8 +86,7 @@ func (s *session) toolCall(e agent.Event) {
 	s.mu.Lock()
 	s.calls[e.ToolCallID] = &call{tool: t}
 	s.mu.Unlock()
-	s.update(acp.StartToolCall(acp.ToolCallId(e.ToolCallID), title,
-		acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(rawJSON(e.Input))))
+	s.cardStarted(e.ToolCallID, title, kind, e.Input)
 }
 
 // toolResult ends a tool call's card, unless the call started background
@@ -113,9 +112,7 @@ func (s *session) toolResult(e agent.Event) {
 		}
 		return
 	}
-	status, text := cardStatus(e.IsError, &out), resultText(e.Tool, &out, e.Text)
-	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(&out, e.Text))))
+	s.cardEnded(e.ToolCallID, cardStatus(e.IsError, &out), resultText(e.Tool, &out, e.Text), out.raw, e.Text)
 }
 
 // cardStatus is how a finished call's card ends: failed for an error

@@ -515,3 +515,57 @@ func appendTaskUsage(dst []byte, u *task.Usage) []byte {
 	dst = strconv.AppendInt(dst, u.ModelCalls, 10)
 	return append(dst, '}')
 }
+
+// A tool call's card is started and ended on every call the model makes:
+// cardLine and its callers write those two updates straight from what
+// they hold, as appendUpdate writes acp.StartToolCall(id, title,
+// WithStartKind, WithStartStatus, WithStartRawInput) and
+// acp.UpdateToolCall(id, WithUpdateStatus, WithUpdateContent of one text
+// block, WithUpdateRawOutput), where the SDK's builders allocated the
+// update, each part and option, and a pointer per field
+// (TestCardLinesAreTheSDKs, FuzzCardLines).
+
+// appendCardStart appends the tool_call update line of a call's card.
+// The raw input is rawJSON when set, else rawText.
+func appendCardStart(dst []byte, id acp.SessionId, call, title string, kind acp.ToolKind, status acp.ToolCallStatus, rawJSON jsonText, rawText string) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{`...)
+	if kind != "" {
+		dst = appendField(dst, "kind", string(kind))
+	}
+	dst = append(dst, `"rawInput":`...)
+	dst = appendRawValue(dst, rawJSON, rawText)
+	dst = append(dst, `,"sessionUpdate":"tool_call",`...)
+	if status != "" {
+		dst = appendField(dst, "status", string(status))
+	}
+	dst = append(dst, `"title":`...)
+	dst = appendString(dst, title)
+	dst = append(dst, `,"toolCallId":`...)
+	dst = appendString(dst, call)
+	return append(dst, "}}}\n"...)
+}
+
+// appendCardEnd appends the tool_call_update line that sets a card's
+// status, its text and its raw output (rawJSON when set, else rawText).
+func appendCardEnd(dst []byte, id acp.SessionId, call string, status acp.ToolCallStatus, text string, rawJSON jsonText, rawText string) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{"content":[{"content":`...)
+	dst = appendText(dst, text)
+	dst = append(dst, `,"type":"content"}],"rawOutput":`...)
+	dst = appendRawValue(dst, rawJSON, rawText)
+	dst = append(dst, `,"sessionUpdate":"tool_call_update",`...)
+	dst = appendField(dst, "status", string(status))
+	dst = append(dst, `"toolCallId":`...)
+	dst = appendString(dst, call)
+	return append(dst, "}}}\n"...)
+}
+
+func appendRawValue(dst []byte, rawJSON jsonText, rawText string) []byte {
+	if rawJSON != nil {
+		return append(dst, rawJSON...)
+	}
+	return appendString(dst, rawText)
+}

@@ -495,7 +495,10 @@ func rpcError(code int, kind, sentence string) *acp.RequestError {
 func (srv *server) newID() acp.SessionId {
 	for {
 		id := acp.SessionId(agent.NewID())
-		if _, err := srv.session(id); err != nil {
+		srv.mu.Lock()
+		_, taken := srv.sessions[id] // not srv.session: its error for a free id cost a formatted sentence and a map
+		srv.mu.Unlock()
+		if !taken {
 			return id
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -232,9 +233,28 @@ func BenchmarkACPPromptOverheadSDKClientLongSession(b *testing.B) { acpSessions(
 // answers it, as an editor's transport does before its own decoding. What
 // remains is offstage's cost of a prompt over ACP: the line guard, the
 // SDK's agent side, the turn, the updates encoded and written.
-func lineSessions(b *testing.B, n int, warm bool) {
-	agentIn, clientOut := io.Pipe()
-	clientIn, agentOut := io.Pipe()
+func lineSessions(b *testing.B, n int, warm bool) { linesOver(b, n, warm, memPipe) }
+
+// memPipe is an in-memory pipe (io.Pipe): a write returns once the other
+// side has read it all.
+func memPipe(b *testing.B) (io.ReadCloser, io.WriteCloser) { return io.Pipe() }
+
+// osPipe is a pipe of the system's, as an editor runs offstage acp over
+// stdio: a write returns once the kernel has it.
+func osPipe(b *testing.B) (io.ReadCloser, io.WriteCloser) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, w
+}
+
+// linesOver is lineSessions over pipes made by pipe.
+func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadCloser, io.WriteCloser)) {
+	agentIn, clientOut := pipe(b)
+	clientIn, agentOut := pipe(b)
+	defer agentIn.Close()
+	defer clientIn.Close()
 	served := make(chan error, 1)
 	go func() {
 		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1+n)}, AllowAll: true}, agentIn, agentOut)
@@ -309,6 +329,17 @@ func BenchmarkACPPromptOverheadWarm(b *testing.B) { lineSessions(b, 1, true) }
 // BenchmarkACPPromptOverheadLongSession: a conversation of longSession
 // prompts over ACP, offstage's side of it.
 func BenchmarkACPPromptOverheadLongSession(b *testing.B) { lineSessions(b, longSession, false) }
+
+// BenchmarkACPPromptOverheadWarmOSPipe: BenchmarkACPPromptOverheadWarm
+// over the system's pipes, as an editor runs offstage acp on stdio
+// (where a write does not wait for the reader, as io.Pipe's does).
+func BenchmarkACPPromptOverheadWarmOSPipe(b *testing.B) { linesOver(b, 1, true, osPipe) }
+
+// BenchmarkACPPromptOverheadLongSessionOSPipe:
+// BenchmarkACPPromptOverheadLongSession over the system's pipes.
+func BenchmarkACPPromptOverheadLongSessionOSPipe(b *testing.B) {
+	linesOver(b, longSession, false, osPipe)
+}
 
 // BenchmarkACPNewSession: what opening and closing a session costs over
 // ACP (session/new, the slash commands announced, session/close), with

@@ -57,7 +57,7 @@ type Config struct {
 	// autonomous turn waits for it before cancelling it. Default 30s.
 	PromptWait time.Duration
 	// MaxSessions bounds the sessions one connection holds at once (each
-	// has a task table and three goroutines). Default 64.
+	// has a task table and two goroutines). Default 64.
 	MaxSessions int
 	// MCPTimeout bounds how long each of the editor's MCP servers may take
 	// to start and list its tools when a session opens (they start at

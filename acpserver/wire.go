@@ -20,7 +20,7 @@ import (
 // map to add the discriminator and encodes the map again, and the
 // notification and the message around it are checked and compacted twice
 // more. appendUpdate writes the same JSON by hand, appending to the
-// sender's buffer: no reflection, no allocation. Strings are escaped
+// session's buffer (outbox.go): no reflection, no allocation. Strings are escaped
 // byte for byte as encoding/json escapes them (appendString,
 // FuzzAppendString); a value of a field typed any (rawInput, rawOutput,
 // _meta) and the rare locations go through encoding/json, except a

@@ -78,9 +78,10 @@
 // # Turns and updates
 //
 // One pump per session, for the session's whole life: the session's Run
-// loop (agent.Session.Run) and its task follower send every event to one
-// ordered queue, which a goroutine writes as session/update
-// notifications. So a background shell or sub-agent finishing while no
+// loop (agent.Session.Run) and its task follower add every event to one
+// ordered buffer of session/update notifications, written within 1 ms of
+// being added (at once with the prompt's response when the turn ends
+// sooner). So a background shell or sub-agent finishing while no
 // prompt runs reaches the editor at once, and the autonomous turn it
 // starts (active continuation) streams exactly like a prompted one: text
 // as agent_message_chunk, reasoning as agent_thought_chunk, each tool call
@@ -167,14 +168,19 @@
 // # Concurrency properties
 //
 // Serve blocks until the connection ends and every session is closed.
-// Each session has three goroutines (its writer, its agent.Session.Run
-// loop and the task-event follower that Run starts), besides those of its
-// running tasks, and a bounded queue (256 updates): when the client
-// reads slowly, the session waits; nothing is dropped. A slash command
-// (/wait) runs with one more, which ends with it. session/prompt is
-// answered by offstage, not the SDK's dispatch: the goroutine that reads
-// the connection decodes it once and, when the session is idle, hands it
-// to the Run loop, and the session's writer writes the response after
-// the turn's updates; a prompt that must wait (for an autonomous turn, or
-// a slash command) waits on a goroutine of its own.
+// Each session has two goroutines (its agent.Session.Run loop and the
+// task-event follower that Run starts), besides those of its running
+// tasks, and a bounded buffer of updates not yet written (64 KB): when
+// the client reads slowly, the goroutine that adds an update to a full
+// buffer writes it, at the client's pace, and the session waits; nothing
+// is dropped. Updates are written by the goroutine whose turn ends, by a
+// timer's 1 ms after they were added, or by that adder. A client that
+// reads nothing does not stall a session's close: it waits 5 s for a
+// stuck write, then goes on without it. A slash command (/wait) runs with
+// one more goroutine, which ends with it. session/prompt is answered by
+// offstage, not the SDK's dispatch: the goroutine that reads the
+// connection decodes it once and, when the session is idle, hands it to
+// the Run loop, whose goroutine writes the response with the turn's last
+// updates when the turn ends; a prompt that must wait (for an autonomous
+// turn, or a slash command) waits on a goroutine of its own.
 package acpserver

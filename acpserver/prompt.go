@@ -146,10 +146,11 @@ func plainString(v []byte) (string, bool) {
 // startPrompt answers a session/prompt the guard handed over. When the
 // session is idle (no prompt, no autonomous turn: its Run loop waits for
 // input) and the prompt is no slash command, the prompt goes straight to
-// Run from the reading goroutine, and the session's sender, which writes
-// the turn's updates, writes the response after them (session.handOver):
-// two hand-offs between goroutines per prompt, where a goroutine of its
-// own for the request made four. Otherwise the prompt waits on a
+// Run from the reading goroutine, and the turn's goroutine, when the turn
+// ends, writes the response with the turn's last updates
+// (session.handOver, session.turnEnd): one hand-off between goroutines
+// per prompt, where the session's writer made two and a goroutine of its
+// own for the request four. Otherwise the prompt waits on a
 // goroutine of its own (session.prompt), as the SDK's requests did.
 func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
 	a := srv.newAnswer(id, p.SessionId)
@@ -175,7 +176,7 @@ func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
 // turn it handed over ends with its session, closed then).
 //
 // A prompt handed over (session.handOver) has no context: cancelling it
-// cancels its turn, until the sender releases it. One answered on a
+// cancels its turn, until its turn's end releases it. One answered on a
 // goroutine of its own (session.prompt) has one, made then (context):
 // a context per prompt, and a function registered on it to cancel the
 // turn, cost more than the rest of taking the prompt.

@@ -59,7 +59,7 @@ type Config struct {
 	// autonomous turn waits for it before cancelling it. Default 30s.
 	PromptWait time.Duration
 	// MaxSessions bounds the sessions one connection holds at once (each
-	// has a task table and three goroutines). Default 64.
+	// has a task table and two goroutines). Default 64.
 	MaxSessions int
 	// MCPTimeout bounds how long each of the editor's MCP servers may take
 	// to start and list its tools when a session opens (they start at
@@ -518,7 +518,10 @@ func rpcError(code int, kind, sentence string) *acp.RequestError {
 func (srv *server) newID() acp.SessionId {
 	for {
 		id := acp.SessionId(agent.NewID())
-		if _, err := srv.session(id); err != nil {
+		srv.mu.Lock()
+		_, taken := srv.sessions[id] // not srv.session: its error for a free id cost a formatted sentence and a map
+		srv.mu.Unlock()
+		if !taken {
 			return id
 		}
 	}

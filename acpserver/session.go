@@ -18,18 +18,8 @@ import (
 	"github.com/offstage/offstage/tools"
 )
 
-// queueSize bounds a session's queue of updates not yet written. A full
-// queue makes the session wait (the model's stream, tool calls and the
-// task follower slow down to the client's pace); nothing is dropped. The
-// queue's buffer is allocated with the session, whether or not it is
-// ever used: at 1,024 it was a quarter of what a new session allocated
-// (32 KB), and the sender, which joins the chunks queued behind each
-// other, keeps up with a model's stream with far fewer. At 256 entries of
-// a queued (an interface, 16 bytes) it is 4 KB.
-const queueSize = 256
-
-// session is one ACP session: an agent.Session driven by its Run loop, and
-// the goroutine that writes its updates in order.
+// session is one ACP session: an agent.Session driven by its Run loop,
+// and its output (outbox.go).
 type session struct {
 	srv   *server
 	id    acp.SessionId
@@ -39,18 +29,15 @@ type session struct {
 	input   chan string   // prompts, to Run
 	stopRun func()        // ends Run
 	ran     chan struct{} // closed when Run returned
-	queue   chan queued   // to the sender
-	done    chan struct{} // closed by close: emitters stop waiting on a full queue
-	sent    chan struct{} // closed when the sender returned
-	line    []byte        // the sender's: the update lines encoded and not yet written (wire.go, flushLines)
-	joined  []byte        // the sender's: the text of chunks being joined (writeCoalesced)
+	done    chan struct{} // closed by close: nothing waits to write any more
+	out     outbox        // its updates, written in order
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
 	turnEnds  chan agent.Event
 
 	announce      sync.Once   // the available commands, once the client knows the session
-	announced     atomic.Bool // set once announce has queued them
+	announced     atomic.Bool // set once announce has added them
 	announceTimer *time.Timer // set before the session is listed; stopped by close
 
 	mcp      []*mcpServer // the editor's MCP servers, closed with the session
@@ -58,7 +45,7 @@ type session struct {
 	problems []string     // what went wrong connecting them, told the user with the commands
 
 	mu     sync.Mutex
-	answer *answer             // guarded by mu: the prompt handed over (handOver) whose response the sender owes
+	answer *answer             // guarded by mu: the prompt handed over (handOver) whose response its turn's end owes
 	cards  map[string]*card    // guarded by mu: task id → the tool call that started it
 	calls  map[string]*call    // guarded by mu: tool call id → what it is (until it ends)
 	always map[grant]bool      // guarded by mu: tools the user allowed for good, per scope
@@ -70,31 +57,6 @@ type session struct {
 	closeOnce sync.Once
 	closeErr  error
 }
-
-// queued is one entry of the sender's queue: an update to write
-// (*acp.SessionUpdate, *chunk), or a marker whose channel is closed
-// (chan struct{}) or turn end delivered (*agent.Event) once everything
-// before it has been written. One interface, not a struct of the four:
-// the queue's buffer, allocated with every session, is half the size
-// (4 KB, not 8), and a new session's garbage is collected during the
-// prompts that follow it.
-type queued interface{}
-
-// chunk is a message or thought chunk of the agent's, queued as its text
-// alone: a model streams them word by word, and the sender joins those
-// queued behind each other and encodes them itself (appendChunkLine),
-// where an acp.SessionUpdate, its chunk and its content block were built
-// for each word.
-type chunk struct {
-	thought bool
-	text    string
-}
-
-// message queues a chunk of the agent's message.
-func (s *session) message(text string) { s.push(&chunk{text: text}) }
-
-// thought queues a chunk of the agent's thoughts.
-func (s *session) thought(text string) { s.push(&chunk{thought: true, text: text}) }
 
 func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
 	s := blankSession(srv, id)
@@ -146,9 +108,8 @@ func blankSession(srv *server, id acp.SessionId) *session {
 		srv: srv, id: id,
 		input:     make(chan string),
 		ran:       make(chan struct{}),
-		queue:     make(chan queued, queueSize),
 		done:      make(chan struct{}),
-		sent:      make(chan struct{}),
+		out:       outbox{token: make(chan struct{}, 1)},
 		cancelled: make(chan struct{}, 1),
 		prompting: make(chan struct{}, 1),
 		turnEnds:  make(chan agent.Event, 1),
@@ -160,12 +121,11 @@ func blankSession(srv *server, id acp.SessionId) *session {
 	}
 }
 
-// start runs the session's sender and Run loop, under life.
+// start runs the session's Run loop, under life.
 func (s *session) start(life context.Context) {
 	s.tools = s.sess.Tools()
 	runCtx, stop := context.WithCancel(life)
 	s.stopRun = stop
-	go s.send()
 	go func() {
 		defer close(s.ran)
 		s.sess.Run(runCtx, s.input, s)
@@ -213,175 +173,12 @@ func (s *session) announceCommands() {
 			}
 			cmds = append(cmds, ac)
 		}
-		s.push(&acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}})
+		s.update(acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: cmds}})
 		for _, p := range s.problems {
 			s.message(p + "\n")
 		}
 		s.announced.Store(true)
 	})
-}
-
-// send writes the queue's updates in order until close.
-func (s *session) send() {
-	defer close(s.sent)
-	for {
-		select {
-		case q := <-s.queue:
-			s.writeCoalesced(q)
-		case <-s.done:
-			for { // what was queued before close still goes out
-				select {
-				case q := <-s.queue:
-					s.write(q)
-				default:
-					s.flushLines()
-					return
-				}
-			}
-		}
-	}
-}
-
-// writeCoalesced writes q, first joining to it the message or thought
-// chunks of the same kind queued right behind it: a model streams word by
-// word, and an editor gains nothing from a notification per word when the
-// writer is behind anyway.
-func (s *session) writeCoalesced(q queued) {
-	for {
-		c, ok := q.(*chunk)
-		if !ok {
-			break
-		}
-		s.joined = append(s.joined[:0], c.text...)
-		for {
-			select {
-			case next := <-s.queue:
-				if n, ok := next.(*chunk); ok && n.thought == c.thought && len(s.joined)+len(n.text) <= coalesceBytes {
-					s.joined = append(s.joined, n.text...)
-					continue
-				}
-				q = next
-			default:
-				q = nil
-			}
-			break
-		}
-		s.line = appendChunkLine(s.line, s.id, c.thought, s.joined)
-		if cap(s.joined) > coalesceBytes {
-			s.joined = nil // one long chunk is not kept for the session's life
-		}
-		if q == nil {
-			s.written()
-			return
-		}
-		if len(s.line) >= maxKeptLine {
-			s.flushLines()
-		}
-	}
-	s.write(q)
-}
-
-// coalesceBytes bounds a joined chunk.
-const coalesceBytes = 16 << 10
-
-func (s *session) write(q queued) {
-	switch q := q.(type) {
-	case *chunk:
-		s.line = appendChunkLine(s.line, s.id, q.thought, q.text)
-		s.written()
-	case *acp.SessionUpdate:
-		if line, ok := appendUpdate(s.line, s.id, q); ok {
-			s.line = line
-			s.written()
-			return
-		}
-		s.flushLines()
-		if err := s.srv.conn.SessionUpdate(s.srv.ctx, acp.SessionNotification{SessionId: s.id, Update: *q}); err != nil {
-			s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
-		}
-	case chan struct{}:
-		s.flushLines()
-		close(q)
-	case *agent.Event:
-		if a := s.takeAnswer(); a != nil {
-			s.answerTurn(a, *q)
-			return
-		}
-		s.flushLines()
-		select {
-		case s.turnEnds <- *q:
-		case <-s.done:
-		}
-	}
-}
-
-// written writes the lines held unless more updates are queued behind
-// them (and they are not too many).
-func (s *session) written() {
-	if len(s.queue) == 0 || len(s.line) >= maxKeptLine {
-		s.flushLines()
-	}
-}
-
-// flushLines writes the update lines encoded and not yet written, in one
-// write. The sender holds lines back while more updates are queued behind
-// them (a turn's updates come in bursts): one write, where each line was
-// one, and one wake-up of the client's reader.
-func (s *session) flushLines() {
-	if len(s.line) > 0 {
-		s.writeLines(len(s.line))
-	}
-}
-
-// writeLines writes the update lines held, s.line[:at], and the response
-// s.line[at:] after them if there is one, in one write.
-func (s *session) writeLines(at int) {
-	p := s.line
-	if s.srv.ctx.Err() != nil { // as the SDK: no update goes out once the connection ended
-		p, at = p[at:], 0
-	}
-	var err error
-	switch {
-	case at < len(p):
-		_, err = s.srv.out.WriteEnding(p, at)
-	case len(p) > 0:
-		_, err = s.srv.out.Write(p)
-	}
-	if err != nil {
-		s.srv.cfg.Logger.Debug("session update not sent", "session", s.id, "err", err)
-	}
-	s.line = s.line[:0]
-	if cap(s.line) > maxKeptLine {
-		s.line = nil
-	}
-}
-
-// push queues q, waiting while the queue is full; after close it drops q
-// (or queues it, if there is room: the sender's last drain may write it,
-// as it may when the two cases below are ready together).
-func (s *session) push(q queued) {
-	select {
-	case s.queue <- q: // the common case, without the cost of a select of two
-		return
-	default:
-	}
-	select {
-	case s.queue <- q:
-	case <-s.done:
-	}
-}
-
-func (s *session) update(u acp.SessionUpdate) { s.push(&u) }
-
-// flush waits until everything queued so far has been written.
-func (s *session) flush(ctx context.Context) {
-	ch := make(chan struct{})
-	s.push(ch)
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	case <-s.sent:
-	}
 }
 
 // prompt runs one prompted turn and says why it stopped. A prompt that
@@ -459,10 +256,10 @@ func (s *session) response(end agent.Event) (acp.PromptResponse, error) {
 
 // handOver gives an idle session's Run loop the prompt's text from the
 // reading goroutine, without waiting, and reports whether it did; the
-// sender then answers a once it has written the turn's updates
-// (answerTurn). It does not when the session is busy (a prompt or an
+// turn's goroutine then answers a when the turn ends, with its last
+// updates (turnEnd). It does not when the session is busy (a prompt or an
 // autonomous turn runs), when text is a slash command, when the commands
-// are not announced yet (announcing may wait on the queue), or when the
+// are not announced yet (announcing may wait on a full buffer), or when the
 // request's context has ended: then session.prompt, on a goroutine of its
 // own, waits and answers. What prompt does first, handOver does too:
 // hold prompting, and discard a cancel that came while no prompt ran.
@@ -484,7 +281,7 @@ func (s *session) handOver(text string, a *answer) bool {
 	s.mu.Unlock()
 	// The client giving up cancels the turn, as prompt's wait does; not
 	// before the turn has the text (it would cancel an autonomous one).
-	// a.mu is held until the turn is a's: the sender's release of a waits
+	// a.mu is held until the turn is a's: the turn's release of a waits
 	// for it.
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -502,46 +299,13 @@ func (s *session) handOver(text string, a *answer) bool {
 	}
 }
 
-// takeAnswer returns the answer the sender owes, once.
+// takeAnswer returns the answer the turn's end owes, once.
 func (s *session) takeAnswer() *answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.answer
 	s.answer = nil
 	return a
-}
-
-// answerTurn answers a prompt handed over, whose turn ended so; from the
-// sender, in one write with the last of the turn's updates.
-func (s *session) answerTurn(a *answer, end agent.Event) {
-	r, err := stopReason(end)
-	usage := s.sess.Usage() // before the next prompt may start
-	s.release(a)
-	a.done()
-	at := len(s.line)
-	if err != nil {
-		s.line = appendResponse(s.line, a.id, nil, err)
-	} else {
-		s.line = appendPromptResponse(s.line, a.id, r.StopReason, end.Usage, usage)
-	}
-	s.writeLines(at)
-}
-
-// answerClosed answers a prompt handed over whose turn's end never came:
-// the session closed, and the prompt is cancelled, as prompt answers
-// then (an internal error told the editor of a fault where there was
-// none, an outsider's finding).
-func (s *session) answerClosed() {
-	a := s.takeAnswer()
-	if a == nil {
-		return
-	}
-	s.release(a)
-	if a.ended() {
-		a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
-		return
-	}
-	a.respond(acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
 }
 
 // release ends a handed-over prompt's hold on the session: its turn is no
@@ -599,10 +363,11 @@ func (s *session) cancel() {
 	s.sess.CancelTurn()
 }
 
-// close ends the session, once: what waits on a full queue is released
-// first (a client that is alive but not reading must not stall the
-// close), then its turn is cancelled, Run stops, every task is cancelled
-// and every process reaped (agent.Session.Close), and the sender stops.
+// close ends the session, once: what waits to write is released first (a
+// client that is alive but not reading must not stall the close), then
+// its turn is cancelled, Run stops, every task is cancelled and every
+// process reaped (agent.Session.Close), and what the session still holds
+// is written (lastFlush).
 // why says what closed it, for the tasks it ends (task.Closed).
 func (s *session) close(why string) error { return s.closeCause(task.Closed("acp: " + why)) }
 
@@ -616,9 +381,8 @@ func (s *session) closeCause(cause error) error {
 			s.srv.cfg.Keep.forget(s.id)
 		}
 		s.closeErr = s.sess.CloseCause(context.Background(), cause)
-		closeMCP(s.mcp) // no call is left: every turn and task has ended
-		s.waitSent()
-		s.answerClosed()
+		closeMCP(s.mcp) // no call is left: every task has ended, and the turn (unless stuck writing, waitRan)
+		s.lastFlush()
 	})
 	return s.closeErr
 }
@@ -631,34 +395,39 @@ func (s *session) closeCause(cause error) error {
 func (s *session) detach(why string) {
 	s.closeOnce.Do(func() {
 		s.stop(task.Ended(task.BySession, "acp: "+why+"; the session goes on"))
-		s.waitSent()
-		s.answerClosed()
+		s.lastFlush()
 		s.srv.cfg.Keep.release(s.id, s)
 	})
 }
 
-// stop releases what waits on a full queue (a client that is alive but
-// not reading must not stall it), cancels the turn for cause (which its
+// stop releases what waits to write (a client that is alive but not
+// reading must not stall it), cancels the turn for cause (which its
 // foreground command records: never a user's cancel) and stops Run.
 func (s *session) stop(cause error) {
 	close(s.done)
 	s.announceTimer.Stop() // a session closed at once announces nothing
 	s.sess.CancelTurnCause(cause)
 	s.stopRun()
-	<-s.ran
+	s.waitRan()
 }
 
-// waitSent waits, a little, for the sender to write what it holds.
-func (s *session) waitSent() {
-	select {
-	case <-s.sent:
-	case <-time.After(sendGrace):
-		// The sender is stuck writing to a client that reads nothing:
-		// what it still holds goes with the connection.
-		s.srv.cfg.Logger.Warn("closed a session whose client is not reading its updates", "session", s.id)
+// waitRan waits for Run to return, which it does once its turn is
+// cancelled, unless a write of the session's is stuck on a client that
+// reads nothing (the turn's goroutine writes its end): then it waits
+// sendGrace for that write, and lets Run go, which returns when the write
+// does (the connection closes, or the client reads again).
+func (s *session) waitRan() {
+	for {
+		wait := time.NewTimer(sendGrace)
+		select {
+		case <-s.ran:
+			wait.Stop()
+			return
+		case <-wait.C:
+			if s.stuck(sendGrace) {
+				s.srv.cfg.Logger.Warn("closed a session whose turn is stuck writing to a client that is not reading", "session", s.id)
+				return
+			}
+		}
 	}
 }
-
-// sendGrace bounds how long closing a session waits for its last updates
-// to be written.
-const sendGrace = 5 * time.Second

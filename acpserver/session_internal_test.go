@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
-	"unsafe"
+	"testing/synctest"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
@@ -13,61 +15,137 @@ import (
 	"github.com/offstage/offstage/internal/rpcline"
 )
 
-// TestSenderJoinsChunks: message or thought chunks queued behind each
-// other go out as one chunk of their joined text (up to coalesceBytes),
-// each line as appendUpdate writes the SDK's update for it; the lines
-// are held while more is queued, and written at once.
-func TestSenderJoinsChunks(t *testing.T) {
-	var out writes
-	_, w := rpcline.New(strings.NewReader(""), &out, rpcline.Options{MaxLine: 1 << 10})
+// testSession is a session's output side alone, writing to out.
+func testSession(out *writes) *session {
+	_, w := rpcline.New(strings.NewReader(""), out, rpcline.Options{MaxLine: 1 << 10})
 	srv := &server{ctx: context.Background(), out: w, cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
-	s := blankSession(srv, "s-1")
-	long := strings.Repeat("a", coalesceBytes-1)
-	s.message("Nothing")
-	s.message(" is \u2028")
-	s.thought("hmm")
-	s.thought("…")
-	s.message(" running.")
-	s.update(acp.UpdateUserMessageText("x"))
-	s.message(long)
-	s.message("b")
-	s.message("c")
-	s.thought("\xff")
-	for len(s.queue) > 0 {
-		s.writeCoalesced(<-s.queue)
+	return blankSession(srv, "s-1")
+}
+
+// TestChunksJoined: message or thought chunks added one after the other
+// go out as one chunk of their joined text (up to coalesceBytes), each
+// line as appendUpdate writes the SDK's update for it; the lines are
+// held until they are flushed, and written at once.
+func TestChunksJoined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // no time passes: no delayed flush
+		var out writes
+		s := testSession(&out)
+		long := strings.Repeat("a", coalesceBytes-1)
+		s.message("Nothing")
+		s.message(" is \u2028")
+		s.thought("hmm")
+		s.thought("…")
+		s.message(" running.")
+		s.update(acp.UpdateUserMessageText("x"))
+		s.message(long)
+		s.message("b")
+		s.message("c")
+		s.thought("\xff")
+		s.flush(context.Background())
+		var want []byte
+		for _, u := range []acp.SessionUpdate{
+			acp.UpdateAgentMessageText("Nothing is \u2028"),
+			acp.UpdateAgentThoughtText("hmm…"),
+			acp.UpdateAgentMessageText(" running."),
+			acp.UpdateUserMessageText("x"),
+			acp.UpdateAgentMessageText(long + "b"),
+			acp.UpdateAgentMessageText("c"),
+			acp.UpdateAgentThoughtText("\xff"),
+		} {
+			want, _ = appendUpdate(want, "s-1", &u)
+		}
+		if d := cmp.Diff([]string{string(want)}, out.all()); d != "" {
+			t.Errorf("writes (-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestUpdatesGoOutWithinFlushDelay: an update added while the turn goes
+// on (a tool call's card before the tool runs long, a model's stream)
+// reaches the client flushDelay later at the latest, with those added
+// meanwhile, without the turn's end.
+func TestUpdatesGoOutWithinFlushDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out writes
+		s := testSession(&out)
+		s.update(acp.UpdateUserMessageText("x"))
+		time.Sleep(flushDelay / 2)
+		s.message("y")
+		synctest.Wait()
+		if got := out.all(); len(got) != 0 {
+			t.Fatalf("written before flushDelay: %q", got)
+		}
+		time.Sleep(flushDelay / 2)
+		synctest.Wait()
+		var want []byte
+		for _, u := range []acp.SessionUpdate{acp.UpdateUserMessageText("x"), acp.UpdateAgentMessageText("y")} {
+			want, _ = appendUpdate(want, "s-1", &u)
+		}
+		if d := cmp.Diff([]string{string(want)}, out.all()); d != "" {
+			t.Errorf("writes flushDelay after the first update (-want +got):\n%s", d)
+		}
+		close(s.done)
+	})
+}
+
+// TestAFullBufferIsWrittenByItsAdder: past maxBuffered, the goroutine
+// that adds an update writes what the session holds itself (at the
+// client's pace), without waiting for the delayed flush.
+func TestAFullBufferIsWrittenByItsAdder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // no time passes: no delayed flush
+		var out writes
+		s := testSession(&out)
+		word := strings.Repeat("w", 1000)
+		for range maxBuffered / len(word) {
+			s.update(acp.UpdateUserMessageText(word))
+		}
+		if got := out.all(); len(got) != 1 || len(got[0]) < maxBuffered {
+			t.Errorf("after %d bytes of updates, writes = %d, want one of them all", maxBuffered, len(got))
+		}
+		close(s.done)
+	})
+}
+
+// TestAClosedSessionHoldsBoundedUpdates: once a session is closed with a
+// write stuck (a client that reads nothing holds the token), updates its
+// goroutines still add past maxBuffered are dropped, not held: nobody
+// would write them, and the buffer grew without bound.
+func TestAClosedSessionHoldsBoundedUpdates(t *testing.T) {
+	var out writes
+	s := testSession(&out)
+	s.out.token <- struct{}{} // the write under way, stuck
+	close(s.done)
+	word := strings.Repeat("w", 1000)
+	for range 4 * maxBuffered / len(word) {
+		s.update(acp.UpdateUserMessageText(word))
+		s.message(word)
 	}
-	var want []byte
-	for _, u := range []acp.SessionUpdate{
-		acp.UpdateAgentMessageText("Nothing is \u2028"),
-		acp.UpdateAgentThoughtText("hmm…"),
-		acp.UpdateAgentMessageText(" running."),
-		acp.UpdateUserMessageText("x"),
-		acp.UpdateAgentMessageText(long + "b"),
-		acp.UpdateAgentMessageText("c"),
-		acp.UpdateAgentThoughtText("\xff"),
-	} {
-		want, _ = appendUpdate(want, "s-1", &u)
+	s.out.mu.Lock()
+	held := len(s.out.buf) + len(s.out.joined)
+	s.out.mu.Unlock()
+	if held > maxBuffered+2*len(word)+512 {
+		t.Errorf("a closed session with a stuck write holds %d bytes of updates, want at most about %d", held, maxBuffered)
 	}
-	if d := cmp.Diff([]string{string(want)}, out.each); d != "" {
-		t.Errorf("writes (-want +got):\n%s", d)
+	if got := out.all(); len(got) != 0 {
+		t.Errorf("written while the token was held: %d writes", len(got))
 	}
 }
 
 // writes records each write.
-type writes struct{ each []string }
+type writes struct {
+	mu   sync.Mutex
+	each []string
+}
 
 func (w *writes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.each = append(w.each, string(p))
 	return len(p), nil
 }
 
-// TestQueueBufferSmall (issue 35, item 6): every session allocates its
-// queue's buffer whole when it is made, and what a new session leaves is
-// collected during the prompts after it; an entry was a struct of four
-// pointers, 8 KB a session.
-func TestQueueBufferSmall(t *testing.T) {
-	var q queued
-	if size := unsafe.Sizeof(q) * queueSize; size > 4<<10 {
-		t.Errorf("a session's queue buffer is %d bytes, want at most 4 KB", size)
-	}
+func (w *writes) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.each
 }

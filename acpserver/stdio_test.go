@@ -282,6 +282,60 @@ func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
 	}
 }
 
+// TestStoppingWhileTheClientReadsNothingAfterAPrompt: as
+// TestStoppingWhileTheClientReadsNothing, with a prompt handed over to
+// an idle session's turn (the second of the session), whose response the
+// session owes when it closes: answering it must not wait for ever on the
+// output the stalled write holds (it did: closing the session wrote the
+// cancelled answer behind that write).
+func TestStoppingWhileTheClientReadsNothingAfterAPrompt(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"text": "ready"}, {"text": "` + strings.Repeat("word ", 5000) + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	w := &stallingWriter{lines: make(chan string, 100), stalled: make(chan struct{}), release: make(chan struct{})}
+	defer close(w.release)
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(ctx, acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, w)
+	}()
+	call := func(id int, method, params string) string {
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+		for {
+			select {
+			case line := <-w.lines:
+				if strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
+					return line
+				}
+			case <-time.After(rpclinetest.Timeout):
+				t.Fatalf("no reply to %s", method)
+			}
+		}
+	}
+	call(1, "initialize", `{"protocolVersion":1}`)
+	var reply struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	json.Unmarshal([]byte(call(2, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)), &reply)
+	prompt := `{"sessionId":"` + reply.Result.SessionID + `","prompt":[{"type":"text","text":"talk"}]}`
+	call(3, "session/prompt", prompt) // the first prompt announces the commands; the next is handed over
+	close(w.stalled)
+	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":%s}`+"\n", prompt)
+	time.Sleep(time.Second) // the turn streams 5,000 words to a client that reads none
+	stop()                  // SIGTERM
+	select {
+	case <-served:
+	case <-time.After(rpclinetest.Timeout):
+		t.Fatal("Serve did not return: closing the session waits to answer a prompt on an output a stalled write holds")
+	}
+}
+
 // TestCancelRequestStopsThePrompt: a client that gives up on a prompt
 // with $/cancel_request naming its id (and no session/cancel) has the
 // prompt answered cancelled at once, its foreground command stopped, as

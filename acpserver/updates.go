@@ -40,7 +40,7 @@ type call struct {
 
 // Event makes a session an agent.Sink: every event of the session, from
 // turns prompted or autonomous and from its task table, becomes a session
-// update, queued in order.
+// update, added in order (outbox.go).
 func (s *session) Event(e agent.Event) {
 	switch e.Type {
 	case agent.TextDelta:
@@ -64,8 +64,7 @@ func (s *session) Event(e agent.Event) {
 	case agent.TurnEnd:
 		switch {
 		case !e.Autonomous:
-			end := e // a copy: taking e's address would move every event to the heap
-			s.push(&end)
+			s.turnEnd(e)
 		case e.Err != nil && !errors.Is(e.Err, agent.ErrTurnCanceled):
 			s.message("\n(The turn started by finished background work failed: " + e.Err.Error() + ")\n")
 		}
@@ -87,8 +86,7 @@ func (s *session) toolCall(e agent.Event) {
 	s.mu.Lock()
 	s.calls[e.ToolCallID] = &call{tool: t}
 	s.mu.Unlock()
-	s.update(acp.StartToolCall(acp.ToolCallId(e.ToolCallID), title,
-		acp.WithStartKind(kind), acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(rawJSON(e.Input))))
+	s.cardStarted(e.ToolCallID, title, kind, e.Input)
 }
 
 // toolResult ends a tool call's card, unless the call started background
@@ -114,9 +112,7 @@ func (s *session) toolResult(e agent.Event) {
 		}
 		return
 	}
-	status, text := cardStatus(e.IsError, &out), resultText(e.Tool, &out, e.Text)
-	s.update(acp.UpdateToolCall(id, acp.WithUpdateStatus(status),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(&out, e.Text))))
+	s.cardEnded(e.ToolCallID, cardStatus(e.IsError, &out), resultText(e.Tool, &out, e.Text), out.raw, e.Text)
 }
 
 // cardStatus is how a finished call's card ends: failed for an error

@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/task"
 )
 
@@ -19,7 +20,7 @@ import (
 // map to add the discriminator and encodes the map again, and the
 // notification and the message around it are checked and compacted twice
 // more. appendUpdate writes the same JSON by hand, appending to the
-// sender's buffer: no reflection, no allocation. Strings are escaped
+// session's buffer (outbox.go): no reflection, no allocation. Strings are escaped
 // byte for byte as encoding/json escapes them (appendString,
 // FuzzAppendString); a value of a field typed any (rawInput, rawOutput,
 // _meta) and the rare locations go through encoding/json, except a
@@ -327,7 +328,7 @@ func (r jsonText) MarshalJSON() ([]byte, error) { return r, nil }
 // line breaks (whitespace between tokens: a string holds none raw); ok is
 // false otherwise.
 func asJSON(b []byte) (jsonText, bool) {
-	if !json.Valid(b) {
+	if _, ok := rpcline.Valid(b); !ok {
 		return nil, false
 	}
 	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
@@ -513,4 +514,58 @@ func appendTaskUsage(dst []byte, u *task.Usage) []byte {
 	dst = append(dst, `,"model_calls":`...)
 	dst = strconv.AppendInt(dst, u.ModelCalls, 10)
 	return append(dst, '}')
+}
+
+// A tool call's card is started and ended on every call the model makes:
+// cardLine and its callers write those two updates straight from what
+// they hold, as appendUpdate writes acp.StartToolCall(id, title,
+// WithStartKind, WithStartStatus, WithStartRawInput) and
+// acp.UpdateToolCall(id, WithUpdateStatus, WithUpdateContent of one text
+// block, WithUpdateRawOutput), where the SDK's builders allocated the
+// update, each part and option, and a pointer per field
+// (TestCardLinesAreTheSDKs, FuzzCardLines).
+
+// appendCardStart appends the tool_call update line of a call's card.
+// The raw input is rawJSON when set, else rawText.
+func appendCardStart(dst []byte, id acp.SessionId, call, title string, kind acp.ToolKind, status acp.ToolCallStatus, rawJSON jsonText, rawText string) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{`...)
+	if kind != "" {
+		dst = appendField(dst, "kind", string(kind))
+	}
+	dst = append(dst, `"rawInput":`...)
+	dst = appendRawValue(dst, rawJSON, rawText)
+	dst = append(dst, `,"sessionUpdate":"tool_call",`...)
+	if status != "" {
+		dst = appendField(dst, "status", string(status))
+	}
+	dst = append(dst, `"title":`...)
+	dst = appendString(dst, title)
+	dst = append(dst, `,"toolCallId":`...)
+	dst = appendString(dst, call)
+	return append(dst, "}}}\n"...)
+}
+
+// appendCardEnd appends the tool_call_update line that sets a card's
+// status, its text and its raw output (rawJSON when set, else rawText).
+func appendCardEnd(dst []byte, id acp.SessionId, call string, status acp.ToolCallStatus, text string, rawJSON jsonText, rawText string) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{"content":[{"content":`...)
+	dst = appendText(dst, text)
+	dst = append(dst, `,"type":"content"}],"rawOutput":`...)
+	dst = appendRawValue(dst, rawJSON, rawText)
+	dst = append(dst, `,"sessionUpdate":"tool_call_update",`...)
+	dst = appendField(dst, "status", string(status))
+	dst = append(dst, `"toolCallId":`...)
+	dst = appendString(dst, call)
+	return append(dst, "}}}\n"...)
+}
+
+func appendRawValue(dst []byte, rawJSON jsonText, rawText string) []byte {
+	if rawJSON != nil {
+		return append(dst, rawJSON...)
+	}
+	return appendString(dst, rawText)
 }

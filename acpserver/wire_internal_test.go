@@ -239,3 +239,40 @@ func TestPromptResponseIsWithUsages(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCardLines: a card's start and end, written straight from what the
+// session holds, are the lines appendUpdate writes for the SDK's updates
+// built as before (and FuzzUpdateWire holds those to the SDK's bytes).
+func FuzzCardLines(f *testing.F) {
+	f.Add("s-1", "call_1", "List tasks", "read", `{}`, "Nothing is running.", `{"tasks":[],"count":0}`)
+	f.Add("\\", "\"", "Run: \u2028", "", `not json`, "\x00\xff", `"a string"`)
+	f.Add("s", "c", "t", "execute", "{\n\"command\": \"ls\"\n}", "", `{"error":"x"}`)
+	f.Fuzz(func(t *testing.T, sid, call, title, kind, input, text, result string) {
+		id := acp.SessionId(sid)
+		start := acp.StartToolCall(acp.ToolCallId(call), title, acp.WithStartKind(acp.ToolKind(kind)),
+			acp.WithStartStatus(acp.ToolCallStatusPending), acp.WithStartRawInput(rawJSON([]byte(input))))
+		want, ok := appendUpdate(nil, id, &start)
+		if !ok {
+			t.Fatalf("appendUpdate does not write the start %+v", start)
+		}
+		raw, isJSON := asJSON([]byte(input))
+		if !isJSON {
+			raw = nil
+		}
+		if got := appendCardStart(nil, id, call, title, acp.ToolKind(kind), acp.ToolCallStatusPending, raw, input); string(got) != string(want) {
+			t.Errorf("appendCardStart wrote\n%s\nappendUpdate\n%s", got, want)
+		}
+		out := readOutput(result)
+		for _, status := range []acp.ToolCallStatus{acp.ToolCallStatusCompleted, acp.ToolCallStatusFailed} {
+			end := acp.UpdateToolCall(acp.ToolCallId(call), acp.WithUpdateStatus(status),
+				acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(text))}), acp.WithUpdateRawOutput(rawOr(&out, result)))
+			want, ok := appendUpdate(nil, id, &end)
+			if !ok {
+				t.Fatalf("appendUpdate does not write the end %+v", end)
+			}
+			if got := appendCardEnd(nil, id, call, status, text, out.raw, result); string(got) != string(want) {
+				t.Errorf("appendCardEnd wrote\n%s\nappendUpdate\n%s", got, want)
+			}
+		}
+	})
+}

@@ -430,10 +430,14 @@ func (t *Reader) scannedID(msg []byte) json.RawMessage {
 
 // check returns the message to pass on (nil for none) or the error reply.
 func (t *Reader) check(msg []byte) (out, rejection []byte) {
-	if depth(msg) > t.opts.MaxDepth {
+	d, valid := Valid(msg)
+	if !valid {
+		d = depth(msg) // what nests too deep is said first, valid or not
+	}
+	if d > t.opts.MaxDepth {
 		return nil, reply(t.scannedID(msg), -32600, fmt.Sprintf("Invalid Request: the message nests deeper than %d levels; offstage takes no deeper JSON", t.opts.MaxDepth))
 	}
-	if !json.Valid(msg) {
+	if !valid {
 		return nil, reply(t.scannedID(msg), -32700, "Parse error: the line is not JSON; send one JSON-RPC message per line")
 	}
 	switch msg[0] {

@@ -342,9 +342,15 @@ func (t *Task) fencedStart(cmd *exec.Cmd) (joined bool, joinErr, err error) {
 	defer ns.release()
 	mntns := ns.file
 	if !filepath.IsAbs(cmd.Dir) { // the fence's working directory is its namespace's /
-		wd, err := os.Getwd()
+		// The kernel's name for it: one system call, where os.Getwd
+		// makes two to check $PWD against it (a start's cost). Both
+		// name the same directory in the fence, whose mounts are the
+		// host's.
+		wd, err := syscall.Getwd()
 		if err != nil {
-			return false, nil, fmt.Errorf("proc: %w", err)
+			if wd, err = os.Getwd(); err != nil { // longer than PATH_MAX
+				return false, nil, fmt.Errorf("proc: %w", err)
+			}
 		}
 		cmd.Dir = filepath.Join(wd, cmd.Dir)
 	}

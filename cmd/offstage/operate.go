@@ -90,6 +90,9 @@ func followTask(ctx context.Context, store *journal.DB, session, id string, sinc
 		if ctx.Err() != nil {
 			return nil // Ctrl-C: the user stopped following
 		}
+		if le := (fleet.LogError{}); errors.As(err, &le) {
+			return outcome{err} // the log's trouble, not the journal's
+		}
 		return err
 	}
 	// The end is recorded within a batch of the owner's journal (20 ms).

@@ -412,5 +412,20 @@ func TestFollowSaysWhereALogOfAnotherMachineIs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "/var/lib/offstage/logs/"+session+"/shell-1.log on elsewhere.example") {
 			t.Errorf("Follow of another machine's task = %v, want the machine and the file named", err)
 		}
+		if !errors.As(err, new(LogError)) {
+			t.Errorf("Follow of another machine's task = %T, want a LogError (the log's trouble, not the journal's)", err)
+		}
+	}
+	// A task whose offstage kept no log: said so, as the task's trouble.
+	host, _ := os.Hostname()
+	if err := store.Write(ctx, []journal.Record{
+		&journal.Host{ID: "h9", Hostname: host, PID: 4244, Start: 1, Started: now},
+		&journal.Session{ID: "s9", HostID: "h9", Surface: "mcp", Started: now},
+		&journal.TaskChange{Session: "s9", Change: task.Change{Event: task.Event{Time: now, Type: task.EventSpawned, ID: "shell:1", Kind: "shell", State: task.Running}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Follow(ctx, store, "s9", "shell:1", FollowOptions{Since: -1}, io.Discard); !errors.As(err, new(LogError)) || !strings.Contains(err.Error(), "no output log") {
+		t.Errorf("Follow of a task without a log = %v, want a LogError saying so", err)
 	}
 }

@@ -49,6 +49,13 @@ const tailBytes = 64 << 10
 // was written when that is this machine, and otherwise returns an error
 // that says where the log is. Only shells have output to follow. It
 // blocks; the caller ends it with ctx.
+// LogError is why Follow cannot read a task's output log: the task's or
+// the log's own trouble (none kept, on another machine, unreadable), not
+// the journal's, and said as it is.
+type LogError struct{ error }
+
+func (e LogError) Unwrap() error { return e.error }
+
 func Follow(ctx context.Context, store journal.Store, session, id string, opts FollowOptions, w io.Writer) error {
 	db, ok := store.(Store)
 	if !ok {
@@ -97,14 +104,14 @@ func Follow(ctx context.Context, store journal.Store, session, id string, opts F
 	}
 	where := fmt.Sprintf("%s on %s", t.LogPath, peer.Hostname)
 	if t.LogPath == "" {
-		return fmt.Errorf("%s has no output log (its offstage kept output in memory only)", id)
+		return LogError{fmt.Errorf("%s has no output log (its offstage kept output in memory only)", id)}
 	}
 	if peer.Hostname != here {
-		return fmt.Errorf("%s's output log is %s, not on this machine, and its offstage cannot serve it: read it there", id, where)
+		return LogError{fmt.Errorf("%s's output log is %s, not on this machine, and its offstage cannot serve it: read it there", id, where)}
 	}
 	f, err := journal.OpenLog(t)
 	if err != nil {
-		return fmt.Errorf("%s's output log %s cannot be read here: %w", id, where, err)
+		return LogError{fmt.Errorf("%s's output log %s cannot be read here: %w", id, where, err)}
 	}
 	defer f.Close()
 	if gone {

@@ -142,7 +142,7 @@ func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
 	}
-	w := &Writer{w: out, gone: readerGone(out), pending: make(map[string]*request)}
+	w := &Writer{w: out, gone: readerGone(out), pending: make(map[string]*request), token: make(chan struct{}, 1)}
 	r := &Reader{r: bufio.NewReaderSize(in, 64<<10), w: w, opts: opts, closed: make(chan struct{})}
 	return r, w
 }
@@ -151,8 +151,11 @@ func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
 // to the requests its Reader passed on. Close does nothing: the stream's
 // owner closes the output.
 type Writer struct {
-	writeMu sync.Mutex // serialises whole messages
-	w       io.Writer
+	// token, of capacity 1, is held by the goroutine writing a message:
+	// it serialises whole messages, and, unlike a mutex, can be waited
+	// for a while only (abandon).
+	token chan struct{}
+	w     io.Writer
 	// gone, if set, says whether the output's reader is gone for good:
 	// the drain then waits no more (see Reader.drain).
 	gone func() bool
@@ -214,8 +217,8 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 }
 
 func (l *Writer) write(p []byte) (int, error) {
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
+	l.token <- struct{}{}
+	defer func() { <-l.token }()
 	return l.w.Write(p)
 }
 
@@ -289,10 +292,33 @@ func (l *Writer) abandon(after time.Duration, cause error) {
 	if !errors.Is(cause, io.EOF) {
 		how = "the input ended (" + cause.Error() + ")"
 	}
+	var msgs []byte
 	for _, id := range ids {
-		l.write(reply(id, -32603, fmt.Sprintf("Internal error: %s and this request was not answered within %s of it; it was abandoned", how, after)))
+		msgs = append(msgs, reply(id, -32603, fmt.Sprintf("Internal error: %s and this request was not answered within %s of it; it was abandoned", how, after))...)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	// A write under way may be stuck on a client that reads nothing (its
+	// turn's updates filled the pipe): waiting on it here would keep the
+	// end of the input from the server for as long, and the server, its
+	// sessions and their work from ending (an outsider's finding). After
+	// abandonWait, the answers are left to a goroutine that writes them
+	// if that write ever ends, and the input's end goes on.
+	wait := time.NewTimer(abandonWait)
+	defer wait.Stop()
+	select {
+	case l.token <- struct{}{}:
+		l.w.Write(msgs)
+		<-l.token
+	case <-wait.C:
+		go l.write(msgs)
 	}
 }
+
+// abandonWait is how long abandon waits for a write under way before it
+// leaves its answers to a goroutine.
+const abandonWait = time.Second
 
 // Reader passes valid messages on, one per line with its newline, and
 // answers the rest on the Writer. Blank lines are dropped.

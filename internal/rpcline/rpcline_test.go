@@ -678,3 +678,39 @@ func TestEndOfInputWithTheReaderGone(t *testing.T) {
 		})
 	}
 }
+
+// stuckWriter is an output whose reader reads nothing: a write blocks
+// until release is closed.
+type stuckWriter struct {
+	bytes.Buffer
+	release chan struct{}
+}
+
+func (s *stuckWriter) Write(p []byte) (int, error) {
+	<-s.release
+	return s.Buffer.Write(p)
+}
+
+// A write stuck on a client that reads nothing (a turn's updates filled
+// the pipe) keeps neither the end of the input from the server past the
+// grace and abandonWait, nor the abandoned request's answer from going
+// out once the write ends (an outsider's finding: offstage acp never
+// exited).
+func TestEndOfInputPastAStuckWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &stuckWriter{release: make(chan struct{})}
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), out, rpcline.Options{MaxLine: 1 << 10, Drain: 5 * time.Second})
+		go w.Write([]byte(`{"jsonrpc":"2.0","method":"update"}` + "\n")) // stuck
+		start := time.Now()
+		io.ReadAll(r)
+		if waited := time.Since(start); waited != 6*time.Second {
+			t.Errorf("end of input after %s, want the 5s grace and 1s for the stuck write", waited)
+		}
+		close(out.release)
+		synctest.Wait()
+		want := `{"jsonrpc":"2.0","method":"update"}` + "\n" + `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error: the input ended and this request was not answered within 5s of it; it was abandoned"}}` + "\n"
+		if out.String() != want {
+			t.Errorf("output %s, want %s", out.String(), want)
+		}
+	})
+}

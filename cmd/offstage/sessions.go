@@ -39,7 +39,7 @@ ends it). The journal keeps what the session ran
 (offstage tasks --session ID).`
 
 const sessionsExamples = `  offstage sessions
-  offstage sessions close 20260512T0931
+  offstage sessions close 20260512-0931
 `
 
 func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -586,9 +586,11 @@ func parse(msg []byte) (parsed, error) {
 	if id, ok := fields.get("id"); ok && !isNull(id) {
 		key, err := idKey(id)
 		if err != nil {
-			if id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9') {
-				m.replyID = id // a number, echoed as sent
-			}
+			if id[0] == '"' {
+				m.replyID = id
+			} else if _, ferr := strconv.ParseFloat(string(id), 64); ferr == nil && (id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) {
+				m.replyID = id // a number, echoed as sent: a client decodes it
+			} // else (1e400) null: no JSON decoder of a float64 takes it back
 			return m, err
 		}
 		m.ID, m.replyID, m.key = id, id, key

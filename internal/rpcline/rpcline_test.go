@@ -45,6 +45,9 @@ func TestReaderAnswersWhatTheSDKCannotTake(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, not a boolean"}`},
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `"id":1.5,"error":{"code":-32600,"message":"Invalid Request: id 1.5 is not an integer`},
 		{`{"jsonrpc":"2.0","id":1e300,"method":"ping"}`, `"id":1e300,"error":{"code":-32600`},
+		// Past a float64's range, an id echoed is a line no client decodes.
+		{`{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: id 1e400 is not an integer`},
+		{`{"jsonrpc":"2.0","id":-1e400,"method":"ping"}`, `"id":null,"error":{"code":-32600`},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, `"id":9007199254740993,"error":{"code":-32600,"message":"Invalid Request: id 9007199254740993 is out of range`},
 		{`[]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: an empty batch`},
 		{`[1,2,3]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"}},{"jsonrpc":"2.0","id":null,`},

@@ -232,54 +232,84 @@ func (w *stallingWriter) Write(b []byte) (int, error) {
 	}
 }
 
-// TestStoppingWhileTheClientReadsNothing (issue 21, M2): a client that
-// is alive but has stopped reading fills the session's queue of updates,
-// and the turn waits on it; stopping the agent must still close the
-// session and return, not wait forever for Run.
-func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": [{"text": "` + strings.Repeat("word ", 5000) + `"}]}`))
+// stalledServe serves ACP, with the scripted model script, to a client
+// whose writer stalls once its stalled channel is closed, and makes a
+// session. call sends a request and returns its reply; stop is SIGTERM,
+// and served has what Serve returned.
+type stalledServe struct {
+	t         *testing.T
+	in        *io.PipeWriter
+	out       *stallingWriter
+	stop      context.CancelFunc
+	served    chan error
+	sessionID string
+}
+
+func startStalledServe(t *testing.T, script string) *stalledServe {
+	m, err := scripted.Parse([]byte(script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
+	t.Cleanup(stop)
 	inR, inW := io.Pipe()
-	defer inW.Close()
+	t.Cleanup(func() { inW.Close() })
 	w := &stallingWriter{lines: make(chan string, 100), stalled: make(chan struct{}), release: make(chan struct{})}
-	defer close(w.release)
-	served := make(chan error, 1)
+	t.Cleanup(func() { close(w.release) })
+	s := &stalledServe{t: t, in: inW, out: w, stop: stop, served: make(chan error, 1)}
 	go func() {
-		served <- acpserver.Serve(ctx, acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, w)
+		s.served <- acpserver.Serve(ctx, acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, w)
 	}()
-	call := func(id int, method, params string) string {
-		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
-		for {
-			select {
-			case line := <-w.lines:
-				if strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
-					return line
-				}
-			case <-time.After(rpclinetest.Timeout):
-				t.Fatalf("no reply to %s", method)
-			}
-		}
-	}
-	call(1, "initialize", `{"protocolVersion":1}`)
+	s.call(1, "initialize", `{"protocolVersion":1}`)
 	var reply struct {
 		Result struct {
 			SessionID string `json:"sessionId"`
 		} `json:"result"`
 	}
-	json.Unmarshal([]byte(call(2, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)), &reply)
-	close(w.stalled)
-	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"talk"}]}}`+"\n", reply.Result.SessionID)
-	time.Sleep(time.Second) // the turn streams 5,000 words into a queue of 1,024 that nobody empties
-	stop()                  // SIGTERM
-	select {
-	case <-served:
-	case <-time.After(rpclinetest.Timeout):
-		t.Fatal("Serve did not return: closing the session waits for a client that reads nothing")
+	json.Unmarshal([]byte(s.call(2, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)), &reply)
+	s.sessionID = reply.Result.SessionID
+	return s
+}
+
+func (s *stalledServe) send(id int, method, params string) {
+	fmt.Fprintf(s.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+}
+
+func (s *stalledServe) call(id int, method, params string) string {
+	s.send(id, method, params)
+	for {
+		select {
+		case line := <-s.out.lines:
+			if strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
+				return line
+			}
+		case <-time.After(rpclinetest.Timeout):
+			s.t.Fatalf("no reply to %s", method)
+		}
 	}
+}
+
+// stopAndWait stops the agent (SIGTERM) and fails with why unless Serve
+// returns.
+func (s *stalledServe) stopAndWait(why string) {
+	s.stop()
+	select {
+	case <-s.served:
+	case <-time.After(rpclinetest.Timeout):
+		s.t.Fatal("Serve did not return: " + why)
+	}
+}
+
+// TestStoppingWhileTheClientReadsNothing (issue 21, M2): a client that
+// is alive but has stopped reading fills the session's queue of updates,
+// and the turn waits on it; stopping the agent must still close the
+// session and return, not wait forever for Run.
+func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
+	s := startStalledServe(t, `{"turns": [{"text": "`+strings.Repeat("word ", 5000)+`"}]}`)
+	close(s.out.stalled)
+	s.send(3, "session/prompt", `{"sessionId":"`+s.sessionID+`","prompt":[{"type":"text","text":"talk"}]}`)
+	time.Sleep(time.Second) // the turn streams 5,000 words into a queue of 1,024 that nobody empties
+	s.stopAndWait("closing the session waits for a client that reads nothing")
 }
 
 // TestStoppingWhileTheClientReadsNothingAfterAPrompt: as
@@ -289,51 +319,13 @@ func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
 // output the stalled write holds (it did: closing the session wrote the
 // cancelled answer behind that write).
 func TestStoppingWhileTheClientReadsNothingAfterAPrompt(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": [{"text": "ready"}, {"text": "` + strings.Repeat("word ", 5000) + `"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	inR, inW := io.Pipe()
-	defer inW.Close()
-	w := &stallingWriter{lines: make(chan string, 100), stalled: make(chan struct{}), release: make(chan struct{})}
-	defer close(w.release)
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(ctx, acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, w)
-	}()
-	call := func(id int, method, params string) string {
-		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
-		for {
-			select {
-			case line := <-w.lines:
-				if strings.Contains(line, fmt.Sprintf(`"id":%d,`, id)) {
-					return line
-				}
-			case <-time.After(rpclinetest.Timeout):
-				t.Fatalf("no reply to %s", method)
-			}
-		}
-	}
-	call(1, "initialize", `{"protocolVersion":1}`)
-	var reply struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	json.Unmarshal([]byte(call(2, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)), &reply)
-	prompt := `{"sessionId":"` + reply.Result.SessionID + `","prompt":[{"type":"text","text":"talk"}]}`
-	call(3, "session/prompt", prompt) // the first prompt announces the commands; the next is handed over
-	close(w.stalled)
-	fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":%s}`+"\n", prompt)
+	s := startStalledServe(t, `{"turns": [{"text": "ready"}, {"text": "`+strings.Repeat("word ", 5000)+`"}]}`)
+	prompt := `{"sessionId":"` + s.sessionID + `","prompt":[{"type":"text","text":"talk"}]}`
+	s.call(3, "session/prompt", prompt) // the first prompt announces the commands; the next is handed over
+	close(s.out.stalled)
+	s.send(4, "session/prompt", prompt)
 	time.Sleep(time.Second) // the turn streams 5,000 words to a client that reads none
-	stop()                  // SIGTERM
-	select {
-	case <-served:
-	case <-time.After(rpclinetest.Timeout):
-		t.Fatal("Serve did not return: closing the session waits to answer a prompt on an output a stalled write holds")
-	}
+	s.stopAndWait("closing the session waits to answer a prompt on an output a stalled write holds")
 }
 
 // TestCancelRequestStopsThePrompt: a client that gives up on a prompt

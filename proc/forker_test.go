@@ -110,6 +110,7 @@ func TestSandboxForkerNetworkIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	t.Logf("the helper says:\n%s", out)
 	lines := strings.Split(string(out), "\n")
 	wants := []string{"time_wait: fresh", "process: fresh"}
 	if lines[0] == "cgroup" {
@@ -144,7 +145,26 @@ func forkerNet() int {
 		return string(p.Read(proc.Combined, 0, 0).Data)
 	}
 	fmt.Println(proc.Containment().Mode)
-	const ns = "exec readlink /proc/self/ns/net"
+	// Python, not this binary: its threads are pids made after the
+	// leader, which would keep the namespace from being used again
+	// whatever it left.
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		var lerr error
+		if python, lerr = exec.LookPath("python3"); lerr != nil {
+			fmt.Println("no python3 to leave a connection in TIME_WAIT")
+			return 1
+		}
+	}
+	// A namespace is told by its cookie, which the kernel never gives
+	// another (SO_NETNS_COOKIE, Linux 5.14): its inode number is given
+	// again to a new one once it is freed, which a command's end that
+	// kills its leftovers at once makes likely.
+	const cookie = `import socket
+s = socket.socket(socket.AF_UNIX)
+print(int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), "little"))
+s.close()`
+	ns := "exec " + python + " -c '" + cookie + "'"
 	say := func(what string, same bool) {
 		if same {
 			fmt.Println(what + ": reused")
@@ -157,29 +177,19 @@ func forkerNet() int {
 	// running): a namespace left empty serves the command after next.
 	first, second, third := run(ns), run(ns), run(ns)
 	say("empty", second == first || third == first)
-	// Python, not this binary: its threads are pids made after the
-	// leader, which would keep the namespace from being used again
-	// whatever it left.
-	python := "/usr/bin/python3"
-	if _, err := os.Stat(python); err != nil {
-		if python, err = exec.LookPath("python3"); err != nil {
-			fmt.Println("no python3 to leave a connection in TIME_WAIT")
-			return 1
-		}
-	}
 	tw := run(`exec ` + python + ` -c 'import os, socket
 l = socket.create_server(("127.0.0.1", 0))
 c = socket.create_connection(l.getsockname())
 s, _ = l.accept()
 c.close(); s.recv(1); s.close()
-print(os.readlink("/proc/self/ns/net"))'`)
-	if !strings.HasPrefix(tw, "net:[") {
+` + cookie + `'`)
+	if _, err := strconv.ParseUint(strings.TrimSpace(tw), 10, 64); err != nil {
 		fmt.Printf("python3: %q\n", tw)
 		return 1
 	}
 	next1, next2 := run(ns), run(ns)
 	say("time_wait", next1 == tw || next2 == tw)
-	left := run("readlink /proc/self/ns/net; sleep 100 &")
+	left := run(python + " -c '" + cookie + "'; sleep 100 &")
 	next1, next2 = run(ns), run(ns)
 	say("process", next1 == left || next2 == left)
 	return 0

@@ -64,7 +64,9 @@ type input struct {
 // inputID finds what the command's input is, from our end of it: the
 // pipe's write end shares the read end's inode; the terminal's master
 // says which terminal it drives (TIOCGPTN) and its foreground group
-// (TIOCGPGRP).
+// (TIOCGPGRP). A terminal whose output waits on the master, not read by
+// us yet (TIOCINQ), is not quiet: it is not identified, so nothing is
+// marked until that output is taken.
 func (p *Process) inputID() (input, bool) {
 	rc, err := p.stdin.SyscallConn()
 	if err != nil {
@@ -80,7 +82,10 @@ func (p *Process) inputID() (input, bool) {
 			}
 			return
 		}
-		var n, pgrp int32
+		var n, pgrp, unread int32
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&unread))); e != 0 || unread > 0 {
+			return // output we have not read yet: not quiet
+		}
 		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
 			return
 		}

@@ -145,6 +145,7 @@ func (p *Process) watchPrompts() {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	kernelPrompt := "" // the mark the kernel rule set, to clear when the read ends
+	seen := false      // the kernel rule saw a new read once; a second look marks it
 	for {
 		select {
 		case <-timer.C:
@@ -154,6 +155,7 @@ func (p *Process) watchPrompts() {
 		p.mu.Lock()
 		if quiet := time.Since(p.lastOutput); quiet < after {
 			p.mu.Unlock()
+			seen = false
 			timer.Reset(after - quiet)
 			continue
 		}
@@ -170,8 +172,13 @@ func (p *Process) watchPrompts() {
 		kernel := !ok && p.stdin != nil && !p.stdinClosed
 		p.mu.Unlock()
 		if kernel {
-			kernelPrompt = p.kernelRule(line, unfinished, kernelPrompt)
-			timer.Reset(after)
+			var again bool
+			kernelPrompt, again = p.kernelRule(line, unfinished, kernelPrompt, seen)
+			if seen = again; again {
+				timer.Reset(confirmRead)
+			} else {
+				timer.Reset(after)
+			}
 			continue
 		}
 		if ok && p.cfg.OnPrompt != nil {
@@ -192,9 +199,16 @@ func (p *Process) watchPrompts() {
 // reading); it clears its own earlier mark once no process reads. The
 // mark is the unfinished last line, or "(NAME is reading its input)". It
 // returns the mark it leaves (or "").
-func (p *Process) kernelRule(line string, unfinished bool, prev string) string {
+//
+// A read seen for the first time is not marked at once: again is true,
+// and the caller looks again confirmRead later (seen true). The output a
+// program wrote just before it began to read ("ready" then read) may not
+// have reached our reader yet when the read is seen, and the mark would
+// miss its prompt line; the second look, with no output in between,
+// marks it.
+func (p *Process) kernelRule(line string, unfinished bool, prev string, seen bool) (mark string, again bool) {
 	name, blocked := p.blockedReading()
-	mark := strings.TrimRight(line, " \t")
+	mark = strings.TrimRight(line, " \t")
 	if !unfinished || mark == "" || len(mark) > maxPromptChars {
 		mark = "(" + name + " is reading its input)"
 	}
@@ -206,16 +220,23 @@ func (p *Process) kernelRule(line string, unfinished bool, prev string) string {
 			p.prompt = ""
 		}
 		p.mu.Unlock()
-		return ""
+		return "", false
 	case p.prompt != "":
 		mark = p.prompt // still the same stall
 		p.mu.Unlock()
-		return mark
+		return mark, false
+	case !seen:
+		p.mu.Unlock()
+		return prev, true
 	}
 	p.prompt = mark
 	p.mu.Unlock()
 	if p.cfg.OnPrompt != nil {
 		p.cfg.OnPrompt(mark)
 	}
-	return mark
+	return mark, false
 }
+
+// confirmRead is how long after first seeing a read the kernel rule looks
+// again before it marks the process as waiting for input.
+const confirmRead = 50 * time.Millisecond

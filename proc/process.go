@@ -398,6 +398,8 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		// asks on /dev/tty (ssh, sudo, git's credentials) fails at once
 		// instead of waiting on a terminal the user is typing into. The
 		// session's id is the group's: signalling the group is unchanged.
+		// (The root fence's own fork makes a group alone where the host's
+		// session has no terminal: see fork_linux_amd64.go.)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
 	return cmd

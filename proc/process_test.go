@@ -642,6 +642,30 @@ func TestCommandHasNoControllingTerminal(t *testing.T) {
 	}
 }
 
+// Where the host's session has no controlling terminal, the root fence's
+// own fork gives a command a process group of its own rather than a
+// session (setsid also makes a scheduler autogroup, a fifth of what the
+// fork costs over os/exec's): it has no terminal either way, and is
+// signalled by its group. os/exec's fork, elsewhere, still makes a
+// session.
+func TestCommandWithoutTerminalToLeave(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "notty-host")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	want := "command tty: none\nown group: true\nhost's session: true own session: false\nown fork: true\n"
+	if !strings.Contains(out.String(), "own fork: true") {
+		want = "command tty: none\nown group: true\nhost's session: false own session: true\nown fork: false\n"
+	}
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 // A command without input reads the end of its input at once, from a
 // /dev/null of its own: flags one sets on it (O_NONBLOCK, O_APPEND)
 // reach no other (an outsider's finding, when one was shared).

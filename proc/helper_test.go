@@ -157,7 +157,6 @@ func helper(args []string) int {
 		fmt.Println("command tty:", tty)
 		fmt.Println("own group:", pgrp == pid)
 		fmt.Println("host's session:", session == sid, "own session:", session == pid)
-		fmt.Println("own fork:", proc.OwnFork(true) > 0)
 		return 0
 	case "openpty": // make a pseudo-terminal, write through it, say "pty ok" or why not
 		m, s, err := pty.Open()

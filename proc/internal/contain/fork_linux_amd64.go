@@ -27,9 +27,7 @@ import (
 // into the command's cgroup) whose child, on the parent's stack while
 // the parent sleeps,
 //
-//   - makes its session or process group (setsid, setpgid; a group
-//     alone where setsid is asked for but the session has no controlling
-//     terminal to leave behind) and takes the
+//   - makes its session or process group (setsid, setpgid) and takes the
 //     signal mask and handlers a new program needs (the runtime's
 //     AfterForkInChild, as os/exec's child does);
 //   - joins the root fence's mount namespace, changes into its
@@ -117,10 +115,6 @@ const (
 )
 
 var devNullPath = &[]byte("/dev/null\x00")[0]
-
-// devTTYPath is /dev/tty, which the child opens to learn whether its
-// session has a controlling terminal.
-var devTTYPath = &[]byte("/dev/tty\x00")[0]
 
 // forkStep names the child's steps, for its errors.
 type forkStep uint8
@@ -300,20 +294,6 @@ func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
 
 	// The child.
 	s.step = stepSession
-	if s.setsid && !s.setctty {
-		// A session of its own is asked for so that the command has no
-		// controlling terminal: where this session has none (opening
-		// /dev/tty says ENXIO), a process group of its own is as good,
-		// and setsid's new scheduler autogroup (CONFIG_SCHED_AUTOGROUP,
-		// made and freed for every command) costs some 16 µs more.
-		c, _, err1 = syscall.RawSyscall6(syscall.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(devTTYPath)),
-			syscall.O_RDONLY|syscall.O_NOCTTY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0, 0, 0)
-		if err1 == syscall.ENXIO {
-			s.setsid, s.setpgid = false, true
-		} else if err1 == 0 {
-			syscall.RawSyscall(syscall.SYS_CLOSE, c, 0, 0)
-		}
-	}
 	if s.setsid {
 		if _, _, err1 = syscall.RawSyscall(syscall.SYS_SETSID, 0, 0, 0); err1 != 0 {
 			goto fail

@@ -69,8 +69,8 @@ func TestRootCommandForkedFenced(t *testing.T) {
 		}
 		var bnd uint64
 		fmt.Sscanf(strings.TrimPrefix(lines[0], "CapBnd:"), "%x", &bnd)
-		if bnd&(1<<21) != 0 || bnd&(1<<19) != 0 || bnd == 0 {
-			t.Errorf("own fork %v: CapBnd %x keeps CAP_SYS_ADMIN or CAP_SYS_PTRACE", own, bnd)
+		if bnd&(1<<21) != 0 || bnd&(1<<19) != 0 || bnd&(1<<23) != 0 || bnd == 0 {
+			t.Errorf("own fork %v: CapBnd %x keeps CAP_SYS_ADMIN, CAP_SYS_PTRACE or CAP_SYS_NICE", own, bnd)
 		}
 		if lines[1] != "sys ro" {
 			t.Errorf("own fork %v: /sys is %q, want read-only", own, lines[1])
@@ -332,6 +332,30 @@ func TestRootFenceCoversEveryProc(t *testing.T) {
 	want := dir + "/sys/kernel/core_pattern: refused\n" + dir + "/sysrq-trigger: refused\n"
 	if err != nil || !strings.HasSuffix(string(out), want) {
 		t.Errorf("%v:\n%s\nwant it to end:\n%s", err, out, want)
+	}
+}
+
+// A root command takes no real-time priority, which its cgroup's CPU
+// limit would not bound (without real-time group scheduling, as
+// distributions' kernels are built), nor a negative nice value: the fence
+// drops CAP_SYS_NICE, both ways a command is forked.
+func TestRootFenceRefusesRealTime(t *testing.T) {
+	requireRootCgroup(t)
+	if _, err := exec.LookPath("chrt"); err != nil {
+		t.Fatalf("this test needs chrt (util-linux): %v", err)
+	}
+	const script = `chrt -f 10 true 2>/dev/null && echo real-time || echo no real-time; nice -n -5 nice 2>/dev/null`
+	for _, own := range []bool{true, false} {
+		proc.OwnFork(own)
+		p := mustStart(t, proc.Config{Command: script})
+		mustWait(t, p)
+		proc.OwnFork(true)
+		if got, want := p.Tail(5), "no real-time\n0\n"; got != want {
+			t.Errorf("own fork %v: got %q, want %q", own, got, want)
+		}
+	}
+	if out, err := exec.Command("sh", "-c", script).Output(); err != nil || string(out) != "real-time\n-5\n" {
+		t.Errorf("the same script run by the host printed %q (%v): the test cannot tell", out, err)
 	}
 }
 

@@ -90,13 +90,14 @@
 // set, CAP_SYS_ADMIN (remount, mount, setns back), CAP_SYS_PTRACE
 // (another process's /proc/PID/root or memory) and those that change
 // the kernel (CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_BPF,
-// CAP_PERFMON); and, from Linux 5.13, in a Landlock domain that allows
+// CAP_PERFMON), and CAP_SYS_NICE (a real-time priority, which no CPU
+// limit bounds); and, from Linux 5.13, in a Landlock domain that allows
 // every file access but refuses any mount, even in a user namespace of
 // the command's own (where it would be root again and could mount a
 // cgroup file system of its own cgroup namespace). What it costs such a
 // command: no mount, unshare -m, nsenter, ip netns, modprobe, sysctl -w,
 // perf or bpftrace, no ptrace of a process it did not start, no writes
-// under /sys; a host that runs as its task contains its own commands by
+// under /sys, no real-time priority (chrt) or negative nice; a host that runs as its task contains its own commands by
 // marks (cgroups are read-only there). ContainmentInfo.Root says what
 // holds on the host. What stays open: a root command can still ask a
 // daemon running outside to start a process for it (systemd-run, cron,

@@ -29,7 +29,10 @@ import (
 //     the host's namespace), CAP_SYS_PTRACE (another process's
 //     /proc/PID/root, or its memory), and those that change the kernel
 //     itself (CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT's kexec,
-//     CAP_BPF, CAP_PERFMON);
+//     CAP_BPF, CAP_PERFMON), and CAP_SYS_NICE, with which it would take
+//     a real-time priority that no CPU limit of its cgroup bounds (where
+//     the kernel has no real-time group scheduling, as distributions'
+//     do not);
 //   - entered a Landlock domain that allows every file access it fences
 //     everywhere under / (ContainRuleset), which no process in it can
 //     leave: Landlock refuses mount, remount, move_mount and pivot_root
@@ -48,10 +51,10 @@ import (
 
 // ContainDrops are the capabilities a contained root command never has,
 // as a mask (bit n: capability n).
-const ContainDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<38 | 1<<39
+const ContainDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<23 | 1<<38 | 1<<39
 
 // ContainDropped names ContainDrops, for what offstage tells its user.
-const ContainDropped = "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_BPF, CAP_PERFMON"
+const ContainDropped = "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_SYS_NICE, CAP_BPF, CAP_PERFMON"
 
 // ContainNamespace moves the calling (locked) thread into a new mount
 // namespace where every cgroup file system, /sys and /proc/sys are

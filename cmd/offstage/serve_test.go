@@ -624,8 +624,12 @@ func TestIdleSessionClosesUnderServe(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(sv.stderr.String(), "(serve: idle policy: no client and no running work for 1s)") {
-		t.Errorf("offstage serve does not say why it closed the session:\n%s", sv.stderr.String())
+	// The log line may come just after the session left the live list.
+	for !strings.Contains(sv.stderr.String(), "(serve: idle policy: no client and no running work for 1s)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("offstage serve does not say why it closed the session:\n%s", sv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	sessions, tasks := journalOf(t, state)
 	if len(sessions) != 1 || sessions[0].Ended.IsZero() || len(tasks) != 1 || tasks[0].EndedBy != "self" || tasks[0].Delivered {
@@ -833,6 +837,66 @@ func TestAClientKilledInATurnFreesItsSessionAtOnce(t *testing.T) {
 	if !strings.HasPrefix(got, "exit 0") || !strings.Contains(got, "meanwhile the model answered: the build is done") {
 		t.Errorf("run --attach while the killed run's turn ran: %s\nwant exit 0 and the turn's answer", got)
 	}
+	sv.stop(t)
+	noSurvivors(t, mark)
+}
+
+// An editor killed while its prompt runs a foreground command, under
+// offstage serve: the relay offstage acp sees its output's reader gone,
+// drops the connection, and the supervisor frees the session at once,
+// ending the command (ended_by session), rather than waiting its drain
+// for answers nobody will read (an outsider's finding: 5 s later).
+func TestARelayedACPClientKilledInATurnEndsItsCommandAtOnce(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	gate := filepath.Join(t.TempDir(), "go")
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "while [ ! -e `+gate+` ]; do sleep 0.05; done"}}]},
+		{"text": "done"}]}`)
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "acp", "--script", script, "--yolo")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer os.WriteFile(gate, nil, 0o644)
+	lines := bufio.NewScanner(out)
+	lines.Buffer(nil, 1<<20)
+	await := func(what string) string {
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), what) {
+				return lines.Text()
+			}
+		}
+		t.Fatalf("offstage acp ended before %s (%v):\n%s", what, lines.Err(), stderr.String())
+		return ""
+	}
+	fmt.Fprintf(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	await(`"id":1`)
+	cwd, _ := json.Marshal(t.TempDir())
+	fmt.Fprintf(in, `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%s,"mcpServers":[]}}`+"\n", cwd)
+	var created struct{ Result struct{ SessionID string } }
+	json.Unmarshal([]byte(await(`"id":2`)), &created)
+	sid, _ := json.Marshal(created.Result.SessionID)
+	fmt.Fprintf(in, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%s,"prompt":[{"type":"text","text":"wait"}]}}`+"\n", sid)
+	await(`"sessionUpdate":"tool_call"`)
+	// The editor dies: both of its pipes close at once.
+	in.Close()
+	out.Close()
+	died := time.Now()
+	r := waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] != "running" })
+	if took := time.Since(died); took > 3*time.Second || r["ended_by"] != "session" {
+		t.Errorf("the foreground command ended %v after its editor died, %v; want at once (the drain waits 5 s), ended_by session", took.Round(time.Millisecond), r)
+	}
+	cmd.Wait()
 	sv.stop(t)
 	noSurvivors(t, mark)
 }

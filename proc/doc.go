@@ -1,7 +1,6 @@
 // Package proc runs one shell command as a supervised OS process, as
-// os/exec runs one program: in a process group of its own, and a session
-// of its own wherever the host's session has a controlling terminal (so
-// it never has one; Config.TTY gives one of its own), signalled with
+// os/exec runs one program: in a session and process group of its own
+// (no controlling terminal; Config.TTY gives one of its own), signalled with
 // everything it started (daemons included), always reaped, its output
 // captured in bounded memory, and killed with all it started if the host
 // dies. It knows nothing of tasks or models: package tools runs a command

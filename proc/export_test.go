@@ -51,7 +51,3 @@ func DrainSpareCgroups() int { return contain.DrainSpares() }
 // re-executed step, as it does where this process cannot fence a thread
 // of its own for it.
 func SandboxStep(on bool) { sandbox.ForceStep(on) }
-
-// NoTerminal says whether commands get a process group of their own, not
-// a session, as this process's session has no terminal (noTerminal).
-func NoTerminal() bool { return noTerminal() }

@@ -145,18 +145,18 @@ func helper(args []string) int {
 		}
 		fmt.Print(runTail("(: </dev/tty) 2>/dev/null && echo command: tty || echo command: no tty"))
 		return 0
-	case "notty-host": // as a host with no controlling terminal, run a command; say whether it has one, and whose group and session it is in
-		sid, _ := unix.Getsid(0)
-		out := runTail(`(: </dev/tty) 2>/dev/null && echo tty || echo no tty; set -- $(cut -d')' -f2 /proc/$$/stat); echo "$$ $3 $4"`)
-		var pid, pgrp, session int
-		var tty string
-		if _, err := fmt.Sscanf(strings.ReplaceAll(out, "no tty", "none"), "%s\n%d %d %d", &tty, &pid, &pgrp, &session); err != nil {
-			fmt.Printf("command said %q: %v\n", out, err)
+	case "notty-host": // as a host with no controlling terminal, run commands; say whether one has a terminal and its own session, and whether one that stops itself goes on
+		out := runTail(`(: </dev/tty) 2>/dev/null && echo tty || echo no tty; set -- $(cut -d')' -f2 /proc/$$/stat); [ "$4" = $$ ] && echo own session || echo "session $4, not $$"`)
+		fmt.Print(out)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		p, err := proc.Start(ctx, proc.Config{Command: `kill -TSTP $$; echo went on`})
+		if err != nil {
+			fmt.Println("start:", err)
 			return 1
 		}
-		fmt.Println("command tty:", tty)
-		fmt.Println("own group:", pgrp == pid)
-		fmt.Println("host's session:", session == sid, "own session:", session == pid)
+		e, _ := p.Wait(context.Background())
+		fmt.Printf("%sstopped by us: %v\n", p.Tail(2), e.Stopped)
 		return 0
 	case "openpty": // make a pseudo-terminal, write through it, say "pty ok" or why not
 		m, s, err := pty.Open()

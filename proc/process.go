@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/internal/contain"
 	fence "github.com/offstage/offstage/proc/internal/sandbox"
@@ -400,47 +398,10 @@ func (p *Process) command(st *streams) *exec.Cmd {
 		// asks on /dev/tty (ssh, sudo, git's credentials) fails at once
 		// instead of waiting on a terminal the user is typing into. The
 		// session's id is the group's: signalling the group is unchanged.
-		// Where our session has no terminal to leave, a group of its own
-		// is as good (noTerminal).
-		if noTerminal() {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		} else {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
 	return cmd
 }
-
-// noTerminal reports whether this process's session has no controlling
-// terminal (opening /dev/tty says ENXIO) that a command in it could
-// open, and cannot get one from us, as we do not lead it: then a
-// command's own process group keeps it from any terminal as a session of
-// its own would, and costs less. setsid also makes a scheduler autogroup
-// (Linux's CONFIG_SCHED_AUTOGROUP, on in distributions' kernels), made and
-// freed for each command: 16 µs of CPU a start against setpgid (3000
-// starts with os/exec), a fifth of what a start of ours costs over
-// os/exec's (issue 35). Offstage under an editor, an MCP client or a
-// service has no terminal; in a terminal, every command still gets its
-// session.
-func noTerminal() bool {
-	if leadsSession() {
-		return false // it could get one, by opening a terminal
-	}
-	fd, err := syscall.Open("/dev/tty", syscall.O_RDONLY|syscall.O_NOCTTY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if err == nil {
-		syscall.Close(fd)
-		return false
-	}
-	return err == syscall.ENXIO
-}
-
-// leadsSession says whether this process leads its session (or it
-// cannot tell): a process that does not, never will unless it calls
-// setsid.
-var leadsSession = sync.OnceValue(func() bool {
-	sid, err := unix.Getsid(0)
-	return err != nil || sid == os.Getpid()
-})
 
 // launch starts the command contained (and fenced, with a sandbox), and
 // arms its lifeline.

@@ -309,9 +309,7 @@ grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status
 // command that shared offstage's controlling terminal could push
 // keystrokes into it (TIOCSTI through /dev/tty), for the user's shell to
 // run outside the sandbox, answers to offstage's own questions included.
-// It now leads a session of its own, with no controlling terminal (or,
-// where offstage's session has no terminal either, a process group of
-// its own in that session: proc.NoTerminal); and
+// It now leads a session of its own, with no controlling terminal; and
 // it has no CAP_SYS_ADMIN, with which it could push them into any
 // terminal, nor a way to get it back: root's command has it out of its
 // bounding set (an exec by root gets that set); another user's has
@@ -325,18 +323,14 @@ func TestSandboxHasNoTerminalToTypeInto(t *testing.T) {
 		needSandbox(t)
 		// Field 6 of /proc/PID/stat is the session, 7 the controlling tty;
 		// CAP_SYS_ADMIN is bit 21.
-		script := `set -- $(cut -d')' -f2 /proc/$$/stat); if [ "$4" = $$ ]; then echo "session: own"; elif [ "$3" = $$ ]; then echo "session: shared, own group"; else echo "session: $4, group $3, not $$"; fi
+		script := `set -- $(cut -d')' -f2 /proc/$$/stat); [ "$4" = $$ ] && echo "session: own" || echo "session: $4, not $$"
 	echo "tty: $5"
 	caps() { grep "^$1:" /proc/$$/status | cut -f2; }
 	now=$(( (0x$(caps CapEff) | 0x$(caps CapPrm)) >> 21 & 1 ))
 	if [ "$(id -u)" = 0 ]; then later=$(( 0x$(caps CapBnd) >> 21 & 1 )); else later=$(( 1 - $(caps NoNewPrivs) )); fi
 	echo "sys_admin: $now, later: $later"`
 		out, _ := runIn(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite}, t.TempDir(), script)
-		session := "own"
-		if proc.NoTerminal() {
-			session = "shared, own group" // offstage's, or its forker's
-		}
-		if out != "session: "+session+"\ntty: 0\nsys_admin: 0, later: 0\n" {
+		if out != "session: own\ntty: 0\nsys_admin: 0, later: 0\n" {
 			t.Errorf("output = %q, want its own session, no terminal and no CAP_SYS_ADMIN, now or after an exec", out)
 		}
 	})

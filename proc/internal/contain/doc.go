@@ -90,8 +90,9 @@
 // set, CAP_SYS_ADMIN (remount, mount, setns back), CAP_SYS_PTRACE
 // (another process's /proc/PID/root or memory) and those that change
 // the kernel (CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_BPF,
-// CAP_PERFMON), and CAP_SYS_NICE (a real-time priority, which no CPU
-// limit bounds); and, from Linux 5.13, in a Landlock domain that allows
+// CAP_PERFMON), and CAP_SYS_NICE and CAP_SYS_RESOURCE (a real-time
+// priority, which no CPU limit bounds, or a real-time limit raised to
+// take one); and, from Linux 5.13, in a Landlock domain that allows
 // every file access but refuses any mount, even in a user namespace of
 // the command's own (where it would be root again and could mount a
 // cgroup file system of its own cgroup namespace). What it costs such a

@@ -32,7 +32,10 @@ import (
 //     CAP_BPF, CAP_PERFMON), and CAP_SYS_NICE, with which it would take
 //     a real-time priority that no CPU limit of its cgroup bounds (where
 //     the kernel has no real-time group scheduling, as distributions'
-//     do not);
+//     do not), and CAP_SYS_RESOURCE, with which it would raise its
+//     real-time limit (RLIMIT_RTPRIO) and take one that way (a host
+//     started with that limit above 0, by LimitRTPRIO= or limits.conf,
+//     passes it on);
 //   - entered a Landlock domain that allows every file access it fences
 //     everywhere under / (ContainRuleset), which no process in it can
 //     leave: Landlock refuses mount, remount, move_mount and pivot_root
@@ -51,10 +54,10 @@ import (
 
 // ContainDrops are the capabilities a contained root command never has,
 // as a mask (bit n: capability n).
-const ContainDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<23 | 1<<38 | 1<<39
+const ContainDrops = 1<<16 | 1<<17 | 1<<19 | 1<<21 | 1<<22 | 1<<23 | 1<<24 | 1<<38 | 1<<39
 
 // ContainDropped names ContainDrops, for what offstage tells its user.
-const ContainDropped = "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_SYS_NICE, CAP_BPF, CAP_PERFMON"
+const ContainDropped = "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT, CAP_SYS_NICE, CAP_SYS_RESOURCE, CAP_BPF, CAP_PERFMON"
 
 // ContainNamespace moves the calling (locked) thread into a new mount
 // namespace where every cgroup file system, /sys and /proc/sys are

@@ -775,10 +775,10 @@ const (
 	// updateUndelivery: the answer that carried the result never reached
 	// the client (task.Receipt.Return); the result waits again.
 	updateUndelivery = `UPDATE tasks SET delivered = FALSE WHERE session_id = ? AND id = ?`
-	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
-	updatePeer     = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
-	updateSandbox  = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
-	updatePorts    = `UPDATE tasks SET ports = ? WHERE session_id = ? AND id = ?`
+	updateUsage      = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
+	updatePeer       = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
+	updateSandbox    = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
+	updatePorts      = `UPDATE tasks SET ports = ? WHERE session_id = ? AND id = ?`
 	// Token figures only grow: a record that arrives after a newer one
 	// (OnUsage is called from several goroutines) changes nothing.
 	updateTaskTokens    = `UPDATE tasks SET input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, model_calls = ? WHERE session_id = ? AND id = ? AND model_calls <= ?`

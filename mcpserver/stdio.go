@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"io"
 	"time"
 
@@ -35,4 +36,22 @@ const DrainGrace = 5 * time.Second
 func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams})
 	return &mcp.IOTransport{Reader: r, Writer: w}
+}
+
+// RunStdio serves one session over in and out, as
+// Server().Run(ctx, Stdio(in, out)) does, and takes back what an answer
+// that never reached the client carried: when the answer to a tool call
+// that delivered results (task_wait's, a foreground bash's) could not be
+// written whole (the write failed on a client that died, or the request
+// was abandoned at the end of input), or was never written (the session
+// ended first), those results become undelivered again, so that a later
+// task_wait, a resume or an attach delivers them once. An answer the
+// pipe took counts as delivered, read or not: a client that dies with it
+// unread in the pipe cannot be seen.
+func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	c := s.newConn()
+	c.answers = newAnswers()
+	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams,
+		Stamp: stampToolCalls, Sent: c.answers.sent})
+	return c.server.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
 }

@@ -229,8 +229,7 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	}
 	n, err := l.write(p)
 	l.mu.Lock()
-	ours := r != nil && l.pending[key] == r
-	if ours {
+	if r != nil && l.pending[key] == r {
 		delete(l.pending, key)
 		if len(l.pending) == 0 && l.idle != nil {
 			close(l.idle)
@@ -238,7 +237,9 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 		}
 	}
 	l.mu.Unlock()
-	if ours && l.sent != nil {
+	// Told even if an abandon cleared the request while its answer was
+	// being written (it skips those): the write went out, or failed.
+	if r != nil && l.sent != nil {
 		l.sent(key, err == nil)
 	}
 	return n, err

@@ -115,3 +115,32 @@ func TestSentTellsAnAbandonedAnswerLost(t *testing.T) {
 		}
 	})
 }
+
+// An answer whose write was under way when the end of input gave up on
+// the requests (it skips the answers being written) is still told of
+// once its write ends: a server that took that as lost would deliver its
+// results twice.
+func TestSentTellsAnAnswerWrittenAcrossTheEndOfInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &stuckWriter{release: make(chan struct{})}
+		var s sends
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Second, Sent: s.sent})
+		read := make(chan struct{})
+		go func() {
+			io.ReadAll(r)
+			close(read)
+		}()
+		synctest.Wait()
+		written := make(chan struct{})
+		go func() {
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")) // stuck
+			close(written)
+		}()
+		<-read // the drain gave up after its grace
+		close(out.release)
+		<-written
+		if got, want := s.String(), "n1 written"; got != want {
+			t.Errorf("Sent told %q, want %q", got, want)
+		}
+	})
+}

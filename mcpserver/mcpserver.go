@@ -36,6 +36,14 @@
 // notifications/resources/list_changed as they start and finish; a
 // finished shell's output stays readable by its URI.
 //
+// Over stdio, Service.RunStdio counts a result a tool call delivered (a
+// task_wait's, a foreground bash's) as delivered only once the answer
+// carrying it was written whole; when the write fails, the answer is
+// abandoned at the end of input, or the session ends before it is
+// written, the result is undelivered again (task.Receipt), for a later
+// wait or an attach. Over HTTP the SDK's handler writes the answer and
+// does not say whether it went out: a result counts when the call returns.
+//
 // # The Tasks extension
 //
 // Every session's server declares MCP's Tasks extension

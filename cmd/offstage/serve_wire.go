@@ -318,6 +318,8 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 	}()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	unwatch := closeWhenReaderGone(stdout, c)
+	defer unwatch()
 	_, err := io.Copy(stdout, c)
 	switch {
 	case ctx.Err() != nil:

@@ -32,7 +32,9 @@ const DrainGrace = 5 * time.Second
 // wrong type (tools/call's name, tasks/get's taskId, …) gets an
 // invalid-params error (-32602) naming the field and what to send. When in ends, the requests already read are
 // answered (for up to DrainGrace) before the session ends. Replies and
-// the SDK's messages never interleave within a line.
+// the SDK's messages never interleave within a line. A result a call
+// delivered counts as delivered even if its answer could not be written:
+// Service.RunStdio takes such results back.
 func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams})
 	return &mcp.IOTransport{Reader: r, Writer: w}

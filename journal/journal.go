@@ -861,7 +861,7 @@ func (l *SessionLog) Pace() { l.j.pace() }
 // Record queues a change of the session's task table and returns at once.
 func (l *SessionLog) Record(c *task.Change) {
 	switch c.Type {
-	case task.EventSpawned, task.EventStarted, task.EventDelivered:
+	case task.EventSpawned, task.EventStarted, task.EventDelivered, task.EventUndelivered:
 		l.j.addChange(l.id, c)
 	case task.EventFinished:
 		if !c.Usage.IsZero() {

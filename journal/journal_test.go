@@ -823,3 +823,48 @@ func v1Journal(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestADeliveryTakenBackIsRecorded: a result whose answer never reached
+// the client (task.Receipt.Return) is recorded undelivered again, so a
+// resume or an attach delivers it; one delivered for good stays so.
+func TestADeliveryTakenBackIsRecorded(t *testing.T) { suite(t, testADeliveryTakenBackIsRecorded) }
+
+func testADeliveryTakenBackIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
+	s := connect(t)
+	j := newJournal(t, s, journal.Options{})
+	host := journal.ThisHost("test")
+	j.Add(&host)
+	log := j.StartSession(journal.Session{ID: "s1", HostID: host.ID, Surface: "mcp", Cwd: "/src", Started: time.Now()}, 0)
+	tb := task.New(t.Context(), task.Options{Recorder: log})
+	top := tb.View("")
+	lost, _ := top.Spawn(task.Spec{Kind: "shell", Label: "lost"}, func(context.Context, *task.Handle) (string, error) { return "x", nil })
+	kept, _ := top.Spawn(task.Spec{Kind: "shell", Label: "kept"}, func(context.Context, *task.Handle) (string, error) { return "y", nil })
+	for _, id := range []string{lost, kept} {
+		done, _ := top.Done(id)
+		<-done
+	}
+	ctx, rc := task.WithReceipt(t.Context())
+	top.Wait(ctx, []string{lost}, task.All)
+	flush(t, j) // the delivery is recorded before it is taken back
+	rc.Return()
+	ctx, rc = task.WithReceipt(t.Context())
+	top.Wait(ctx, []string{kept}, task.All)
+	rc.Commit()
+	log.End()
+	tb.Close(t.Context())
+	flush(t, j)
+	j.Close(t.Context())
+	s = connect(t)
+	defer s.Close()
+	tasks, err := s.Tasks(t.Context(), journal.TaskFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, tk := range tasks {
+		got[tk.ID] = tk.Delivered
+	}
+	if got[lost] || !got[kept] {
+		t.Errorf("delivered = %v, want %s false (taken back), %s true", got, lost, kept)
+	}
+}

@@ -772,10 +772,13 @@ const (
 	insertMessage  = `INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?) ON CONFLICT (session_id, seq) DO UPDATE SET body = excluded.body`
 	updateProcess  = `UPDATE tasks SET pid = ?, pid_start = ?, log_path = ? WHERE session_id = ? AND id = ?`
 	updateDelivery = `UPDATE tasks SET delivered = TRUE WHERE session_id = ? AND id = ?`
-	updateUsage    = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
-	updatePeer     = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
-	updateSandbox  = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
-	updatePorts    = `UPDATE tasks SET ports = ? WHERE session_id = ? AND id = ?`
+	// updateUndelivery: the answer that carried the result never reached
+	// the client (task.Receipt.Return); the result waits again.
+	updateUndelivery = `UPDATE tasks SET delivered = FALSE WHERE session_id = ? AND id = ?`
+	updateUsage      = `UPDATE tasks SET cpu_ns = ?, memory_peak = ? WHERE session_id = ? AND id = ?`
+	updatePeer       = `UPDATE hosts SET addr = ?, secret = ?, bell = ? WHERE id = ?`
+	updateSandbox    = `UPDATE tasks SET sandbox = ? WHERE session_id = ? AND id = ?`
+	updatePorts      = `UPDATE tasks SET ports = ? WHERE session_id = ? AND id = ?`
 	// Token figures only grow: a record that arrives after a newer one
 	// (OnUsage is called from several goroutines) changes nothing.
 	updateTaskTokens    = `UPDATE tasks SET input_tokens = ?, output_tokens = ?, cached_input_tokens = ?, model_calls = ? WHERE session_id = ? AND id = ? AND model_calls <= ?`
@@ -850,6 +853,8 @@ func (w *writer) change(c *TaskChange) error {
 		err = w.exec(updateFinished, state, c.Time.UnixNano(), code, c.Result, c.Err, c.EndedBy, c.EndReason, c.Session, c.ID)
 	case task.EventDelivered:
 		err = w.exec(updateDelivery, c.Session, c.ID)
+	case task.EventUndelivered:
+		err = w.exec(updateUndelivery, c.Session, c.ID)
 	default:
 		return nil
 	}
@@ -1240,7 +1245,7 @@ func (s *DB) LastSeq(ctx context.Context, session string) (int, error) {
 // TaskEvent is one recorded state change of a task.
 type TaskEvent struct {
 	At    time.Time
-	Event string // spawned, started, finished, delivered, orphaned
+	Event string // spawned, started, finished, delivered, undelivered, orphaned
 	State State
 }
 

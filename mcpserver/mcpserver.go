@@ -36,6 +36,14 @@
 // notifications/resources/list_changed as they start and finish; a
 // finished shell's output stays readable by its URI.
 //
+// Over stdio, Service.RunStdio counts a result a tool call delivered (a
+// task_wait's, a foreground bash's) as delivered only once the answer
+// carrying it was written whole; when the write fails, the answer is
+// abandoned at the end of input, or the session ends before it is
+// written, the result is undelivered again (task.Receipt), for a later
+// wait or an attach. Over HTTP the SDK's handler writes the answer and
+// does not say whether it went out: a result counts when the call returns.
+//
 // # The Tasks extension
 //
 // Every session's server declares MCP's Tasks extension
@@ -230,7 +238,10 @@ const keptInstructions = `offstage runs shell commands and sub-agents in the bac
 
 // Server returns a new server for one MCP session. It is cheap until its
 // session initialises: only then does it get a task table.
-func (s *Service) Server() *mcp.Server {
+func (s *Service) Server() *mcp.Server { return s.newConn().server }
+
+// newConn returns the state of a new session, with its server.
+func (s *Service) newConn() *conn {
 	c := &conn{svc: s, done: make(chan struct{}), kick: make(chan struct{}, 1), subs: make(map[string]int64), listed: make(map[string]struct{})}
 	says := instructions
 	if s.cfg.Keep != nil || s.cfg.KeepOnDisconnect {
@@ -255,7 +266,7 @@ func (s *Service) Server() *mcp.Server {
 		MIMEType:    "text/plain",
 		Description: "The cleaned last 64 KiB of a shell task's output (stdout and stderr interleaved). Subscribe to be told as it grows.",
 	}, c.readResource)
-	return c.server
+	return c
 }
 
 // capabilities are what every session's server declares beyond what the
@@ -384,6 +395,7 @@ type conn struct {
 	session *agent.Session // set by start
 	ext     *extTasks      // the Tasks extension's handles; set by Server
 	err     error          // set by start: why the session has no table
+	answers *answers       // set by RunStdio before the session runs: nil on a transport that cannot tell a written answer
 
 	mu     sync.Mutex
 	subs   map[string]int64    // guarded by mu: subscribed resource URI → output bytes last notified
@@ -578,6 +590,9 @@ func shorten(s string, n int) string {
 // disconnected runs when the session ends.
 func (c *conn) disconnected() {
 	svc := c.svc
+	if back := c.answers.returnAll(); len(back) > 0 {
+		svc.cfg.Logger.Info("the client went before it got these results; they wait to be delivered again", "session", c.session.ID(), "tasks", back)
+	}
 	c.mu.Lock()
 	why := c.why
 	c.mu.Unlock()
@@ -692,6 +707,8 @@ func (c *conn) handler(name string, structured bool) mcp.ToolHandler {
 		}
 		ctx, stopGone := connectionGone(ctx)
 		defer stopGone()
+		ctx, held := c.answers.hold(ctx, req.Params.Meta)
+		defer held()
 		res, err := tool.Call(ctx, c.view, req.Params.Arguments)
 		if err != nil {
 			c.svc.cfg.Logger.Error("tool failed in the runtime", "tool", name, "err", err)

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"io"
 	"time"
 
@@ -31,8 +32,28 @@ const DrainGrace = 5 * time.Second
 // wrong type (tools/call's name, tasks/get's taskId, …) gets an
 // invalid-params error (-32602) naming the field and what to send. When in ends, the requests already read are
 // answered (for up to DrainGrace) before the session ends. Replies and
-// the SDK's messages never interleave within a line.
+// the SDK's messages never interleave within a line. A result a call
+// delivered counts as delivered even if its answer could not be written:
+// Service.RunStdio takes such results back.
 func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams})
 	return &mcp.IOTransport{Reader: r, Writer: w}
+}
+
+// RunStdio serves one session over in and out, as
+// Server().Run(ctx, Stdio(in, out)) does, and takes back what an answer
+// that never reached the client carried: when the answer to a tool call
+// that delivered results (task_wait's, a foreground bash's) could not be
+// written whole (the write failed on a client that died, or the request
+// was abandoned at the end of input), or was never written (the session
+// ended first), those results become undelivered again, so that a later
+// task_wait, a resume or an attach delivers them once. An answer the
+// pipe took counts as delivered, read or not: a client that dies with it
+// unread in the pipe cannot be seen.
+func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	c := s.newConn()
+	c.answers = newAnswers()
+	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams,
+		Stamp: stampToolCalls, Sent: c.answers.sent})
+	return c.server.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
 }

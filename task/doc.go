@@ -63,6 +63,14 @@
 // Finished, delivered tasks stay inspectable until retention evicts them
 // (Options.MaxRetained, Options.RetainFor; the oldest go first).
 //
+// A delivery can be taken back, for a caller that hands results on
+// through something that can fail (an MCP server writing a task_wait's
+// answer to a client that may have died): a Wait under a context from
+// [WithReceipt] holds what it delivers, unevictable, until
+// [Receipt.Commit] makes it final or [Receipt.Return] makes the results
+// undelivered again (EventUndelivered), back among the owner's in finish
+// order, for the next Drain or Wait.
+//
 // A running task can also tell its owner something before its result,
 // with [Handle.Notify]: a shell that seems to wait for input, lines a watch
 // was set to look for. A [Notice] is not a result: it never consumes,

@@ -26,9 +26,13 @@ const (
 	// UIs wait for it instead of polling the list. The Recorder is not
 	// given it: it concerns no task.
 	EventIdle
+	// EventUndelivered: a delivery was taken back (Receipt.Return): the
+	// answer that carried the result never reached the owner, so the
+	// result waits to be delivered again.
+	EventUndelivered
 )
 
-var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted", "notice", "background_idle"}
+var eventNames = [...]string{"", "spawned", "started", "progress", "output", "finished", "delivered", "evicted", "notice", "background_idle", "undelivered"}
 
 func (e EventType) String() string {
 	if int(e) < len(eventNames) && e != 0 {

@@ -30,6 +30,34 @@ func (q *queue) push(t *task) {
 	q.n++
 }
 
+// pushInOrder inserts t where finish order puts it: a result taken back
+// (Receipt.Return) goes back before the ones that finished after it.
+func (q *queue) pushInOrder(t *task) {
+	at := q.tail
+	for at != nil && at.finishN > t.finishN {
+		at = at.prev
+	}
+	if at == q.tail {
+		q.push(t)
+		return
+	}
+	if t.in != nil {
+		panic("task: " + t.id + " pushed onto a second queue")
+	}
+	next := q.head
+	if at != nil {
+		next = at.next
+	}
+	t.in, t.prev, t.next = q, at, next
+	next.prev = t
+	if at != nil {
+		at.next = t
+	} else {
+		q.head = t
+	}
+	q.n++
+}
+
 func (q *queue) remove(t *task) {
 	if t.in != q {
 		return

@@ -32,7 +32,8 @@ type Table struct {
 	retired       queue                  // finished tasks that retention may evict, oldest first
 	running       int                    // tasks in state Running
 	live          int                    // tasks whose function has not finished (queued or running)
-	held          int                    // tasks retention may not evict: live, or finished and undelivered with a live owner
+	held          int                    // tasks retention may not evict: live, finished and undelivered with a live owner, or held by a Receipt
+	finishes      uint64                 // tasks finished so far: each one's finishN
 	closed        bool                   // Close was called
 	closeCause    error                  // the cause Close was given
 	drainedClosed bool                   // drained is closed
@@ -96,6 +97,7 @@ type task struct {
 	created      time.Time
 	started      time.Time
 	finished     time.Time
+	finishN      uint64 // its place in the order tasks finished (Table.finishes)
 	retiredAt    time.Time
 	lastActive   time.Time
 	iteration    int
@@ -114,6 +116,7 @@ type task struct {
 	endReason    string // why, in words
 	endCascaded  bool   // it ended because the table's context ended, reaching it through its owners
 	delivered    bool
+	heldBy       *Receipt // the receipt holding its delivery until the answer carrying it is known to have gone out
 	evicted      bool
 	stopQueued   func() bool // stops the AfterFunc that ends a queued task whose context ends
 	in           *queue      // the queue the task is in, if any
@@ -528,6 +531,8 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 		tb.running--
 	}
 	t.state, t.finished = state, now
+	tb.finishes++
+	t.finishN = tb.finishes
 	t.text, t.err = cutBytes(text, tb.opts.MaxResultBytes), err
 	t.endedBy, t.endReason = tb.endLocked(t, state, err)
 	t.endReason = cutBytes(t.endReason, maxTraceLineBytes)
@@ -569,15 +574,21 @@ func (tb *Table) finishLocked(t *task, state State, text string, err error, now 
 	}
 }
 
-// deliverLocked is the only place a result is marked delivered.
-func (tb *Table) deliverLocked(t *task, now time.Time) Result {
+// deliverLocked is the only place a result is marked delivered. With a
+// receipt, the task stays held (not evictable) until the receipt is
+// committed or returned.
+func (tb *Table) deliverLocked(t *task, now time.Time, rc *Receipt) Result {
 	if t.delivered || !t.state.Finished() {
 		panic("task: " + t.id + " delivered twice or before it finished")
 	}
 	t.delivered = true
 	r := Result{Info: t.infoLocked(), Text: t.text, Err: t.err, Trace: t.traceLocked()}
 	t.owner.pending.remove(t)
-	tb.retireLocked(t, now)
+	if rc != nil && rc.hold(t) {
+		t.heldBy = rc
+	} else {
+		tb.retireLocked(t, now)
+	}
 	tb.eventLocked(t, EventDelivered, "", now)
 	return r
 }

@@ -123,7 +123,7 @@ func (v *View) Drain() []Result {
 	now := time.Now()
 	out := make([]Result, 0, o.pending.n)
 	for t := o.pending.head; t != nil; t = o.pending.head {
-		out = append(out, tb.deliverLocked(t, now))
+		out = append(out, tb.deliverLocked(t, now, nil))
 	}
 	tb.evictLocked(now)
 	return out
@@ -187,7 +187,7 @@ func (v *View) Wait(ctx context.Context, ids []string, mode WaitMode) (WaitResul
 	for {
 		if met(tasks, mode) || hasNoticeLocked(o, tasks) {
 			defer tb.mu.Unlock()
-			return tb.collectLocked(tasks, true), nil
+			return tb.collectLocked(tasks, true, receiptOf(ctx)), nil
 		}
 		if o.changed == nil {
 			o.changed = make(chan struct{})
@@ -201,10 +201,10 @@ func (v *View) Wait(ctx context.Context, ids []string, mode WaitMode) (WaitResul
 			tb.mu.Lock()
 			if met(tasks, mode) || hasNoticeLocked(o, tasks) { // came while we were giving up
 				defer tb.mu.Unlock()
-				return tb.collectLocked(tasks, true), nil
+				return tb.collectLocked(tasks, true, receiptOf(ctx)), nil
 			}
 			defer tb.mu.Unlock()
-			return tb.collectLocked(tasks, false), context.Cause(ctx)
+			return tb.collectLocked(tasks, false, nil), context.Cause(ctx)
 		}
 	}
 }
@@ -243,8 +243,8 @@ func met(tasks []*task, mode WaitMode) bool {
 }
 
 // collectLocked sorts tasks into a WaitResult, delivering the finished,
-// undelivered ones if deliver is set.
-func (tb *Table) collectLocked(tasks []*task, deliver bool) WaitResult {
+// undelivered ones if deliver is set, held by rc if it is not nil.
+func (tb *Table) collectLocked(tasks []*task, deliver bool, rc *Receipt) WaitResult {
 	var r WaitResult
 	now := time.Now()
 	if deliver && len(tasks) > 0 {
@@ -261,7 +261,7 @@ func (tb *Table) collectLocked(tasks []*task, deliver bool) WaitResult {
 		case !deliver:
 			r.Unconsumed = append(r.Unconsumed, t.infoLocked())
 		default:
-			r.Done = append(r.Done, tb.deliverLocked(t, now))
+			r.Done = append(r.Done, tb.deliverLocked(t, now, rc))
 		}
 	}
 	tb.evictLocked(now)

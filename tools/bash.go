@@ -287,7 +287,7 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 		case <-done:
 		case <-stopped.Done():
 		}
-		res, ok := consume(v, id)
+		res, ok := consume(ctx, v, id)
 		return s.finished(v, res, ok, "The command was stopped because the turn was cancelled."), nil
 	case errors.Is(err, context.DeadlineExceeded):
 		if info, err := v.Info(id); err == nil && info.State == task.Queued {

@@ -506,9 +506,10 @@ func article(kind string) string {
 
 // consume delivers the result of a finished task now, so it is reported
 // once, here, and not reflowed later. ok is false if it was delivered
-// before (or is not finished).
-func consume(v *task.View, id string) (task.Result, bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+// before (or is not finished). It keeps ctx's values, not its end: a
+// task.Receipt the call's ctx carries holds the delivery.
+func consume(ctx context.Context, v *task.View, id string) (task.Result, bool) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cancel() // never wait: only take what is there
 	r, err := v.Wait(ctx, []string{id}, task.Any)
 	if err != nil || len(r.Done) != 1 {

@@ -47,7 +47,7 @@ type InspectOutput struct {
 	Note  string      `json:"note,omitempty"`
 }
 
-func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (InspectOutput, error) {
+func (s *Set) taskInspect(ctx context.Context, v *task.View, in inspectInput) (InspectOutput, error) {
 	id, err := resolve(v, in.TaskID)
 	if err != nil {
 		return InspectOutput{}, err
@@ -96,7 +96,7 @@ func (s *Set) taskInspect(_ context.Context, v *task.View, in inspectInput) (Ins
 	}
 	if p.State.Finished() {
 		out.Ending = endingOf(p.Info)
-		if r, ok := consume(v, id); ok {
+		if r, ok := consume(ctx, v, id); ok {
 			res := resultOf(r, now, resultBytes)
 			out.TaskInfo, out.Ending, out.Result, out.Error = res.TaskInfo, res.Ending, res.Result, res.Error
 			out.Note = "Its result is included here and will not be sent to you again."

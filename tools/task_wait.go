@@ -235,7 +235,7 @@ func (s *Set) waitFor(ctx context.Context, v *task.View, a waitArgs) (waitEnd, e
 		// Tasks that finished without meeting the condition are reported
 		// now rather than later: take their results.
 		for _, i := range w.r.Unconsumed {
-			if res, ok := consume(v, i.ID); ok {
+			if res, ok := consume(ctx, v, i.ID); ok {
 				w.r.Done = append(w.r.Done, res)
 			}
 		}

@@ -173,7 +173,7 @@ func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	}()
 	if *httpAddr == "" {
 		status.Info("serving MCP on stdio", "dir", *dir, "spawn_agent", model != nil)
-		err := svc.Server().Run(ctx, mcpserver.Stdio(stdin, stdout))
+		err := svc.RunStdio(ctx, stdin, stdout)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			logger.Info("session ended", "err", err)
 		}
@@ -333,7 +333,7 @@ func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 	// the session ends.
 	stop := context.AfterFunc(conn, f.endInput)
 	defer stop()
-	err = svc.Server().Run(context.WithoutCancel(conn), mcpserver.Stdio(stdin, stdout))
+	err = svc.RunStdio(context.WithoutCancel(conn), stdin, stdout)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		sup.logger.Info("mcp: session ended", "err", err)
 	}

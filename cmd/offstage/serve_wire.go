@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The wire between a face and offstage serve: JSON lines on the Unix
@@ -299,47 +297,10 @@ func absPaths(fs *flag.FlagSet, args []string, abs func(string) string) []string
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
-// watchReaderGone calls gone, on a goroutine of its own, once out (a pipe,
-// a socket or a terminal) has no reader any more: poll reports POLLERR or
-// POLLHUP whatever it was asked. It returns a func that ends the watch,
-// or nil where out is not a file it can watch.
-func watchReaderGone(out io.Writer, gone func()) (unwatch func()) {
-	f, ok := out.(*os.File)
-	if !ok {
-		return nil
-	}
-	fd := int(f.Fd())
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		return nil // a file has a reader for ever
-	}
-	r, w, err := os.Pipe() // closing w ends the watch
-	if err != nil {
-		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer r.Close()
-		fds := []unix.PollFd{{Fd: int32(fd)}, {Fd: int32(r.Fd()), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); err != nil && err != syscall.EINTR {
-				return
-			}
-			switch {
-			case fds[1].Revents != 0: // unwatched
-				return
-			case fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0:
-				gone()
-				return
-			}
-		}
-	}()
-	return func() {
-		w.Close()
-		<-done
-	}
-}
+// closerFunc is a func as an io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // relayStream runs a stream face (acp) in offstage serve: after the
 // header, the connection is the protocol's own bytes, both ways. The end
@@ -367,13 +328,13 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 	// supervisor frees the session at once (its foreground command ends,
 	// ended_by session), as it does for a client of its own, instead of
 	// waiting its drain for answers nobody will read (an outsider's
-	// finding: 5 s).
-	if unwatch := watchReaderGone(stdout, func() {
+	// finding: 5 s), and its write of an answer fails there, so what the
+	// answer carried is taken back (closeWhenReaderGone).
+	unwatch := closeWhenReaderGone(stdout, closerFunc(func() error {
 		clientGone.Store(true)
-		c.Close()
-	}); unwatch != nil {
-		defer unwatch()
-	}
+		return c.Close()
+	}))
+	defer unwatch()
 	_, err := io.Copy(stdout, c)
 	switch {
 	case ctx.Err() != nil || clientGone.Load():

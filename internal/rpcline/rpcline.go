@@ -107,6 +107,25 @@ type Options struct {
 	// written. Take and start run on the reading goroutine: they must
 	// not block, except to write on the Writer.
 	Take func(Request) (start func(), ok bool, err error)
+	// Stamp, if set, names for a request's method the member of its
+	// params' _meta that gets the request's id key ("" for none): the
+	// Reader writes the key there, replacing whatever the peer sent
+	// under that name, so that a server whose SDK hides a request's id
+	// from its handler can tell which answer is its (see Sent). A
+	// request without params, or whose params or _meta are not objects,
+	// passes unstamped. It is called from the reading goroutine and must
+	// not block.
+	Stamp func(method string) string
+	// Sent, if set, is told of each response to a request passed on,
+	// once its write has ended: the request's id key (as Stamp writes
+	// it) and whether it was written whole. False means the write failed
+	// (the client is gone: a broken pipe) or the request was abandoned at
+	// the end of input and its response dropped. True means the output
+	// took it, not that the client read it: a client that dies with the
+	// answer in the pipe is not seen. A response the SDK never writes
+	// (it refuses to once its input has ended) is never told of. It is
+	// called on the writing goroutine and must not block.
+	Sent func(key string, written bool)
 }
 
 // Request is a request Options.Take is offered.
@@ -142,7 +161,7 @@ func New(in io.Reader, out io.Writer, opts Options) (*Reader, *Writer) {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
 	}
-	w := &Writer{w: out, gone: readerGone(out), pending: make(map[string]*request), token: make(chan struct{}, 1)}
+	w := &Writer{w: out, gone: readerGone(out), sent: opts.Sent, pending: make(map[string]*request), token: make(chan struct{}, 1)}
 	r := &Reader{r: bufio.NewReaderSize(in, 64<<10), w: w, opts: opts, closed: make(chan struct{})}
 	return r, w
 }
@@ -159,6 +178,8 @@ type Writer struct {
 	// gone, if set, says whether the output's reader is gone for good:
 	// the drain then waits no more (see Reader.drain).
 	gone func() bool
+	// sent is Options.Sent.
+	sent func(key string, written bool)
 
 	mu        sync.Mutex
 	pending   map[string]*request // guarded by mu: id key → a request passed on and not answered yet
@@ -196,6 +217,9 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	}
 	l.mu.Unlock()
 	if abandoned {
+		if l.sent != nil {
+			l.sent(key, false)
+		}
 		if at > 0 {
 			if _, err := l.write(p[:at]); err != nil {
 				return 0, err
@@ -213,6 +237,11 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 		}
 	}
 	l.mu.Unlock()
+	// Told even if an abandon cleared the request while its answer was
+	// being written (it skips those): the write went out, or failed.
+	if r != nil && l.sent != nil {
+		l.sent(key, err == nil)
+	}
 	return n, err
 }
 
@@ -499,6 +528,11 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 			return nil, refusal(m.ID, err)
 		}
 	}
+	if m.isRequest() && t.opts.Stamp != nil {
+		if member := t.opts.Stamp(m.Method); member != "" {
+			m.Params = stamped(m.Params, member, m.key)
+		}
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -509,6 +543,37 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 		return nil, inUseReply(m.ID)
 	}
 	return b.Bytes(), nil
+}
+
+// stamped returns params with _meta[member] set to key (see
+// Options.Stamp), or params as they are when they or their _meta are not
+// objects. Decoding into maps reads what the SDK will (escaped keys, the
+// last of duplicates), so what a peer wrote under member never survives.
+func stamped(params json.RawMessage, member, key string) json.RawMessage {
+	var fields, meta map[string]json.RawMessage
+	if len(params) == 0 || params[0] != '{' || json.Unmarshal(params, &fields) != nil {
+		return params
+	}
+	if raw, ok := fields["_meta"]; ok && !isNull(raw) {
+		if raw[0] != '{' || json.Unmarshal(raw, &meta) != nil {
+			return params
+		}
+	}
+	if meta == nil {
+		meta = make(map[string]json.RawMessage, 1)
+	}
+	meta[member] = encode(key)
+	fields["_meta"] = encode(meta)
+	return encode(fields)
+}
+
+// encode is json.Marshal without HTML escapes, without its newline.
+func encode(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // cannot fail: strings and raw messages already checked
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // taken answers a request Options.Take took: its refusal, the in-use

@@ -1,0 +1,146 @@
+package rpcline_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/offstage/offstage/internal/rpcline"
+)
+
+// stampTools stamps tools/call requests, as mcpserver does.
+func stampTools(method string) string {
+	if method == "tools/call" {
+		return "x/request"
+	}
+	return ""
+}
+
+// The stamp carries the request's id key, replaces what a peer wrote
+// under its name (spelled with an escape, or twice), keeps the rest, and
+// leaves alone what it cannot stamp.
+func TestStampWritesTheIDKeyIntoMeta(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a"}}`, `{"_meta":{"x/request":"n7"},"name":"a"}`},
+		{`{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"a","_meta":{"progressToken":1,"x/request":"s1"}}}`, `{"_meta":{"progressToken":1,"x/request":"sq"},"name":"a"}`},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"_meta":{"x/request":"n1"},"\u005fmeta":{"x\/request":"n2"},"name":"<a>"}}`, `{"_meta":{"x/request":"n8"},"name":"<a>"}`},
+		{`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":"odd"}}`, `{"_meta":"odd"}`},
+		{`{"jsonrpc":"2.0","id":10,"method":"tools/call"}`, ``},
+		{`{"jsonrpc":"2.0","id":11,"method":"ping","params":{}}`, `{}`},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{}}`, `{}`},
+	} {
+		passed, replies := filter([]byte(tc.line+"\n"), rpcline.Options{MaxLine: 1 << 10, Stamp: stampTools})
+		if len(replies) != 0 {
+			t.Errorf("%s: answered %s", tc.line, replies)
+			continue
+		}
+		var m struct{ Params json.RawMessage }
+		if err := json.Unmarshal(passed, &m); err != nil {
+			t.Fatalf("%s: passed %s: %v", tc.line, passed, err)
+		}
+		if string(m.Params) != tc.want {
+			t.Errorf("%s: params %s, want %s", tc.line, m.Params, tc.want)
+		}
+	}
+}
+
+// sends records what Options.Sent is told.
+type sends struct {
+	mu   sync.Mutex
+	told []string
+}
+
+func (s *sends) sent(key string, written bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if written {
+		s.told = append(s.told, key+" written")
+	} else {
+		s.told = append(s.told, key+" lost")
+	}
+}
+
+func (s *sends) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.told, ", ")
+}
+
+// A response written whole is told as written; one whose write failed
+// (the client closed its end: a broken pipe) as lost; a message that
+// answers no request passed on, not at all.
+func TestSentTellsWhetherTheAnswerWasWritten(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	var s sends
+	in := strings.NewReader(ping + "\n" + `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n")
+	r, w := rpcline.New(in, pw, rpcline.Options{MaxLine: 1 << 10, Sent: s.sent})
+	if _, err := io.ReadAll(r); err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}` + "\n"))
+	w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+	w.Write([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}` + "\n")) // answers nothing passed on
+	buf := make([]byte, 1<<10)
+	pr.Read(buf)
+	pr.Close()
+	if _, err := w.Write([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}` + "\n")); err == nil {
+		t.Fatal("write to a closed pipe succeeded")
+	}
+	if got, want := s.String(), "n1 written, n2 lost"; got != want {
+		t.Errorf("Sent told %q, want %q", got, want)
+	}
+}
+
+// A response to a request the guard abandoned at the end of input is
+// dropped, and told as lost.
+func TestSentTellsAnAbandonedAnswerLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		var s sends
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Second, Sent: s.sent})
+		io.ReadAll(r)
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+		if got, want := s.String(), "n1 lost"; got != want {
+			t.Errorf("Sent told %q, want %q", got, want)
+		}
+	})
+}
+
+// An answer whose write was under way when the end of input gave up on
+// the requests (it skips the answers being written) is still told of
+// once its write ends: a server that took that as lost would deliver its
+// results twice.
+func TestSentTellsAnAnswerWrittenAcrossTheEndOfInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &stuckWriter{release: make(chan struct{})}
+		var s sends
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Second, Sent: s.sent})
+		read := make(chan struct{})
+		go func() {
+			io.ReadAll(r)
+			close(read)
+		}()
+		synctest.Wait()
+		written := make(chan struct{})
+		go func() {
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")) // stuck
+			close(written)
+		}()
+		<-read // the drain gave up after its grace
+		close(out.release)
+		<-written
+		if got, want := s.String(), "n1 written"; got != want {
+			t.Errorf("Sent told %q, want %q", got, want)
+		}
+	})
+}

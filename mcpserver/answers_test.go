@@ -1,0 +1,120 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
+	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/task"
+	"github.com/offstage/offstage/tools"
+)
+
+// Regression: a task_wait whose answer the client never got (it stopped
+// reading, and died, as the wait returned) left its result delivered, and
+// lost: no later wait, resume or attach got it. Over real pipes, through
+// RunStdio: the answer's write fails on the closed pipe, the result is
+// taken back, and the kept session delivers it once. A result whose
+// answer was written stays delivered.
+func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
+	k := &keeper{detached: make(chan *agent.Session, 1)}
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Keep: k, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
+		Dir: t.TempDir(), Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- svc.RunStdio(context.Background(), inR, outW)
+		inR.Close()
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	for _, id := range []string{"shell:1", "shell:2"} {
+		if res, _ := p.Call(t, "tools/call", `{"name":"bash","arguments":{"command":"exit","run_in_background":true}}`); !bytes.Contains(res, []byte(`"task_id":"`+id+`"`)) {
+			t.Fatalf("bash = %s, want %s", res, id)
+		}
+	}
+	k.mu.Lock()
+	tb := k.opened[0].Table()
+	k.mu.Unlock()
+	for _, id := range []string{"shell:1", "shell:2"} {
+		done, _ := tb.Done(id)
+		<-done
+	}
+	// Answered: shell:1's result reaches the client.
+	if res, _ := p.Call(t, "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`); !bytes.Contains(res, []byte(`"done":[{"task_id":"shell:1"`)) {
+		t.Fatalf("task_wait(shell:1) = %s", res)
+	}
+	// The client stops reading and goes: shell:2's answer cannot be
+	// written.
+	outR.Close()
+	<-p.Ended()
+	seq := tb.Events().Last()
+	if _, err := inW.Write([]byte(`{"jsonrpc":"2.0","id":"w2","method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:2"]}}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The wait delivers shell:2 before the client's input ends, so the
+	// session does not cancel it first; then the client is gone.
+	delivered(t, tb, seq, "shell:2")
+	inW.Close()
+	var s *agent.Session
+	select {
+	case s = <-k.detached:
+	case <-time.After(rpclinetest.Timeout):
+		t.Fatal("the session was not detached after its client went")
+	}
+	if err := <-served; err == nil {
+		t.Log("RunStdio ended without an error")
+	}
+	defer s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the test ends", Err: task.ErrClosed})
+	if i, _ := s.Table().Info("shell:1"); !i.Delivered {
+		t.Errorf("shell:1, whose answer was written: Delivered = false, want true")
+	}
+	if i, _ := s.Table().Info("shell:2"); i.Delivered {
+		t.Errorf("shell:2, whose answer was not written: Delivered = true, want false")
+	}
+	top := s.Table().View("")
+	if got := top.Drain(); len(got) != 1 || got[0].ID != "shell:2" {
+		t.Errorf("the next delivery = %v, want shell:2 alone, once", got)
+	}
+	if got := top.Drain(); got != nil {
+		t.Errorf("a second delivery = %v, want none", got)
+	}
+}
+
+// delivered waits until the table delivers id, after event seq.
+func delivered(t *testing.T, tb *task.Table, seq uint64, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), rpclinetest.Timeout)
+	defer cancel()
+	for {
+		evs, err := tb.Events().Wait(ctx, seq)
+		if ctx.Err() != nil {
+			t.Fatalf("%s was not delivered: %v", id, err)
+		}
+		for _, e := range evs {
+			seq = e.Seq
+			if e.Type == task.EventDelivered && e.ID == id {
+				return
+			}
+		}
+	}
+}

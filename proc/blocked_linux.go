@@ -34,22 +34,24 @@ const devTTY = 5 << 8
 // /proc/PID/stat, /proc/PID/syscall and /proc/PID/fd of each process; where
 // /proc/PID/syscall cannot be read (it needs ptrace access: we are the
 // parent and the same user, so normally it can) it reports false, and the
-// prompt-line rule alone applies.
-func (p *Process) blockedReading() (string, bool) {
+// prompt-line rule alone applies. The reader it returns also says how
+// often that process had run so far, so that two looks can tell one long
+// read from a process that reads often and works between its reads.
+func (p *Process) blockedReading() (reader, bool) {
 	reads := readSyscalls[runtime.GOARCH]
 	if len(reads) == 0 || p.stdin == nil {
-		return "", false
+		return reader{}, false
 	}
 	in, ok := p.inputID()
 	if !ok {
-		return "", false
+		return reader{}, false
 	}
 	for _, pid := range p.task.Pids() {
-		if name, ok := readingInput(pid, in, reads); ok {
-			return name, true
+		if r, ok := readingInput(pid, in, reads); ok {
+			return r, true
 		}
 	}
-	return "", false
+	return reader{}, false
 }
 
 // input identifies the command's input: a pipe by device and inode, a
@@ -102,55 +104,90 @@ func (p *Process) inputID() (input, bool) {
 }
 
 // readingInput reports whether process pid sleeps in one of the read
-// syscalls on a descriptor that is the input in, and returns its name.
-func readingInput(pid int, in input, reads []int64) (string, bool) {
+// syscalls on a descriptor that is the input in, and returns it.
+func readingInput(pid int, in input, reads []int64) (reader, bool) {
+	r, ok := readingInputName(pid, in, reads)
+	if !ok {
+		return reader{}, false
+	}
+	r.pid = pid
+	// How many times it was put on a CPU (schedstat's third field), where
+	// the kernel counts it (CONFIG_SCHED_INFO); else its CPU time in
+	// clock ticks, from stat.
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	if b, err := os.ReadFile(dir + "schedstat"); err == nil {
+		if f := bytes.Fields(b); len(f) == 3 {
+			r.ran, _ = strconv.ParseUint(string(f[2]), 10, 64)
+			return r, true
+		}
+	}
+	r.ran = r.ticks
+	return r, true
+}
+
+// reader is a process found reading its input: its name, its pid, and
+// how often it had run (see readingInput).
+type reader struct {
+	name  string
+	pid   int
+	ran   uint64
+	ticks uint64 // its CPU time (utime + stime), in clock ticks
+}
+
+func readingInputName(pid int, in input, reads []int64) (reader, bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	stat, err := os.ReadFile(dir + "stat")
 	if err != nil {
-		return "", false
+		return reader{}, false
 	}
 	// pid (comm) state ppid pgrp ...: comm may hold anything, so split
 	// after its last ')'.
 	lp, rp := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
 	if lp < 0 || rp < lp {
-		return "", false
+		return reader{}, false
 	}
 	f := bytes.Fields(stat[rp+1:])
 	if len(f) < 3 || string(f[0]) != "S" {
-		return "", false
+		return reader{}, false
 	}
 	if in.tty {
 		if pgrp, err := strconv.Atoi(string(f[2])); err != nil || pgrp != in.fg {
-			return "", false
+			return reader{}, false
 		}
 	}
 	sc, err := os.ReadFile(dir + "syscall")
 	if err != nil {
-		return "", false // no ptrace access, or gone
+		return reader{}, false // no ptrace access, or gone
 	}
 	// "nr arg1 arg2 ... sp pc" while blocked in a syscall; "running" or
 	// "-1 sp pc" otherwise.
 	sf := bytes.Fields(sc)
 	if len(sf) < 2 {
-		return "", false
+		return reader{}, false
 	}
 	nr, err := strconv.ParseInt(string(sf[0]), 10, 64)
 	if err != nil || !slices.Contains(reads, nr) {
-		return "", false
+		return reader{}, false
 	}
 	fd, err := strconv.ParseUint(string(bytes.TrimPrefix(sf[1], []byte("0x"))), 16, 31)
 	if err != nil {
-		return "", false
+		return reader{}, false
 	}
 	var st syscall.Stat_t
 	if syscall.Stat(dir+"fd/"+strconv.FormatUint(fd, 10), &st) != nil {
-		return "", false
+		return reader{}, false
 	}
 	switch {
 	case !in.tty && st.Mode&syscall.S_IFMT == syscall.S_IFIFO && st.Dev == in.dev && st.Ino == in.ino:
 	case in.tty && st.Mode&syscall.S_IFMT == syscall.S_IFCHR && (st.Rdev == in.rdev || st.Rdev == devTTY):
 	default:
-		return "", false
+		return reader{}, false
 	}
-	return string(stat[lp+1 : rp]), true
+	r := reader{name: string(stat[lp+1 : rp])}
+	if len(f) > 12 {
+		utime, _ := strconv.ParseUint(string(f[11]), 10, 64)
+		stime, _ := strconv.ParseUint(string(f[12]), 10, 64)
+		r.ticks = utime + stime
+	}
+	return r, true
 }

@@ -93,12 +93,15 @@ func (p *Process) lastLineLocked() (string, bool) {
 // or, on a terminal, the terminal (or /dev/tty) from the terminal's
 // foreground process group. Then it waits for input, marked with its
 // unfinished last line or "(NAME is reading its input)": cat or read with
-// no prompt, a pager (less), a REPL at its prompt (which is right). Known
-// false positives: a program that reads its input only for optional keys
-// while it works silently (a dev server's "press r to restart", ffmpeg's
-// "q" when its progress is off): it is marked, once per quiet stall,
-// though nobody needs to answer; the mark clears when output resumes or
-// the read ends. Only each process's main thread is looked at. Not seen: a
+// no prompt, a pager (less), a REPL at its prompt (which is right). The
+// read must be one read, seen twice 50 ms apart with the process not run
+// in between: a program that reads its input often, in short reads, and
+// works between them is not marked. Known false positives: a program
+// that reads its input only for optional keys while it works silently
+// on other threads or processes (a dev server's "press r to restart",
+// ffmpeg's "q" when its progress is off): it is marked, once per quiet
+// stall, though nobody needs to answer; the mark clears when output
+// resumes or the read ends. Only each process's main thread is looked at. Not seen: a
 // program that waits in poll or select rather than read (some editors),
 // and commands without an input, whose stdin is /dev/null. Where
 // /proc/PID/syscall cannot be read, or off Linux, the prompt-line rule
@@ -145,7 +148,7 @@ func (p *Process) watchPrompts() {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	kernelPrompt := "" // the mark the kernel rule set, to clear when the read ends
-	seen := false      // the kernel rule saw a new read once; a second look marks it
+	var seen reader    // a read the kernel rule saw once; a second look at the same read marks it
 	for {
 		select {
 		case <-timer.C:
@@ -155,7 +158,7 @@ func (p *Process) watchPrompts() {
 		p.mu.Lock()
 		if quiet := time.Since(p.lastOutput); quiet < after {
 			p.mu.Unlock()
-			seen = false
+			seen = reader{}
 			timer.Reset(after - quiet)
 			continue
 		}
@@ -172,9 +175,8 @@ func (p *Process) watchPrompts() {
 		kernel := !ok && p.stdin != nil && !p.stdinClosed
 		p.mu.Unlock()
 		if kernel {
-			var again bool
-			kernelPrompt, again = p.kernelRule(line, unfinished, kernelPrompt, seen)
-			if seen = again; again {
+			kernelPrompt, seen = p.kernelRule(line, unfinished, kernelPrompt, seen)
+			if seen.pid != 0 {
 				timer.Reset(confirmRead)
 			} else {
 				timer.Reset(after)
@@ -200,14 +202,17 @@ func (p *Process) watchPrompts() {
 // mark is the unfinished last line, or "(NAME is reading its input)". It
 // returns the mark it leaves (or "").
 //
-// A read seen for the first time is not marked at once: again is true,
-// and the caller looks again confirmRead later (seen true). The output a
-// program wrote just before it began to read ("ready" then read) may not
-// have reached our reader yet when the read is seen, and the mark would
-// miss its prompt line; the second look, with no output in between,
-// marks it.
-func (p *Process) kernelRule(line string, unfinished bool, prev string, seen bool) (mark string, again bool) {
-	name, blocked := p.blockedReading()
+// A read seen for the first time is not marked at once: again is that
+// reader, and the caller looks again confirmRead later (seen). The output
+// a program wrote just before it began to read ("ready" then read) may
+// not have reached our reader yet when the read is seen, and the mark
+// would miss its prompt line; and a program that reads its input often,
+// working between its reads, is not waiting for it. The second look marks
+// it if it finds the same process in a read, not having run in between,
+// and no output came.
+func (p *Process) kernelRule(line string, unfinished bool, prev string, seen reader) (mark string, again reader) {
+	r, blocked := p.blockedReading()
+	name := r.name
 	mark = strings.TrimRight(line, " \t")
 	if !unfinished || mark == "" || len(mark) > maxPromptChars {
 		mark = "(" + name + " is reading its input)"
@@ -220,21 +225,21 @@ func (p *Process) kernelRule(line string, unfinished bool, prev string, seen boo
 			p.prompt = ""
 		}
 		p.mu.Unlock()
-		return "", false
+		return "", reader{}
 	case p.prompt != "":
 		mark = p.prompt // still the same stall
 		p.mu.Unlock()
-		return mark, false
-	case !seen:
+		return mark, reader{}
+	case seen.pid == 0 || seen != r:
 		p.mu.Unlock()
-		return prev, true
+		return prev, r
 	}
 	p.prompt = mark
 	p.mu.Unlock()
 	if p.cfg.OnPrompt != nil {
 		p.cfg.OnPrompt(mark)
 	}
-	return mark, false
+	return mark, reader{}
 }
 
 // confirmRead is how long after first seeing a read the kernel rule looks

@@ -8,9 +8,10 @@ import (
 )
 
 // requestMeta is the member of a tools/call's _meta under which the stdio
-// transport writes the request's id (rpcline.Options.Stamp): the SDK
-// hides a request's id from its handler, and the handler must know which
-// answer carries the results it delivered.
+// transport writes the request's own key (rpcline.Options.Stamp): the
+// SDK hides a request's id from its handler, and the handler must know
+// which answer carries the results it delivered. The key is not the id,
+// which a client may use again once the first answer is being written.
 const requestMeta = "dev.offstage/request"
 
 // stampToolCalls stamps the requests whose answers may carry results.
@@ -21,7 +22,7 @@ func stampToolCalls(method string) string {
 	return ""
 }
 
-// answers holds, by request id, the results tool calls delivered (a
+// answers holds, by request key, the results tool calls delivered (a
 // task_wait's, a foreground bash's) until the transport tells whether the
 // answer carrying them was written whole (rpcline.Options.Sent): then
 // they stay delivered, or are taken back, undelivered again, for a later
@@ -32,7 +33,7 @@ func stampToolCalls(method string) string {
 // writes the answer and keeps what became of it to itself).
 type answers struct {
 	mu   sync.Mutex
-	held map[string]*task.Receipt // guarded by mu: request id key → the results its answer carries
+	held map[string]*task.Receipt // guarded by mu: request key → the results its answer carries
 }
 
 func newAnswers() *answers { return &answers{held: make(map[string]*task.Receipt)} }

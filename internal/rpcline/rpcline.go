@@ -108,17 +108,20 @@ type Options struct {
 	// not block, except to write on the Writer.
 	Take func(Request) (start func(), ok bool, err error)
 	// Stamp, if set, names for a request's method the member of its
-	// params' _meta that gets the request's id key ("" for none): the
+	// params' _meta that gets the request's key ("" for none): the
 	// Reader writes the key there, replacing whatever the peer sent
 	// under that name, so that a server whose SDK hides a request's id
-	// from its handler can tell which answer is its (see Sent). A
+	// from its handler can tell which answer is its (see Sent). The key
+	// is the request's own, a number the Reader gives each request in
+	// turn, not its id: a peer may use an id again once the answer to
+	// the first is being written, and each must be told of apart. A
 	// request without params, or whose params or _meta are not objects,
 	// passes unstamped. It is called from the reading goroutine and must
 	// not block.
 	Stamp func(method string) string
 	// Sent, if set, is told of each response to a request passed on,
-	// once its write has ended: the request's id key (as Stamp writes
-	// it) and whether it was written whole. False means the write failed
+	// once its write has ended: the request's key (as Stamp writes it)
+	// and whether it was written whole. False means the write failed
 	// (the client is gone: a broken pipe) or the request was abandoned at
 	// the end of input and its response dropped. True means the output
 	// took it, not that the client read it: a client that dies with the
@@ -183,14 +186,15 @@ type Writer struct {
 
 	mu        sync.Mutex
 	pending   map[string]*request // guarded by mu: id key → a request passed on and not answered yet
-	abandoned map[string]bool     // guarded by mu: id keys answered by the guard at the end of input
+	abandoned map[string]string   // guarded by mu: id keys answered by the guard at the end of input → the request's key
 	idle      chan struct{}       // guarded by mu: closed when pending empties; nil until a drain waits
 }
 
 // request is a request passed on to the SDK.
 type request struct {
 	id       json.RawMessage
-	replying bool // guarded by Writer.mu: its response is being written
+	key      string // its own (Options.Stamp), told to Options.Sent
+	replying bool   // guarded by Writer.mu: its response is being written
 }
 
 // Write writes one message. A response to a request the guard abandoned
@@ -211,14 +215,15 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 		return l.write(p)
 	}
 	l.mu.Lock()
-	r, abandoned := l.pending[key], l.abandoned[key]
+	r := l.pending[key]
+	own, abandoned := l.abandoned[key]
 	if r != nil {
 		r.replying = true
 	}
 	l.mu.Unlock()
 	if abandoned {
 		if l.sent != nil {
-			l.sent(key, false)
+			l.sent(own, false)
 		}
 		if at > 0 {
 			if _, err := l.write(p[:at]); err != nil {
@@ -240,7 +245,7 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	// Told even if an abandon cleared the request while its answer was
 	// being written (it skips those): the write went out, or failed.
 	if r != nil && l.sent != nil {
-		l.sent(key, err == nil)
+		l.sent(r.key, err == nil)
 	}
 	return n, err
 }
@@ -257,13 +262,13 @@ func (l *Writer) Close() error { return nil }
 // track notes a request passed on; it reports false if its id is in use
 // by a request not answered yet (one whose response is being written
 // does not count: the peer may have read it already).
-func (l *Writer) track(key string, id json.RawMessage) bool {
+func (l *Writer) track(key string, id json.RawMessage, own string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r, ok := l.pending[key]; ok && !r.replying {
 		return false
 	}
-	l.pending[key] = &request{id: id}
+	l.pending[key] = &request{id: id, key: own}
 	delete(l.abandoned, key)
 	return true
 }
@@ -304,9 +309,9 @@ func (l *Writer) abandon(after time.Duration, cause error) {
 		}
 		ids = append(ids, r.id)
 		if l.abandoned == nil {
-			l.abandoned = make(map[string]bool)
+			l.abandoned = make(map[string]string)
 		}
-		l.abandoned[key] = true
+		l.abandoned[key] = r.key
 	}
 	clear(l.pending)
 	if l.idle != nil {
@@ -355,6 +360,7 @@ type Reader struct {
 	r         *bufio.Reader
 	w         *Writer
 	opts      Options
+	serial    uint64 // the last request's own key (Options.Stamp), from 1
 	pending   []byte
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close: stop draining
@@ -528,9 +534,14 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 			return nil, refusal(m.ID, err)
 		}
 	}
-	if m.isRequest() && t.opts.Stamp != nil {
-		if member := t.opts.Stamp(m.Method); member != "" {
-			m.Params = stamped(m.Params, member, m.key)
+	var own string
+	if m.isRequest() {
+		t.serial++
+		own = strconv.FormatUint(t.serial, 10)
+		if t.opts.Stamp != nil {
+			if member := t.opts.Stamp(m.Method); member != "" {
+				m.Params = stamped(m.Params, member, own)
+			}
 		}
 	}
 	var b bytes.Buffer
@@ -539,7 +550,7 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 	if err := enc.Encode(&m.message); err != nil { // cannot happen: every part was checked
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
-	if m.isRequest() && !t.w.track(m.key, m.ID) {
+	if m.isRequest() && !t.w.track(m.key, m.ID, own) {
 		return nil, inUseReply(m.ID)
 	}
 	return b.Bytes(), nil
@@ -582,7 +593,7 @@ func (t *Reader) taken(m *parsed, start func(), err error) []byte {
 	switch {
 	case err != nil:
 		return refusal(m.ID, err)
-	case !t.w.track(m.key, m.ID):
+	case !t.w.track(m.key, m.ID, ""):
 		return inUseReply(m.ID)
 	}
 	start()
@@ -724,6 +735,11 @@ func idKey(id json.RawMessage) (string, error) {
 		if !ok {
 			return "", errors.New("the id is not a valid string")
 		}
+		if !wholeUnicode(id) {
+			// Decoded, it would hold U+FFFD in place of what it held, and
+			// its answer would carry an id the peer never sent.
+			return "", errors.New("the id is not valid Unicode (a byte that is not UTF-8, or a lone surrogate escape such as \\ud800); use another string")
+		}
 		return "s" + s, nil
 	case isInteger(id):
 		n, err := strconv.ParseInt(string(id), 10, 64)
@@ -735,6 +751,52 @@ func idKey(id json.RawMessage) (string, error) {
 		return "", fmt.Errorf("id %s is not an integer; use a string or an integer within ±2^53", id)
 	}
 	return "", fmt.Errorf("the id must be a string or an integer, not %s", kind(id))
+}
+
+// wholeUnicode reports whether the JSON string q (quotes included, valid
+// JSON) decodes without replacement: its bytes are UTF-8, and each
+// \uD800–\uDBFF escape is followed by a \uDC00–\uDFFF one, which
+// comes after no other.
+func wholeUnicode(q []byte) bool {
+	if !utf8.Valid(q) {
+		return false
+	}
+	high := false // the last escape was a high surrogate, waiting for its low one
+	for i := 1; i < len(q)-1; i++ {
+		if q[i] != '\\' {
+			if high {
+				return false
+			}
+			continue
+		}
+		i++
+		if q[i] != 'u' {
+			if high {
+				return false
+			}
+			continue
+		}
+		r, err := strconv.ParseUint(string(q[i+1:i+5]), 16, 16)
+		if err != nil {
+			return false
+		}
+		i += 4
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if high {
+				return false
+			}
+			high = true
+		case r >= 0xDC00 && r < 0xE000:
+			if !high {
+				return false
+			}
+			high = false
+		case high:
+			return false
+		}
+	}
+	return !high
 }
 
 // notificationPrefix begins a message with a method (a notification or a

@@ -49,6 +49,11 @@ func TestReaderAnswersWhatTheSDKCannotTake(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1e400,"method":"ping"}`, `"id":null,"error":{"code":-32600,"message":"Invalid Request: id 1e400 is not an integer`},
 		{`{"jsonrpc":"2.0","id":-1e400,"method":"ping"}`, `"id":null,"error":{"code":-32600`},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, `"id":9007199254740993,"error":{"code":-32600,"message":"Invalid Request: id 9007199254740993 is out of range`},
+		// Decoded, these ids would come back as U+FFFD: a client would
+		// never match the answer (an outsider's finding).
+		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, `"id":"\ud800","error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
+		{`{"jsonrpc":"2.0","id":"a\udc00b","method":"ping"}`, `"error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}", `"error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
 		{`[]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: an empty batch`},
 		{`[1,2,3]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"}},{"jsonrpc":"2.0","id":null,`},
 		{`[{}]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},

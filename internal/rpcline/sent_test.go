@@ -22,14 +22,15 @@ func stampTools(method string) string {
 	return ""
 }
 
-// The stamp carries the request's id key, replaces what a peer wrote
-// under its name (spelled with an escape, or twice), keeps the rest, and
-// leaves alone what it cannot stamp.
-func TestStampWritesTheIDKeyIntoMeta(t *testing.T) {
+// The stamp carries the request's own key (each Reader numbers its
+// requests from 1), replaces what a peer wrote under its name (spelled
+// with an escape, or twice), keeps the rest, and leaves alone what it
+// cannot stamp.
+func TestStampWritesTheRequestsKeyIntoMeta(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
-		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a"}}`, `{"_meta":{"x/request":"n7"},"name":"a"}`},
-		{`{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"a","_meta":{"progressToken":1,"x/request":"s1"}}}`, `{"_meta":{"progressToken":1,"x/request":"sq"},"name":"a"}`},
-		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"_meta":{"x/request":"n1"},"\u005fmeta":{"x\/request":"n2"},"name":"<a>"}}`, `{"_meta":{"x/request":"n8"},"name":"<a>"}`},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a"}}`, `{"_meta":{"x/request":"1"},"name":"a"}`},
+		{`{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"a","_meta":{"progressToken":1,"x/request":"s1"}}}`, `{"_meta":{"progressToken":1,"x/request":"1"},"name":"a"}`},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"_meta":{"x/request":"n1"},"\u005fmeta":{"x\/request":"n2"},"name":"<a>"}}`, `{"_meta":{"x/request":"1"},"name":"<a>"}`},
 		{`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":"odd"}}`, `{"_meta":"odd"}`},
 		{`{"jsonrpc":"2.0","id":10,"method":"tools/call"}`, ``},
 		{`{"jsonrpc":"2.0","id":11,"method":"ping","params":{}}`, `{}`},
@@ -96,7 +97,7 @@ func TestSentTellsWhetherTheAnswerWasWritten(t *testing.T) {
 	if _, err := w.Write([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}` + "\n")); err == nil {
 		t.Fatal("write to a closed pipe succeeded")
 	}
-	if got, want := s.String(), "n1 written, n2 lost"; got != want {
+	if got, want := s.String(), "1 written, 2 lost"; got != want {
 		t.Errorf("Sent told %q, want %q", got, want)
 	}
 }
@@ -110,7 +111,7 @@ func TestSentTellsAnAbandonedAnswerLost(t *testing.T) {
 		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, rpcline.Options{MaxLine: 1 << 10, Drain: time.Second, Sent: s.sent})
 		io.ReadAll(r)
 		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
-		if got, want := s.String(), "n1 lost"; got != want {
+		if got, want := s.String(), "1 lost"; got != want {
 			t.Errorf("Sent told %q, want %q", got, want)
 		}
 	})
@@ -139,7 +140,56 @@ func TestSentTellsAnAnswerWrittenAcrossTheEndOfInput(t *testing.T) {
 		<-read // the drain gave up after its grace
 		close(out.release)
 		<-written
-		if got, want := s.String(), "n1 written"; got != want {
+		if got, want := s.String(), "1 written"; got != want {
+			t.Errorf("Sent told %q, want %q", got, want)
+		}
+	})
+}
+
+// A peer may send an id again once the answer to the first request with
+// it is being written; each request keeps a key of its own, so each
+// answer is told of as its own (an outsider's finding: keyed by the id,
+// the second request's results were committed by the first answer's
+// write, and the first's taken back though its answer went out: one
+// result delivered twice).
+func TestSentTellsAnIDUsedAgainApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inR, inW := io.Pipe()
+		out := &stuckWriter{release: make(chan struct{})}
+		var s sends
+		r, w := rpcline.New(inR, out, rpcline.Options{MaxLine: 1 << 10, Stamp: stampTools, Sent: s.sent})
+		lines := make(chan string, 2)
+		go func() {
+			buf := make([]byte, 1<<10)
+			for {
+				n, err := r.Read(buf)
+				if err != nil {
+					close(lines)
+					return
+				}
+				lines <- string(buf[:n])
+			}
+		}()
+		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}` + "\n"
+		io.WriteString(inW, call)
+		first := <-lines
+		answered := make(chan struct{})
+		go func() {
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")) // stuck: the client reads nothing yet
+			close(answered)
+		}()
+		synctest.Wait()
+		io.WriteString(inW, call) // the same id, its first answer under way
+		second := <-lines
+		if !strings.Contains(first, `"x/request":"1"`) || !strings.Contains(second, `"x/request":"2"`) {
+			t.Fatalf("stamped %s and %s, want keys 1 and 2", first, second)
+		}
+		close(out.release)
+		<-answered
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+		inW.Close()
+		synctest.Wait()
+		if got, want := s.String(), "1 written, 2 written"; got != want {
 			t.Errorf("Sent told %q, want %q", got, want)
 		}
 	})

@@ -29,3 +29,35 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+// wholeUnicode tells a JSON string that decodes as it reads from one that
+// decodes with U+FFFD in place of a byte or an escape.
+func TestWholeUnicode(t *testing.T) {
+	for q, want := range map[string]bool{
+		`""`:               true,
+		`"abc"`:            true,
+		`"é\u00e9"`:        true,
+		`"\ud83d\ude00"`:   true,
+		`"\ufffd"`:         true,
+		`"\\ud800"`:        true, // an escaped backslash, then text
+		`"\ud800"`:         false,
+		`"\udc00"`:         false,
+		`"\ud83dx"`:        false,
+		`"\ud83d\n"`:       false,
+		`"\ud83d\ud83d"`:   false,
+		`"\ude00\ud83d"`:   false,
+		"\"\xff\"":         false,
+		"\"\xed\xa0\x80\"": false, // a surrogate written as UTF-8 bytes
+	} {
+		if got := wholeUnicode([]byte(q)); got != want {
+			t.Errorf("wholeUnicode(%s) = %v, want %v", q, got, want)
+		}
+		var s string
+		if json.Unmarshal([]byte(q), &s) != nil {
+			t.Fatalf("%s is no JSON string", q)
+		}
+		if back, _ := json.Marshal(s); want && strings.Contains(string(back), "\ufffd") != strings.Contains(q, "\\ufffd") {
+			t.Errorf("%s decodes to %s", q, back)
+		}
+	}
+}

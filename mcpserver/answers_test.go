@@ -71,9 +71,10 @@ func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
 	if _, err := inW.Write([]byte(`{"jsonrpc":"2.0","id":"w2","method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:2"]}}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
-	// The wait delivers shell:2 before the client's input ends, so the
-	// session does not cancel it first; then the client is gone.
-	delivered(t, tb, seq, "shell:2")
+	// The wait delivers shell:2, its answer fails, and it is taken back,
+	// before the client's input ends (so the session does not cancel the
+	// wait first); then the client is gone.
+	takenBack(t, tb, seq, "shell:2")
 	inW.Close()
 	var s *agent.Session
 	select {
@@ -91,6 +92,7 @@ func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
 	if i, _ := s.Table().Info("shell:2"); i.Delivered {
 		t.Errorf("shell:2, whose answer was not written: Delivered = true, want false")
 	}
+	recordedDelivered(t, s.Table(), seq, "shell:2", false)
 	top := s.Table().View("")
 	if got := top.Drain(); len(got) != 1 || got[0].ID != "shell:2" {
 		t.Errorf("the next delivery = %v, want shell:2 alone, once", got)
@@ -100,21 +102,41 @@ func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
 	}
 }
 
-// delivered waits until the table delivers id, after event seq.
-func delivered(t *testing.T, tb *task.Table, seq uint64, id string) {
+// takenBack waits until the table takes back id's delivery, after event
+// seq: its answer could not be written (the client closed its end), and
+// a delivery held for it (not recorded: recordedDelivered) was returned.
+func takenBack(t *testing.T, tb *task.Table, seq uint64, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), rpclinetest.Timeout)
 	defer cancel()
 	for {
 		evs, err := tb.Events().Wait(ctx, seq)
 		if ctx.Err() != nil {
-			t.Fatalf("%s was not delivered: %v", id, err)
+			t.Fatalf("%s was not taken back: %v", id, err)
 		}
 		for _, e := range evs {
 			seq = e.Seq
-			if e.Type == task.EventDelivered && e.ID == id {
+			if e.Type == task.EventUndelivered && e.ID == id {
 				return
 			}
 		}
+	}
+}
+
+// recordedDelivered checks whether an EventDelivered for id came after
+// seq: a delivery is recorded (and so journaled) only once the answer
+// carrying it was written, so that a server killed before leaves the
+// result undelivered in its journal (an outsider's finding).
+func recordedDelivered(t *testing.T, tb *task.Table, seq uint64, id string, want bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	evs, _ := tb.Events().Wait(ctx, seq)
+	got := false
+	for _, e := range evs {
+		got = got || (e.Type == task.EventDelivered && e.ID == id)
+	}
+	if got != want {
+		t.Errorf("%s recorded delivered: %v, want %v", id, got, want)
 	}
 }

@@ -84,8 +84,10 @@ func (r *Receipt) IDs() []string {
 	return ids
 }
 
-// Commit makes the held deliveries final: the results become evictable,
-// as any delivered one.
+// Commit makes the held deliveries final: the results are recorded
+// delivered (EventDelivered, which a held one has not had: a process
+// that dies holding it leaves it undelivered in a journal) and become
+// evictable, as any delivered one.
 func (r *Receipt) Commit() {
 	for _, t := range r.settle() {
 		tb := t.handle.tb
@@ -94,6 +96,7 @@ func (r *Receipt) Commit() {
 			now := time.Now()
 			t.heldBy = nil
 			tb.retireLocked(t, now)
+			tb.eventLocked(t, EventDelivered, "", now)
 			tb.evictLocked(now)
 		}
 		tb.mu.Unlock()
@@ -103,7 +106,8 @@ func (r *Receipt) Commit() {
 // Return takes the held deliveries back and returns the ids of the
 // results it made undelivered: each goes back among its owner's
 // undelivered results, in the order they finished, wakes the owner
-// (View.Ready, Waits), and is recorded with EventUndelivered. A result
+// (View.Ready, Waits), and is recorded with EventUndelivered (it was
+// never recorded delivered: that waits for Commit). A result
 // whose owner has finished meanwhile stays undelivered and becomes
 // evictable, as any result nothing can deliver.
 func (r *Receipt) Return() []string {

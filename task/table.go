@@ -585,11 +585,11 @@ func (tb *Table) deliverLocked(t *task, now time.Time, rc *Receipt) Result {
 	r := Result{Info: t.infoLocked(), Text: t.text, Err: t.err, Trace: t.traceLocked()}
 	t.owner.pending.remove(t)
 	if rc != nil && rc.hold(t) {
-		t.heldBy = rc
+		t.heldBy = rc // recorded delivered at Commit: a crash before it leaves it undelivered
 	} else {
 		tb.retireLocked(t, now)
+		tb.eventLocked(t, EventDelivered, "", now)
 	}
-	tb.eventLocked(t, EventDelivered, "", now)
 	return r
 }
 

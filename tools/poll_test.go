@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -50,10 +51,20 @@ func TestPollNoticed(t *testing.T) {
 	if strings.Contains(out.Note, "changed") {
 		t.Errorf("a read after new output says nothing changed: %q", out.Note)
 	}
-	// task_list notices a poll of the whole list.
+	// task_list notices a poll of the whole list. The shell's activity
+	// may still move once after its output (its heartbeat reports the
+	// output it already printed), so the list is read until it holds
+	// still.
 	var list tools.ListOutput
 	ok(t, e, e.top, "task_list", `{}`, &list)
-	ok(t, e, e.top, "task_list", `{}`, &list)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok(t, e, e.top, "task_list", `{}`, &list)
+		if strings.Contains(list.Note, "Nothing has changed in your tasks") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(list.Note, "Nothing has changed in your tasks") || !strings.Contains(list.Note, id) {
 		t.Errorf("task_list note = %q", list.Note)
 	}

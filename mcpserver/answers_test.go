@@ -1,9 +1,12 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +142,93 @@ func recordedDelivered(t *testing.T, tb *task.Table, seq uint64, id string, want
 	if got != want {
 		t.Errorf("%s recorded delivered: %v, want %v", id, got, want)
 	}
+}
+
+// Regression (an outsider's finding): offstage mcp, asked to stop while
+// an answer was stuck on a client that reads nothing, stayed as long as
+// the client did not read, and a SIGKILL then lost the result the answer
+// carried. RunStdio now returns DrainGrace after its context ended, the
+// result taken back.
+func TestAShutdownDoesNotWaitForAClientThatReadsNothing(t *testing.T) {
+	k := &keeper{detached: make(chan *agent.Session, 1)}
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Keep: k, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
+		Dir: t.TempDir(), Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- svc.RunStdio(ctx, inR, outW)
+	}()
+	lines := bufio.NewReader(outR)
+	call := func(id, method, params string) string { // and read until its answer
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%q,"method":%q,"params":%s}`+"\n", id, method, params)
+		for {
+			line, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: %v", method, err)
+			}
+			if strings.Contains(line, `"id":"`+id+`"`) {
+				return line
+			}
+		}
+	}
+	call("i", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if res := call("b", "tools/call", `{"name":"bash","arguments":{"command":"exit","run_in_background":true}}`); !strings.Contains(res, `"task_id":"shell:1"`) {
+		t.Fatalf("bash = %s", res)
+	}
+	k.mu.Lock()
+	tb := k.opened[0].Table()
+	k.mu.Unlock()
+	done, _ := tb.Done("shell:1")
+	<-done
+	seq := tb.Events().Last()
+	// The client reads nothing more: answers enough to fill the pipe,
+	// then the wait's.
+	for i := range 12 {
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":"l%d","method":"tools/list"}`+"\n", i)
+	}
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}}`)
+	deadline := time.Now().Add(rpclinetest.Timeout)
+	for { // delivered, held behind the answers stuck before it
+		if i, err := tb.Info("shell:1"); err == nil && i.Delivered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("task_wait never delivered shell:1")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	select {
+	case err := <-served:
+		t.Logf("RunStdio: %v", err)
+	case <-time.After(mcpserver.DrainGrace + rpclinetest.Timeout):
+		t.Fatal("RunStdio did not return after its context ended, its client reading nothing")
+	}
+	if i, _ := tb.Info("shell:1"); i.Delivered {
+		t.Error("shell:1, whose answer is stuck unwritten: Delivered = true, want false")
+	}
+	recordedDelivered(t, tb, seq, "shell:1", false)
+	inW.Close()
+	outR.Close() // the stuck write fails; the session ends
+	k.mu.Lock()
+	s := k.opened[0]
+	k.mu.Unlock()
+	s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the test ends", Err: task.ErrClosed})
+	inR.Close()
+	outW.Close()
 }

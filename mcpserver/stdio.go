@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -50,10 +51,32 @@ func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 // task_wait, a resume or an attach delivers them once. An answer the
 // pipe took counts as delivered, read or not: a client that dies with it
 // unread in the pipe cannot be seen.
+//
+// When ctx ends, RunStdio returns once the session has, or DrainGrace
+// later if an answer is still stuck on a client that reads nothing (an
+// outsider's finding: offstage mcp, SIGTERMed, stayed for as long as its
+// client did not read): what that answer carried is taken back, and the
+// write is left to end with the process.
 func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	c := s.newConn()
 	c.answers = newAnswers()
 	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams,
 		Stamp: stampToolCalls, Sent: c.answers.sent})
-	return c.server.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w})
+	ran := make(chan error, 1)
+	go func() { ran <- c.server.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w}) }()
+	select {
+	case err := <-ran:
+		return err
+	case <-ctx.Done():
+	}
+	stuck := time.NewTimer(DrainGrace)
+	defer stuck.Stop()
+	select {
+	case err := <-ran:
+		return err
+	case <-stuck.C:
+	}
+	back := c.answers.returnAll()
+	s.cfg.Logger.Info("the client read nothing for "+DrainGrace.String()+" after the shutdown began: its session is left with an answer unwritten", "tasks taken back", back)
+	return fmt.Errorf("mcpserver: an answer could not be written within %s of the shutdown (the client reads nothing)", DrainGrace)
 }

@@ -171,10 +171,12 @@ type HostPeer struct {
 }
 
 // Delivered records that results of a session reached its conversation
-// outside the table (resumed after a restart).
+// outside the table (resumed after a restart): each is marked delivered,
+// with a "delivered" event at At in its history.
 type Delivered struct {
 	Session string
 	IDs     []string
+	At      time.Time
 }
 
 func (*Host) record()         {}
@@ -939,7 +941,7 @@ func (l *SessionLog) Usage(id string, cpu time.Duration, memoryPeak int64) {
 
 // Delivered records results delivered outside the table.
 func (l *SessionLog) Delivered(ids ...string) {
-	l.j.Add(Delivered{Session: l.id, IDs: ids})
+	l.j.Add(Delivered{Session: l.id, IDs: ids, At: time.Now()})
 }
 
 // End records the session's end, with how many of its records the

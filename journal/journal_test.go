@@ -827,6 +827,47 @@ func v1Journal(t *testing.T, path string) {
 // TestADeliveryTakenBackIsRecorded: a result whose answer never reached
 // the client (task.Receipt.Return) is recorded undelivered again, so a
 // resume or an attach delivers it; one delivered for good stays so.
+// A result a resume told the conversation (SessionLog.Delivered, outside
+// the table) is marked delivered and has a "delivered" event in its
+// history, after the events it had (an outsider's finding: its history
+// ended "delivered, undelivered" while the task said delivered).
+func TestADeliveryByResumeIsInTheHistory(t *testing.T) { suite(t, testADeliveryByResumeIsInTheHistory) }
+
+func testADeliveryByResumeIsInTheHistory(t *testing.T, connect func(*testing.T) *journal.DB) {
+	s := connect(t)
+	j := newJournal(t, s, journal.Options{})
+	host := journal.ThisHost("test")
+	j.Add(&host)
+	log := j.StartSession(journal.Session{ID: "s1", HostID: host.ID, Surface: "run", Cwd: "/src", Started: time.Now()}, 0)
+	tb := task.New(t.Context(), task.Options{Recorder: log})
+	id, _ := tb.View("").Spawn(task.Spec{Kind: "shell", Label: "told"}, func(context.Context, *task.Handle) (string, error) { return "x", nil })
+	done, _ := tb.View("").Done(id)
+	<-done
+	tb.Close(t.Context())
+	flush(t, j)
+	log.Delivered(id) // a resume told it
+	log.End()
+	flush(t, j)
+	j.Close(t.Context())
+	s = connect(t)
+	defer s.Close()
+	evs, err := s.TaskEvents(t.Context(), "s1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range evs {
+		names = append(names, e.Event+" "+string(e.State))
+	}
+	if len(names) == 0 || names[len(names)-1] != "delivered completed" {
+		t.Errorf("%s's history: %q, want it to end delivered (completed)", id, names)
+	}
+	tasks, _ := s.Tasks(t.Context(), journal.TaskFilter{Session: "s1"})
+	if len(tasks) != 1 || !tasks[0].Delivered {
+		t.Errorf("tasks: %+v, want %s delivered", tasks, id)
+	}
+}
+
 func TestADeliveryTakenBackIsRecorded(t *testing.T) { suite(t, testADeliveryTakenBackIsRecorded) }
 
 func testADeliveryTakenBackIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {

@@ -789,6 +789,9 @@ const (
 	updateStarted  = `UPDATE tasks SET state = ?, started_at = ? WHERE session_id = ? AND id = ?`
 	updateFinished = `UPDATE tasks SET state = ?, finished_at = ?, exit_code = ?, result = ?, error = ?, ended_by = ?, end_reason = ? WHERE session_id = ? AND id = ?`
 	insertEvent    = `INSERT INTO task_events (session_id, id, at, event, state) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	// insertDeliveredEvent: a delivery outside the table (Delivered), in
+	// the task's history with the state it has.
+	insertDeliveredEvent = `INSERT INTO task_events (session_id, id, at, event, state) SELECT ?, ?, ?, ?, state FROM tasks WHERE session_id = ? AND id = ? ON CONFLICT DO NOTHING`
 )
 
 func (w *writer) record(r Record) error {
@@ -820,8 +823,17 @@ func (w *writer) record(r Record) error {
 	case TaskUsage:
 		return w.exec(updateUsage, nullIfZero(int64(r.CPU)), nullIfZero(r.MemoryPeak), r.Session, r.ID)
 	case Delivered:
+		at := r.At
+		if at.IsZero() {
+			at = time.Now()
+		}
 		for _, id := range r.IDs {
 			if err := w.exec(updateDelivery, r.Session, id); err != nil {
+				return err
+			}
+			// Its history says so too (an outsider's finding: it ended
+			// "delivered, undelivered" while the task said delivered).
+			if err := w.exec(insertDeliveredEvent, r.Session, id, at.UnixNano(), task.EventDelivered.String(), r.Session, id); err != nil {
 				return err
 			}
 		}

@@ -25,22 +25,9 @@ import (
 // taken back, and the kept session delivers it once. A result whose
 // answer was written stays delivered.
 func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
-	k := &keeper{detached: make(chan *agent.Session, 1)}
-	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Keep: k, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
-		Dir: t.TempDir(), Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
-	}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, svc := keptService(t)
 	defer svc.Close(context.Background())
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW, outR, outW := stdioPipes(t)
 	served := make(chan error, 1)
 	go func() {
 		served <- svc.RunStdio(context.Background(), inR, outW)
@@ -150,22 +137,9 @@ func recordedDelivered(t *testing.T, tb *task.Table, seq uint64, id string, want
 // carried. RunStdio now returns DrainGrace after its context ended, the
 // result taken back.
 func TestAShutdownDoesNotWaitForAClientThatReadsNothing(t *testing.T) {
-	k := &keeper{detached: make(chan *agent.Session, 1)}
-	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Keep: k, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
-		Dir: t.TempDir(), Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
-	}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, svc := keptService(t)
 	defer svc.Close(context.Background())
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW, outR, outW := stdioPipes(t)
 	defer outR.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -231,4 +205,33 @@ func TestAShutdownDoesNotWaitForAClientThatReadsNothing(t *testing.T) {
 	s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the test ends", Err: task.ErrClosed})
 	inR.Close()
 	outW.Close()
+}
+
+// keptService is a service with the stand-in shell whose sessions, when
+// their client goes, are kept by a keeper.
+func keptService(t *testing.T) (*keeper, *mcpserver.Service) {
+	t.Helper()
+	k := &keeper{detached: make(chan *agent.Session, 1)}
+	svc, err := mcpserver.New(context.Background(), mcpserver.Config{Keep: k, Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
+		Dir: t.TempDir(), Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, svc
+}
+
+// stdioPipes are a server's input (read end, client's write end) and
+// output (client's read end, server's write end), real pipes.
+func stdioPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inR, inW, outR, outW
 }

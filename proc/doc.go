@@ -69,9 +69,16 @@
 //
 // All methods of Process are safe for concurrent use. On Linux, a
 // process whose output goes to its pipes only (no terminal, no
-// Config.Stdout) has one goroutine, which blocks in poll on its pipes
-// and on a pidfd of its leader, holding a thread, as os/exec's Wait
-// does: it reads the output and reaps the leader. Past 32 such at once,
+// Config.Stdout) is served by one goroutine, which blocks in poll on its
+// pipes and on a pidfd of its leader, holding a thread, as os/exec's
+// Wait does: it reads the output and reaps the leader. That goroutine is
+// the first Wait's, where Wait is the first look at the process (a
+// program that starts a command and waits for it, as os/exec's Run,
+// wakes no other); any other look (Done, Exit, Read, WaitOutput, Stop,
+// Input…) starts one of its own, and so does the package 20 ms after the
+// start of a process nobody looked at, whose output waits in its pipe
+// meanwhile. A Wait whose context ends returns, and a goroutine goes on
+// serving. Past 32 such at once,
 // and elsewhere, a process has a reader per pipe in Go's poller and a
 // reaper. Once it has run for Config.PromptAfter, another goroutine
 // watches for prompts (unless PromptAfter is negative). They end by the

@@ -78,3 +78,10 @@ func InlineReaper(on, pidfd bool) (restore func(), served int64) {
 }
 
 func inlineServed() int64 { return served.Load() }
+
+// ServedBy says how many processes served inline were first served by a
+// Wait on its own goroutine, by a goroutine of their own after another
+// look, and by the sweeper, nobody having looked.
+func ServedBy() (wait, look, sweeper int64) {
+	return servedBy[byWait].Load(), servedBy[byLook].Load(), servedBy[bySweeper].Load()
+}

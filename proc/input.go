@@ -19,6 +19,7 @@ func (p *Process) Input(ctx context.Context, b []byte) (int, error) {
 	if p.stdin == nil {
 		return 0, ErrNoStdin
 	}
+	p.serveSoon() // its answer is read at once
 	if err := p.lockInput(ctx); err != nil {
 		return 0, err
 	}
@@ -97,6 +98,7 @@ func (p *Process) CloseInput(ctx context.Context) error {
 	if p.stdin == nil {
 		return ErrNoStdin
 	}
+	p.serveSoon()
 	if p.cfg.TTY {
 		_, err := p.Input(ctx, []byte{4})
 		return err

@@ -293,6 +293,7 @@ type LogState struct {
 // got so far. It does not block, and is safe to call at any time, also
 // after the process ended.
 func (p *Process) Log() LogState {
+	p.serveSoon()
 	if p.log == nil {
 		return LogState{}
 	}

@@ -251,8 +251,15 @@ type Process struct {
 	sandbox  *fence.Setup  // nil when off
 	started  time.Time
 	lifeline *os.File // write end: closing it signals the group
-	done     chan struct{}
-	stopCtx  func() bool // stops the AfterFunc that stops the process when its context ends
+
+	// The inline reaper (serve_linux.go): its state, and whether its
+	// first run is still to be taken (by a Wait, a look at the process
+	// or the sweeper).
+	srv      *server
+	unserved atomic.Bool
+
+	done    chan struct{}
+	stopCtx func() bool // stops the AfterFunc that stops the process when its context ends
 	// promptTimer starts watchPrompts PromptAfter after the start; nil
 	// when the watch is off. Set before the reaper starts, which stops it.
 	promptTimer *time.Timer
@@ -461,7 +468,7 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 		p.promptTimer = time.AfterFunc(p.cfg.PromptAfter, p.watchPrompts)
 	}
 	if st.inline {
-		go p.serve(st) // the readers and the reaper in one (serve_linux.go)
+		p.startServing(st) // the readers and the reaper in one (serve_linux.go)
 		return
 	}
 	readers := make(chan struct{}, 2)
@@ -485,13 +492,17 @@ func (p *Process) PID() int { return p.pid }
 
 // Done returns a channel closed once the process has been reaped and its
 // output fully captured.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} {
+	p.serveSoon()
+	return p.done
+}
 
 // Wait blocks until the process has been reaped and its output captured,
 // or ctx ends (then it returns context.Cause(ctx) and the process goes on).
 // It never hangs on pipes held by processes that left the group: those get
 // Config.WaitDelay after the leader's exit. Safe to call many times.
 func (p *Process) Wait(ctx context.Context) (Exit, error) {
+	p.serveHere(ctx) // it would only sleep here
 	select {
 	case <-p.done:
 		return p.exit, nil
@@ -502,6 +513,7 @@ func (p *Process) Wait(ctx context.Context) (Exit, error) {
 
 // Exit returns how the process ended, and false while it runs.
 func (p *Process) Exit() (Exit, bool) {
+	p.serveSoon()
 	select {
 	case <-p.done:
 		return p.exit, true
@@ -511,7 +523,10 @@ func (p *Process) Exit() (Exit, bool) {
 }
 
 // Written returns how many bytes of output have been captured so far.
-func (p *Process) Written() int64 { return p.written.Load() }
+func (p *Process) Written() int64 {
+	p.serveSoon()
+	return p.written.Load()
+}
 
 // Stop asks the whole process group to end: SIGTERM to the group now,
 // SIGKILL to the group grace later if the leader is still running (grace
@@ -522,6 +537,7 @@ func (p *Process) Written() int64 { return p.written.Load() }
 func (p *Process) Stop(grace time.Duration) { p.stop(grace, ErrStopped) }
 
 func (p *Process) stop(grace time.Duration, cause error) {
+	p.serveSoon()
 	sig := syscall.SIGTERM
 	if grace <= 0 {
 		sig = syscall.SIGKILL
@@ -794,6 +810,7 @@ func (p *Process) leaderIsGone() {
 // only output past the log's cap is skipped. It does not block; to wait
 // for output, see WaitOutput.
 func (p *Process) Read(s Stream, since int64, max int) Chunk {
+	p.serveSoon()
 	if max <= 0 {
 		max = p.cfg.StreamBytes
 		if s != Stdout && s != Stderr {
@@ -851,6 +868,7 @@ func (p *Process) readLocked(since int64, max int) Chunk {
 //		}
 //	}
 func (p *Process) WaitOutput(ctx context.Context, since int64) (int64, error) {
+	p.serveSoon()
 	for {
 		// Done is looked at before the count: output is all captured
 		// before done is closed.
@@ -882,6 +900,7 @@ func (p *Process) WaitOutput(ctx context.Context, since int64) (int64, error) {
 // TailLines returns the last n lines of stream s that are held, at most
 // max bytes.
 func (p *Process) TailLines(s Stream, n, max int) Chunk {
+	p.serveSoon()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.captureOf(s).tail(n, max)

@@ -107,6 +107,7 @@ func (p *Process) lastLineLocked() (string, bool) {
 // /proc/PID/syscall cannot be read, or off Linux, the prompt-line rule
 // alone applies, silently.
 func (p *Process) WaitingForInput() (prompt string, ok bool) {
+	p.serveSoon()
 	select {
 	case <-p.done:
 		return "", false

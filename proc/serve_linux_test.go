@@ -1,7 +1,11 @@
 package proc_test
 
 import (
+	"context"
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/proc"
 )
@@ -54,5 +58,140 @@ func TestATerminalIsNotServedInline(t *testing.T) {
 	mustWait(t, p)
 	if _, after := proc.InlineReaper(true, true); after != before {
 		t.Errorf("a terminal was served inline")
+	}
+}
+
+// A program that starts a command and waits for it has it served on the
+// goroutine that waits, as os/exec's Run does, with a context that can
+// end or not: no goroutine of its own, no thread woken to run one.
+func TestAWaitServesItsOwnProcess(t *testing.T) {
+	restore, _ := proc.InlineReaper(true, true)
+	defer restore()
+	for _, ctx := range []context.Context{context.Background(), t.Context()} {
+		wait, look, sweeper := proc.ServedBy()
+		p, err := proc.Start(context.Background(), proc.Config{Command: "echo hi; exit 3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := p.Wait(ctx)
+		if err != nil || e.Code != 3 {
+			t.Fatalf("Wait = %+v, %v; want exit 3", e, err)
+		}
+		if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "hi\n" {
+			t.Errorf("output %q, want %q", got, "hi\n")
+		}
+		w, l, s := proc.ServedBy()
+		if w-wait != 1 || l != look || s != sweeper {
+			t.Errorf("served by a Wait %d, a look %d, the sweeper %d; want by the Wait alone", w-wait, l-look, s-sweeper)
+		}
+	}
+}
+
+// A process nobody looks at is served all the same, by the sweeper: its
+// output read, its leader reaped, its exit kept for a later look.
+func TestAProcessNobodyLooksAtIsServed(t *testing.T) {
+	restore, _ := proc.InlineReaper(true, true)
+	defer restore()
+	_, look, sweeper := proc.ServedBy()
+	p, err := proc.Start(context.Background(), proc.Config{Command: "echo unseen; exit 4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReaped(t, p.PID())
+	_, l, s := proc.ServedBy()
+	if s-sweeper != 1 || l != look {
+		t.Errorf("served by a look %d, the sweeper %d; want by the sweeper", l-look, s-sweeper)
+	}
+	e, done := p.Exit()
+	if !done || e.Code != 4 {
+		t.Errorf("Exit = %+v, %v; want exit 4", e, done)
+	}
+	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "unseen\n" {
+		t.Errorf("output %q, want %q", got, "unseen\n")
+	}
+}
+
+// A Wait whose context ends returns while the command runs on, and the
+// rest of its serving goes on in a goroutine of its own: the output that
+// comes after is read, the leader reaped with nobody waiting. A Wait
+// whose context has ended before it begins serves nothing.
+func TestAWaitThatGivesUpLeavesItsProcessServed(t *testing.T) {
+	restore, _ := proc.InlineReaper(true, true)
+	defer restore()
+	p, err := proc.Start(context.Background(), proc.Config{Command: "echo early; read _; echo late; exit 5", Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(0); p.Wait(context.Background()) })
+	wait, look, _ := proc.ServedBy()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Wait(ended); err != context.Canceled {
+		t.Fatalf("Wait with an ended context = %v, want %v", err, context.Canceled)
+	}
+	if w, l, _ := proc.ServedBy(); w != wait || l-look != 1 {
+		t.Errorf("after a Wait whose context had ended: served by a Wait %d, a look %d; want by a look", w-wait, l-look)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Wait = %v, want %v", err, context.DeadlineExceeded)
+	}
+	if _, err := p.Input(context.Background(), []byte("go on\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitReaped(t, p.PID())
+	e, done := p.Exit()
+	if !done || e.Code != 5 {
+		t.Errorf("Exit = %+v, %v; want exit 5", e, done)
+	}
+	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "early\nlate\n" {
+		t.Errorf("output %q, want %q", got, "early\nlate\n")
+	}
+
+	// The same, the Wait serving first: it gives up, and a goroutine
+	// takes over.
+	p, err = proc.Start(context.Background(), proc.Config{Command: "echo early; read _; echo late; exit 6", Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(0); p.Wait(context.Background()) })
+	wait, look, sweeper := proc.ServedBy()
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Wait = %v, want %v", err, context.DeadlineExceeded)
+	}
+	if w, l, s := proc.ServedBy(); w-wait != 1 || l != look || s != sweeper {
+		t.Errorf("served by a Wait %d, a look %d, the sweeper %d; want by the Wait", w-wait, l-look, s-sweeper)
+	}
+	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "early\n" {
+		t.Errorf("output %q while the command reads, want %q", got, "early\n")
+	}
+	if _, err := p.Input(context.Background(), []byte("go on\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitReaped(t, p.PID())
+	if e, done := p.Exit(); !done || e.Code != 6 {
+		t.Errorf("Exit = %+v, %v; want exit 6", e, done)
+	}
+	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "early\nlate\n" {
+		t.Errorf("output %q, want %q", got, "early\nlate\n")
+	}
+}
+
+// waitReaped waits, without a look at its Process, until pid is reaped:
+// /proc has no such process any more.
+func waitReaped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not reaped after 10 s", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -91,6 +91,7 @@ func (p *Process) ScanLines(ctx context.Context, since int64, re *regexp.Regexp,
 // at and the bytes the ring no longer held, which were not looked at. It
 // is woken by output, never by polling.
 func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp, match func(line string, next int64) bool, skip func(n int64)) (next, skipped int64, err error) {
+	p.serveSoon()
 	next = since
 	filter := linefilter.New(re)
 	for {

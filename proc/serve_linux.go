@@ -121,10 +121,13 @@ const (
 )
 
 // claimServe takes the server's first run for the caller; false if it
-// was taken already (or p is not served inline). The sweeper forgets p
-// at its next round.
+// was taken already, or p is not served inline, or not yet: a look while
+// Start sets the process up (its context's end, run at once) finds
+// unserved false, leaves it to the sweeper, and reads nothing Start is
+// still writing (unserved is set last, p.srv and the rest before). The
+// sweeper forgets p at its next round.
 func (p *Process) claimServe() bool {
-	return p.srv != nil && p.unserved.Load() && p.unserved.CompareAndSwap(true, false)
+	return p.unserved.Load() && p.unserved.CompareAndSwap(true, false)
 }
 
 // serveSoon has p served by a goroutine of its own now, unless it is.

@@ -195,3 +195,22 @@ func waitReaped(t *testing.T, pid int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A process whose context has ended by the time Start sets it up is
+// stopped at once, from another goroutine, while Start goes on: it is
+// served all the same, by the sweeper, nobody looking.
+func TestAStartWhoseContextHasEndedIsServed(t *testing.T) {
+	restore, _ := proc.InlineReaper(true, true)
+	defer restore()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, err := proc.Start(ctx, proc.Config{Command: "exec sleep 1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReaped(t, p.PID())
+	e, done := p.Exit()
+	if !done || !e.Stopped || e.Cause != context.Canceled {
+		t.Errorf("Exit = %+v, %v; want stopped by the context's end", e, done)
+	}
+}

@@ -288,3 +288,46 @@ func hugeNumberAt(args json.RawMessage) (key string, inList bool) {
 	}
 	return "", false
 }
+
+// withFieldDoc adds to te, the words typeError found for err, what the
+// tool's input type in says of the argument err names (its description,
+// the jsonschema tag): the range a Go type holds ("an integer from
+// -9223372036854775808 to 9223372036854775807") is no guide to what the
+// tool takes ("at most 100").
+func withFieldDoc(te, err error, in reflect.Type) error {
+	var ute *json.UnmarshalTypeError
+	if !errors.As(err, &ute) || ute.Field == "" {
+		return te
+	}
+	doc := fieldDoc(in, strings.Split(ute.Field, "."))
+	if doc == "" {
+		return te
+	}
+	return fail("%s (%s: %s.)", strings.TrimSuffix(te.Error(), "."), shorten(ute.Field, 60), strings.TrimSuffix(doc, "."))
+}
+
+// fieldDoc is the jsonschema tag of the field path names (JSON names,
+// from the outermost) in struct type t; "" where there is none.
+func fieldDoc(t reflect.Type, path []string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || len(path) == 0 {
+		return ""
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		if name != path[0] {
+			continue
+		}
+		if len(path) > 1 {
+			return fieldDoc(f.Type, path[1:])
+		}
+		return f.Tag.Get("jsonschema")
+	}
+	return ""
+}

@@ -192,6 +192,9 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 	e := newEnv(t, tools.Config{})
 	for _, tc := range []struct{ tool, args, want string }{
 		{"bash", `{"command": "true", "port": 1e30}`, "port must be an integer from"},
+		// An integer past what Go's int holds is told what the tool takes,
+		// not only that range.
+		{"task_list", `{"limit": 1e20}`, "limit must be an integer from -9223372036854775808 to 9223372036854775807, not the number 100000000000000000000 (limit: at most this many tasks; default 50, at most 100.)"},
 		{"bash", `{"command": "true", "port": "2"}`, `port must be an integer (a JSON number without a fraction), not the string \"2\": send it without quotes`},
 		{"bash", `{"command": "true", "port": 1.5}`, "port must be an integer (a JSON number without a fraction), not the number 1.5"},
 		{"bash", `{"command": 5}`, "command must be a JSON string, not a number"},

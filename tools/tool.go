@@ -526,7 +526,7 @@ func newTool[In, Out any](name, description string, budget int, run func(context
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(in); err != nil {
 			if te := typeError(err); te != nil {
-				return te
+				return withFieldDoc(te, err, reflect.TypeFor[In]())
 			}
 			return fail("The arguments do not fit %s: %s.", name, shorten(err.Error(), 200))
 		}

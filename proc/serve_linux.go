@@ -46,8 +46,10 @@ import (
 // any other wakes an idle thread too (the runtime's timers are polled by
 // a thread that must learn of it), which gave back most of what serving
 // in Wait saves. The sweeper runs while processes are waiting for their
-// first look, every serveAfter, and ends when none is left: a start
-// wakes a thread to start it at most once per serveAfter.
+// first look, when the first of them is due, and ends when none is left:
+// a start wakes a thread to start it at most once per serveAfter. A Wait
+// with a context that can end serves its process only where it has no
+// log, whose writes may block beyond the context's reach.
 
 // serveAfter is how long after its start a process served inline waits
 // for a Wait (or another look) to serve it, at most, before it gets a
@@ -77,21 +79,26 @@ func (p *Process) startServing(st *streams) {
 	}
 }
 
-// sweeper serves, every serveAfter, the pending processes started that
-// long ago and not served yet, each in a goroutine of its own, and
-// forgets those served; it ends when none is pending.
+// sweeper serves the pending processes started serveAfter ago and not
+// served yet, each in a goroutine of its own, when the first of them is
+// due, and forgets those served; it ends when none is pending. (A tick
+// every serveAfter served a process started just after a tick at the
+// second: 2 serveAfter late, an outsider found.)
 func sweeper() {
-	tick := time.NewTicker(serveAfter)
-	defer tick.Stop()
-	for range tick.C {
+	timer := time.NewTimer(serveAfter)
+	defer timer.Stop()
+	for range timer.C {
 		now := time.Now()
+		next := time.Duration(serveAfter)
 		sweep.mu.Lock()
 		kept := sweep.pending[:0]
 		for _, p := range sweep.pending {
+			age := now.Sub(p.started)
 			switch {
 			case !p.unserved.Load():
-			case now.Sub(p.started) < serveAfter:
+			case age < serveAfter:
 				kept = append(kept, p)
+				next = min(next, serveAfter-age)
 			case p.unserved.CompareAndSwap(true, false):
 				servedBy[bySweeper].Add(1)
 				go p.srv.serve(-1)
@@ -106,6 +113,7 @@ func sweeper() {
 			return
 		}
 		sweep.mu.Unlock()
+		timer.Reset(next)
 	}
 }
 
@@ -154,8 +162,16 @@ func (p *Process) serveHere(ctx context.Context) {
 		p.srv.serve(-1)
 		return
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
+	// With a log, the server can block where its context's end cannot
+	// reach it: queueing output for a log whose disk is behind (a FIFO
+	// nobody reads, a hung network mount), or closing the log. Such a
+	// Wait must still return when its context ends: it sleeps, and a
+	// goroutine serves.
+	efd, err := -1, error(nil)
+	if p.log == nil {
+		efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	}
+	if efd < 0 || err != nil {
 		servedBy[byLook].Add(1)
 		go p.srv.serve(-1)
 		return

@@ -2,8 +2,11 @@ package proc_test
 
 import (
 	"context"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,5 +215,52 @@ func TestAStartWhoseContextHasEndedIsServed(t *testing.T) {
 	e, done := p.Exit()
 	if !done || !e.Stopped || e.Cause != context.Canceled {
 		t.Errorf("Exit = %+v, %v; want stopped by the context's end", e, done)
+	}
+}
+
+// A Wait whose context ends returns, even while the output waits for a
+// log whose disk is behind (here a FIFO nobody reads, as a hung network
+// mount would be): it does not serve its process itself, where queueing
+// for the log blocks beyond its context's reach (an outsider's finding:
+// it still blocked after 3 s).
+func TestAWaitReturnsWhenItsContextEndsWhileTheLogIsBehind(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		t.Run(map[bool]string{true: "inline", false: "readers-and-reaper"}[inline], func(t *testing.T) {
+			restore, _ := proc.InlineReaper(inline, true)
+			defer restore()
+			fifo := filepath.Join(t.TempDir(), "log")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// Open for reading and writing, so the log's open does not
+			// wait, and never read until the end: its writes block once
+			// the FIFO is full.
+			hold, err := os.OpenFile(fifo, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hold.Close()
+			p, err := proc.Start(context.Background(), proc.Config{Command: "exec yes", LogPath: fifo, LogReserveBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				p.Stop(0)
+				go io.Copy(io.Discard, hold) // the log drains, the process ends
+				p.Wait(context.Background())
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			waited := make(chan error, 1)
+			go func() { _, err := p.Wait(ctx); waited <- err }()
+			select {
+			case err := <-waited:
+				if err != context.DeadlineExceeded {
+					t.Errorf("Wait = %v, want %v", err, context.DeadlineExceeded)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Wait with a context of 200 ms still blocked after 10 s (%d bytes written)", p.Written())
+			}
+		})
 	}
 }

@@ -89,7 +89,6 @@ type forkSpec struct {
 	argv, envv []*byte // nil-terminated
 	dir        *byte
 	fds        []int // fds[i] becomes the child's i; rewritten by the child
-	nextfd     int   // above every fd in fds
 	setsid     bool
 	setpgid    bool
 	setctty    bool
@@ -191,9 +190,7 @@ func forkFenced(cmd *exec.Cmd, mntns *os.File, ruleset int) (ok bool, err error)
 			s.fds[i] = devNullOut
 			s.null = devNullPath
 		}
-		s.nextfd = max(s.nextfd, s.fds[i])
 	}
-	s.nextfd = max(s.nextfd+1, len(s.fds))
 	if caps, drop := step.ContainInheritable(); drop {
 		s.caps = &caps
 	}
@@ -382,17 +379,18 @@ func forkChild(s *forkSpec) (pid uintptr, errno syscall.Errno) {
 			goto fail
 		}
 		s.fds[i] = int(c)
-		if int(c) >= s.nextfd {
-			s.nextfd = int(c) + 1
-		}
 	}
 	for i = 0; i < len(s.fds); i++ {
 		if s.fds[i] >= 0 && s.fds[i] < i {
-			if _, _, err1 = syscall.RawSyscall(syscall.SYS_DUP3, uintptr(s.fds[i]), uintptr(s.nextfd), syscall.O_CLOEXEC); err1 != 0 {
+			// Out of the way: to the lowest free descriptor past every
+			// target, which fits under the open-file limit wherever one
+			// is free (one above every descriptor, as os/exec's child
+			// takes, was refused with EBADF near the limit, an outsider
+			// found).
+			if c, _, err1 = syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(s.fds[i]), syscall.F_DUPFD_CLOEXEC, uintptr(len(s.fds))); err1 != 0 {
 				goto fail
 			}
-			s.fds[i] = s.nextfd
-			s.nextfd++
+			s.fds[i] = int(c)
 		}
 	}
 	for i = 0; i < len(s.fds); i++ {

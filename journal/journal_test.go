@@ -117,6 +117,18 @@ func flush(t *testing.T, j *journal.Journal) {
 	}
 }
 
+// recordedTable starts session sess (its host this one's) in a journal
+// on s, and a task table that records into it.
+func recordedTable(t *testing.T, s journal.Store, sess journal.Session) (*journal.Journal, *journal.SessionLog, *task.Table) {
+	t.Helper()
+	j := newJournal(t, s, journal.Options{})
+	host := journal.ThisHost("test")
+	j.Add(&host)
+	sess.HostID = host.ID
+	log := j.StartSession(sess, 0)
+	return j, log, task.New(t.Context(), task.Options{Recorder: log})
+}
+
 // TestATableIsRecorded: a real task table recording into a session log:
 // the tasks, their state changes, results and delivery, and the
 // conversation, read back.
@@ -124,11 +136,7 @@ func TestATableIsRecorded(t *testing.T) { suite(t, testATableIsRecorded) }
 
 func testATableIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 	s := connect(t)
-	j := newJournal(t, s, journal.Options{})
-	host := journal.ThisHost("test")
-	j.Add(&host)
-	log := j.StartSession(journal.Session{ID: "s1", HostID: host.ID, Surface: "run", Cwd: "/src", Model: "scripted", Started: time.Now()}, 0)
-	tb := task.New(t.Context(), task.Options{Recorder: log})
+	j, log, tb := recordedTable(t, s, journal.Session{ID: "s1", Surface: "run", Cwd: "/src", Model: "scripted", Started: time.Now()})
 	top := tb.View("")
 	ok, _ := top.Spawn(task.Spec{Kind: "shell", Label: "make"}, func(ctx context.Context, h *task.Handle) (string, error) {
 		h.SetExitCode(0)
@@ -835,11 +843,7 @@ func TestADeliveryByResumeIsInTheHistory(t *testing.T) { suite(t, testADeliveryB
 
 func testADeliveryByResumeIsInTheHistory(t *testing.T, connect func(*testing.T) *journal.DB) {
 	s := connect(t)
-	j := newJournal(t, s, journal.Options{})
-	host := journal.ThisHost("test")
-	j.Add(&host)
-	log := j.StartSession(journal.Session{ID: "s1", HostID: host.ID, Surface: "run", Cwd: "/src", Started: time.Now()}, 0)
-	tb := task.New(t.Context(), task.Options{Recorder: log})
+	j, log, tb := recordedTable(t, s, journal.Session{ID: "s1", Surface: "run", Cwd: "/src", Started: time.Now()})
 	id, _ := tb.View("").Spawn(task.Spec{Kind: "shell", Label: "told"}, func(context.Context, *task.Handle) (string, error) { return "x", nil })
 	done, _ := tb.View("").Done(id)
 	<-done
@@ -872,11 +876,7 @@ func TestADeliveryTakenBackIsRecorded(t *testing.T) { suite(t, testADeliveryTake
 
 func testADeliveryTakenBackIsRecorded(t *testing.T, connect func(*testing.T) *journal.DB) {
 	s := connect(t)
-	j := newJournal(t, s, journal.Options{})
-	host := journal.ThisHost("test")
-	j.Add(&host)
-	log := j.StartSession(journal.Session{ID: "s1", HostID: host.ID, Surface: "mcp", Cwd: "/src", Started: time.Now()}, 0)
-	tb := task.New(t.Context(), task.Options{Recorder: log})
+	j, log, tb := recordedTable(t, s, journal.Session{ID: "s1", Surface: "mcp", Cwd: "/src", Started: time.Now()})
 	top := tb.View("")
 	lost, _ := top.Spawn(task.Spec{Kind: "shell", Label: "lost"}, func(context.Context, *task.Handle) (string, error) { return "x", nil })
 	kept, _ := top.Spawn(task.Spec{Kind: "shell", Label: "kept"}, func(context.Context, *task.Handle) (string, error) { return "y", nil })

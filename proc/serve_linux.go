@@ -241,14 +241,15 @@ type server struct {
 	st       *streams
 	pidfd    int // -1 without one: the leader's exit is polled for
 	fds      []unix.PollFd
-	kinds    []Stream // of fds[1:]
-	open     int      // pipes not at their end
-	buf      []byte
-	exited   bool        // the leader has exited
-	ending   chan reaped // the leftovers are being ended; nil when not
-	r        reaped      // set once reapedOK is
-	reapedOK bool        // the leader is reaped
-	deadline time.Time   // for the pipes, once reapedOK
+	kinds    []Stream       // of fds[1:]
+	open     int            // pipes not at their end
+	buf      []byte         // grown from first as capture's is
+	first    *[minGrow]byte // from readBufs; given back at the end
+	exited   bool           // the leader has exited
+	ending   chan reaped    // the leftovers are being ended; nil when not
+	r        reaped         // set once reapedOK is
+	reapedOK bool           // the leader is reaped
+	deadline time.Time      // for the pipes, once reapedOK
 }
 
 // newServer opens a pidfd of p's leader and gets ready to serve st.
@@ -301,7 +302,8 @@ func (s *server) serve(wake int) bool {
 		defer func() { s.fds = s.fds[:n] }()
 	}
 	if s.buf == nil {
-		s.buf = make([]byte, minGrow)
+		s.first = readBufs.Get().(*[minGrow]byte)
+		s.buf = s.first[:]
 	}
 	for s.open > 0 || !s.reapedOK {
 		timeout := -1
@@ -355,10 +357,19 @@ func (s *server) serve(wake int) bool {
 		syscall.Close(s.pidfd)
 	}
 	closeAll(s.st.out, s.st.err)
+	if s.first != nil {
+		s.buf = nil
+		readBufs.Put(s.first)
+	}
 	contain.ReleaseWaitSlot()
 	p.finish(s.r)
 	return true
 }
+
+// readBufs are the servers' first read buffers: most commands say little
+// or nothing, and a buffer of their own was the largest allocation of a
+// start. Nothing keeps a read's bytes (record copies them).
+var readBufs = sync.Pool{New: func() any { return new([minGrow]byte) }}
 
 // readOnce reads once from the pipe fd, which poll said is ready, into
 // the buffers as stream s, and says whether it is still open: false at

@@ -138,3 +138,41 @@ func BenchmarkCgroupOverhead(b *testing.B) {
 		}
 	})
 }
+
+// TestEventValue reads keys of a flat keyed file (cpu.stat,
+// cgroup.events) wherever they stand, and says when one is missing or
+// not a number; reading it takes no allocation, so that a start's end
+// keeps its buffers on the stack.
+func TestEventValue(t *testing.T) {
+	const stat = "usage_usec 1234\nuser_usec 1000\nsystem_usec 234\nnr_descendants 0\nnr_dying_descendants 2"
+	cases := []struct {
+		in, key string
+		want    int64
+		ok      bool
+	}{
+		{stat, "usage_usec", 1234, true},
+		{stat, "system_usec", 234, true},
+		{stat, "nr_dying_descendants", 2, true}, // the last line, no newline
+		{stat + "\n", "nr_dying_descendants", 2, true},
+		{stat, "user", 0, false}, // a prefix of a key is not the key
+		{stat, "usage_usec 1234", 0, false},
+		{"populated 1\nfrozen 0\n", "frozen", 0, true},
+		{"populated x\n", "populated", 0, false},
+		{"", "populated", 0, false},
+		{"\n\n", "populated", 0, false},
+	}
+	for _, c := range cases {
+		got, ok := eventValue([]byte(c.in), c.key)
+		if got != c.want || ok != c.ok {
+			t.Errorf("eventValue(%q, %q) = %d, %v; want %d, %v", c.in, c.key, got, ok, c.want, c.ok)
+		}
+	}
+	read := func() { // as finalUsage reads: into a buffer on its stack
+		var buf [128]byte
+		n := copy(buf[:], stat)
+		eventValue(buf[:n], "nr_dying_descendants")
+	}
+	if n := testing.AllocsPerRun(100, read); n != 0 {
+		t.Errorf("a buffer read by eventValue goes to the heap: %v allocations a read; want 0", n)
+	}
+}

@@ -628,8 +628,18 @@ func (c *cgroup) waitEmpty(deadline time.Time) bool {
 }
 
 // eventValue reads "key value" from a cgroup's flat keyed file.
+//
+// A plain loop, not bytes.SplitSeq: the iterator's closure took b to the
+// heap, and with it the callers' buffers on their stacks (an allocation
+// a start, each of 1 KiB).
 func eventValue(b []byte, key string) (int64, bool) {
-	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
 		k, v, ok := bytes.Cut(line, []byte{' '})
 		if ok && string(k) == key {
 			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)

@@ -157,6 +157,7 @@ var verdicts struct {
 	mu    sync.Mutex
 	m     map[string]bool
 	bytes int
+	last  applied
 }
 
 const (
@@ -195,11 +196,15 @@ func (p Policy) Apply(env []string) (kept, withheld []string) {
 	if env == nil {
 		env = os.Environ()
 	}
-	kept = make([]string, 0, len(env))
 	// Held for the whole environment, not taken for each variable: the
 	// judging is brief, and most of it is looking up verdicts.
 	verdicts.mu.Lock()
 	defer verdicts.mu.Unlock()
+	if last := &verdicts.last; last.env != nil && p.KeepAll == last.keepAll &&
+		slices.Equal(p.Drop, last.drop) && slices.Equal(p.Keep, last.keep) && slices.Equal(env, last.env) {
+		return slices.Clone(last.kept), slices.Clone(last.withheld)
+	}
+	kept = make([]string, 0, len(env))
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
 		if p.withholds(kv, name, value) {
@@ -208,7 +213,25 @@ func (p Policy) Apply(env []string) (kept, withheld []string) {
 		}
 		kept = append(kept, kv)
 	}
+	// Copies, the caller's slices being the caller's to change.
+	verdicts.last = applied{
+		drop: slices.Clone(p.Drop), keep: slices.Clone(p.Keep), keepAll: p.KeepAll,
+		env: slices.Clone(env), kept: slices.Clone(kept), withheld: slices.Clone(withheld),
+	}
+	if verdicts.last.env == nil { // an empty environment is one too
+		verdicts.last.env = []string{}
+	}
 	return kept, withheld
+}
+
+// applied is the last Apply's policy, environment and answer: one
+// environment after another is mostly the same one (os.Environ(), for
+// a command after a command), and comparing it (its strings are the
+// same strings) is a fraction of looking up each variable's verdict.
+type applied struct {
+	drop, keep          []string
+	keepAll             bool
+	env, kept, withheld []string // env nil: none yet
 }
 
 // Withheld returns the sorted names of the variables of env (os.Environ()

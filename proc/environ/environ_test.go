@@ -138,6 +138,43 @@ func TestEnvPolicyWithheld(t *testing.T) {
 }
 
 // TestCommandsDoNotSeeSecrets: a spawned command sees neither the
+// TestEnvPolicyApplyAgain: Apply remembers its last answer; the answer
+// must follow a change of the environment (in the caller's own slice
+// too) or of the policy, and what a caller does to an answer must not
+// reach the next one.
+func TestEnvPolicyApplyAgain(t *testing.T) {
+	env := []string{"PATH=/bin", "GITHUB_TOKEN=g", "HOME=/root"}
+	p := environ.Policy{}
+	check := func(what string, p environ.Policy, env []string, wantKept, wantWithheld []string) {
+		t.Helper()
+		kept, withheld := p.Apply(env)
+		if diff := cmp.Diff(wantKept, kept); diff != "" {
+			t.Errorf("%s: kept (-want +got):\n%s", what, diff)
+		}
+		if diff := cmp.Diff(wantWithheld, withheld); diff != "" {
+			t.Errorf("%s: withheld (-want +got):\n%s", what, diff)
+		}
+		// The caller's to change: the next answer stays whole.
+		for i := range kept {
+			kept[i] = "CHANGED=1"
+		}
+		for i := range withheld {
+			withheld[i] = "CHANGED"
+		}
+	}
+	check("first", p, env, []string{"PATH=/bin", "HOME=/root"}, []string{"GITHUB_TOKEN"})
+	check("again", p, env, []string{"PATH=/bin", "HOME=/root"}, []string{"GITHUB_TOKEN"})
+	check("and again", p, env, []string{"PATH=/bin", "HOME=/root"}, []string{"GITHUB_TOKEN"})
+	env[2] = "AWS_SECRET_ACCESS_KEY=s" // the same slice, changed in place
+	check("changed in place", p, env, []string{"PATH=/bin"}, []string{"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY"})
+	check("another policy", environ.Policy{Keep: []string{"GITHUB_TOKEN"}}, env,
+		[]string{"PATH=/bin", "GITHUB_TOKEN=g"}, []string{"AWS_SECRET_ACCESS_KEY"})
+	check("KeepAll", environ.Policy{KeepAll: true}, env, env, nil)
+	check("back", p, env, []string{"PATH=/bin"}, []string{"GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY"})
+	check("empty", p, []string{}, []string{}, nil)
+	check("one more", p, env[:1], []string{"PATH=/bin"}, nil)
+}
+
 // BenchmarkEnvPolicyApply is the policy's share of every Start: the
 // host's environment filtered (compare BenchmarkSpawn).
 func BenchmarkEnvPolicyApply(b *testing.B) {

@@ -303,7 +303,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
-	var u undo
+	u := make(undo, 0, 8) // room for every push: none grows it
 	inline := serveInline(cfg)
 	if inline {
 		u.push(contain.ReleaseWaitSlot)

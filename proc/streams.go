@@ -48,7 +48,8 @@ type streams struct {
 
 	childIn, childOut, childErr *os.File // the child's ends; childIn nil: /dev/null
 
-	ours, child []*os.File // everything opened, for close and closeChild
+	ours, child []*os.File     // everything opened, for close and closeChild
+	pairs       [2][4]*os.File // ours and child's first backing arrays
 
 	// inline: out and err are not the poller's, for serve (serveInline
 	// took a blocking wait for it).
@@ -60,6 +61,7 @@ type streams struct {
 // On error, what it opened is closed.
 func openStreams(cfg Config, inline bool) (*streams, error) {
 	s := &streams{inline: inline}
+	s.ours, s.child = s.pairs[0][:0], s.pairs[1][:0] // four pairs at most
 	var err error
 	if cfg.TTY {
 		var tty *os.File

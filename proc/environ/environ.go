@@ -152,7 +152,8 @@ func defaultWithholds(name, value string) bool {
 // judged: a command's environment is mostly the one the command before it
 // had, and judging it afresh was a tenth of what a spawn costs us beyond
 // os/exec. Bounded: variables longer than maxVerdictLen are not kept, and
-// the whole is forgotten when it holds maxVerdictBytes.
+// the whole is forgotten when it holds maxVerdictBytes; the last Apply
+// (last) is kept up to maxAppliedBytes.
 var verdicts struct {
 	mu    sync.Mutex
 	m     map[string]bool
@@ -200,7 +201,8 @@ func (p Policy) Apply(env []string) (kept, withheld []string) {
 	// judging is brief, and most of it is looking up verdicts.
 	verdicts.mu.Lock()
 	defer verdicts.mu.Unlock()
-	if last := &verdicts.last; last.env != nil && p.KeepAll == last.keepAll &&
+	last := &verdicts.last
+	if last.ok && p.KeepAll == last.keepAll &&
 		slices.Equal(p.Drop, last.drop) && slices.Equal(p.Keep, last.keep) && slices.Equal(env, last.env) {
 		return slices.Clone(last.kept), slices.Clone(last.withheld)
 	}
@@ -213,15 +215,39 @@ func (p Policy) Apply(env []string) (kept, withheld []string) {
 		}
 		kept = append(kept, kv)
 	}
-	// Copies, the caller's slices being the caller's to change.
-	verdicts.last = applied{
-		drop: slices.Clone(p.Drop), keep: slices.Clone(p.Keep), keepAll: p.KeepAll,
-		env: slices.Clone(env), kept: slices.Clone(kept), withheld: slices.Clone(withheld),
-	}
-	if verdicts.last.env == nil { // an empty environment is one too
-		verdicts.last.env = []string{}
-	}
+	last.remember(p, env, kept, withheld)
 	return kept, withheld
+}
+
+// remember keeps copies of an Apply's policy, environment and answer, in
+// the arrays of the last ones (an Apply that finds another policy or
+// environment does not allocate them afresh): the caller's slices are
+// the caller's to change. An environment of more than maxAppliedBytes is
+// not kept (it is left to the caller's memory alone), nor is the answer.
+func (a *applied) remember(p Policy, env, kept, withheld []string) {
+	size := 0
+	for _, kv := range env {
+		size += len(kv)
+	}
+	a.ok = size <= maxAppliedBytes
+	if !a.ok {
+		*a = applied{}
+		return
+	}
+	a.keepAll = p.KeepAll
+	a.drop = refill(a.drop, p.Drop)
+	a.keep = refill(a.keep, p.Keep)
+	a.env = refill(a.env, env)
+	a.kept = refill(a.kept, kept)
+	a.withheld = refill(a.withheld, withheld)
+}
+
+// refill returns src copied into dst's array, with nothing of dst left
+// past it.
+func refill(dst, src []string) []string {
+	dst = append(dst[:0], src...)
+	clear(dst[len(dst):cap(dst)])
+	return dst
 }
 
 // applied is the last Apply's policy, environment and answer: one
@@ -229,10 +255,15 @@ func (p Policy) Apply(env []string) (kept, withheld []string) {
 // a command after a command), and comparing it (its strings are the
 // same strings) is a fraction of looking up each variable's verdict.
 type applied struct {
+	ok                  bool // something is kept
 	drop, keep          []string
 	keepAll             bool
-	env, kept, withheld []string // env nil: none yet
+	env, kept, withheld []string
 }
+
+// maxAppliedBytes bounds the environment Apply remembers, in the bytes of
+// its variables (a few KiB is usual; ARG_MAX is 2 MiB).
+const maxAppliedBytes = 256 << 10
 
 // Withheld returns the sorted names of the variables of env (os.Environ()
 // when nil) the policy withholds: what to tell a model whose commands

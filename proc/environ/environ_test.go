@@ -137,7 +137,6 @@ func TestEnvPolicyWithheld(t *testing.T) {
 	}
 }
 
-// TestCommandsDoNotSeeSecrets: a spawned command sees neither the
 // TestEnvPolicyApplyAgain: Apply remembers its last answer; the answer
 // must follow a change of the environment (in the caller's own slice
 // too) or of the policy, and what a caller does to an answer must not

@@ -51,3 +51,11 @@ func DrainSpareCgroups() int { return contain.DrainSpares() }
 // re-executed step, as it does where this process cannot fence a thread
 // of its own for it.
 func SandboxStep(on bool) { sandbox.ForceStep(on) }
+
+// PromptStalled says whether p's prompt watch left it stalled without a
+// goroutine (firstLook), for its next output to list it again.
+func PromptStalled(p *Process) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.promptStalled
+}

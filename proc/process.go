@@ -259,11 +259,8 @@ type Process struct {
 	unserved atomic.Bool
 
 	done    chan struct{}
-	stopCtx func() bool // stops the AfterFunc that stops the process when its context ends
-	// promptTimer starts watchPrompts PromptAfter after the start; nil
-	// when the watch is off. Set before the reaper starts, which stops it.
-	promptTimer *time.Timer
-	written     atomic.Int64 // bytes captured so far, for cheap polling
+	stopCtx func() bool  // stops the AfterFunc that stops the process when its context ends
+	written atomic.Int64 // bytes captured so far, for cheap polling
 
 	logMu sync.Mutex // serialises capture and log writes when logging, so the log keeps the capture's order
 	log   *logFile   // nil without Config.LogPath; its write and close are guarded by logMu
@@ -286,9 +283,13 @@ type Process struct {
 	killTimer   *time.Timer
 	stdinClosed bool
 	grew        chan struct{} // closed (and cleared) when output arrives; nil until someone waits for it
-	lastOutput  time.Time     // when output last arrived, or the start
-	prompt      string        // the prompt the process seems to wait on; "" when not
-	exit        Exit          // set before done is closed
+	// promptStalled: the prompt watch found the output stopped on no
+	// question, in a process without an input, and has no goroutine: the
+	// next output lists the process again (watchPromptsAt).
+	promptStalled bool
+	lastOutput    time.Time // when output last arrived, or the start
+	prompt        string    // the prompt the process seems to wait on; "" when not
+	exit          Exit      // set before done is closed
 }
 
 // Start runs cfg.Command in a new process group and returns at once. When
@@ -462,10 +463,10 @@ func (p *Process) watch(ctx context.Context, st *streams) {
 		p.stopCtx = context.AfterFunc(ctx, func() { p.stop(p.cfg.Grace, context.Cause(ctx)) })
 	}
 	if p.cfg.PromptAfter > 0 {
-		// A timer, not a goroutine waiting on one: starting a goroutine
-		// costs a start more than the timer, and most commands end before
-		// their first look.
-		p.promptTimer = time.AfterFunc(p.cfg.PromptAfter, p.watchPrompts)
+		// Not a goroutine waiting on a timer: starting a goroutine costs a
+		// start more than being listed, and most commands end before their
+		// first look (prompt.go).
+		watchPromptsLater(p)
 	}
 	if st.inline {
 		p.startServing(st) // the readers and the reaper in one (serve_linux.go)
@@ -627,7 +628,13 @@ func (p *Process) record(b []byte, s Stream) {
 		close(p.grew) // wake WaitLine
 		p.grew = nil
 	}
+	stalled := p.promptStalled
+	p.promptStalled = false
+	now := p.lastOutput
 	p.mu.Unlock()
+	if stalled {
+		watchPromptsAt(p, now.Add(p.cfg.PromptAfter)) // the stall is over
+	}
 }
 
 // reap waits for the leader, kills what is left of its group, reaps the
@@ -698,8 +705,8 @@ func (p *Process) finish(r reaped) {
 	if p.stopCtx != nil {
 		p.stopCtx()
 	}
-	if p.promptTimer != nil {
-		p.promptTimer.Stop() // a watch already started ends once done is closed
+	if p.cfg.PromptAfter > 0 {
+		forgetPromptWatch(p) // a watch already started ends once done is closed
 	}
 	p.publish(Exit{CPU: r.cpu, MemoryPeak: r.peak, Contained: r.ended}, r.waitError)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -141,9 +142,11 @@ func (p *Process) InputOpen() bool {
 // (cat, read or a pager with no prompt), once per stall and again after
 // input that left it still reading.
 //
-// It runs from a timer that watch sets to PromptAfter after the start,
-// so its first look is at once; the timer is stopped once the process is
-// done, so a command that ends sooner (most do) never has the goroutine.
+// It is started PromptAfter after the start (by startDuePrompts, up to
+// promptBatch later), so its first look is at once, and only where
+// firstLook finds a question or an input to watch: a command that ends
+// sooner (most do), or runs on quiet without either, never has the
+// goroutine.
 func (p *Process) watchPrompts() {
 	after := p.cfg.PromptAfter
 	timer := time.NewTimer(0)
@@ -194,6 +197,154 @@ func (p *Process) watchPrompts() {
 		}
 		timer.Reset(after)
 	}
+}
+
+// promptStarts lists the processes whose prompt watch is still to start,
+// each with the time it is due (PromptAfter after its start), and starts
+// them from one timer (startDuePrompts).
+//
+// One timer for them all, not one each: a timer wakes a thread of the
+// runtime when it fires, and the first looks of 1,000 shells started
+// within a second or two, 4 s later, were 1,000 such wake-ups, half a
+// percent of a core over the 10 s after (the IdleCPU benchmark,
+// mcpserver). Started in rounds at least promptBatch apart, they cost a
+// few. The timer is stopped when the list is empty (a timer, not a
+// goroutine that sleeps: nothing is left running).
+var promptStarts promptStartList
+
+type promptStartList struct {
+	mu    sync.Mutex
+	due   map[*Process]time.Time // guarded by mu
+	peak  int                    // guarded by mu: the most due has held since it was made
+	timer *time.Timer            // guarded by mu: runs startDuePrompts; nil until the first start
+	armed time.Time              // guarded by mu: when timer fires; zero when it is stopped
+}
+
+// promptBatch is the shortest time between two rounds of
+// startDuePrompts: how late a watch may start, for fewer wake-ups.
+const promptBatch = 100 * time.Millisecond
+
+// watchPromptsLater has p's prompt watch started PromptAfter after its
+// start.
+func watchPromptsLater(p *Process) { watchPromptsAt(p, p.started.Add(p.cfg.PromptAfter)) }
+
+// watchPromptsAt lists p for a look at due.
+func watchPromptsAt(p *Process, due time.Time) {
+	s := &promptStarts
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.due == nil {
+		s.due = make(map[*Process]time.Time)
+	}
+	s.due[p] = due
+	s.peak = max(s.peak, len(s.due))
+	if s.armed.IsZero() || due.Before(s.armed) {
+		armPromptStartsLocked(due)
+	}
+}
+
+// armPromptStartsLocked sets the timer to fire at at.
+func armPromptStartsLocked(at time.Time) {
+	s := &promptStarts
+	s.armed = at
+	if s.timer == nil {
+		s.timer = time.AfterFunc(time.Until(at), startDuePrompts)
+		return
+	}
+	s.timer.Reset(time.Until(at))
+}
+
+// forgetPromptWatch takes p off the list, once it is done: a watch not
+// started never will be, and the list does not keep p. The last one
+// taken off stops the timer.
+func forgetPromptWatch(p *Process) {
+	s := &promptStarts
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.due[p]; !ok {
+		return
+	}
+	delete(s.due, p)
+	if len(s.due) == 0 {
+		s.timer.Stop()
+		s.emptiedLocked()
+	}
+}
+
+// emptiedLocked forgets the timer's time, and the map where a burst grew
+// it (a map does not shrink); a small one is kept for the next start.
+func (s *promptStartList) emptiedLocked() {
+	s.armed = time.Time{}
+	if s.peak > keptPromptMap {
+		s.due, s.peak = nil, 0
+	}
+}
+
+// keptPromptMap is the most processes due at once whose map is kept
+// once empty.
+const keptPromptMap = 64
+
+// startDuePrompts starts the watches that are due, and sets the timer for
+// the next, promptBatch from now at the soonest. (A run the timer started
+// before a Reset finds nothing due, or less, and sets it again.)
+func startDuePrompts() {
+	s := &promptStarts
+	now := time.Now()
+	var next time.Time
+	var due []*Process
+	s.mu.Lock()
+	for p, at := range s.due {
+		switch {
+		case !at.After(now):
+			delete(s.due, p)
+			due = append(due, p)
+		case next.IsZero() || at.Before(next):
+			next = at
+		}
+	}
+	if len(s.due) == 0 {
+		s.emptiedLocked()
+	} else {
+		if batch := now.Add(promptBatch); next.Before(batch) {
+			next = batch
+		}
+		armPromptStartsLocked(next)
+	}
+	s.mu.Unlock()
+	for _, p := range due { // each off the list: only this round has it
+		p.firstLook()
+	}
+}
+
+// firstLook is watchPrompts' first look at p, taken where it needs no
+// goroutine: with output in the last PromptAfter, p is listed again for
+// when it will have been quiet that long; quiet on no question, without an
+// input to watch, it is left stalled, for its next output to list it
+// again (a command asleep, a server waiting for requests: most of what
+// runs long). Otherwise, a question or an input to watch, watchPrompts
+// takes it on.
+func (p *Process) firstLook() {
+	after := p.cfg.PromptAfter
+	p.mu.Lock()
+	select {
+	case <-p.done:
+		p.mu.Unlock()
+		return
+	default:
+	}
+	if last := p.lastOutput; time.Since(last) < after {
+		p.mu.Unlock()
+		watchPromptsAt(p, last.Add(after))
+		return
+	}
+	line, unfinished := p.lastLineLocked()
+	if !(unfinished && looksLikePrompt(line)) && (p.stdin == nil || p.stdinClosed) {
+		p.promptStalled = true
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	go p.watchPrompts()
 }
 
 // kernelRule marks the process as waiting for input, and calls

@@ -222,6 +222,41 @@ func TestNoPromptWatchBeforePromptAfter(t *testing.T) {
 	}
 }
 
+// TestAQuietCommandHasNoPromptWatch: a command without an input that has
+// been quiet on no question for PromptAfter has no goroutine watching it
+// (1,000 such shells, 4 s after their start, were 1,000 goroutines and
+// wake-ups: the IdleCPU benchmark); its next output puts the watch back,
+// which notices the question that output ends on.
+func TestAQuietCommandHasNoPromptWatch(t *testing.T) {
+	rec := &prompts{}
+	gate := filepath.Join(t.TempDir(), "go")
+	p, err := proc.Start(t.Context(), proc.Config{
+		Command:     `echo starting; while [ ! -e "$GO" ]; do sleep 0.02; done; printf 'Continue? [y/N] '; exec sleep 1000`,
+		Env:         append(os.Environ(), "GO="+gate),
+		PromptAfter: 100 * time.Millisecond, OnPrompt: rec.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait(context.Background())
+	defer p.Stop(0)
+	waitUntil(t, "the watch leaves the quiet command stalled", func() bool { return proc.PromptStalled(p) })
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "watchPrompts") {
+		t.Errorf("a goroutine watches the quiet command for prompts:\n%s", stacks)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the question is noticed", func() bool { return len(rec.get()) == 1 })
+	if got := rec.get()[0]; got != "Continue? [y/N]" {
+		t.Errorf("prompt = %q", got)
+	}
+	if prompt, ok := p.WaitingForInput(); !ok || prompt != "Continue? [y/N]" {
+		t.Errorf("WaitingForInput() = %q, %v after the question", prompt, ok)
+	}
+}
+
 func TestAPromptOnATerminalIsNoticed(t *testing.T) {
 	rec := &prompts{}
 	p, err := proc.Start(t.Context(), proc.Config{Command: `read -p 'Overwrite? [y/N] ' x; echo "x=$x"`, TTY: true, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})

@@ -80,9 +80,13 @@
 // meanwhile. A Wait whose context ends returns, and a goroutine goes on
 // serving. Past 32 such at once,
 // and elsewhere, a process has a reader per pipe in Go's poller and a
-// reaper. Once it has run for Config.PromptAfter, another goroutine
-// watches for prompts (unless PromptAfter is negative). They end by the
-// time Done is closed, the watcher as soon as it sees Done closed.
+// reaper. Once it has run for Config.PromptAfter (up to 100 ms later:
+// one timer of the package looks at the processes due, in rounds), a
+// process that has an input, or has stopped on a question, gets another
+// goroutine watching for prompts; a quiet one without either gets none
+// until its next output (unless PromptAfter is negative, never). They
+// end by the time Done is closed, the watcher as soon as it sees Done
+// closed.
 // Signals are sent under the process's lock, so they are ordered before
 // the leader is marked exited: a signal never reaches a reused group id.
 // Input and CloseInput take turns through a one-slot semaphore, so writes

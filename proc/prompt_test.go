@@ -257,6 +257,26 @@ func TestAQuietCommandHasNoPromptWatch(t *testing.T) {
 	}
 }
 
+// TestAShortPromptAfterIsNotHeldByALongOne: the prompt watches share one
+// timer; a process whose first look is due before the one the timer is
+// set for (another's PromptAfter of an hour) is still looked at on time.
+func TestAShortPromptAfterIsNotHeldByALongOne(t *testing.T) {
+	long, err := proc.Start(t.Context(), proc.Config{Command: "exec sleep 1000", PromptAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Wait(context.Background())
+	defer long.Stop(0)
+	rec := &prompts{}
+	p, err := proc.Start(t.Context(), proc.Config{Command: `printf 'Proceed? [y/N] '; exec sleep 1000`, PromptAfter: 100 * time.Millisecond, OnPrompt: rec.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait(context.Background())
+	defer p.Stop(0)
+	waitUntil(t, "the question is noticed", func() bool { return len(rec.get()) == 1 })
+}
+
 func TestAPromptOnATerminalIsNoticed(t *testing.T) {
 	rec := &prompts{}
 	p, err := proc.Start(t.Context(), proc.Config{Command: `read -p 'Overwrite? [y/N] ' x; echo "x=$x"`, TTY: true, PromptAfter: 200 * time.Millisecond, OnPrompt: rec.add})

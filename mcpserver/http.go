@@ -87,11 +87,12 @@ func (s *Service) Handler(allowedOrigins []string) http.Handler {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			return s.probe // an existing session: the SDK finds its server itself
 		}
-		srv := s.Server()
+		c := s.newConn()
+		c.answers = newHTTPAnswers()
 		if slot, ok := r.Context().Value(newServerKey{}).(*newServer); ok {
-			slot.server = srv
+			slot.server, slot.answers = c.server, c.answers
 		}
-		return srv
+		return c.server
 	}, &mcp.StreamableHTTPOptions{Logger: sdkLogger(s.cfg.Logger)})
 	return originChecked(allowedOrigins, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		idle.serve(w, r, mcpHandler)
@@ -161,7 +162,10 @@ func bearer(header string) []byte {
 // session, so the handler learns which server the SDK was given for it.
 type newServerKey struct{}
 
-type newServer struct{ server *mcp.Server }
+type newServer struct {
+	server  *mcp.Server
+	answers *answers
+}
 
 // idleSessions tracks the HTTP sessions' requests, to close those idle
 // for timeout. A session's entry is made by the request that created it
@@ -182,6 +186,7 @@ type idleSessions struct {
 // idleSessions.mu.
 type idleSession struct {
 	server   *mcp.Server // nil until the request that made the session returns
+	answers  *answers    // the session's, with server
 	inFlight int         // requests being served, GET streams included
 	gen      int         // bumped whenever the timer is armed or disarmed: a timer of an older gen does nothing
 	timer    *time.Timer
@@ -211,7 +216,7 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 		slot := &newServer{}
 		sw := &settleWriter{ResponseWriter: w, settle: func() {
 			if id := w.Header().Get("Mcp-Session-Id"); id != "" && slot.server != nil {
-				t.made(id, slot.server)
+				t.made(id, slot.server, slot.answers)
 			} else {
 				t.mu.Lock()
 				t.open--
@@ -224,8 +229,19 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	}
 	t.begin(id)
 	defer t.end(id, r.Method == http.MethodDelete)
-	if r.Method == http.MethodPost && t.known(id) && refuseParams(w, r) {
-		return
+	if r.Method == http.MethodPost {
+		if a, ok := t.known(id); ok {
+			key, refused := checkPost(w, r, a)
+			if refused {
+				return
+			}
+			if key != "" {
+				tw := &toldWriter{ResponseWriter: w}
+				h.ServeHTTP(tw, r)
+				a.sent(key, tw.wentOut(r))
+				return
+			}
+		}
 	}
 	if r.Method == http.MethodDelete {
 		t.mu.Lock()
@@ -241,26 +257,33 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	h.ServeHTTP(w, r)
 }
 
-// known says whether id names a session this handler made.
-func (t *idleSessions) known(id string) bool {
+// known says whether id names a session this handler made, and returns
+// its answers.
+func (t *idleSessions) known(id string) (*answers, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
-	return e != nil && e.server != nil
+	if e == nil || e.server == nil {
+		return nil, false
+	}
+	return e.answers, true
 }
 
-// refuseParams answers a POST of one request whose params have a field
-// of the wrong JSON type as stdio does (checkParams), and reports whether
-// it did; any other body it leaves for the SDK, as it came. A body larger
-// than the SDK takes is left unread past its bound, for the SDK to refuse.
-func refuseParams(w http.ResponseWriter, r *http.Request) bool {
+// checkPost answers a POST of one request whose params have a field of
+// the wrong JSON type as stdio does (checkParams), and reports whether it
+// did (refused). A tools/call it stamps with a key of a's (stampPost),
+// which it returns for the caller to tell a whether the answer went out.
+// Any other body it leaves for the SDK, as it came. A body larger than
+// the SDK takes is left unread past its bound, for the SDK to refuse.
+func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, refused bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	rest := r.Body
 	r.Body = struct {
 		io.Reader
 		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	}{io.MultiReader(bytes.NewReader(body), rest), rest}
 	if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
-		return false
+		return "", false
 	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`
@@ -268,11 +291,14 @@ func refuseParams(w http.ResponseWriter, r *http.Request) bool {
 		Params json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(body, &m) != nil || m.Method == "" || len(m.ID) == 0 || m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
-		return false // a batch, a response, a notification, an id of the wrong type, or not JSON: the SDK's
+		return "", false // a batch, a response, a notification, an id of the wrong type, or not JSON: the SDK's
 	}
 	var e *rpcline.Error
 	if !errors.As(checkParams(m.Method, m.Params), &e) {
-		return false
+		if m.Method == "tools/call" && a != nil {
+			key = stampPost(r, body, m.Params, a, rest)
+		}
+		return key, false
 	}
 	w.Header().Set("Content-Type", "application/json")
 	type wireError struct {
@@ -284,7 +310,76 @@ func refuseParams(w http.ResponseWriter, r *http.Request) bool {
 		ID      json.RawMessage `json:"id"`
 		Error   wireError       `json:"error"`
 	}{"2.0", m.ID, wireError{e.Code, e.Message}})
-	return true
+	return "", true
+}
+
+// stampPost gives r, a tools/call whose body is body (whole) and params
+// its params, the body stamped with a new key of a's under requestMeta,
+// as stdio's guard stamps a request (rpcline.StampParams, which
+// overwrites a key the client wrote there itself), and returns the key;
+// "" (r left as it was) where a tracks as many as it may, or the stamp
+// would take the body past what the SDK takes.
+func stampPost(r *http.Request, body, params json.RawMessage, a *answers, rest io.Closer) string {
+	key := a.register()
+	if key == "" {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		a.sent(key, true) // cannot happen: body decoded above
+		return ""
+	}
+	fields["params"] = rpcline.StampParams(params, requestMeta, key)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(fields) != nil || b.Len() > mcp.DefaultMaxRequestBodyBytes {
+		a.sent(key, true) // forgotten: counted when the call returns
+		return ""
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{&b, rest}
+	r.ContentLength = int64(b.Len())
+	return key
+}
+
+// toldWriter is a POST's response writer that remembers whether a write
+// or a flush of it failed, for wentOut.
+type toldWriter struct {
+	http.ResponseWriter
+	wrote  bool
+	failed bool // only the handler's goroutine writes
+}
+
+func (w *toldWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.wrote, w.failed = true, w.failed || err != nil
+	return n, err
+}
+
+// Flush and Unwrap keep what the wrapped writer can do (streaming
+// responses flush; http.ResponseController unwraps).
+func (w *toldWriter) Flush() {
+	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		w.failed = true
+	}
+}
+
+func (w *toldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wentOut says, once the SDK has served r, whether its answer went out:
+// something was written, every write and flush took (a last flush too),
+// and the client was still connected when the SDK returned (the SDK
+// returns early, its answer unwritten, when the client goes). As over
+// stdio an answer the pipe took counts, one the kernel took counts. A
+// client that went just as the SDK returned, after its answer was
+// written, is judged gone: it may be given the result again, twice
+// rather than never.
+func (w *toldWriter) wentOut(r *http.Request) bool {
+	w.Flush()
+	return w.wrote && !w.failed && r.Context().Err() == nil
 }
 
 // settleWriter calls settle once, when the response starts (its header is
@@ -344,7 +439,7 @@ func (t *idleSessions) reserve() bool {
 // made records the server of a session its first request created, and
 // starts counting its idleness unless another of its requests is in
 // flight already. The session keeps the place its request reserved.
-func (t *idleSessions) made(id string, server *mcp.Server) {
+func (t *idleSessions) made(id string, server *mcp.Server, a *answers) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
@@ -355,7 +450,7 @@ func (t *idleSessions) made(id string, server *mcp.Server) {
 	if e.server != nil {
 		t.open-- // cannot happen: a session is made once
 	}
-	e.server = server
+	e.server, e.answers = server, a
 	if e.inFlight == 0 {
 		t.armLocked(id, e)
 	}

@@ -41,8 +41,13 @@
 // carrying it was written whole; when the write fails, the answer is
 // abandoned at the end of input, or the session ends before it is
 // written, the result is undelivered again (task.Receipt), for a later
-// wait or an attach. Over HTTP the SDK's handler writes the answer and
-// does not say whether it went out: a result counts when the call returns.
+// wait or an attach. Over HTTP (Service.Handler) each tools/call POST is
+// told the same way as it ends: its answer went out when the SDK wrote
+// it and the connection took it; when the client went first (the POST's
+// connection closed while a task_wait waited: a timeout of the client's,
+// a network that failed), the results the call delivers are undelivered
+// again, for the session's next wait. A result carried by an answer the
+// kernel took counts, as over stdio one the pipe took does.
 //
 // # The Tasks extension
 //

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func newService(t *testing.T, cfg mcpserver.Config) *mcpserver.Service {
+func newService(t testing.TB, cfg mcpserver.Config) *mcpserver.Service {
 	t.Helper()
 	if cfg.Agent.Tools.Process.Dir == "" {
 		cfg.Agent.Tools.Process.Dir = t.TempDir()

@@ -540,7 +540,7 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 		own = strconv.FormatUint(t.serial, 10)
 		if t.opts.Stamp != nil {
 			if member := t.opts.Stamp(m.Method); member != "" {
-				m.Params = stamped(m.Params, member, own)
+				m.Params = StampParams(m.Params, member, own)
 			}
 		}
 	}
@@ -556,11 +556,11 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 	return b.Bytes(), nil
 }
 
-// stamped returns params with _meta[member] set to key (see
-// Options.Stamp), or params as they are when they or their _meta are not
-// objects. Decoding into maps reads what the SDK will (escaped keys, the
+// StampParams returns params with _meta[member] set to key (see
+// Options.Stamp; an HTTP transport stamps its requests with it too), or
+// params as they are when they or their _meta are not objects. Decoding into maps reads what the SDK will (escaped keys, the
 // last of duplicates), so what a peer wrote under member never survives.
-func stamped(params json.RawMessage, member, key string) json.RawMessage {
+func StampParams(params json.RawMessage, member, key string) json.RawMessage {
 	var fields, meta map[string]json.RawMessage
 	if len(params) == 0 || params[0] != '{' || json.Unmarshal(params, &fields) != nil {
 		return params

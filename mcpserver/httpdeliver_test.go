@@ -1,0 +1,138 @@
+package mcpserver_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/mcpserver"
+	"github.com/offstage/offstage/proc"
+	"github.com/offstage/offstage/tools"
+)
+
+// TestHTTPAResultWhoseAnswerWasLostIsDeliveredAgain: a client whose
+// connection drops while its task_wait waits (a timeout of its own, a
+// network that failed) never reads the answer the wait then gives: the
+// result it carried is undelivered again, and the next task_wait in the
+// session delivers it. Before, over HTTP a result counted as delivered
+// once task_wait returned, and one whose answer went nowhere was lost.
+func TestHTTPAResultWhoseAnswerWasLostIsDeliveredAgain(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"dropping","version":"1"}}`)
+	s.notify("notifications/initialized")
+	var started tools.BashOutput
+	s.tool("bash", `{"command": "sleep 1; echo finished", "run_in_background": true}`, &started)
+
+	// The wait whose connection drops before the shell ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+started.TaskID+`"],"timeout_seconds":30}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Mcp-Session-Id", s.id)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		buf := make([]byte, 1<<10)
+		for {
+			if _, err := res.Body.Read(buf); err != nil {
+				break
+			}
+		}
+		res.Body.Close()
+	}
+	time.Sleep(1500 * time.Millisecond) // the shell ended: the dropped wait returned with it
+
+	var wait tools.WaitOutput
+	s.tool("task_wait", `{"task_ids": ["`+started.TaskID+`"], "timeout_seconds": 5}`, &wait)
+	if len(wait.Done) != 1 || wait.Done[0].ID != started.TaskID || !strings.Contains(wait.Done[0].Result, "finished") {
+		t.Fatalf("the next task_wait = %+v, want %s's result, whose answer never reached the client", wait, started.TaskID)
+	}
+	// That answer went out: the result is delivered, once.
+	var again tools.WaitOutput
+	s.tool("task_wait", `{"task_ids": ["`+started.TaskID+`"], "timeout_seconds": 5}`, &again)
+	if len(again.Done) != 0 || len(again.DeliveredBefore) != 1 || again.DeliveredBefore[0].ID != started.TaskID {
+		t.Fatalf("a third task_wait = %+v, want %s delivered before", again, started.TaskID)
+	}
+}
+
+// FuzzHTTPToolsCall drives the real HTTP server with tools/call POSTs
+// whose params are anything (what the handler stamps with its key, and
+// what a client may have stamped there itself): each is answered or
+// refused, never with a server error, and the session answers a ping
+// after it.
+func FuzzHTTPToolsCall(f *testing.F) {
+	for _, p := range []string{
+		`{"name":"task_list","arguments":{}}`,
+		`{"name":"task_list","arguments":{},"_meta":{"dev.offstage/request":"h1"}}`,
+		`{"name":"task_list","arguments":{},"_meta":{"dev.offstage/request":7,"progressToken":1}}`,
+		`{"name":"task_wait","arguments":{"task_ids":["shell:9"],"timeout_seconds":0},"_meta":null}`,
+		`{"name":"task_list","_meta":[1],"arguments":{}}`,
+		`{"name":"task_list","_meta":{"dev.offstage/request":{}},"_meta":{}}`,
+		`{"name":"\u0074ask_list","arguments":{"\u0061":1}}`,
+		`[]`, `null`, `"x"`, `{`, ``,
+	} {
+		f.Add([]byte(p))
+	}
+	// The stdio fuzz's shell, which runs no command a mutation may write.
+	svc := newService(f, mcpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
+		Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
+	}}}})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	f.Cleanup(srv.Close)
+	post := func(t *testing.T, sid, body string) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer s3cret")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	var sid string
+	f.Fuzz(func(t *testing.T, params []byte) {
+		if sid == "" {
+			res, err := post(t, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			sid = res.Header.Get("Mcp-Session-Id")
+			res, err = post(t, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+		}
+		res, err := post(t, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(params)+`}`)
+		if err != nil {
+			t.Fatalf("tools/call %q: %v", params, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode >= 500 {
+			t.Fatalf("tools/call %q: status %d", params, res.StatusCode)
+		}
+		res, err = post(t, sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		if err != nil {
+			t.Fatalf("ping after %q: %v", params, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":3,"result"`) {
+			t.Fatalf("ping after %q: status %d: %s", params, res.StatusCode, body)
+		}
+	})
+}

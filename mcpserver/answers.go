@@ -2,7 +2,8 @@ package mcpserver
 
 import (
 	"context"
-	"strconv"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 
 	"github.com/offstage/offstage/task"
@@ -38,41 +39,60 @@ type answers struct {
 	held map[string]*task.Receipt // guarded by mu: request key → the results its answer carries
 
 	// posts is the HTTP transport's (nil over stdio, whose guard
-	// overwrites whatever a peer wrote under requestMeta): the keys it
-	// stamped on tools/call POSTs not yet told of (false), or told of as
-	// lost while their call had not returned, or never began (true). A
-	// key it did not stamp (a peer's own) holds nothing.
-	posts  map[string]bool // guarded by mu
-	serial uint64          // guarded by mu: the last key stamped
+	// overwrites whatever a peer wrote under requestMeta): the state of
+	// each key it stamped on a tools/call POST, until both the call's
+	// return and the POST's end were told. A key it did not stamp (a
+	// peer's own) holds nothing; its keys are random, so that a peer
+	// cannot name another POST's.
+	posts map[string]postState // guarded by mu
+	over  bool                 // guarded by mu: returnAll ran (the session ended)
 }
+
+// postState is where a stamped tools/call stands.
+type postState uint8
+
+const (
+	postPending  postState = iota // neither its call's return nor its POST's end told
+	postReturned                  // its call returned (what it delivered, if anything, is held); its POST not yet ended
+	postLost                      // its POST ended, its answer unwritten, before its call returned (or began)
+)
 
 func newAnswers() *answers { return &answers{held: make(map[string]*task.Receipt)} }
 
 // newHTTPAnswers is newAnswers for a transport that stamps its requests
 // with register.
 func newHTTPAnswers() *answers {
-	return &answers{held: make(map[string]*task.Receipt), posts: make(map[string]bool)}
+	return &answers{held: make(map[string]*task.Receipt), posts: make(map[string]postState)}
 }
 
-// maxPosts bounds the tools/call POSTs of a session tracked at once:
-// past it, a call counts what it delivers when it returns, as over a
-// transport that cannot tell. Calls in flight hold their entries, and so
-// do lost answers of calls the SDK refused without running them (an
-// unknown tool, arguments that do not fit its schema) until the session
-// ends.
+// maxPosts bounds the tools/call POSTs of a session tracked at once.
+// Calls in flight hold their entries; so does the lost answer of a call
+// the SDK refused without running it (an unknown tool, arguments that do
+// not fit its schema), which register drops first when it needs room.
+// Past the bound, a call counts what it delivers when it returns, as
+// over a transport that cannot tell.
 const maxPosts = 4096
 
 // register returns a new key for a tools/call POST to stamp its request
-// with, or "" when maxPosts are tracked already.
+// with, or "" when maxPosts calls are in flight.
 func (a *answers) register() string {
+	var b [16]byte
+	rand.Read(b[:])
+	key := hex.EncodeToString(b[:])
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.posts) >= maxPosts {
-		return ""
+		for k, st := range a.posts {
+			if st == postLost {
+				delete(a.posts, k)
+				break
+			}
+		}
+		if len(a.posts) >= maxPosts {
+			return ""
+		}
 	}
-	a.serial++
-	key := "h" + strconv.FormatUint(a.serial, 10)
-	a.posts[key] = false
+	a.posts[key] = postPending
 	return key
 }
 
@@ -90,14 +110,23 @@ func (a *answers) hold(ctx context.Context, meta map[string]any) (_ context.Cont
 	return ctx, func() {
 		if len(rc.IDs()) == 0 {
 			rc.Commit()
+			a.returned(key)
 			return
 		}
 		a.mu.Lock()
-		if a.posts != nil && a.posts[key] { // its POST ended without it: lost
-			delete(a.posts, key)
-			a.mu.Unlock()
-			rc.Return()
-			return
+		if a.posts != nil {
+			switch st, ok := a.posts[key]; {
+			case !ok && !a.over: // its answer told of as written before it returned: cannot happen
+				a.mu.Unlock()
+				rc.Commit()
+				return
+			case !ok || st == postLost: // its POST ended without it, or the session did
+				delete(a.posts, key)
+				a.mu.Unlock()
+				rc.Return()
+				return
+			}
+			a.posts[key] = postReturned
 		}
 		old := a.held[key]
 		a.held[key] = rc
@@ -105,6 +134,22 @@ func (a *answers) hold(ctx context.Context, meta map[string]any) (_ context.Cont
 		if old != nil { // its answer was never told of: it was not written
 			old.Return()
 		}
+	}
+}
+
+// returned notes that the call stamped key returned delivering nothing.
+func (a *answers) returned(key string) {
+	if a.posts == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch st, ok := a.posts[key]; {
+	case !ok:
+	case st == postLost:
+		delete(a.posts, key)
+	default:
+		a.posts[key] = postReturned
 	}
 }
 
@@ -125,11 +170,11 @@ func (a *answers) sent(key string, written bool) {
 	a.mu.Lock()
 	rc := a.held[key]
 	delete(a.held, key)
-	if a.posts != nil {
-		if rc == nil && !written {
+	if st, ok := a.posts[key]; ok {
+		if st == postPending && !written {
 			// The call has not returned (the POST ended as the client
 			// went), or never ran: what it delivers later goes nowhere.
-			a.posts[key] = true
+			a.posts[key] = postLost
 		} else {
 			delete(a.posts, key)
 		}
@@ -155,8 +200,9 @@ func (a *answers) returnAll() []string {
 	held := a.held
 	a.held = make(map[string]*task.Receipt)
 	if a.posts != nil {
-		a.posts = make(map[string]bool)
+		a.posts = make(map[string]postState)
 	}
+	a.over = true
 	a.mu.Unlock()
 	var back []string
 	for _, rc := range held {

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"testing/synctest"
 
@@ -80,25 +79,86 @@ func TestHTTPAnswersInEveryOrder(t *testing.T) {
 			t.Errorf("left behind: posts %v, held %v", a.posts, a.held)
 		}
 
+		// A call that delivered nothing leaves nothing, whichever of its
+		// return and its POST's lost end comes first (an outsider's
+		// finding: each left an entry for the session's life, and 4096
+		// of them turned the tracking off).
+		for _, lostFirst := range []bool{true, false} {
+			key := a.register()
+			_, done := a.hold(t.Context(), map[string]any{requestMeta: key})
+			if lostFirst {
+				a.sent(key, false)
+				done()
+			} else {
+				done()
+				a.sent(key, false)
+			}
+			if len(a.posts) != 0 || len(a.held) != 0 {
+				t.Errorf("an empty call, its POST lost first %v: left posts %v, held %v", lostFirst, a.posts, a.held)
+			}
+		}
+
 		// A key the client wrote itself, unstamped: counted at return.
-		id, done = deliverUnder(t, a, v, "h999")
+		// The transport's keys are random: none can be named ahead.
+		if k1, k2 := a.register(), a.register(); k1 == k2 || len(k1) < 32 {
+			t.Errorf("keys %q and %q: want random ones", k1, k2)
+		}
+		a.posts = make(map[string]postState)
+		id, done = deliverUnder(t, a, v, "h1")
 		done()
 		if !delivered(t, v, id) || len(a.held) != 0 {
 			t.Errorf("a key of the client's: %s delivered %v, held %v", id, delivered(t, v, id), a.held)
 		}
 
-		// Bounded: past maxPosts keys in flight, no more are stamped.
+		// Bounded: past maxPosts calls in flight, no more are stamped;
+		// the lost answer of a call that never began (the SDK refused
+		// it) makes room for the next.
+		never := a.register()
+		a.sent(never, false)
+		var last string
 		for i := len(a.posts); i < maxPosts; i++ {
-			if a.register() == "" {
+			if last = a.register(); last == "" {
 				t.Fatalf("register refused at %d keys, want %d", i, maxPosts)
 			}
 		}
-		if k := a.register(); k != "" {
-			t.Errorf("register at %d keys = %q, want none", maxPosts, k)
+		if _, ok := a.posts[never]; !ok {
+			t.Fatalf("the lost key was dropped before the bound")
 		}
-		a.sent("h"+strconv.FormatUint(a.serial, 10), true)
+		if k := a.register(); k == "" {
+			t.Errorf("register at %d keys, one lost: refused, want the lost one dropped", maxPosts)
+		}
+		if _, ok := a.posts[never]; ok {
+			t.Errorf("the lost key was kept past the bound")
+		}
+		if k := a.register(); k != "" {
+			t.Errorf("register at %d calls in flight = %q, want none", maxPosts, k)
+		}
+		a.sent(last, true)
 		if a.register() == "" {
-			t.Errorf("register refused once a key was told of")
+			t.Errorf("register refused once a call was told of")
 		}
 	})
+}
+
+// isResponse tells the answer on a POST's stream from what the SDK sends
+// before it, whatever the id.
+func TestIsResponse(t *testing.T) {
+	for _, c := range []struct {
+		event string
+		want  bool
+	}{
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n", true},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":-3,\"error\":{\"code\":1}}\n\n", true},
+		{`{"jsonrpc":"2.0","id":"a\",\"result\":x","result":{}}`, true},
+		{`{"jsonrpc":"2.0","id":"a\\","result":{}}`, true},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"id\":1,\"result\":2}}\n\n", false},
+		{"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"elicitation/create\",\"params\":{}}\n\n", false},
+		{`{"jsonrpc":"2.0","id":"x\",\"result\":","method":"m"}`, false},
+		{`{"jsonrpc":"2.0","id":"unterminated`, false},
+		{"", false},
+	} {
+		if got := isResponse([]byte(c.event)); got != c.want {
+			t.Errorf("isResponse(%q) = %v, want %v", c.event, got, c.want)
+		}
+	}
 }

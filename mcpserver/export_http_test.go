@@ -16,3 +16,24 @@ func (s *Service) IdleTracked() int {
 
 // SDKLogger is the logger the SDK is given.
 var SDKLogger = sdkLogger
+
+// TrackedPosts counts, over every HTTP session, the tools/call POSTs whose
+// answers are tracked (answers.posts) and the receipts held for them.
+func (s *Service) TrackedPosts() (posts, held int) {
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	for _, t := range idle {
+		t.mu.Lock()
+		for _, e := range t.byID {
+			if a := e.answers; a != nil {
+				a.mu.Lock()
+				posts += len(a.posts)
+				held += len(a.held)
+				a.mu.Unlock()
+			}
+		}
+		t.mu.Unlock()
+	}
+	return posts, held
+}

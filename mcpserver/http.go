@@ -236,9 +236,9 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 				return
 			}
 			if key != "" {
-				tw := &toldWriter{ResponseWriter: w}
+				tw := &toldWriter{ResponseWriter: w, ctx: r.Context()}
 				h.ServeHTTP(tw, r)
-				a.sent(key, tw.wentOut(r))
+				a.sent(key, tw.wentOut())
 				return
 			}
 		}
@@ -285,18 +285,26 @@ func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, 
 	if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
 		return "", false
 	}
+	// Its members by their exact names, from its first JSON value, as
+	// the SDK reads them (a struct would take "Method" for "method";
+	// Unmarshal refuses what follows the value, which the SDK ignores).
 	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+		ID     json.RawMessage
+		Method string
+		Params json.RawMessage
 	}
-	if json.Unmarshal(body, &m) != nil || m.Method == "" || len(m.ID) == 0 || m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
-		return "", false // a batch, a response, a notification, an id of the wrong type, or not JSON: the SDK's
+	var fields map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(body)).Decode(&fields) != nil || json.Unmarshal(fields["method"], &m.Method) != nil {
+		return "", false // a batch, a response, a notification, or not JSON: the SDK's
+	}
+	m.ID, m.Params = fields["id"], fields["params"]
+	if m.Method == "" || len(m.ID) == 0 || m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
+		return "", false // an id of the wrong type: the SDK's
 	}
 	var e *rpcline.Error
 	if !errors.As(checkParams(m.Method, m.Params), &e) {
 		if m.Method == "tools/call" && a != nil {
-			key = stampPost(r, body, m.Params, a, rest)
+			key = stampPost(r, fields, m.Params, a, rest)
 		}
 		return key, false
 	}
@@ -313,20 +321,15 @@ func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, 
 	return "", true
 }
 
-// stampPost gives r, a tools/call whose body is body (whole) and params
-// its params, the body stamped with a new key of a's under requestMeta,
-// as stdio's guard stamps a request (rpcline.StampParams, which
-// overwrites a key the client wrote there itself), and returns the key;
-// "" (r left as it was) where a tracks as many as it may, or the stamp
-// would take the body past what the SDK takes.
-func stampPost(r *http.Request, body, params json.RawMessage, a *answers, rest io.Closer) string {
+// stampPost gives r, a tools/call whose body's members are fields and
+// params its params, the body stamped with a new key of a's under
+// requestMeta, as stdio's guard stamps a request (rpcline.StampParams,
+// which overwrites a key the client wrote there itself), and returns the
+// key; "" (r left as it was) where a tracks as many as it may, or the
+// stamp would take the body past what the SDK takes.
+func stampPost(r *http.Request, fields map[string]json.RawMessage, params json.RawMessage, a *answers, rest io.Closer) string {
 	key := a.register()
 	if key == "" {
-		return ""
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		a.sent(key, true) // cannot happen: body decoded above
 		return ""
 	}
 	fields["params"] = rpcline.StampParams(params, requestMeta, key)
@@ -345,41 +348,81 @@ func stampPost(r *http.Request, body, params json.RawMessage, a *answers, rest i
 	return key
 }
 
-// toldWriter is a POST's response writer that remembers whether a write
-// or a flush of it failed, for wentOut.
+// toldWriter is a tools/call POST's response writer: it tells the
+// answer (the one response on the POST's stream) from what comes before
+// it (progress notifications), and remembers whether it went out: the
+// client was still connected as it was written (so had not gone before
+// it; a client that goes once it has read it must not have it again),
+// and its write and flush took.
 type toldWriter struct {
 	http.ResponseWriter
-	wrote  bool
-	failed bool // only the handler's goroutine writes
+	ctx       context.Context
+	answered  bool // the answer was written
+	lost      bool // it found the client gone, or its write or flush failed
+	flushNext bool // the next flush is the answer's
 }
 
 func (w *toldWriter) Write(p []byte) (int, error) {
+	answer := !w.answered && isResponse(p)
+	if answer {
+		w.answered, w.lost, w.flushNext = true, w.ctx.Err() != nil, true
+	}
 	n, err := w.ResponseWriter.Write(p)
-	w.wrote, w.failed = true, w.failed || err != nil
+	if answer && err != nil {
+		w.lost = true
+	}
 	return n, err
 }
 
 // Flush and Unwrap keep what the wrapped writer can do (streaming
 // responses flush; http.ResponseController unwraps).
 func (w *toldWriter) Flush() {
-	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		w.failed = true
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if w.flushNext {
+		w.flushNext = false
+		w.lost = w.lost || err != nil && !errors.Is(err, http.ErrNotSupported)
 	}
 }
 
 func (w *toldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// wentOut says, once the SDK has served r, whether its answer went out:
-// something was written, every write and flush took (a last flush too),
-// and the client was still connected when the SDK returned (the SDK
-// returns early, its answer unwritten, when the client goes). As over
-// stdio an answer the pipe took counts, one the kernel took counts. A
-// client that went just as the SDK returned, after its answer was
-// written, is judged gone: it may be given the result again, twice
-// rather than never.
-func (w *toldWriter) wentOut(r *http.Request) bool {
-	w.Flush()
-	return w.wrote && !w.failed && r.Context().Err() == nil
+// wentOut says, once the SDK has served the POST, whether its answer
+// went out: as over stdio an answer the pipe took counts, one the
+// connection took counts. (The SDK returns early, its answer unwritten,
+// when the client goes first.)
+func (w *toldWriter) wentOut() bool {
+	if w.flushNext { // written as one body (application/json), not flushed yet
+		w.Flush()
+	}
+	return w.answered && !w.lost
+}
+
+// isResponse says whether p, an event of the POST's stream (or its whole
+// body, as application/json), is a JSON-RPC response: the SDK writes
+// {"jsonrpc":"2.0","id":ID, then "result" or "error" for a response,
+// "method" for a request of its own; a notification has no id.
+func isResponse(p []byte) bool {
+	if i := bytes.Index(p, []byte("data: ")); i >= 0 {
+		p = p[i+len("data: "):]
+	}
+	const head = `{"jsonrpc":"2.0","id":`
+	if !bytes.HasPrefix(p, []byte(head)) {
+		return false
+	}
+	p = p[len(head):]
+	if len(p) > 0 && p[0] == '"' { // a string id
+		i := 1
+		for i < len(p) && p[i] != '"' {
+			if p[i] == '\\' {
+				i++
+			}
+			i++
+		}
+		p = p[min(i+1, len(p)):]
+	} else {
+		p = p[max(bytes.IndexAny(p, ",}"), 0):]
+	}
+	return bytes.HasPrefix(p, []byte(`,"result":`)) || bytes.HasPrefix(p, []byte(`,"error":`))
 }
 
 // settleWriter calls settle once, when the response starts (its header is

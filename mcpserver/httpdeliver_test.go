@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +64,91 @@ func TestHTTPAResultWhoseAnswerWasLostIsDeliveredAgain(t *testing.T) {
 	if len(again.Done) != 0 || len(again.DeliveredBefore) != 1 || again.DeliveredBefore[0].ID != started.TaskID {
 		t.Fatalf("a third task_wait = %+v, want %s delivered before", again, started.TaskID)
 	}
+}
+
+// postFor posts body on session sid with its own connection, and reads
+// the answer's stream until it holds stop (then closes the connection
+// mid-stream, as a client that aborts its request once it has its
+// answer) or until within passes (then the client gives up); "" stop
+// reads it all.
+func postFor(t *testing.T, url, sid, body, stop string, within time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Mcp-Session-Id", sid)
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	var got strings.Builder
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := res.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil || stop != "" && strings.Contains(got.String(), stop) {
+			return got.String()
+		}
+	}
+}
+
+// A client that aborts its request as soon as it has read the answer (a
+// fetch aborted once its result is in) got the result again from its
+// next wait in one round of ten (an outsider's finding): its going was
+// judged after the SDK returned, not as the answer was written.
+func TestHTTPAClientThatClosesOnItsAnswerGetsItOnce(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"aborting","version":"1"}}`)
+	s.notify("notifications/initialized")
+	for i := range 20 {
+		var x tools.BashOutput
+		s.tool("bash", `{"command": "echo round `+strconv.Itoa(i)+`", "run_in_background": true}`, &x)
+		got := postFor(t, srv.URL, s.id, `{"jsonrpc":"2.0","id":5000,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+x.TaskID+`"],"timeout_seconds":5}}}`, `"id":5000`, 10*time.Second)
+		if !strings.Contains(got, `\"done\":[{\"task_id\":\"`+x.TaskID) {
+			t.Fatalf("round %d: task_wait = %q, want %s done", i, got, x.TaskID)
+		}
+		time.Sleep(20 * time.Millisecond) // its close reached the server
+		var again tools.WaitOutput
+		s.tool("task_wait", `{"task_ids": ["`+x.TaskID+`"], "timeout_seconds": 0}`, &again)
+		if len(again.Done) != 0 {
+			t.Fatalf("round %d: %s delivered again to a client that read it", i, x.TaskID)
+		}
+	}
+}
+
+// A wait whose client gave up and which then delivered nothing (it timed
+// out) left its entry for the session's life (an outsider's finding):
+// at 4096 of them the session stopped telling its answers, and lost
+// results again.
+func TestHTTPAbandonedWaitsLeaveNothingTracked(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"impatient","version":"1"}}`)
+	s.notify("notifications/initialized")
+	var y tools.BashOutput
+	s.tool("bash", `{"command": "sleep 30", "run_in_background": true}`, &y)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			postFor(t, srv.URL, s.id, `{"jsonrpc":"2.0","id":`+strconv.Itoa(100+i)+`,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+y.TaskID+`"],"timeout_seconds":1}}}`, "", 200*time.Millisecond)
+		})
+	}
+	wg.Wait()
+	waitFor(t, "the abandoned waits' entries are gone once they returned", func() bool {
+		posts, held := svc.TrackedPosts()
+		return posts == 0 && held == 0
+	})
 }
 
 // FuzzHTTPToolsCall drives the real HTTP server with tools/call POSTs

@@ -42,12 +42,14 @@
 // abandoned at the end of input, or the session ends before it is
 // written, the result is undelivered again (task.Receipt), for a later
 // wait or an attach. Over HTTP (Service.Handler) each tools/call POST is
-// told the same way as it ends: its answer went out when the SDK wrote
-// it and the connection took it; when the client went first (the POST's
-// connection closed while a task_wait waited: a timeout of the client's,
-// a network that failed), the results the call delivers are undelivered
-// again, for the session's next wait. A result carried by an answer the
-// kernel took counts, as over stdio one the pipe took does.
+// told the same way: its answer went out when the SDK wrote it to a
+// client still connected and the connection took it; when the client
+// went first (the POST's connection closed while a task_wait waited: a
+// timeout of the client's, a network that failed), the results the call
+// delivers are undelivered again, for the session's next wait. A result
+// carried by an answer the kernel took counts, as over stdio one the pipe
+// took does. A JSON-RPC batch (protocol 2025-03-26) is not told of: its
+// calls' results count when they return.
 //
 // # The Tasks extension
 //

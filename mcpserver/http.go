@@ -288,23 +288,19 @@ func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, 
 	// Its members by their exact names, from its first JSON value, as
 	// the SDK reads them (a struct would take "Method" for "method";
 	// Unmarshal refuses what follows the value, which the SDK ignores).
-	var m struct {
-		ID     json.RawMessage
-		Method string
-		Params json.RawMessage
-	}
 	var fields map[string]json.RawMessage
-	if json.NewDecoder(bytes.NewReader(body)).Decode(&fields) != nil || json.Unmarshal(fields["method"], &m.Method) != nil {
+	var method string
+	if json.NewDecoder(bytes.NewReader(body)).Decode(&fields) != nil || json.Unmarshal(fields["method"], &method) != nil {
 		return "", false // a batch, a response, a notification, or not JSON: the SDK's
 	}
-	m.ID, m.Params = fields["id"], fields["params"]
-	if m.Method == "" || len(m.ID) == 0 || m.ID[0] != '"' && m.ID[0] != '-' && (m.ID[0] < '0' || m.ID[0] > '9') {
+	id, params := fields["id"], fields["params"]
+	if method == "" || len(id) == 0 || id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
 		return "", false // an id of the wrong type: the SDK's
 	}
 	var e *rpcline.Error
-	if !errors.As(checkParams(m.Method, m.Params), &e) {
-		if m.Method == "tools/call" && a != nil {
-			key = stampPost(r, fields, m.Params, a, rest)
+	if !errors.As(checkParams(method, params), &e) {
+		if method == "tools/call" && a != nil {
+			key = stampPost(r, fields, params, a, rest)
 		}
 		return key, false
 	}
@@ -317,7 +313,7 @@ func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, 
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   wireError       `json:"error"`
-	}{"2.0", m.ID, wireError{e.Code, e.Message}})
+	}{"2.0", id, wireError{e.Code, e.Message}})
 	return "", true
 }
 

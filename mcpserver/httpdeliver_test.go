@@ -18,6 +18,19 @@ import (
 	"github.com/offstage/offstage/tools"
 )
 
+// httpSession serves a new Service over HTTP for the test's life and
+// opens an initialised session on it, its client named name.
+func httpSession(t *testing.T, cfg mcpserver.Config, name string) (*mcpserver.Service, *rawSession) {
+	t.Helper()
+	svc := newService(t, cfg)
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	t.Cleanup(srv.Close)
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"`+name+`","version":"1"}}`)
+	s.notify("notifications/initialized")
+	return svc, s
+}
+
 // TestHTTPAResultWhoseAnswerWasLostIsDeliveredAgain: a client whose
 // connection drops while its task_wait waits (a timeout of its own, a
 // network that failed) never reads the answer the wait then gives: the
@@ -25,19 +38,14 @@ import (
 // session delivers it. Before, over HTTP a result counted as delivered
 // once task_wait returned, and one whose answer went nowhere was lost.
 func TestHTTPAResultWhoseAnswerWasLostIsDeliveredAgain(t *testing.T) {
-	svc := newService(t, mcpserver.Config{})
-	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
-	defer srv.Close()
-	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
-	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"dropping","version":"1"}}`)
-	s.notify("notifications/initialized")
+	_, s := httpSession(t, mcpserver.Config{}, "dropping")
 	var started tools.BashOutput
 	s.tool("bash", `{"command": "sleep 1; echo finished", "run_in_background": true}`, &started)
 
 	// The wait whose connection drops before the shell ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+started.TaskID+`"],"timeout_seconds":30}}}`))
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+started.TaskID+`"],"timeout_seconds":30}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer s3cret")
@@ -103,16 +111,11 @@ func postFor(t *testing.T, url, sid, body, stop string, within time.Duration) st
 // next wait in one round of ten (an outsider's finding): its going was
 // judged after the SDK returned, not as the answer was written.
 func TestHTTPAClientThatClosesOnItsAnswerGetsItOnce(t *testing.T) {
-	svc := newService(t, mcpserver.Config{})
-	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
-	defer srv.Close()
-	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
-	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"aborting","version":"1"}}`)
-	s.notify("notifications/initialized")
+	_, s := httpSession(t, mcpserver.Config{}, "aborting")
 	for i := range 20 {
 		var x tools.BashOutput
 		s.tool("bash", `{"command": "echo round `+strconv.Itoa(i)+`", "run_in_background": true}`, &x)
-		got := postFor(t, srv.URL, s.id, `{"jsonrpc":"2.0","id":5000,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+x.TaskID+`"],"timeout_seconds":5}}}`, `"id":5000`, 10*time.Second)
+		got := postFor(t, s.url, s.id, `{"jsonrpc":"2.0","id":5000,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+x.TaskID+`"],"timeout_seconds":5}}}`, `"id":5000`, 10*time.Second)
 		if !strings.Contains(got, `\"done\":[{\"task_id\":\"`+x.TaskID) {
 			t.Fatalf("round %d: task_wait = %q, want %s done", i, got, x.TaskID)
 		}
@@ -130,18 +133,13 @@ func TestHTTPAClientThatClosesOnItsAnswerGetsItOnce(t *testing.T) {
 // at 4096 of them the session stopped telling its answers, and lost
 // results again.
 func TestHTTPAbandonedWaitsLeaveNothingTracked(t *testing.T) {
-	svc := newService(t, mcpserver.Config{})
-	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
-	defer srv.Close()
-	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
-	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"impatient","version":"1"}}`)
-	s.notify("notifications/initialized")
+	svc, s := httpSession(t, mcpserver.Config{}, "impatient")
 	var y tools.BashOutput
 	s.tool("bash", `{"command": "sleep 30", "run_in_background": true}`, &y)
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			postFor(t, srv.URL, s.id, `{"jsonrpc":"2.0","id":`+strconv.Itoa(100+i)+`,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+y.TaskID+`"],"timeout_seconds":1}}}`, "", 200*time.Millisecond)
+			postFor(t, s.url, s.id, `{"jsonrpc":"2.0","id":`+strconv.Itoa(100+i)+`,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["`+y.TaskID+`"],"timeout_seconds":1}}}`, "", 200*time.Millisecond)
 		})
 	}
 	wg.Wait()

@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testMCPServerEnv) != "" {
 		testMCPServer()
 	}
+	if os.Getenv(benchServeEnv) != "" {
+		benchServe()
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -23,14 +23,15 @@ import (
 
 // turnsScript is a script of n prompts, each one tool call (task_list)
 // and an answer: a scripted turn plays by the number of answers so far.
-func turnsScript(b *testing.B, n int) *scripted.Model {
+// A script that does not parse is a bug of the benchmarks: it panics.
+func turnsScript(n int) *scripted.Model {
 	var turns []string
 	for range n {
 		turns = append(turns, `{"tool_calls": [{"name": "task_list", "input": {}}]}`, `{"text": "Nothing is running."}`)
 	}
 	m, err := scripted.Parse([]byte(`{"turns": [` + strings.Join(turns, ",") + `]}`))
 	if err != nil {
-		b.Fatal(err)
+		panic(err)
 	}
 	return m
 }
@@ -110,7 +111,7 @@ const longSession = 100
 // directSessions runs b.N sessions of n prompts each on agent.Session,
 // with a sink that does nothing, timing only the prompts.
 func directSessions(b *testing.B, n int, warm bool) {
-	model := turnsScript(b, 1+n)
+	model := turnsScript(1 + n)
 	ctx := context.Background()
 	var cpu cpuClock
 	if !warm {
@@ -166,7 +167,7 @@ func acpSessions(b *testing.B, n int) {
 	clientIn, agentOut := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1+n)}, AllowAll: true}, agentIn, agentOut)
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, agentIn, agentOut)
 		agentOut.Close()
 	}()
 	c := newClient()
@@ -257,7 +258,7 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 	defer clientIn.Close()
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1+n)}, AllowAll: true}, agentIn, agentOut)
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, agentIn, agentOut)
 		agentOut.Close()
 	}()
 	lines := bufio.NewReader(clientIn)
@@ -350,7 +351,7 @@ func BenchmarkACPNewSession(b *testing.B) {
 	clientIn, agentOut := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(b, 1)}, AllowAll: true}, agentIn, agentOut)
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1)}, AllowAll: true}, agentIn, agentOut)
 		agentOut.Close()
 	}()
 	lines := bufio.NewReader(clientIn)
@@ -401,7 +402,7 @@ func BenchmarkACPNewSession(b *testing.B) {
 // BenchmarkACPNewSessionDirect: agent.New and Close, the part of
 // BenchmarkACPNewSession that is not ACP's.
 func BenchmarkACPNewSessionDirect(b *testing.B) {
-	model := turnsScript(b, 1)
+	model := turnsScript(1)
 	ctx := context.Background()
 	var cpu cpuClock
 	b.ReportAllocs()

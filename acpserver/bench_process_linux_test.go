@@ -1,11 +1,7 @@
 package acpserver_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,9 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/offstage/offstage/acpserver"
-	"github.com/offstage/offstage/agent"
 )
 
 // The Process benchmarks run offstage's side in a process of its own, the
@@ -27,25 +20,6 @@ import (
 // work when the reading goroutine hands the prompt to the session's Run
 // loop while the turn's goroutine waits in the kernel (a spinning thread
 // that sleeps before it steals; a futex to wake it).
-
-// benchServeEnv makes the test binary offstage's side of the Process
-// benchmarks (see TestMain): Serve on its stdin and stdout, with a script
-// of that many prompts a session.
-const benchServeEnv = "ACPSERVER_BENCH_SERVE"
-
-// benchServe is the test binary as offstage acp, for processSessions.
-func benchServe() {
-	n, err := strconv.Atoi(os.Getenv(benchServeEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if err := acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
 
 // processCPUOf is the CPU time process pid used so far, all its threads,
 // those ended too (its process clock, which the kernel lets another
@@ -77,27 +51,7 @@ func processSessions(b *testing.B, n int) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	lines := bufio.NewReader(out)
-	id := 0
-	call := func(method, params string) []byte {
-		id++
-		if _, err := fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
-			b.Fatal(err)
-		}
-		answer := fmt.Appendf(nil, `"id":%d,`, id)
-		for {
-			line, err := lines.ReadSlice('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			if bytes.Contains(line, answer) {
-				if !bytes.Contains(line, []byte(`"result"`)) {
-					b.Fatalf("%s: %s", method, line)
-				}
-				return line
-			}
-		}
-	}
+	call := lineCaller(b, in, out)
 	call("initialize", `{"protocolVersion":1}`)
 	dir, _ := json.Marshal(b.TempDir())
 	var cpu, wall time.Duration

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,27 +262,7 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, agentIn, agentOut)
 		agentOut.Close()
 	}()
-	lines := bufio.NewReader(clientIn)
-	id := 0
-	call := func(method, params string) []byte {
-		id++
-		if _, err := fmt.Fprintf(clientOut, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
-			b.Fatal(err)
-		}
-		answer := fmt.Appendf(nil, `"id":%d,`, id)
-		for {
-			line, err := lines.ReadSlice('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			if bytes.Contains(line, answer) {
-				if !bytes.Contains(line, []byte(`"result"`)) {
-					b.Fatalf("%s: %s", method, line)
-				}
-				return line
-			}
-		}
-	}
+	call := lineCaller(b, clientOut, clientIn)
 	call("initialize", `{"protocolVersion":1}`)
 	dir, _ := json.Marshal(b.TempDir())
 	var cpu cpuClock
@@ -315,6 +296,34 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 	clientOut.Close()
 	if err := <-served; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// lineCaller returns call, which writes a request as a line to w and
+// reads lines from r until the one that answers it, which it returns:
+// the benchmarks' client, as an editor's transport reads before its own
+// decoding. An answer that is no result fails b.
+func lineCaller(b *testing.B, w io.Writer, r io.Reader) (call func(method, params string) []byte) {
+	lines := bufio.NewReader(r)
+	id := 0
+	return func(method, params string) []byte {
+		id++
+		if _, err := fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
+			b.Fatal(err)
+		}
+		answer := fmt.Appendf(nil, `"id":%d,`, id)
+		for {
+			line, err := lines.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(line, answer) {
+				if !bytes.Contains(line, []byte(`"result"`)) {
+					b.Fatalf("%s: %s", method, line)
+				}
+				return line
+			}
+		}
 	}
 }
 
@@ -354,27 +363,7 @@ func BenchmarkACPNewSession(b *testing.B) {
 		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1)}, AllowAll: true}, agentIn, agentOut)
 		agentOut.Close()
 	}()
-	lines := bufio.NewReader(clientIn)
-	id := 0
-	call := func(method, params string) []byte {
-		id++
-		if _, err := fmt.Fprintf(clientOut, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
-			b.Fatal(err)
-		}
-		answer := fmt.Appendf(nil, `"id":%d,`, id)
-		for {
-			line, err := lines.ReadSlice('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			if bytes.Contains(line, answer) {
-				if !bytes.Contains(line, []byte(`"result"`)) {
-					b.Fatalf("%s: %s", method, line)
-				}
-				return line
-			}
-		}
-	}
+	call := lineCaller(b, clientOut, clientIn)
 	call("initialize", `{"protocolVersion":1}`)
 	dir, _ := json.Marshal(b.TempDir())
 	var cpu cpuClock
@@ -418,4 +407,23 @@ func BenchmarkACPNewSessionDirect(b *testing.B) {
 	}
 	cpu.stop()
 	b.ReportMetric(float64(cpu.total.Nanoseconds())/float64(b.N), "session-cpu-ns")
+}
+
+// benchServeEnv makes the test binary offstage's side of the Process
+// benchmarks (see TestMain): Serve on its stdin and stdout, with a script
+// of that many prompts a session.
+const benchServeEnv = "ACPSERVER_BENCH_SERVE"
+
+// benchServe is the test binary as offstage acp, for processSessions.
+func benchServe() {
+	n, err := strconv.Atoi(os.Getenv(benchServeEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -134,13 +135,15 @@ func BenchmarkIdleCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 		css := openSessions(b, svc, "", sessions)
+		// A duration of this run's own, to count its sleeps by.
+		sleep := fmt.Sprintf("1000.%d", os.Getpid())
+		args := json.RawMessage(`{"command":"exec sleep ` + sleep + `","run_in_background":true}`)
 		for i := range shells {
-			args := json.RawMessage(`{"command":"exec sleep 1000","run_in_background":true}`)
 			if res, err := css[0].CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: args}); err != nil || res.IsError {
 				b.Fatalf("bash %d: %v %+v", i, err, res)
 			}
 		}
-		time.Sleep(2 * time.Second) // let every start settle
+		settleShells(b, "sleep\x00"+sleep+"\x00", shells)
 		start, t0 := cpuTime(), time.Now()
 		time.Sleep(window)
 		share = float64(cpuTime()-start) / float64(time.Since(t0)) * 100
@@ -152,4 +155,54 @@ func BenchmarkIdleCPU(b *testing.B) {
 		cancel()
 	}
 	b.ReportMetric(share, "cpu-%")
+}
+
+// settleShells waits until n processes run cmdline (NUL-separated, as
+// /proc/PID/cmdline holds it), so that every shell has exec'd its
+// command, then settle more for what the starts left going (the
+// collection of their garbage). A bash call returns once its shell has
+// started, before the shell execs: where a start costs 3-4 ms of CPU (a
+// host whose page tables are emulated), the last of 1,000 execs came 5 s
+// after the last call, inside a window that then measured the starts'
+// tail (5-8% of a core), not idleness. Where there is no /proc, it
+// waits 15 s.
+func settleShells(b *testing.B, cmdline string, n int) {
+	for deadline := time.Now().Add(time.Minute); ; {
+		got, ok := countCmdline(cmdline)
+		if !ok {
+			time.Sleep(15 * time.Second)
+			return
+		}
+		if got >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d shells exec'd their command within a minute", got, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(settle)
+}
+
+// settle is how long BenchmarkIdleCPU waits, after its shells have
+// exec'd, before its window: on a slow host 2 s left 0.12-0.74% of a
+// core to the starts' aftermath in the window, 5 s 0.02-0.03%.
+const settle = 5 * time.Second
+
+// countCmdline counts the processes whose command line is cmdline; ok is
+// false where /proc cannot be read.
+func countCmdline(cmdline string) (n int, ok bool) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == cmdline {
+			n++
+		}
+	}
+	return n, true
 }

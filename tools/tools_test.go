@@ -636,6 +636,61 @@ func TestTaskOutputReadsBackFromTheLog(t *testing.T) {
 	}
 }
 
+// TestTaskOutputFilterReadsOn: a filtered read goes on past output where
+// nothing matches, up to 8 MiB a call, instead of one 8 KiB page: an
+// outsider needed 123 calls to reach one line after 1 MB of noise. Its
+// matches fill at most a page, cut between lines, and paging through
+// them from each next_cursor gives every matching line once.
+func TestTaskOutputFilterReadsOn(t *testing.T) {
+	e := newEnv(t, tools.Config{LogDir: t.TempDir()})
+	var out tools.TaskOutputResult
+
+	id := e.background(t, e.top, "yes noise | head -n 166667; echo NEEDLE; yes noise | head -n 3333; echo ERROR boom")
+	waitDone(t, e.top, id)
+	ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": 0, "filter": "NEEDLE|ERROR"}`, id), &out)
+	if out.Output != "NEEDLE\nERROR boom\n" || out.More || out.NextCursor != out.TotalBytes {
+		t.Errorf("one filtered read through 1 MB = %+v, want both lines and the end", out)
+	}
+
+	// 10 MB of noise: a call reads through 8 MiB, says so, and the next
+	// goes on from there to the line.
+	id = e.background(t, e.top, "yes noise | head -n 1666667; echo NEEDLE")
+	waitDone(t, e.top, id)
+	ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": 0, "filter": "NEEDLE"}`, id), &out)
+	if out.Output != "" || !out.More || out.NextCursor < 8<<20 || out.NextCursor > 8<<20+64<<10 ||
+		!strings.Contains(out.Note, "No line from byte 0 to") || !strings.Contains(out.Note, "at most 8 MiB") {
+		t.Errorf("first read through 10 MB = %+v, want 8 MiB read, nothing matched, said so", out)
+	}
+	ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "filter": "NEEDLE"}`, id), &out)
+	if out.Output != "NEEDLE\n" || out.More {
+		t.Errorf("second read = %+v, want the line", out)
+	}
+
+	// Many matches: a page each, between lines, none lost or repeated.
+	id = e.background(t, e.top, "seq 1 30000")
+	waitDone(t, e.top, id)
+	var b strings.Builder
+	calls := 0
+	for cursor := int64(0); ; cursor = out.NextCursor {
+		ok(t, e, e.top, "task_output", fmt.Sprintf(`{"task_id": %q, "since": %d, "filter": "7$"}`, id, cursor), &out)
+		calls++
+		if len(out.Output) > 8<<10 || out.Output != "" && !strings.HasSuffix(out.Output, "\n") {
+			t.Fatalf("read %d: %d bytes, ending %q", calls, len(out.Output), out.Output[max(0, len(out.Output)-10):])
+		}
+		b.WriteString(out.Output)
+		if !out.More {
+			break
+		}
+	}
+	var want strings.Builder
+	for i := 7; i <= 30000; i += 10 {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if b.String() != want.String() || calls < 2 {
+		t.Errorf("paged through the matches in %d calls: got %d bytes, want %d", calls, b.Len(), want.Len())
+	}
+}
+
 // TestTaskOutputSaysWhyBytesAreGone (issue 19, item 5): a read behind the
 // ring, past what the output log holds, says why those bytes are gone:
 // before, it always blamed memory, also when the log had stopped at its

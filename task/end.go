@@ -119,8 +119,10 @@ func EndOf(state State, err error) (by, reason string) {
 		return ByParent, "its owner finished"
 	case errors.Is(err, ErrClosed):
 		return BySession, "the session closed"
-	case errors.Is(err, context.Canceled):
+	case err == context.Canceled:
 		return BySession, "the session's context was cancelled"
+	case errors.Is(err, context.Canceled): // a cause that says more: a signal's
+		return BySession, "the session's context was cancelled: " + cutBytes(err.Error(), maxTraceLineBytes)
 	case errors.Is(err, ErrCanceled):
 		return ByUser, "cancelled"
 	}

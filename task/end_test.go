@@ -245,4 +245,20 @@ func TestEndOf(t *testing.T) {
 			t.Errorf("EndOf(%v, %v) = %q, want %q", tc.state, tc.err, by, tc.by)
 		}
 	}
+	// A cancellation whose cause says more (signal.NotifyContext's names
+	// the signal) says it.
+	for err, want := range map[error]string{
+		context.Canceled: "the session's context was cancelled",
+		signalCause("terminated signal received"): "the session's context was cancelled: terminated signal received",
+	} {
+		if by, reason := task.EndOf(task.Canceled, err); by != task.BySession || reason != want {
+			t.Errorf("EndOf(canceled, %v) = %q, %q; want session, %q", err, by, reason, want)
+		}
+	}
 }
+
+// signalCause is a cancellation cause as signal.NotifyContext gives one.
+type signalCause string
+
+func (s signalCause) Error() string        { return string(s) }
+func (s signalCause) Is(target error) bool { return target == context.Canceled }

@@ -153,7 +153,11 @@ func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	}
 	cfg, surface := sf.template(model, profiles, srv.policy, *dir, journal)
 	cfg.Tools.Escalate, cfg.Tracer = sf.sandbox.escalate(false), srv.tracer
-	svc, err = mcpserver.New(ctx, mcpserver.Config{
+	// The service outlives ctx: a signal ends the serving (RunStdio,
+	// serveHTTP), then Close stops the tasks and closes the sessions with
+	// its reason ("mcp: the server was shut down"), where ending with ctx
+	// they said only that a context was cancelled (an outsider's finding).
+	svc, err = mcpserver.New(context.WithoutCancel(ctx), mcpserver.Config{
 		Agent:            cfg,
 		Surface:          surface,
 		KeepOnDisconnect: *keep,

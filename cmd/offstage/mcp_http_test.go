@@ -296,3 +296,34 @@ func TestMCPHTTPMaxSessions(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMCPHTTPSIGTERMNamesTheEnd: a task that SIGTERM stops ends with the
+// face's reason, as the journal keeps it ("mcp: the server was shut
+// down"), as every other end of an MCP session names its face and why;
+// it said only "the session's context was cancelled" (an outsider's
+// finding).
+func TestMCPHTTPSIGTERMNamesTheEnd(t *testing.T) {
+	const token = "stop-test-token"
+	state := t.TempDir()
+	cmd, mark, endpoint, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN=" + token, "XDG_STATE_HOME=" + state}, "--no-journal=false")
+	transport := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tokenAuth(token)}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test"}, nil).Connect(t.Context(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 100", "run_in_background": true}})
+	if err != nil || res.IsError {
+		t.Fatalf("bash = %+v, %v", res, err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("offstage mcp after SIGTERM: %v\n%s", err, stderr())
+	}
+	noSurvivors(t, mark)
+	show, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "tasks", "show", "shell:1", "--json")
+	out, err := show.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"ended_by":"session"`) || !strings.Contains(string(out), `"end_reason":"mcp: the server was shut down"`) {
+		t.Errorf("offstage tasks show shell:1 after SIGTERM (%v):\n%s", err, out)
+	}
+}

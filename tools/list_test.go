@@ -82,9 +82,28 @@ func TestTaskListAtAThousandTasks(t *testing.T) {
 	if list.Count != 0 || !strings.Contains(list.Note, "task_list without arguments") {
 		t.Errorf("task_list of no kind = %+v", list)
 	}
+	// A cursor is a position: the number alone, or an id of any kind,
+	// gone or not; one past the last task says so. Anything else is
+	// refused: it was read as no cursor, from the first (an outsider's
+	// finding).
+	var first tools.ListOutput
+	ok(t, e, e.top, "task_list", `{"limit": 2}`, &first)
+	_, num, _ := strings.Cut(first.Tasks[0].ID, ":")
+	for _, cursor := range []string{first.Tasks[0].ID, num, " " + num + " ", "robot:" + num} {
+		ok(t, e, e.top, "task_list", fmt.Sprintf(`{"limit": 1, "cursor": %q}`, cursor), &list)
+		if len(list.Tasks) != 1 || list.Tasks[0].ID != first.Tasks[1].ID {
+			t.Errorf("task_list after cursor %q = %+v, want %s first", cursor, list.Tasks, first.Tasks[1].ID)
+		}
+	}
+	ok(t, e, e.top, "task_list", `{"cursor": "shell:999999"}`, &list)
+	if list.Count != 0 || !strings.Contains(list.Note, `comes after cursor "shell:999999"`) {
+		t.Errorf("task_list after the last task = %+v", list)
+	}
 	for args, want := range map[string]string{
 		`{"status": "sleeping"}`: "status \"sleeping\" is not one task_list knows",
 		`{"limit": -1}`:          "limit must not be negative",
+		`{"cursor": "garbage"}`:  `cursor "garbage" is not one task_list gives`,
+		`{"cursor": "shell:0"}`:  `cursor "shell:0" is not one task_list gives`,
 	} {
 		// A bad status is refused by the schema's enum, or by the tool.
 		if got := e.refused(t, e.top, "task_list", args); !strings.Contains(got, want) && !strings.Contains(got, "status") {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/offstage/offstage/task"
@@ -60,7 +62,16 @@ const (
 
 // query turns task_list's input into a table query, or a tool error.
 func (in listInput) query() (task.Query, error) {
-	q := task.Query{Kind: in.Kind, After: in.Cursor, Limit: in.Limit}
+	q := task.Query{Kind: in.Kind, Limit: in.Limit}
+	switch c := strings.TrimSpace(in.Cursor); {
+	case c == "":
+	case task.ValidID(c):
+		q.After = c
+	case isNumber(c): // the number alone, as task ids take it
+		q.After = "task:" + c
+	default:
+		return q, fail("cursor %q is not one task_list gives: pass the cursor of the page before (a task id, such as shell:3), or none for the first page.", shorten(in.Cursor, 40))
+	}
 	switch {
 	case in.Limit < 0:
 		return q, fail("limit must not be negative (default %d, at most %d).", defaultListed, maxListed)
@@ -113,6 +124,8 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 	switch {
 	case out.Count == 0 && in == (listInput{}):
 		out.Note = "You have no background tasks."
+	case out.Count == 0 && q.After != "":
+		out.Note = fmt.Sprintf("None of your tasks selected by this list comes after cursor %q; task_list without a cursor starts from the first.", shorten(strings.TrimSpace(in.Cursor), 40))
 	case out.Count == 0:
 		out.Note = "None of your tasks is selected by this list; task_list without arguments shows them all."
 	case more > 0:
@@ -134,4 +147,10 @@ func listed(v *task.View, b task.Brief, now time.Time) ListedTask {
 		row.WaitingForInput = waitingFor(v, b.ID)
 	}
 	return row
+}
+
+// isNumber says whether s is a number from 0, in decimal digits.
+func isNumber(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
 }

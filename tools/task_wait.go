@@ -20,7 +20,7 @@ import (
 var taskWaitMD string
 
 type waitInput struct {
-	TaskIDs        []string `json:"task_ids" jsonschema:"the tasks to wait for"`
+	TaskIDs        []string `json:"task_ids" jsonschema:"the tasks to wait for, at most 20"`
 	Mode           string   `json:"mode,omitempty" jsonschema:"any (default) or all"`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"default 30, at most 300"`
 	Until          string   `json:"until,omitempty" jsonschema:"a regular expression: return as soon as a new line of output of one of the shells matches it"`

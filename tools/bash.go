@@ -77,6 +77,10 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 	switch {
 	case strings.TrimSpace(in.Command) == "":
 		return BashOutput{}, fail("command is empty; pass the shell command line to run.")
+	case strings.IndexByte(in.Command, 0) >= 0:
+		return BashOutput{}, fail("command contains a NUL byte, which no command line can hold; write such bytes with printf's escapes ('\\0').")
+	case len(in.Command) >= maxArgBytes():
+		return BashOutput{}, fail("command is %d bytes, and the system passes the shell at most %d in one argument; write a long script to a file in parts (cat >> script.sh <<'EOF' … EOF, each part shorter), then run it.", len(in.Command), maxArgBytes()-1)
 	case in.TimeoutSeconds < 0:
 		return BashOutput{}, fail("timeout_seconds must not be negative (leave it out for no timeout).")
 	case in.YieldAfterSeconds < 0:
@@ -554,3 +558,9 @@ func (s *Set) withheldNote() string {
 	}
 	return fmt.Sprintf("Your commands run without %s, withheld on purpose: %s. A program that needs one (gh, npm, aws) acts as if logged out; do not look for the values: ask the user, who can pass one through%s.", what, list, parens(s.cfg.Advice.KeepEnv))
 }
+
+// maxArgBytes is the kernel's bound on one argument of a program,
+// MAX_ARG_STRLEN, its terminating NUL included: 32 pages. The command
+// goes to the shell as one (sh -c COMMAND); a longer one failed to start
+// with "argument list too long".
+func maxArgBytes() int { return 32 * os.Getpagesize() }

@@ -778,3 +778,28 @@ func TestAShortWaitIsLengthened(t *testing.T) {
 		}
 	})
 }
+
+// TestBashRefusesWhatNoCommandLineHolds: a command the kernel would not
+// pass the shell (one argument of 32 pages or more; a NUL byte) is
+// refused with what to do instead; it failed to start with the kernel's
+// "argument list too long" or "invalid argument" (an outsider's finding).
+// The longest it takes runs.
+func TestBashRefusesWhatNoCommandLineHolds(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	page := os.Getpagesize()
+	longest := ": " + strings.Repeat("a", 32*page-3) // 32 pages with its NUL
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", fmt.Sprintf(`{"command": %q}`, longest), &out)
+	if out.ExitCode == nil || *out.ExitCode != 0 {
+		t.Errorf("bash of %d bytes = %+v, want it run", len(longest), out)
+	}
+	for cmd, want := range map[string]string{
+		longest + "a":   fmt.Sprintf("command is %d bytes, and the system passes the shell at most %d in one argument; write a long script to a file", 32*page, 32*page-1),
+		"echo a\x00b": "command contains a NUL byte",
+	} {
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		if got := e.refused(t, e.top, "bash", string(args)); !strings.Contains(got, want) {
+			t.Errorf("bash of %d bytes = %.200q, want %q", len(cmd), got, want)
+		}
+	}
+}

@@ -1,11 +1,16 @@
 package mcpserver_test
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/offstage/offstage/internal/guesses"
 	"github.com/offstage/offstage/mcpserver"
 )
 
@@ -73,4 +78,26 @@ func TestWrongTokensAreCountedPerHost(t *testing.T) {
 	if code := try("10.0.0.2", "t0k3n"); code != http.StatusOK || reached != 21 {
 		t.Errorf("another host's right token: %d (handler reached %d times, want 21)", code, reached)
 	}
+}
+
+// guessEnv makes the test binary a client that sends guesses.Max+1 wrong
+// tokens to the URL it holds, and prints the status of each.
+const guessEnv = "MCPSERVER_TEST_GUESS"
+
+func guessTokens() {
+	var codes []string
+	for i := range guesses.Max + 1 {
+		r, _ := http.NewRequest(http.MethodPost, os.Getenv(guessEnv), nil)
+		r.Header.Set("Authorization", fmt.Sprintf("Bearer guess%d", i))
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		codes = append(codes, fmt.Sprint(res.StatusCode))
+	}
+	fmt.Println(strings.Join(codes, " "))
+	os.Exit(0)
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -112,15 +111,12 @@ func Authorized(token string, allowedOrigins []string, next http.Handler) http.H
 // Bearer TOKEN" (constant time; an empty token refuses everything). A host
 // that sent guesses.Max wrong tokens within a minute is refused (429)
 // until the minute has passed, so a short token is not guessed at network
-// speed.
+// speed; over loopback, a user of the host (guesses.Key).
 func tokenChecked(token string, next http.Handler) http.Handler {
 	want := []byte(token)
 	var wrong guesses.Counter
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
+		host := guesses.Key(r)
 		if !wrong.Take(host, time.Now()) {
 			w.Header().Set("Retry-After", "60")
 			http.Error(w, fmt.Sprintf("429 Too Many Requests: %d wrong tokens from %s in the last minute; wait a minute before the next try", guesses.Max, host), http.StatusTooManyRequests)

@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testShellEnv) != "" {
 		testShell()
 	}
+	if os.Getenv(guessEnv) != "" {
+		guessTokens()
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -185,7 +185,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
-	host := remoteHost(r)
+	host := guesses.Key(r)
 	if !h.wrong.Take(host, time.Now()) {
 		h.loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("%d wrong tokens from %s in the last minute: wait a minute before the next try.", guesses.Max, host))
 		return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -52,11 +53,47 @@ func (k mcpKeep) Detached(s *agent.Session) {
 		return // closed meanwhile: offstage sessions close, or the stop
 	}
 	if n := running(s.Table()); n > 0 {
+		watch, stop := context.WithCancel(sup.life)
+		h.mu.Lock()
+		h.unwatch = stop
+		h.mu.Unlock()
 		sup.detach(h)
 		sup.logger.Info(fmt.Sprintf("mcp: session %s detached: its client went away; %d unfinished tasks go on", s.ID(), n))
+		go k.closeWhenDone(watch, h)
 		return
 	}
 	sup.close(h, task.Closed("mcp: the client went away, with nothing of the session running"))
+}
+
+// closeWhenDone closes h, an MCP session its client left with work
+// running, once that work has ended: no client can come back to it
+// either, and it stayed for --idle (24 h), one for every client that
+// left work behind (an outsider's finding). Its results are in the
+// journal. ctx ends when something else closes it first (sup.close), or
+// when the supervisor stops.
+func (k mcpKeep) closeWhenDone(ctx context.Context, h *hosted) {
+	events := h.s.Table().Events()
+	for seq := events.Last(); running(h.s.Table()) > 0; {
+		evs, _ := events.Wait(ctx, seq)
+		if ctx.Err() != nil {
+			return
+		}
+		if len(evs) > 0 {
+			seq = evs[len(evs)-1].Seq
+		} else { // fell behind the log: from now
+			seq = events.Last()
+		}
+	}
+	sup := k.sup
+	sup.mu.Lock()
+	ours := sup.sessions[h.s.ID()] == h && !sup.stopping
+	sup.mu.Unlock()
+	if !ours || ctx.Err() != nil {
+		return
+	}
+	why := "mcp: the client went away, and the session's last task has ended"
+	sup.close(h, task.Closed(why))
+	sup.logger.Warn(fmt.Sprintf("closed session %s (%s)", h.s.ID(), why)) // as the idle policy says its closes
 }
 
 // closeSession closes the live session id names (an id or its start)

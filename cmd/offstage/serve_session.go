@@ -37,6 +37,10 @@ type hosted struct {
 	// left running ends: the next face waits for it (guarded by mu).
 	driving <-chan struct{}
 	left    time.Time // guarded by mu: when the last face left (zero: never)
+	// unwatch, if not nil, stops the watch that closes a detached MCP
+	// session once its work has ended (mcpKeep.closeWhenDone); guarded
+	// by mu.
+	unwatch func()
 	seen    int       // guarded by mu: how many messages of the history the last face saw
 }
 
@@ -460,5 +464,10 @@ func (sup *supervisor) close(h *hosted, cause error) error {
 	sup.mu.Lock()
 	delete(sup.sessions, h.s.ID())
 	sup.mu.Unlock()
+	h.mu.Lock()
+	if h.unwatch != nil {
+		h.unwatch()
+	}
+	h.mu.Unlock()
 	return h.s.CloseCause(context.Background(), cause)
 }

@@ -41,7 +41,7 @@ type hosted struct {
 	// session once its work has ended (mcpKeep.closeWhenDone); guarded
 	// by mu.
 	unwatch func()
-	seen    int       // guarded by mu: how many messages of the history the last face saw
+	seen    int // guarded by mu: how many messages of the history the last face saw
 }
 
 // swapModel is a hosted session's model: the one of the face that drives

@@ -794,7 +794,7 @@ func TestBashRefusesWhatNoCommandLineHolds(t *testing.T) {
 		t.Errorf("bash of %d bytes = %+v, want it run", len(longest), out)
 	}
 	for cmd, want := range map[string]string{
-		longest + "a":   fmt.Sprintf("command is %d bytes, and the system passes the shell at most %d in one argument; write a long script to a file", 32*page, 32*page-1),
+		longest + "a": fmt.Sprintf("command is %d bytes, and the system passes the shell at most %d in one argument; write a long script to a file", 32*page, 32*page-1),
 		"echo a\x00b": "command contains a NUL byte",
 	} {
 		args, _ := json.Marshal(map[string]string{"command": cmd})

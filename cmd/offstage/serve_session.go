@@ -37,11 +37,11 @@ type hosted struct {
 	// left running ends: the next face waits for it (guarded by mu).
 	driving <-chan struct{}
 	left    time.Time // guarded by mu: when the last face left (zero: never)
+	seen    int       // guarded by mu: how many messages of the history the last face saw
 	// unwatch, if not nil, stops the watch that closes a detached MCP
 	// session once its work has ended (mcpKeep.closeWhenDone); guarded
 	// by mu.
 	unwatch func()
-	seen    int // guarded by mu: how many messages of the history the last face saw
 }
 
 // swapModel is a hosted session's model: the one of the face that drives

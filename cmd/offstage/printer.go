@@ -360,8 +360,8 @@ func (p *printer) drawStatusLocked() {
 		parts = append(parts, part)
 		withMemory = append(withMemory, part+shellMemory(p.table, i))
 	}
-	p.clearStatusLocked()
 	if len(parts) == 0 {
+		p.clearStatusLocked()
 		return
 	}
 	cols := defaultColumns
@@ -387,6 +387,8 @@ func (p *printer) drawStatusLocked() {
 	if columns(line) > cols-1 {
 		line = "⋯ " + strings.Join(parts, " · ") + spent
 	}
+	// One write clears the old line and draws the new: a terminal never
+	// shows the row empty between the two.
 	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitColumns(line, cols-1))
 	p.status = true
 }

@@ -303,7 +303,50 @@ func withFieldDoc(te, err error, in reflect.Type) error {
 	if doc == "" {
 		return te
 	}
-	return fail("%s (%s: %s.)", strings.TrimSuffix(te.Error(), "."), shorten(ute.Field, 60), strings.TrimSuffix(doc, "."))
+	doc = strings.TrimSuffix(doc, ".")
+	if n, ok := strings.CutPrefix(ute.Value, "number "); ok && isIntKind(ute.Type) && wholeNumber(n) {
+		// A whole number past what the field's Go type holds: that type's
+		// range would read as what the tool takes, which the doc says.
+		return fail("%s is out of range: the number %s (%s: %s.)", shorten(ute.Field, 60), shorten(n, 40), shorten(ute.Field, 60), doc)
+	}
+	return fail("%s (%s: %s.)", strings.TrimSuffix(te.Error(), "."), shorten(ute.Field, 60), doc)
+}
+
+// isIntKind reports whether t (or what it points to) is an integer type.
+func isIntKind(t reflect.Type) bool {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return false
+}
+
+// wholeNumber reports whether a JSON number has no fraction: 1e20,
+// 1.50e2, 10e-1 and 0e-5 have none, 1.5 and 1e-3 have one. It reads the
+// text, so an exponent of any size costs nothing.
+func wholeNumber(n string) bool {
+	mant, exp, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	if digits == "" {
+		return true // zero
+	}
+	zeros := len(digits) - len(strings.TrimRight(digits, "0"))
+	e, err := strconv.Atoi(strings.TrimPrefix(exp, "+"))
+	switch {
+	case exp == "":
+		e = 0
+	case err != nil: // an exponent past int: its sign decides
+		return !strings.HasPrefix(exp, "-")
+	}
+	return e-len(frac)+zeros >= 0
 }
 
 // fieldDoc is the jsonschema tag of the field path names (JSON names,

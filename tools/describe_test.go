@@ -191,10 +191,13 @@ func TestDescriptionsFitASmallContext(t *testing.T) {
 func TestArgumentErrorsSpeakJSON(t *testing.T) {
 	e := newEnv(t, tools.Config{})
 	for _, tc := range []struct{ tool, args, want string }{
-		{"bash", `{"command": "true", "port": 1e30}`, "port must be an integer from"},
 		// An integer past what Go's int holds is told what the tool takes,
-		// not only that range.
-		{"task_list", `{"limit": 1e20}`, "limit must be an integer from -9223372036854775808 to 9223372036854775807, not the number 100000000000000000000 (limit: at most this many tasks; default 50, at most 100.)"},
+		// not that range (which reads as what it takes), and as it was sent.
+		{"bash", `{"command": "true", "port": 1e30}`, "port is out of range: the number 1e30 (port: lease this many free TCP ports (1 to 8)"},
+		{"task_list", `{"limit": 1e20}`, "limit is out of range: the number 1e20 (limit: at most this many tasks; default 50, at most 100.)"},
+		{"task_output", `{"task_id": "shell:1", "since": -9223372036854775809}`, "since is out of range: the number -9223372036854775809 (since: read from this cursor"},
+		// A fraction is not a range's matter.
+		{"task_list", `{"limit": 1.5e0}`, "limit must be an integer (a JSON number without a fraction), not the number 1.5"},
 		{"bash", `{"command": "true", "port": "2"}`, `port must be an integer (a JSON number without a fraction), not the string \"2\": send it without quotes`},
 		{"bash", `{"command": "true", "port": 1.5}`, "port must be an integer (a JSON number without a fraction), not the number 1.5"},
 		{"bash", `{"command": 5}`, "command must be a JSON string, not a number"},
@@ -217,6 +220,29 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 		res := e.call(t, e.top, tc.tool, tc.args)
 		if !res.IsError || !strings.Contains(res.Text, tc.want) || goTalk.MatchString(res.Text) {
 			t.Errorf("%s(%s) = %s, want an error saying %s", tc.tool, tc.args, res.Text, tc.want)
+		}
+	}
+	// The ends of int64 are integers it holds (an outsider's finding: the
+	// arguments passed through float64, which read 2⁶³-1 back as 2⁶³).
+	for _, args := range []string{`{"limit": 9223372036854775807}`} {
+		if res := e.call(t, e.top, "task_list", args); res.IsError {
+			t.Errorf("task_list(%s) = %s, want a list", args, res.Text)
+		}
+	}
+	res := e.call(t, e.top, "task_output", `{"task_id": "shell:1", "since": -9223372036854775808}`)
+	if !strings.Contains(res.Text, "There is no task") {
+		t.Errorf("task_output with since -2⁶³ = %s, want its id looked up (since is an int64)", res.Text)
+	}
+}
+
+func TestWholeNumber(t *testing.T) {
+	for n, want := range map[string]bool{
+		"1": true, "-7": true, "1e20": true, "1E+20": true, "1.50e2": true, "1.5e1": true, "2.000": true,
+		"1e-0": true, "0e-5": true, "10e-1": true, "-0.0": true, "1.5": false, "1e-3": false, "1.25e1": false, "1e999999999": true,
+		"1.5e-999999999999999999999": false, "100e-3": false, "1e99999999999999999999": true,
+	} {
+		if got := tools.WholeNumber(n); got != want {
+			t.Errorf("wholeNumber(%q) = %v, want %v", n, got, want)
 		}
 	}
 }

@@ -26,3 +26,6 @@ var FilterLines = filterLines
 
 // Seconds2d turns a model's seconds into a duration.
 var Seconds2d = seconds2d
+
+// WholeNumber is wholeNumber, for its test.
+var WholeNumber = wholeNumber

@@ -34,6 +34,8 @@ func FuzzToolCall(f *testing.F) {
 	f.Add(uint8(4), []byte(`{"task_ids": ["shell:1"], "until": "[", "timeout_seconds": 0.05}`))
 	f.Add(uint8(0), []byte(`{"command": "x", "port": 1e30}`))
 	f.Add(uint8(4), []byte(`{"task_ids": ["shell:1"], "timeout_seconds": -1e999}`))
+	f.Add(uint8(3), []byte(`{"task_id": 1, "since": -9223372036854775808, "tail_lines": 1e19}`))
+	f.Add(uint8(1), []byte(`{"limit": 9223372036854775807, "cursor": 1e400}`))
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
 		tb := task.New(context.Background(), task.Options{})
 		defer tb.Close(context.Background())

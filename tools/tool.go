@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -306,11 +307,70 @@ func (t *Tool) checkArgs(args json.RawMessage) (json.RawMessage, error) {
 	if err := t.resolved.Validate(obj); err != nil {
 		return nil, fail("The arguments do not match the %s schema: %s.", t.Name, shorten(strings.TrimSuffix(err.Error(), "."), 300))
 	}
+	if hasInexact(obj) {
+		exactNumbers(obj, args)
+	}
 	fixed, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
 	return fixed, nil
+}
+
+// hasInexact reports whether v (decoded into any) holds a number of
+// magnitude 2⁵³ or more: float64 may have rounded it (-2⁶³, a valid
+// int64, read back as -9223372036854776000, which is not), so it is
+// passed on as sent (exactNumbers).
+func hasInexact(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return math.Abs(x) >= 1<<53
+	case map[string]any:
+		for _, e := range x {
+			if hasInexact(e) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(x, hasInexact)
+	}
+	return false
+}
+
+// exactNumbers puts back, in obj (args decoded into any, then checked
+// and normalized), each number as args wrote it, where obj still holds
+// a number at that place: the checks read float64, but the tool's input
+// is decoded from what obj marshals to.
+func exactNumbers(obj map[string]any, args json.RawMessage) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var sent map[string]any
+	if dec.Decode(&sent) != nil {
+		return
+	}
+	var put func(v, as any) any
+	put = func(v, as any) any {
+		switch x := v.(type) {
+		case float64:
+			if n, ok := as.(json.Number); ok {
+				return n
+			}
+		case map[string]any:
+			if m, ok := as.(map[string]any); ok {
+				for k, e := range x {
+					x[k] = put(e, m[k])
+				}
+			}
+		case []any:
+			if l, ok := as.([]any); ok && len(l) == len(x) {
+				for i, e := range x {
+					x[i] = put(e, l[i])
+				}
+			}
+		}
+		return v
+	}
+	put(obj, sent)
 }
 
 // normalizeIDs turns task ids sent as JSON numbers (7) into strings ("7"),

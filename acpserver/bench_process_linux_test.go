@@ -56,22 +56,14 @@ func processSessions(b *testing.B, n int) {
 	dir, _ := json.Marshal(b.TempDir())
 	var cpu, wall time.Duration
 	for b.Loop() {
-		var sess struct {
-			Result struct{ SessionID string }
-		}
-		if err := json.Unmarshal(call("session/new", `{"cwd":`+string(dir)+`,"mcpServers":[]}`), &sess); err != nil {
-			b.Fatal(err)
-		}
-		sid, _ := json.Marshal(sess.Result.SessionID)
-		prompt := `{"sessionId":` + string(sid) + `,"prompt":[{"type":"text","text":"what runs?"}]}`
-		call("session/prompt", prompt) // the warm-up
+		sid, prompt := openSession(b, call, dir)
 		c0, w0 := processCPUOf(b, cmd.Process.Pid), time.Now()
 		for range n {
 			call("session/prompt", prompt)
 		}
 		cpu += processCPUOf(b, cmd.Process.Pid) - c0
 		wall += time.Since(w0)
-		call("session/close", `{"sessionId":`+string(sid)+`}`)
+		call("session/close", `{"sessionId":`+sid+`}`)
 	}
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N*n), "prompt-ns")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*n), "prompt-cpu-ns")

@@ -271,15 +271,7 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 	}
 	for b.Loop() {
 		pause(b, warm)
-		var sess struct {
-			Result struct{ SessionID string }
-		}
-		if err := json.Unmarshal(call("session/new", `{"cwd":`+string(dir)+`,"mcpServers":[]}`), &sess); err != nil {
-			b.Fatal(err)
-		}
-		sid, _ := json.Marshal(sess.Result.SessionID)
-		prompt := `{"sessionId":` + string(sid) + `,"prompt":[{"type":"text","text":"what runs?"}]}`
-		call("session/prompt", prompt) // the warm-up
+		sid, prompt := openSession(b, call, dir)
 		resume(b, warm)
 		cpu.start()
 		for range n {
@@ -287,7 +279,7 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 		}
 		cpu.stop()
 		pause(b, warm)
-		call("session/close", `{"sessionId":`+string(sid)+`}`)
+		call("session/close", `{"sessionId":`+sid+`}`)
 		resume(b, warm)
 	}
 	b.ReportMetric(float64(cpu.wall.Nanoseconds())/float64(b.N*n), "prompt-ns")
@@ -297,6 +289,22 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 	if err := <-served; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// openSession opens a session in dir (JSON) through call and sends it a
+// prompt to warm it up; it returns the session's id (JSON) and the
+// prompt's params.
+func openSession(b *testing.B, call func(method, params string) []byte, dir []byte) (sid, prompt string) {
+	var sess struct {
+		Result struct{ SessionID string }
+	}
+	if err := json.Unmarshal(call("session/new", `{"cwd":`+string(dir)+`,"mcpServers":[]}`), &sess); err != nil {
+		b.Fatal(err)
+	}
+	id, _ := json.Marshal(sess.Result.SessionID)
+	prompt = `{"sessionId":` + string(id) + `,"prompt":[{"type":"text","text":"what runs?"}]}`
+	call("session/prompt", prompt) // the warm-up
+	return string(id), prompt
 }
 
 // lineCaller returns call, which writes a request as a line to w and

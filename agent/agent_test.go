@@ -663,3 +663,40 @@ func TestInTurnCoversTheResultsATurnTook(t *testing.T) {
 		t.Error("InTurn() after every turn ended")
 	}
 }
+
+// TestRunActsOnAReadyTokenAnEndedRunTook (an outsider's finding): a
+// result that finished while no one listened leaves one ready token. A
+// Run whose input had closed could take it and return (the closed input
+// and the token were both ready: select picked either), and the next
+// Run then never woke for the result (under offstage serve, an attach
+// waited for another task's end). Twenty Runs on closed input each pick
+// one way at random; the next Run must still deliver the result.
+func TestRunActsOnAReadyTokenAnEndedRunTook(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "echo done", "run_in_background": true}}]},
+		{"text": "started"},
+		{"expect": "background-result", "text": "it finished: done"}
+	]}`
+	s := newSession(t, script, agent.Config{Settle: time.Millisecond})
+	if _, err := s.Turn(t.Context(), "start it", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := s.Table().View("").Done("shell:1")
+	<-done
+	closed := make(chan string)
+	close(closed)
+	for range 20 {
+		s.Run(t.Context(), closed, agent.Discard)
+	}
+	rec := &recorder{}
+	input := make(chan string)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { s.Run(ctx, input, rec); close(ran) }()
+	waitFor(t, func() bool { return rec.count(agent.TurnEnd, true) == 1 })
+	cancel()
+	<-ran
+	if h := s.History(); h[len(h)-1].TextOf() != "it finished: done" {
+		t.Errorf("last message = %+v, want the autonomous turn's", h[len(h)-1])
+	}
+}

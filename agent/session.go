@@ -316,6 +316,11 @@ type Session struct {
 	taken      bool
 	cancelNext error
 	closing    atomic.Bool
+	// readyHeld is set when a Run took the table's ready token and
+	// returned without acting on it (its input had closed): the token
+	// fires once, so the next Run acts on it at once, or results that
+	// finished during a detached turn waited for another task's end.
+	readyHeld atomic.Bool
 	autonomous atomic.Int64  // autonomous turns run so far
 	carried    *carried      // what a resumed conversation still has to hear; nil when none
 	spans      tracing.Spans // the top level's tasks' spans, for the autonomous turns they start to link to
@@ -643,6 +648,37 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 		<-followed
 	}()
 	ready := s.top.view.Ready()
+	var held chan struct{} // the token a Run before this one took
+	if s.readyHeld.Swap(false) {
+		held = make(chan struct{}, 1)
+		held <- struct{}{}
+	}
+	defer func() {
+		if held != nil { // still not acted on: the next Run's
+			s.readyHeld.Store(true)
+		}
+	}()
+	// woken acts on a ready token: false when Run is to return.
+	woken := func() bool {
+		if s.cfg.NoContinuation {
+			return true // the next user turn reflows them
+		}
+		line, ok, more := s.settle(ctx, input, ready)
+		if !more && !s.resultsWaiting() && !s.promptWaiting() {
+			line, ok, more = s.gatherNotices(ctx, input, ready)
+		}
+		if more {
+			if !ok {
+				s.readyHeld.Store(true)
+				return false
+			}
+			s.take()
+			s.Turn(ctx, line, sink) // user input arrived meanwhile: its turn reflows the results
+			return true
+		}
+		s.autonomousTurn(ctx, sink)
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -655,23 +691,15 @@ func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 			}
 			s.take()
 			s.Turn(ctx, line, sink)
+		case <-held:
+			held = nil
+			if !woken() {
+				return
+			}
 		case <-ready:
-			if s.cfg.NoContinuation {
-				continue // the next user turn reflows them
+			if !woken() {
+				return
 			}
-			line, ok, more := s.settle(ctx, input, ready)
-			if !more && !s.resultsWaiting() && !s.promptWaiting() {
-				line, ok, more = s.gatherNotices(ctx, input, ready)
-			}
-			if more {
-				if !ok {
-					return
-				}
-				s.take()
-				s.Turn(ctx, line, sink) // user input arrived meanwhile: its turn reflows the results
-				continue
-			}
-			s.autonomousTurn(ctx, sink)
 		}
 	}
 }

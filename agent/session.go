@@ -320,7 +320,7 @@ type Session struct {
 	// returned without acting on it (its input had closed): the token
 	// fires once, so the next Run acts on it at once, or results that
 	// finished during a detached turn waited for another task's end.
-	readyHeld atomic.Bool
+	readyHeld  atomic.Bool
 	autonomous atomic.Int64  // autonomous turns run so far
 	carried    *carried      // what a resumed conversation still has to hear; nil when none
 	spans      tracing.Spans // the top level's tasks' spans, for the autonomous turns they start to link to

@@ -79,7 +79,9 @@
 // spawn_agent's (budget_tokens, budget_calls, budget_seconds; the
 // tighter holds) for each sub-agent with its own sub-agents,
 // Config.Budget for the session, Config.AutonomousBudget for each chain
-// of autonomous turns. Budgets are checked before each model call. A
+// of autonomous turns. Budgets are checked before each model call; a
+// sub-agent's time budget also interrupts the call it is in (what it
+// runs in the foreground ends by the limit, task.ByLimit). A
 // sub-agent that reaches its own ends failed with a *BudgetError ("token
 // budget of 200k reached after 31 calls"; errors.Is(err, ErrBudget)), its
 // partial answer kept as its result; the session's stops every further

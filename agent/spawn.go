@@ -120,7 +120,10 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		h.AttachHistory(sub.hist)
 		if budget.Time > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, budget.Time, errTimeBudget)
+			// A limit ended it, and what it runs in the foreground (a
+			// shell, a sub-agent) ends by that limit too, not by a user.
+			cause := &task.EndError{By: task.ByLimit, Reason: fmt.Sprintf("%s's time budget of %s was reached", h.ID(), budget.Time), Err: errTimeBudget}
+			ctx, cancel = context.WithTimeoutCause(ctx, budget.Time, cause)
 			defer cancel()
 		}
 		answer, _, err = sub.turn(ctx, []provider.Block{{Type: provider.Text, Text: in.Prompt}}, nil)

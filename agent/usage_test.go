@@ -319,3 +319,31 @@ func TestTheModelSeesASubAgentsUsage(t *testing.T) {
 		t.Fatalf("Turn() = %q, %v", answer, err)
 	}
 }
+
+// TestATimeBudgetEndsTheForegroundShellByALimit (an outsider's finding):
+// a sub-agent's time budget ended the shell it ran in the foreground
+// "by the user" ("the turn that ran it in the foreground was
+// cancelled"), though no one acted; a limit did.
+func TestATimeBudgetEndsTheForegroundShellByALimit(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "work", "budget_seconds": 1}}]},
+		{"expect": "time budget of 1s reached after 1 call", "text": "ok"}
+	], "agents": {"worker": [
+		{"text": "sleeping", "tool_calls": [{"name": "bash", "input": {"command": "sleep 60"}}]},
+		{"text": "never said"}
+	]}}`
+	profiles := []agent.Profile{{Name: "worker", Description: "w", Tools: []string{"bash"}}}
+	s := newSession(t, script, agent.Config{Profiles: profiles})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.Table().Done("shell:2")
+	<-d
+	shell, _ := s.Table().Info("shell:2")
+	if shell.Owner != "agent:1" || shell.EndedBy != task.ByLimit || shell.EndReason != "agent:1's time budget of 1s was reached" {
+		t.Errorf("the sub-agent's shell ended %q: %q (owner %s), want by a limit: agent:1's time budget of 1s was reached", shell.EndedBy, shell.EndReason, shell.Owner)
+	}
+	if a, _ := s.Table().Info("agent:1"); a.EndedBy != task.ByLimit {
+		t.Errorf("the sub-agent ended %q: %q, want by a limit", a.EndedBy, a.EndReason)
+	}
+}

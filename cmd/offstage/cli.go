@@ -40,11 +40,15 @@ var errInterrupted = errors.New("interrupted")
 func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
 	var es exitStatus
+	var ss stopSignal
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &es):
 		return int(es) // a served command: the supervisor printed why
+	case errors.As(err, &ss):
+		fmt.Fprintln(stderr, "offstage:", err)
+		return 128 + int(ss.sig)
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "offstage:", ue.msg)
 		return 2

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -53,4 +55,58 @@ func TestRunNamesWhyItsSessionClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAOneShotRunStoppedBySIGTERM (an outsider's finding): a one-shot
+// run stopped by SIGTERM while its background work ran exited 0 with no
+// answer, as if it had done what it was asked; in process its shell
+// ended "by the session's context"; under serve the client printed no
+// word of where the work went. Now it exits 143 saying so: in process
+// its work ends by the run, naming the signal; under serve the session
+// detaches, said as the client going away says it, and the work goes on.
+func TestAOneShotRunStoppedBySIGTERM(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]},
+		{"text": "started"},
+		{"text": "it finished"}
+	]}`), 0o644)
+	stop := func(t *testing.T, env []string) (string, string) {
+		t.Helper()
+		cmd, mark := offstage(t, env, "run", "--script", script, "go")
+		errOut := new(syncBuffer)
+		cmd.Stdout, cmd.Stderr = io.Discard, errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitSurvivors(t, mark, 2) // offstage (or its relay), and the sleep
+		cmd.Process.Signal(syscall.SIGTERM)
+		if code := exitOf(t, cmd.Wait()); code != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit %d after SIGTERM, want %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), errOut.String())
+		}
+		if !strings.Contains(errOut.String(), "offstage: stopped by SIGTERM") {
+			t.Errorf("stderr does not say it was stopped:\n%s", errOut.String())
+		}
+		return errOut.String(), mark
+	}
+	t.Run("in process", func(t *testing.T) {
+		env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+		_, mark := stop(t, env)
+		noSurvivors(t, mark)
+		_, tasks := journalOf(t, stateOf(t, env))
+		if len(tasks) != 1 || tasks[0].EndedBy != "session" || tasks[0].EndReason != "run: stopped by SIGTERM (one-shot)" {
+			t.Errorf("tasks = %+v, want shell:1 ended by the session: run: stopped by SIGTERM (one-shot)", tasks)
+		}
+	})
+	t.Run("under serve", func(t *testing.T) {
+		state := t.TempDir()
+		startServe(t, state)
+		errOut, _ := stop(t, []string{"XDG_STATE_HOME=" + state})
+		if !strings.Contains(errOut, "offstage: detached from session") || !strings.Contains(errOut, "offstage run --attach") {
+			t.Errorf("stderr does not say where the work went:\n%s", errOut)
+		}
+		if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["state"] != "running" {
+			t.Errorf("shell:1 after its one-shot client's SIGTERM: %v, want running (detached)", r)
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/proc/sandbox"
+	"github.com/offstage/offstage/task"
 )
 
 func main() {
@@ -31,7 +32,53 @@ func main() {
 	sandbox.KeepInheritedToSelf()
 	// SIGINT is not here: each command decides what Ctrl-C means (the
 	// interactive mode cancels the turn, not the program).
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := notifyStop(context.Background())
 	defer stop()
 	os.Exit(exitCode(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+}
+
+// notifyStop is signal.NotifyContext for SIGTERM and SIGHUP, whose
+// cause is a stopSignal: what a command that did not finish its work
+// says and exits with (128 plus the signal), and what the tasks it
+// ends are ended by.
+func notifyStop(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(stopSignal{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// stopSignal is the cause of main's context once SIGTERM or SIGHUP came.
+type stopSignal struct{ sig syscall.Signal }
+
+func (s stopSignal) Error() string { return "stopped by " + s.name() }
+
+// name is the signal's name, SIGTERM or SIGHUP.
+func (s stopSignal) name() string {
+	if s.sig == syscall.SIGHUP {
+		return "SIGHUP"
+	}
+	return "SIGTERM"
+}
+
+// EndedBy implements task.Ender: what a stop signal ends (a turn's
+// foreground command) ends by the session, for that signal.
+func (s stopSignal) EndedBy() (string, string) { return task.BySession, s.Error() }
+
+// stoppedBy returns the stop signal that ended ctx, if one did.
+func stoppedBy(ctx context.Context) (stopSignal, bool) {
+	var s stopSignal
+	return s, errors.As(context.Cause(ctx), &s)
 }

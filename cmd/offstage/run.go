@@ -185,7 +185,10 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		}
 		surface.Resume = true
 	}
-	s, err := agent.Open(ctx, cfg, surface)
+	// The session outlives a signal: the run closes it, naming why
+	// ("run: stopped by SIGTERM (one-shot)"), rather than a cancelled
+	// context ending its tasks first.
+	s, err := agent.Open(context.WithoutCancel(ctx), cfg, surface)
 	if err != nil {
 		return openError(err)
 	}
@@ -442,6 +445,10 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 	turnFailed := failed != nil
 	mu.Unlock()
 	interrupted := ctx.Err() != nil && parent.Err() == nil // Ctrl-C, not the end of --wait
+	// SIGTERM or SIGHUP (told by the relay under serve): the run did not
+	// do what it was asked, and says so in its exit code (an outsider's
+	// finding: 0, with no answer).
+	stop, signalled := stoppedBy(parent)
 	if rs.served() && !turnFailed && !interrupted && (parent.Err() != nil || running(s.Table()) > 0) {
 		// Under offstage serve, work that outlasts --wait, and a face that
 		// went away, leave the session running: it detaches, nothing ends.
@@ -449,7 +456,10 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 			done := make(chan struct{})
 			rs.h.finishing(done)
 			go func() { <-ran; close(done) }()
-			return rs.detach(stderr)
+			if err := rs.detach(stderr); err != nil || !signalled {
+				return err
+			}
+			return stop
 		}
 		<-ran // a turn in progress finishes (its Run is the session's)
 		// The answers given so far are the run's, as in process: a
@@ -465,6 +475,8 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 		what := fmt.Sprintf("--wait %s ran out", wait)
 		advice := " (a longer --wait, or a conversation without a prompt, lets them finish)"
 		switch {
+		case signalled:
+			what, advice = stop.Error(), ""
 		case ctx.Err() != nil:
 			what = "interrupted"
 		case turnFailed:
@@ -485,6 +497,9 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 		why = "run: the one-shot prompt's turn failed"
 	}
 	mu.Unlock()
+	if signalled {
+		why = "run: " + stop.Error() + " (one-shot)"
+	}
 	closeErr := rs.close(why)
 	if line := sessionUsageLine(s.Usage(), pr.model, pr.prices); line != "" && !asJSON {
 		fmt.Fprintln(stderr, line)
@@ -492,6 +507,8 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
+	case signalled && closeErr == nil:
+		return stop
 	case interrupted && closeErr == nil:
 		return errInterrupted
 	case failed != nil:

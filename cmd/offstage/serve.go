@@ -140,7 +140,11 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	idled := make(chan struct{})
 	go func() { defer close(idled); sup.idleLoop(ctx) }()
 	<-ctx.Done()
-	why := "offstage serve was stopped (" + context.Cause(ctx).Error() + ")"
+	how := context.Cause(ctx).Error()
+	if s, ok := stoppedBy(ctx); ok {
+		how = s.name()
+	}
+	why := "offstage serve was stopped (" + how + ")"
 	ln.Close() // no new face; the socket file goes with it
 	<-accepted
 	<-idled
@@ -365,6 +369,15 @@ func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter
 				in <- nil
 			case f.Signal == "int":
 				ints.send(os.Interrupt)
+			case f.Signal == "term" || f.Signal == "hup":
+				// The client's process was told to stop: its face ends
+				// as the client going away does (the session detaches),
+				// and says so with the signal's exit code.
+				sig := syscall.SIGTERM
+				if f.Signal == "hup" {
+					sig = syscall.SIGHUP
+				}
+				gone(stopSignal{sig})
 			case f.Width > 0:
 				width.Store(int64(f.Width))
 				sizes.send(os.Interrupt) // any value: the width changed

@@ -49,7 +49,7 @@ type serveHeader struct {
 type frame struct {
 	In     []byte `json:"in,omitempty"`
 	EOF    bool   `json:"eof,omitempty"`
-	Signal string `json:"signal,omitempty"` // "int": Ctrl-C
+	Signal string `json:"signal,omitempty"` // "int": Ctrl-C; "term", "hup": the client was told to stop
 	Width  int    `json:"width,omitempty"`
 	Out    []byte `json:"out,omitempty"`
 	Err    []byte `json:"err,omitempty"`
@@ -93,6 +93,10 @@ type wireWriter struct {
 }
 
 const writeTimeout = 10 * time.Second
+
+// detachGrace bounds how long a relay stopped by a signal waits for its
+// face to detach and say so.
+const detachGrace = 2 * time.Second
 
 func newWireWriter(c net.Conn) *wireWriter { return &wireWriter{c: c, enc: json.NewEncoder(c)} }
 
@@ -226,7 +230,18 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 					w.send(frame{Width: terminalWidth(stdout)})
 				}
 			case <-ctx.Done():
-				c.Close() // the terminal closed: detach
+				// SIGTERM or SIGHUP (the terminal closed): detach. The
+				// supervisor is told which, so that the face says where
+				// its work went and exits as stopped; a supervisor that
+				// does not answer within detachGrace is left.
+				if s, ok := stoppedBy(ctx); ok && w.send(frame{Signal: strings.ToLower(strings.TrimPrefix(s.name(), "SIG"))}) == nil {
+					select {
+					case <-done:
+						return
+					case <-time.After(detachGrace):
+					}
+				}
+				c.Close()
 				return
 			case <-done:
 				return
@@ -238,6 +253,9 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 		line, err := readWireLine(br)
 		if err != nil {
 			if ctx.Err() != nil {
+				if s, ok := stoppedBy(ctx); ok {
+					return s
+				}
 				return nil
 			}
 			return fmt.Errorf("offstage serve closed the connection before the %s ended (%v): it does when it stops, when the connection comes from another user, and when this process does not read for %s (its session then detaches: offstage run --attach joins it again); offstage tasks and offstage serve's log say which", face, err, writeTimeout)

@@ -414,7 +414,10 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		}
 		e, _ := p.Exit()
 		out.Note = joinNotes(out.Note, bestEffortNote(p.Sandbox()))
-		if e.Contained.Leftovers > 0 {
+		if e.Contained.Leftovers > 0 && !e.Stopped {
+			// Only of a command that exited by itself: one stopped (its
+			// turn cancelled, its session closed) left nothing; what it
+			// ran was ended with it.
 			out.Note = joinNotes(out.Note, leftoversNote(e.Contained.Leftovers))
 		}
 		if failedByItself(e) {
@@ -440,8 +443,6 @@ func logLostNote(id string, log proc.LogState) string {
 	return fmt.Sprintf("Only the end of the output is shown, and not all of the rest was kept: the output log stopped at byte %d because %s, and memory keeps only the first 64 KiB and the last 1 MiB. task_output {\"task_id\": %q, \"since\": 0} reads what was kept and says where the gap is.", log.Held, why, id)
 }
 
-// leftoversNote tells the model that what its command left running was
-// killed, and how to keep a server instead.
 // memoryNote tells the model that a command that exited 0 lost processes
 // to its memory limit (a failed one's error says so already).
 func memoryNote(e proc.Exit) string {
@@ -449,6 +450,8 @@ func memoryNote(e proc.Exit) string {
 		e.Contained.MemoryKills, resource.FormatSize(e.Contained.MemoryLimit))
 }
 
+// leftoversNote tells the model that what its command left running was
+// killed, and how to keep a server instead.
 func leftoversNote(n int) string {
 	what := "1 process"
 	if n != 1 {

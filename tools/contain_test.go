@@ -3,6 +3,8 @@
 package tools_test
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
@@ -89,4 +91,35 @@ func TestTaskInspectShowsPorts(t *testing.T) {
 	var cancelled tools.CancelOutput
 	ok(t, e, e.top, "task_cancel", `{"task_id": "`+id+`"}`, &cancelled)
 	waitDone(t, e.top, id)
+}
+
+// TestAStoppedCommandLeftNothing (an outsider's finding): a foreground
+// command stopped with its turn, whose children outlived its shell for
+// the stop's grace, was told "The command left 2 processes running …
+// they were killed when it exited", advice for a command that exits and
+// leaves daemons, which this one did not.
+func TestAStoppedCommandLeftNothing(t *testing.T) {
+	kv := "OFFSTAGE_TEST_STOPPED=" + t.Name()
+	e := newEnv(t, tools.Config{Process: proc.Config{Env: append(os.Environ(), kv), Grace: 200 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for len(proctest.Marked(kv)) < 3 { // the shell, the subshell and its sleep
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := e.set.Tool("bash").Call(ctx, e.top, json.RawMessage(`{"command": "(trap '' TERM; sleep 1000) & sleep 1000"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out tools.BashOutput
+	if err := json.Unmarshal([]byte(res.Text), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != "canceled" || strings.Contains(out.Note, "left") || strings.Contains(out.Note, "run_in_background") {
+		t.Errorf("bash stopped with its turn = %+v, want canceled with no note of what it left running", out)
+	}
+	if left := proctest.Marked(kv); len(left) != 0 {
+		t.Errorf("processes of the stopped command outlived it: %v", left)
+	}
 }

@@ -342,7 +342,10 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 	var b strings.Builder
 	b.WriteString(exitSummary(e))
 	fmt.Fprintf(&b, " after %s, %d bytes of output", e.Duration.Round(time.Millisecond), e.Bytes)
-	if e.Contained.Leftovers > 0 {
+	switch {
+	case e.Contained.Leftovers > 0 && e.Stopped:
+		fmt.Fprintf(&b, "; %d processes it had started were ended with it", e.Contained.Leftovers)
+	case e.Contained.Leftovers > 0:
 		fmt.Fprintf(&b, "; %d processes it left running were killed", e.Contained.Leftovers)
 	}
 	if e.Contained.Survivors > 0 {

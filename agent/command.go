@@ -137,7 +137,7 @@ func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
 	}
 	briefs, more := s.table.AppendBriefs(nil, q)
 	if len(briefs) == 0 {
-		out("no tasks")
+		out(noTasks(s.table, q.Kind))
 	}
 	for _, i := range briefs {
 		owner := ""
@@ -150,6 +150,36 @@ func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
 		next := strings.Join(append(filters, briefs[len(briefs)-1].ID), " ")
 		out(fmt.Sprintf("… %d more: /tasks %s (narrow with unfinished, finished, a status or a kind)", more, next))
 	}
+}
+
+// noTasks is what /tasks says when nothing is listed. A word it did not
+// know was taken for a kind (kinds are open: an embedder adds its own);
+// one that no task has is said so, with the words it takes and the one
+// it was likely meant for (/tasks runing read as "no tasks" while a
+// shell ran: an outsider's finding).
+func noTasks(tb *task.Table, kind string) string {
+	if kind == "" {
+		return "no tasks"
+	}
+	var kinds []string
+	for _, i := range tb.List() {
+		if !slices.Contains(kinds, i.Kind) {
+			kinds = append(kinds, i.Kind)
+		}
+	}
+	if slices.Contains(kinds, kind) {
+		return "no tasks"
+	}
+	slices.Sort(kinds)
+	words := append([]string{"unfinished", "finished", "queued", "running", "completed", "failed", "canceled", "timed_out"}, kinds...)
+	msg := fmt.Sprintf("no tasks of kind %q", text.OneLine(kind, 40))
+	if near := text.Nearest(kind, words); near != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	if len(kinds) > 0 {
+		msg += "; the kinds here: " + strings.Join(kinds, ", ")
+	}
+	return msg + "; /tasks also takes unfinished, finished or a status (queued, running, completed, failed, canceled, timed_out)"
 }
 
 func (s *Session) cmdInspect(_ context.Context, id string, out func(string)) {

@@ -181,8 +181,16 @@ func TestTasksCommandPages(t *testing.T) {
 	if got := run("/tasks finished"); len(got) != 1 || got[0] != "no tasks" {
 		t.Errorf("/tasks finished = %q", got)
 	}
-	if got := run("/tasks running shell"); len(got) != 1 || got[0] != "no tasks" {
-		t.Errorf("/tasks running shell = %q", got)
+	if got := run("/tasks running job"); len(got) != 51 {
+		t.Errorf("/tasks running job = %d lines, want 51", len(got))
+	}
+	// A word no task has as its kind is said so, not "no tasks" (an
+	// outsider's /tasks runing read as nothing running).
+	if got := run("/tasks runing"); len(got) != 1 || !strings.HasPrefix(got[0], `no tasks of kind "runing" (did you mean running?); the kinds here: job;`) {
+		t.Errorf("/tasks runing = %q", got)
+	}
+	if got := run("/tasks shell"); len(got) != 1 || !strings.HasPrefix(got[0], `no tasks of kind "shell"; the kinds here: job;`) {
+		t.Errorf("/tasks shell = %q", got)
 	}
 }
 

@@ -126,6 +126,16 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 		out.Note = "You have no background tasks."
 	case out.Count == 0 && q.After != "":
 		out.Note = fmt.Sprintf("None of your tasks selected by this list comes after cursor %q; task_list without a cursor starts from the first.", shorten(strings.TrimSpace(in.Cursor), 40))
+	case out.Count == 0 && q.Kind != "" && !slices.Contains(kindsOf(v), q.Kind):
+		// Kinds are open (an embedder adds its own), so an unknown one
+		// is not refused; but a typo must not read as "nothing runs".
+		kinds := kindsOf(v)
+		out.Note = fmt.Sprintf("None of your tasks is of kind %q; ", shorten(q.Kind, 40))
+		if len(kinds) == 0 {
+			out.Note += "you have no background tasks."
+		} else {
+			out.Note += "yours are of kind " + strings.Join(kinds, ", ") + "."
+		}
 	case out.Count == 0:
 		out.Note = "None of your tasks is selected by this list; task_list without arguments shows them all."
 	case more > 0:
@@ -134,6 +144,18 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 	}
 	out.Note = joinNotes(out.Note, s.listPollNote(v, briefs))
 	return out, nil
+}
+
+// kindsOf lists the kinds of v's tasks, sorted.
+func kindsOf(v *task.View) []string {
+	var kinds []string
+	for _, i := range v.List() {
+		if !slices.Contains(kinds, i.Kind) {
+			kinds = append(kinds, i.Kind)
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
 }
 
 // listed is a task's row.

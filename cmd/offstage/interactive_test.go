@@ -160,6 +160,6 @@ func TestSecondCtrlCQuitsAndReapsEverything(t *testing.T) {
 	tm.send("\x03")
 	tm.expect("Ctrl-C again")
 	tm.send("\x03")
-	tm.expect("1 running tasks were cancelled")
+	tm.expect("1 running task was cancelled")
 	tm.exits(done, mark)
 }

@@ -729,7 +729,11 @@ loop:
 	if line := sessionUsageLine(s.Usage(), pr.model, pr.prices); line != "" && !asJSON {
 		p.line(line)
 	}
-	p.line(fmt.Sprintf("offstage: bye. %d running tasks were cancelled; every process was reaped.", n))
+	were := "were"
+	if n == 1 {
+		were = "was"
+	}
+	p.line(fmt.Sprintf("offstage: bye. %s %s cancelled; every process was reaped.", text.Plural(n, "running task"), were))
 	return nil
 }
 

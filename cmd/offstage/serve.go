@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,6 +106,18 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *detach {
 		return serveDetached(ctx, state, jf, args, stdout)
 	}
+	// Started by --detach: until it serves, what stops it is also told
+	// to the starter, which may not be able to read the log (a full disk
+	// leaves it empty: an outsider's finding).
+	report := startupReport()
+	defer func() {
+		if report != nil {
+			if err != nil {
+				fmt.Fprintln(report, "offstage:", err)
+			}
+			report.Close()
+		}
+	}()
 	hideWithheld(environ.Policy{}, stderr) // its own secrets; the faces' come over the socket, never into its environment block
 	ln, unlock, err := listenServe(state)
 	if err != nil {
@@ -135,6 +148,10 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer closeTracing()
 	sup = newSupervisor(rec, tracer, *idle, warnings(stderr), requestStop)
 	fmt.Fprintf(stderr, "offstage serve: pid %d, serving %s; sessions with no client and no running work close after %s.\n", os.Getpid(), ln.Addr(), *idle)
+	if report != nil {
+		report.Close() // started: the starter reads the log from here on
+		report = nil
+	}
 	accepted := make(chan struct{})
 	go func() { defer close(accepted); sup.accept(ln) }()
 	idled := make(chan struct{})
@@ -710,12 +727,27 @@ func serveDetached(ctx context.Context, state string, jf journalFlags, args []st
 		return fmt.Errorf("offstage serve's log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, cmdArgs...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no terminal to hang up on it
-	if err := cmd.Start(); err != nil {
+	said, saidW, err := os.Pipe() // what stops it before it serves (startupReport)
+	if err != nil {
 		return fmt.Errorf("starting offstage serve: %w", err)
 	}
+	defer said.Close()
+	cmd := exec.Command(exe, cmdArgs...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{saidW} // its fd 3
+	cmd.Env = append(os.Environ(), serveReportEnv+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no terminal to hang up on it
+	err = cmd.Start()
+	saidW.Close()
+	if err != nil {
+		return fmt.Errorf("starting offstage serve: %w", err)
+	}
+	var why bytes.Buffer
+	heard := make(chan struct{})
+	go func() {
+		defer close(heard)
+		io.Copy(&why, io.LimitReader(said, 8<<10))
+	}()
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.NewTimer(detachWait)
@@ -739,13 +771,55 @@ func serveDetached(ctx context.Context, state string, jf journalFlags, args []st
 				fmt.Fprintf(stdout, "offstage serve already runs for %s (pid %d, started meanwhile); offstage serve stop stops it.\n", state, pid)
 				return nil
 			}
-			return fmt.Errorf("offstage serve exited at once (%v); its log %s ends:\n%s", cmd.ProcessState, logPath, logTail(logPath, 2<<10))
+			select {
+			case <-heard: // the pipe's end: it exited
+			case <-time.After(time.Second): // something it started holds it
+			}
+			if w := strings.TrimSpace(why.String()); w != "" && isClosed(heard) {
+				return fmt.Errorf("offstage serve exited at once (%v), saying:\n%s\n(its log is %s)", cmd.ProcessState, w, logPath)
+			}
+			if tail := logTail(logPath, 2<<10); tail != "" {
+				return fmt.Errorf("offstage serve exited at once (%v); its log %s ends:\n%s", cmd.ProcessState, logPath, tail)
+			}
+			return fmt.Errorf("offstage serve exited at once (%v), and its log %s is empty (could it be written? df %s says whether its disk is full)", cmd.ProcessState, logPath, dir)
 		case <-deadline.C:
 			return fmt.Errorf("offstage serve (pid %d) does not answer after %s; its log is %s", cmd.Process.Pid, detachWait, logPath)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-tick.C:
 		}
+	}
+}
+
+// serveReportEnv names the descriptor on which a supervisor started by
+// --detach says what stopped it before it served (startupReport).
+const serveReportEnv = "OFFSTAGE_SERVE_REPORT"
+
+// startupReport returns the pipe of serveReportEnv, or nil when this
+// supervisor was not started by --detach. The variable is taken out of
+// the environment, the descriptor kept from what it starts; one that is
+// not a pipe (the variable set by hand) is left alone.
+func startupReport() *os.File {
+	v := os.Getenv(serveReportEnv)
+	os.Unsetenv(serveReportEnv)
+	if v != "3" {
+		return nil
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(3, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil
+	}
+	syscall.CloseOnExec(3)
+	return os.NewFile(3, "offstage serve's report")
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -731,6 +731,25 @@ func TestServeDetach(t *testing.T) {
 	noSurvivors(t, mark)
 }
 
+// TestServeDetachSaysWhyItCouldNotStart (an outsider's finding): a
+// detached supervisor that stopped before it served said why only in its
+// log, which a full disk leaves empty: serve --detach printed "its log
+// ends:" and nothing. The reason now comes back on a pipe of its own,
+// whatever the log holds; here the journal cannot be opened (its file
+// is a directory). (The full disk itself: a tmpfs, tried by hand.)
+func TestServeDetachSaysWhyItCouldNotStart(t *testing.T) {
+	state := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(state, "journal.db"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd, mark := offstage(t, nil, "serve", "--state-dir", state, "--detach")
+	out, err := cmd.CombinedOutput()
+	if code := exitOf(t, err); code != 1 || !strings.Contains(string(out), "offstage serve exited at once (exit status 2), saying:\noffstage: cannot open the journal") {
+		t.Errorf("serve --detach with a journal it cannot open: exit %d:\n%s", code, out)
+	}
+	noSurvivors(t, mark)
+}
+
 // TestAServedRunReadsItsClientsConfigFile: a run hosted by offstage serve
 // finds the user's config file where its client would (the client's
 // XDG_CONFIG_HOME), as it would without a supervisor: its environment

@@ -37,3 +37,27 @@ func (s *Service) TrackedPosts() (posts, held int) {
 	}
 	return posts, held
 }
+
+// Unlist takes every session's live shells out of resources/list, as
+// they were before follow had listed them: what a client that lists
+// right after bash returns could meet.
+func (s *Service) Unlist() {
+	s.mu.Lock()
+	var conns []*conn
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.listMu.Lock()
+		c.mu.Lock()
+		var uris []string
+		for uri := range c.listed {
+			uris = append(uris, uri)
+			delete(c.listed, uri)
+		}
+		c.mu.Unlock()
+		c.server.RemoveResources(uris...)
+		c.listMu.Unlock()
+	}
+}

@@ -87,6 +87,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -263,6 +264,17 @@ func (s *Service) newConn() *conn {
 		Capabilities:       capabilities(),
 	})
 	c.serveTasks()
+	c.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "resources/list" && c.following.Load() {
+				// The list follow keeps lags the table by a hand-off:
+				// a client that lists right after bash returned got
+				// none while its shell ran. It is made now as well.
+				c.listResources()
+			}
+			return next(ctx, method, req)
+		}
+	})
 	for i, t := range s.defs {
 		c.server.AddTool(s.published[i], c.handler(t.Name, t.OutputSchema != nil))
 	}
@@ -409,7 +421,11 @@ type conn struct {
 	listed map[string]struct{} // guarded by mu: the output resources in resources/list (live shells)
 	why    string              // guarded by mu: why the session is ending, when known before it ends (closingFor)
 
-	briefs []task.Brief // listResources' buffer; only follow uses it
+	// listMu makes each listResources whole: follow's and a
+	// resources/list's, so that additions and removals stay in order.
+	listMu    sync.Mutex
+	briefs    []task.Brief // guarded by listMu: listResources' buffer
+	following atomic.Bool  // start has set view and started follow
 
 	closeOnce sync.Once
 	closeErr  error
@@ -489,6 +505,7 @@ func (c *conn) start(ss *mcp.ServerSession) {
 			defer svc.wg.Done()
 			c.follow()
 		}()
+		c.following.Store(true)
 	})
 }
 
@@ -551,9 +568,12 @@ func (c *conn) notice(e *task.Event) {
 // listResources makes resources/list hold the output resources of the
 // session's live shells (queued or running), and only those: the SDK
 // sends notifications/resources/list_changed for each change (debounced).
-// A finished shell's output stays readable through the template. Only
-// follow calls it, so its additions and removals stay in order.
+// A finished shell's output stays readable through the template. Each
+// call is whole (listMu), from the table as it is then, so its additions
+// and removals stay in order.
 func (c *conn) listResources() {
+	c.listMu.Lock()
+	defer c.listMu.Unlock()
 	c.briefs, _ = c.view.AppendBriefs(c.briefs[:0], task.Query{Kind: "shell", States: []task.State{task.Queued, task.Running}})
 	live := make(map[string]*task.Brief, len(c.briefs))
 	for k := range c.briefs {

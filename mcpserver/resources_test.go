@@ -101,3 +101,22 @@ func TestResourceUpdatesComeFromOutput(t *testing.T) {
 		t.Fatal("no resource update as output arrived, with an update interval of an hour")
 	}
 }
+
+// TestAListIsTheTableAsItIsNow (a loaded CI run): resources/list was the
+// list the session's event follower had last made, a hand-off behind the
+// table, so a client that listed right after bash returned could get
+// none while its shell ran. A list is now made from the table as well.
+// Here the follower is behind by construction: what it listed is taken
+// out again, and no event comes to make it list again.
+func TestAListIsTheTableAsItIsNow(t *testing.T) {
+	svc := newService(t, mcpserver.Config{})
+	cs := client(t, svc, nil)
+	call(t, cs, "bash", `{"command": "sleep 100", "run_in_background": true}`, nil)
+	const uri = "offstage://task/shell:1/output"
+	waitFor(t, "the shell listed", func() bool { uris := listed(t, cs); return len(uris) == 1 && uris[0] == uri })
+	svc.Unlist()
+	if uris := listed(t, cs); len(uris) != 1 || uris[0] != uri {
+		t.Errorf("resources/list = %v while shell:1 runs, want %s", uris, uri)
+	}
+	call(t, cs, "task_cancel", `{"task_id": "shell:1"}`, nil)
+}

@@ -82,7 +82,7 @@ func acpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		return err
 	}
 	if !f.served() && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialServe(sf.journal); err == nil {
+		if conn, sock, err := dialLive(sf.journal); err == nil {
 			// Checked here first: relayed, a mistake would reach only the
 			// supervisor's log, and the editor would see an agent that ends.
 			if len(rest) > 0 {

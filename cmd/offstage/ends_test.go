@@ -67,7 +67,8 @@ func TestRunNamesWhyItsSessionClosed(t *testing.T) {
 func TestAOneShotRunStoppedBySIGTERM(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "script.json")
 	os.WriteFile(script, []byte(`{"turns": [
-		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}}]},
+		{"tool_calls": [{"name": "bash", "input": {"command": "sleep 100", "run_in_background": true}},
+		                {"name": "bash", "input": {"command": "sleep 101"}}]},
 		{"text": "started"},
 		{"text": "it finished"}
 	]}`), 0o644)
@@ -79,31 +80,61 @@ func TestAOneShotRunStoppedBySIGTERM(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitSurvivors(t, mark, 2) // offstage (or its relay), and the sleep
+		waitSurvivors(t, mark, 3) // offstage (or its relay), and the two sleeps
 		cmd.Process.Signal(syscall.SIGTERM)
 		if code := exitOf(t, cmd.Wait()); code != 128+int(syscall.SIGTERM) {
 			t.Errorf("exit %d after SIGTERM, want %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), errOut.String())
-		}
-		if !strings.Contains(errOut.String(), "offstage: stopped by SIGTERM") {
-			t.Errorf("stderr does not say it was stopped:\n%s", errOut.String())
 		}
 		return errOut.String(), mark
 	}
 	t.Run("in process", func(t *testing.T) {
 		env := []string{"XDG_STATE_HOME=" + t.TempDir()}
-		_, mark := stop(t, env)
-		noSurvivors(t, mark)
-		_, tasks := journalOf(t, stateOf(t, env))
-		if len(tasks) != 1 || tasks[0].EndedBy != "session" || tasks[0].EndReason != "run: stopped by SIGTERM (one-shot)" {
-			t.Errorf("tasks = %+v, want shell:1 ended by the session: run: stopped by SIGTERM (one-shot)", tasks)
+		errOut, mark := stop(t, env)
+		if !strings.HasSuffix(errOut, "offstage: stopped by SIGTERM\n") {
+			t.Errorf("stderr does not end saying it was stopped:\n%s", errOut)
 		}
+		noSurvivors(t, mark)
+		// The foreground command too: its turn's end names the run.
+		_, tasks := journalOf(t, stateOf(t, env))
+		if len(tasks) != 2 {
+			t.Fatalf("tasks = %+v, want two shells", tasks)
+		}
+		for _, r := range tasks {
+			if r.EndedBy != "session" || r.EndReason != "run: stopped by SIGTERM (one-shot)" {
+				t.Errorf("%s ended %s: %q, want by the session: run: stopped by SIGTERM (one-shot)", r.ID, r.EndedBy, r.EndReason)
+			}
+		}
+	})
+	t.Run("a conversation in process", func(t *testing.T) {
+		// Not only a one-shot run: a conversation that SIGTERM ended
+		// exited 0 (an outsider's finding).
+		cmd, mark := offstage(t, nil, "run", "--script", script)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		out := new(syncBuffer)
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(in, "go\n")
+		waitSurvivors(t, mark, 3)
+		cmd.Process.Signal(syscall.SIGTERM)
+		if code := exitOf(t, cmd.Wait()); code != 128+int(syscall.SIGTERM) || !strings.Contains(out.String(), "offstage: bye. ") || !strings.HasSuffix(out.String(), "offstage: stopped by SIGTERM\n") {
+			t.Errorf("a conversation stopped by SIGTERM: exit %d, want 143, the bye line and the signal:\n%s", code, out.String())
+		}
+		noSurvivors(t, mark)
 	})
 	t.Run("under serve", func(t *testing.T) {
 		state := t.TempDir()
 		startServe(t, state)
 		errOut, _ := stop(t, []string{"XDG_STATE_HOME=" + state})
-		if !strings.Contains(errOut, "offstage: detached from session") || !strings.Contains(errOut, "offstage run --attach") {
-			t.Errorf("stderr does not say where the work went:\n%s", errOut)
+		// Its last line says where the work went.
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if last := lines[len(lines)-1]; !strings.HasPrefix(last, "offstage: detached from session") || !strings.Contains(last, "offstage run --attach") {
+			t.Errorf("stderr does not end saying where the work went:\n%s", errOut)
 		}
 		if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["state"] != "running" {
 			t.Errorf("shell:1 after its one-shot client's SIGTERM: %v, want running (detached)", r)

@@ -49,7 +49,7 @@ func notifyStop(parent context.Context) (context.Context, func()) {
 	go func() {
 		select {
 		case s := <-sigs:
-			cancel(stopSignal{s.(syscall.Signal)})
+			cancel(stopSignal{sig: s.(syscall.Signal)})
 		case <-done:
 		}
 	}()
@@ -61,7 +61,12 @@ func notifyStop(parent context.Context) (context.Context, func()) {
 }
 
 // stopSignal is the cause of main's context once SIGTERM or SIGHUP came.
-type stopSignal struct{ sig syscall.Signal }
+type stopSignal struct {
+	sig syscall.Signal
+	// reason, if set, is the end it gives what it ends, naming the face
+	// (nameStop): "run: stopped by SIGTERM (one-shot)".
+	reason string
+}
 
 func (s stopSignal) Error() string { return "stopped by " + s.name() }
 
@@ -75,7 +80,28 @@ func (s stopSignal) name() string {
 
 // EndedBy implements task.Ender: what a stop signal ends (a turn's
 // foreground command) ends by the session, for that signal.
-func (s stopSignal) EndedBy() (string, string) { return task.BySession, s.Error() }
+func (s stopSignal) EndedBy() (string, string) {
+	if s.reason != "" {
+		return task.BySession, s.reason
+	}
+	return task.BySession, s.Error()
+}
+
+// nameStop returns a context that ends with ctx, whose stop signal, if
+// that is what ends it, names the face that stopped: prefix, the signal,
+// suffix ("run: ", " (one-shot)"), as the face's own end names it.
+func nameStop(ctx context.Context, prefix, suffix string) (context.Context, func()) {
+	named, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		cause := context.Cause(ctx)
+		if s, ok := cause.(stopSignal); ok {
+			s.reason = prefix + s.Error() + suffix
+			cause = s
+		}
+		cancel(cause)
+	})
+	return named, func() { stop(); cancel(nil) }
+}
 
 // stoppedBy returns the stop signal that ended ctx, if one did.
 func stoppedBy(ctx context.Context) (stopSignal, bool) {

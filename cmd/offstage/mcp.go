@@ -119,7 +119,7 @@ func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	// relayed client says what is wrong on its own stderr, not only in
 	// the supervisor's log.
 	if !f.served() && *httpAddr == "" && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialServe(sf.journal); err == nil {
+		if conn, sock, err := dialLive(sf.journal); err == nil {
 			fmt.Fprintf(stderr, "offstage: the MCP session is hosted by offstage serve (%s): its work goes on when the client goes; offstage sessions lists it.\n", sock)
 			return relayStream(ctx, conn, "mcp", args, stdin, stdout)
 		} else if !errors.Is(err, errNoServe) {

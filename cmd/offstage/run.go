@@ -106,7 +106,7 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		return err
 	}
 	if !f.served() && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialServe(sf.journal); err == nil {
+		if conn, sock, err := dialLive(sf.journal); err == nil {
 			return relay(ctx, conn, "run", args, stdin, stdout, stderr)
 		} else if attach.set {
 			return usagef("--attach joins a session of offstage serve, and none answers at %s (%v): start one with offstage serve", sock, err)
@@ -188,6 +188,14 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	// The session outlives a signal: the run closes it, naming why
 	// ("run: stopped by SIGTERM (one-shot)"), rather than a cancelled
 	// context ending its tasks first.
+	// What the signal ends in the run's turns (a foreground command)
+	// names the run, as its other tasks do.
+	suffix := ""
+	if prompt != "" {
+		suffix = " (one-shot)"
+	}
+	ctx, unname := nameStop(ctx, "run: ", suffix)
+	defer unname()
 	s, err := agent.Open(context.WithoutCancel(ctx), cfg, surface)
 	if err != nil {
 		return openError(err)
@@ -459,7 +467,7 @@ func oneShot(ctx context.Context, rs *runSession, explain func(context.Context, 
 			if err := rs.detach(stderr); err != nil || !signalled {
 				return err
 			}
-			return stop
+			return exitStatus(128 + int(stop.sig)) // the detach line, last, said it all
 		}
 		<-ran // a turn in progress finishes (its Run is the session's)
 		// The answers given so far are the run's, as in process: a
@@ -714,7 +722,13 @@ loop:
 			done := make(chan struct{})
 			rs.h.finishing(done)
 			go func() { <-ran; stopRun(); close(done) }()
-			return rs.detach(stdout)
+			if err := rs.detach(stdout); err != nil {
+				return err
+			}
+			if stop, ok := stoppedBy(ctx); ok {
+				return exitStatus(128 + int(stop.sig)) // stopped, not ended: the detach line said where the work went
+			}
+			return nil
 		}
 		<-ran
 		stopRun()
@@ -734,6 +748,9 @@ loop:
 		were = "was"
 	}
 	p.line(fmt.Sprintf("offstage: bye. %s %s cancelled; every process was reaped.", text.Plural(n, "running task"), were))
+	if stop, ok := stoppedBy(ctx); ok {
+		return stop // a conversation a signal ended: 143 or 129, as a one-shot run
+	}
 	return nil
 }
 

@@ -287,7 +287,15 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 	if fenced, err := peerNoNewPrivs(c, pid); fenced || err != nil {
 		// A sandboxed command (no_new_privs) must not have sessions
 		// started outside its sandbox, nor reach the user's others.
-		sup.logger.Warn(fmt.Sprintf("serve: refused a connection from pid %d: it runs under no_new_privs, as a sandboxed command does (%v)", pid, err))
+		switch {
+		case fenced:
+			sup.logger.Warn(fmt.Sprintf("serve: refused a connection from pid %d: it runs under no_new_privs, as a sandboxed command does", pid))
+		case errors.Is(err, os.ErrNotExist):
+			// Gone before it was read (a client that gave up waiting).
+			sup.logger.Info(fmt.Sprintf("serve: dropped a connection from pid %d: the process had exited before it could be checked", pid))
+		default:
+			sup.logger.Warn(fmt.Sprintf("serve: refused a connection from pid %d: whether it runs under no_new_privs cannot be read (%v)", pid, err))
+		}
 		return
 	}
 	br := bufio.NewReaderSize(c, 64<<10)
@@ -394,7 +402,7 @@ func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter
 				if f.Signal == "hup" {
 					sig = syscall.SIGHUP
 				}
-				gone(stopSignal{sig})
+				gone(stopSignal{sig: sig})
 			case f.Width > 0:
 				width.Store(int64(f.Width))
 				sizes.send(os.Interrupt) // any value: the width changed
@@ -826,20 +834,62 @@ func isClosed(ch <-chan struct{}) bool {
 // servePID is the pid of the supervisor that answers for jf's state
 // directory; false if none answers.
 func servePID(jf journalFlags) (int, bool) {
-	c, _, err := dialServe(jf)
+	pid, _, err := pingServe(jf)
+	return pid, err == nil
+}
+
+// pingWait bounds how long a supervisor has to answer a ping.
+const pingWait = 5 * time.Second
+
+// pingServe asks the supervisor of jf's state directory for its pid:
+// dialServe's error when it cannot connect, another when it took the
+// connection but did not answer within pingWait (stopped, stuck).
+func pingServe(jf journalFlags) (pid int, sock string, err error) {
+	c, sock, err := dialServe(jf)
 	if err != nil {
-		return 0, false
+		return 0, sock, err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if newWireWriter(c).send(serveHeader{Face: "ping"}) != nil {
-		return 0, false
+	c.SetDeadline(time.Now().Add(pingWait))
+	if err := newWireWriter(c).send(serveHeader{Face: "ping"}); err != nil {
+		return 0, sock, err
 	}
 	var p struct{ PID int }
-	if json.NewDecoder(io.LimitReader(c, 4<<10)).Decode(&p) != nil || p.PID <= 0 {
-		return 0, false
+	if err := json.NewDecoder(io.LimitReader(c, 4<<10)).Decode(&p); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return 0, sock, &pingTimeout{err}
+		}
+		return 0, sock, fmt.Errorf("it closed the connection without an answer, as it does for another user's; its log says why (%w)", err)
 	}
-	return p.PID, true
+	if p.PID <= 0 {
+		return 0, sock, errors.New("its answer to a ping names no process")
+	}
+	return p.PID, sock, nil
+}
+
+// pingTimeout is a ping's answer that did not come within pingWait.
+type pingTimeout struct{ err error }
+
+func (e *pingTimeout) Error() string {
+	return fmt.Sprintf("it took the connection but did not answer a ping within %s (%v)", pingWait, e.err)
+}
+
+func (e *pingTimeout) Unwrap() error { return e.err }
+
+// dialLive is dialServe for a client that relays (run, mcp, acp): a
+// supervisor that takes connections but does not answer (stopped,
+// stuck) is one that does not answer, so the session runs in process,
+// where the relay would have waited on it without end (an outsider's
+// finding: SIGSTOP of serve, then offstage run: no word for 100 s).
+func dialLive(jf journalFlags) (*net.UnixConn, string, error) {
+	var ne net.Error
+	if _, sock, err := pingServe(jf); errors.As(err, &ne) && ne.Timeout() {
+		return nil, sock, err
+	}
+	// Answered, or refused (another user's connection: the relay says
+	// so), or not there at all: as before.
+	return dialServe(jf)
 }
 
 // logTail returns the last n bytes of the file at path, or "".

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -73,7 +74,7 @@ func peerNoNewPrivs(c *net.UnixConn, pid int) (bool, error) {
 	}
 	line, _, _ := strings.Cut(rest, "\n")
 	if pidfd >= 0 && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
-		return false, errors.New("it exited before its status could be told its own")
+		return false, fmt.Errorf("it exited before its status could be told its own: %w", os.ErrNotExist)
 	}
 	return strings.TrimSpace(line) != "0", nil
 }

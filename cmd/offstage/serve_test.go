@@ -1137,3 +1137,56 @@ func TestASandboxedCommandCannotUseServe(t *testing.T) {
 	}
 	sv.stop(t)
 }
+
+// TestAStoppedSupervisorIsNotWaitedOn (an outsider's findings): with
+// offstage serve stopped (SIGSTOP) the socket still takes connections,
+// and offstage run sent its header and waited without a word for as
+// long as the supervisor stayed stopped; offstage sessions waited a
+// minute, SIGTERM or not. Now run finds in a ping that it does not
+// answer, says so in one line and runs in process, and sessions ends at
+// once on SIGTERM.
+func TestAStoppedSupervisorIsNotWaitedOn(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	if err := sv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sv.cmd.Process.Signal(syscall.SIGCONT) }) // before the stop the cleanup sends
+	script := filepath.Join(t.TempDir(), "script.json")
+	os.WriteFile(script, []byte(`{"turns": [{"text": "answered in process"}]}`), 0o644)
+	start := time.Now()
+	run, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "run", "--script", script, "go")
+	var stdout, stderr syncBuffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// It waited without end. (In process it may wait on the journal
+	// while the stopped supervisor holds it: SQLite's busy timeout.)
+	kill := time.AfterFunc(60*time.Second, func() { run.Process.Kill() })
+	code := exitOf(t, run.Wait())
+	kill.Stop()
+	out, errOut := stdout.String(), stderr.String()
+	if code != 0 || !strings.Contains(out, "answered in process") || !strings.Contains(errOut, "did not answer a ping within 5s") || !strings.Contains(errOut, "the session runs in this process") {
+		t.Errorf("offstage run with the supervisor stopped: exit %d after %s\nstdout:\n%s\nstderr:\n%s", code, time.Since(start).Round(time.Millisecond), out, errOut)
+	}
+	cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "sessions")
+	errs := new(syncBuffer)
+	cmd.Stderr = errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // it has sent its question
+	cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if code := exitOf(t, err); code != 128+int(syscall.SIGTERM) {
+			t.Errorf("offstage sessions after SIGTERM: exit %d, want 143\n%s", code, errs.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Errorf("offstage sessions still waits on a stopped supervisor 10 s after SIGTERM")
+	}
+}

@@ -220,6 +220,7 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)
+	var gaveUp atomic.Bool // a stop signal was not answered within detachGrace
 	go func() {
 		for {
 			select {
@@ -239,6 +240,7 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 					case <-done:
 						return
 					case <-time.After(detachGrace):
+						gaveUp.Store(true)
 					}
 				}
 				c.Close()
@@ -254,6 +256,9 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 		if err != nil {
 			if ctx.Err() != nil {
 				if s, ok := stoppedBy(ctx); ok {
+					if gaveUp.Load() {
+						fmt.Fprintf(stderr, "offstage: offstage serve did not answer within %s of the %s; the session stays with it and detaches when it reads again (offstage sessions lists it).\n", detachGrace, s.name())
+					}
 					return s
 				}
 				return nil

@@ -53,7 +53,7 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	switch {
 	case len(rest) == 0:
-		st, err := askServe[liveState](jf, serveHeader{Face: "sessions"})
+		st, err := askServe[liveState](ctx, jf, serveHeader{Face: "sessions"}, 10*time.Second)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		writeSessions(stdout, st, timeNow())
 		return nil
 	case rest[0] == "close" && len(rest) == 2:
-		a, err := askServe[closeAnswer](jf, serveHeader{Face: "close", Args: rest[1:]})
+		a, err := askServe[closeAnswer](ctx, jf, serveHeader{Face: "close", Args: rest[1:]}, time.Minute)
 		if err != nil {
 			return err
 		}
@@ -84,8 +84,10 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 // askServe sends h to the state directory's supervisor and decodes its
-// one answer; without a supervisor it says so.
-func askServe[T any](jf journalFlags, h serveHeader) (T, error) {
+// one answer, waiting at most wait, or until ctx ends (SIGTERM: an
+// outsider waited a minute on a stopped supervisor); without a
+// supervisor it says so.
+func askServe[T any](ctx context.Context, jf journalFlags, h serveHeader, wait time.Duration) (T, error) {
 	var v T
 	c, sock, err := dialServe(jf)
 	if errors.Is(err, errNoServe) {
@@ -96,12 +98,20 @@ func askServe[T any](jf journalFlags, h serveHeader) (T, error) {
 		return v, usagef("offstage serve does not answer at %s (%v)", sock, err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Minute)) // a close reaps within 20 s
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	c.SetDeadline(time.Now().Add(wait)) // a close reaps within 20 s
 	if err := newWireWriter(c).send(h); err != nil {
+		if ctx.Err() != nil {
+			return v, context.Cause(ctx)
+		}
 		return v, fmt.Errorf("asking offstage serve: %w", err)
 	}
 	if err := json.NewDecoder(io.LimitReader(c, 64<<20)).Decode(&v); err != nil {
-		return v, fmt.Errorf("offstage serve did not answer (%v); its log says why", err)
+		if ctx.Err() != nil {
+			return v, context.Cause(ctx)
+		}
+		return v, fmt.Errorf("offstage serve did not answer within %s (%v); its log says why", wait, err)
 	}
 	return v, nil
 }

@@ -89,7 +89,15 @@ func (s *Session) Command(ctx context.Context, line string, out func(string)) bo
 	switch {
 	case !ok:
 		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		out("unknown command " + name + "; /help lists them")
+		var names []string
+		for _, c := range commands() {
+			names = append(names, c.name)
+		}
+		if near := text.Nearest(strings.ToLower(strings.TrimPrefix(name, "/")), names); near != "" {
+			out("unknown command " + name + " (did you mean /" + near + "?); /help lists them")
+		} else {
+			out("unknown command " + name + "; /help lists them")
+		}
 		return false
 	case c.arg != "" && arg == "":
 		out(fmt.Sprintf("usage: /%s ID (see /tasks)", c.name))
@@ -173,7 +181,7 @@ func noTasks(tb *task.Table, kind string) string {
 	slices.Sort(kinds)
 	words := append([]string{"unfinished", "finished", "queued", "running", "completed", "failed", "canceled", "timed_out"}, kinds...)
 	msg := fmt.Sprintf("no tasks of kind %q", text.OneLine(kind, 40))
-	if near := text.Nearest(kind, words); near != "" {
+	if near := text.Nearest(strings.ToLower(kind), words); near != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", near)
 	}
 	if len(kinds) > 0 {

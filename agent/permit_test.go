@@ -192,6 +192,12 @@ func TestTasksCommandPages(t *testing.T) {
 	if got := run("/tasks shell"); len(got) != 1 || !strings.HasPrefix(got[0], `no tasks of kind "shell"; the kinds here: job;`) {
 		t.Errorf("/tasks shell = %q", got)
 	}
+	if got := run("/tasks JOB"); len(got) != 1 || !strings.HasPrefix(got[0], `no tasks of kind "JOB" (did you mean job?)`) {
+		t.Errorf("/tasks JOB = %q", got)
+	}
+	if got := run("/task"); len(got) != 1 || got[0] != "unknown command /task (did you mean /tasks?); /help lists them" {
+		t.Errorf("/task = %q", got)
+	}
 }
 
 // Issue 37 item 10: three bash calls in one turn took their ids in

@@ -84,9 +84,16 @@ func TestTaskListAtAThousandTasks(t *testing.T) {
 	if list.Count != n/10 || len(list.Tasks) < tools.DefaultListed || len(list.Tasks) == n/10 || list.Cursor == "" || list.Tasks[0].Kind != "agent" {
 		t.Errorf("task_list unfinished agents: %d of %d, cursor %q, first %+v; want a page cut to the budget of %d", len(list.Tasks), list.Count, list.Cursor, list.Tasks[0], n/10)
 	}
-	ok(t, e, e.top, "task_list", `{"kind": "robot"}`, &list)
-	if list.Count != 0 || list.Note != `None of your tasks is of kind "robot"; yours are of kind agent, shell.` {
-		t.Errorf("task_list of no kind = %+v", list)
+	for kind, note := range map[string]string{
+		"robot":   `None of your tasks is of kind "robot"; yours are of kind agent, shell.`,
+		"shel":    `None of your tasks is of kind "shel"; yours are of kind agent, shell. Did you mean kind "shell"?`,
+		"SHELL":   `None of your tasks is of kind "SHELL"; yours are of kind agent, shell. Did you mean kind "shell"?`,
+		"running": `None of your tasks is of kind "running"; yours are of kind agent, shell. "running" is a status: pass status "running".`,
+	} {
+		ok(t, e, e.top, "task_list", `{"kind": "`+kind+`"}`, &list)
+		if list.Count != 0 || list.Note != note {
+			t.Errorf("task_list of kind %s = %+v, want the note %s", kind, list, note)
+		}
 	}
 	// A cursor is a position: the number alone, or an id of any kind,
 	// gone or not; one past the last task says so. Anything else is

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/task"
 )
 
@@ -135,6 +136,12 @@ func (s *Set) taskList(_ context.Context, v *task.View, in listInput) (ListOutpu
 			out.Note += "you have no background tasks."
 		} else {
 			out.Note += "yours are of kind " + strings.Join(kinds, ", ") + "."
+		}
+		switch lower := strings.ToLower(q.Kind); {
+		case slices.Contains(listStatuses, lower):
+			out.Note += fmt.Sprintf(" %q is a status: pass status %q.", lower, lower)
+		case text.Nearest(lower, kinds) != "":
+			out.Note += fmt.Sprintf(" Did you mean kind %q?", text.Nearest(lower, kinds))
 		}
 	case out.Count == 0:
 		out.Note = "None of your tasks is selected by this list; task_list without arguments shows them all."

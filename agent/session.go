@@ -634,7 +634,11 @@ func turnEndCause(ctx context.Context) error {
 // wait for the next user turn. Task events are forwarded to sink while Run
 // runs. A failed turn is reported to sink (TurnEnd with Err) and Run goes
 // on. Run returns when input is closed, ctx ends or Close is called; it
-// has no error to return (a turn's goes to sink).
+// has no error to return (a turn's goes to sink). Run may be called
+// again once it has returned (a surface that detaches and attaches): a
+// result that finished while no Run listened, or that the Run before
+// took note of and left unanswered, wakes the next Run at once. At most
+// one Run runs at a time.
 func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})

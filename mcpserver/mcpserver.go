@@ -32,7 +32,8 @@
 // offstage://task/shell:N/output (its cleaned last 64 KiB), and a
 // subscribed client gets notifications/resources/updated as output
 // arrives, at most once per Config.UpdateInterval. resources/list holds the outputs of the
-// session's live shells (queued or running), and the client gets
+// session's live shells (queued or running), as the table is when it is
+// asked (a shell bash just started is there), and the client gets
 // notifications/resources/list_changed as they start and finish; a
 // finished shell's output stays readable by its URI.
 //

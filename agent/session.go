@@ -638,7 +638,7 @@ func turnEndCause(ctx context.Context) error {
 // again once it has returned (a surface that detaches and attaches): a
 // result that finished while no Run listened, or that the Run before
 // took note of and left unanswered, wakes the next Run at once. At most
-// one Run runs at a time.
+// one Run may run at a time: a caller starts the next once the last has returned.
 func (s *Session) Run(ctx context.Context, input <-chan string, sink Sink) {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})

@@ -124,24 +124,10 @@ const tasksPage = 50
 // status (unfinished, finished, or one state), a kind, and the id after
 // which the page starts.
 func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
-	q := task.Query{Limit: tasksPage}
-	var filters []string
-	for _, w := range strings.Fields(arg) {
-		switch {
-		case strings.Contains(w, ":"):
-			q.After = w
-			continue
-		case w == "unfinished":
-			q.States = []task.State{task.Queued, task.Running}
-		case w == "finished":
-			q.States = []task.State{task.Completed, task.Failed, task.Canceled, task.TimedOut}
-		case slices.Contains([]string{"queued", "running", "completed", "failed", "canceled", "timed_out"}, w):
-			i := slices.IndexFunc([]task.State{task.Queued, task.Running, task.Completed, task.Failed, task.Canceled, task.TimedOut}, func(st task.State) bool { return st.String() == w })
-			q.States = []task.State{task.State(i)}
-		default:
-			q.Kind = w
-		}
-		filters = append(filters, w)
+	q, filters, err := tasksQuery(s.table, arg)
+	if err != nil {
+		out(err.Error())
+		return
 	}
 	briefs, more := s.table.AppendBriefs(nil, q)
 	if len(briefs) == 0 {
@@ -158,6 +144,58 @@ func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
 		next := strings.Join(append(filters, briefs[len(briefs)-1].ID), " ")
 		out(fmt.Sprintf("… %d more: /tasks %s (narrow with unfinished, finished, a status or a kind)", more, next))
 	}
+}
+
+// tasksQuery reads /tasks's words: at most one status (unfinished,
+// finished or a state), one kind (any other word) and one task id, after
+// which the page starts. A second of a sort is an error, not the last one
+// silently kept (/tasks finished unfinished listed the unfinished), and
+// so is a word with a colon that is no task id (it was taken for one and
+// listed every task), and so is an id the table does not hold. It returns
+// the query and the filtering words, for the next page's command.
+func tasksQuery(tb *task.Table, arg string) (q task.Query, filters []string, err error) {
+	q.Limit = tasksPage
+	var status string
+	for _, w := range strings.Fields(arg) {
+		if strings.Contains(w, ":") {
+			switch {
+			case !task.ValidID(w):
+				return q, nil, fmt.Errorf("%q is not a task id (such as shell:3); /tasks ID lists the page after that task", text.OneLine(w, 40))
+			case q.After != "":
+				return q, nil, fmt.Errorf("/tasks takes one task id to page after; got %s and %s", q.After, w)
+			}
+			if _, err := tb.Info(w); err != nil {
+				return q, nil, fmt.Errorf("no task %s here to page after; /tasks alone lists from the first", w)
+			}
+			q.After = w
+			continue
+		}
+		var states []task.State
+		switch {
+		case w == "unfinished":
+			states = []task.State{task.Queued, task.Running}
+		case w == "finished":
+			states = []task.State{task.Completed, task.Failed, task.Canceled, task.TimedOut}
+		default:
+			for _, st := range []task.State{task.Queued, task.Running, task.Completed, task.Failed, task.Canceled, task.TimedOut} {
+				if st.String() == w {
+					states = []task.State{st}
+				}
+			}
+		}
+		switch {
+		case states != nil && status != "":
+			return q, nil, fmt.Errorf("/tasks takes one status; got %s and %s (unfinished is queued or running, finished is any end)", status, w)
+		case states != nil:
+			status, q.States = w, states
+		case q.Kind != "":
+			return q, nil, fmt.Errorf("/tasks takes one kind; got %s and %s", text.OneLine(q.Kind, 40), text.OneLine(w, 40))
+		default:
+			q.Kind = w
+		}
+		filters = append(filters, w)
+	}
+	return q, filters, nil
 }
 
 // noTasks is what /tasks says when nothing is listed. A word it did not

@@ -198,6 +198,25 @@ func TestTasksCommandPages(t *testing.T) {
 	if got := run("/task"); len(got) != 1 || got[0] != "unknown command /task (did you mean /tasks?); /help lists them" {
 		t.Errorf("/task = %q", got)
 	}
+	// A second word of a sort is refused, not silently the one kept, and
+	// a word with a colon that is no task id is not a cursor (outsider
+	// 16: /tasks finished unfinished listed the unfinished; /tasks bogus:1
+	// listed every task).
+	for line, want := range map[string]string{
+		"/tasks finished unfinished": "/tasks takes one status; got finished and unfinished",
+		"/tasks running failed":      "/tasks takes one status; got running and failed",
+		"/tasks job shell":           "/tasks takes one kind; got job and shell",
+		"/tasks bogus:1":             "no task bogus:1 here to page after; /tasks alone lists from the first",
+		"/tasks job:x":               `"job:x" is not a task id (such as shell:3)`,
+		"/tasks job:3 job:5":         "/tasks takes one task id to page after; got job:3 and job:5",
+	} {
+		if got := run(line); len(got) != 1 || !strings.HasPrefix(got[0], want) {
+			t.Errorf("%s = %q, want one line beginning %q", line, got, want)
+		}
+	}
+	if got := run("/tasks job:55 running job"); len(got) != 5 || !strings.HasPrefix(got[0], "job:56 ") {
+		t.Errorf("/tasks job:55 running job = %q, want job:56 to job:60", got)
+	}
 }
 
 // Issue 37 item 10: three bash calls in one turn took their ids in

@@ -80,6 +80,9 @@ func (t *Turn) End(ctx context.Context, cause error) []string {
 	tasks := t.tasks
 	t.tasks, t.ended = nil, true
 	t.mu.Unlock()
+	if len(tasks) == 0 {
+		return nil // most turns: no timer to set and stop
+	}
 	if cause == nil {
 		cause = lifetimeEnd
 	}

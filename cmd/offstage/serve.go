@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -200,7 +201,18 @@ func listenServe(state string) (*net.UnixListener, func(), error) {
 		lock.Close()
 		return nil, nil, err
 	}
-	os.Remove(sock) // a dead supervisor's: the lock says none runs
+	// What is in the socket's place is a dead supervisor's socket: the
+	// lock says none runs. Something that cannot be removed (a directory
+	// with files in it) is said so; listening would say "address already
+	// in use", as if a supervisor ran there.
+	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		lock.Close()
+		what := "something"
+		if fi, serr := os.Lstat(sock); serr == nil {
+			what = "a " + fileKind(fi.Mode())
+		}
+		return nil, nil, usagef("cannot listen on %s: %s is in the socket's place and cannot be removed (%v); move it away and start again", sock, what, errors.Unwrap(err))
+	}
 	old := unix.Umask(0o177)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	unix.Umask(old)
@@ -214,6 +226,19 @@ func listenServe(state string) (*net.UnixListener, func(), error) {
 		return nil, nil, fmt.Errorf("making the socket private: %w", err)
 	}
 	return ln, func() { lock.Close() }, nil
+}
+
+// fileKind names a file's type, as a person says it.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "special file"
 }
 
 // supervisor is offstage serve: the sessions it hosts, and the faces

@@ -362,6 +362,20 @@ func TestOneSupervisorPerStateDirectory(t *testing.T) {
 	}
 }
 
+// TestServeSaysWhatIsInTheSocketsPlace: a directory with files where the
+// socket goes was reported as "address already in use" (outsider 16), as
+// if a supervisor ran there.
+func TestServeSaysWhatIsInTheSocketsPlace(t *testing.T) {
+	state := serveState(t)
+	if err := os.MkdirAll(filepath.Join(state, "offstage", "run", "serve.sock", "kept"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve")
+	if code != 2 || !strings.Contains(errOut, "a directory is in the socket's place and cannot be removed") || strings.Contains(errOut, "in use") {
+		t.Errorf("offstage serve with a directory as its socket: exit %d: %s", code, errOut)
+	}
+}
+
 // TestNoServeKeepsTheSessionInTheRun: --no-serve hosts the session in the
 // run's own process, which ends its work when it exits.
 func TestNoServeKeepsTheSessionInTheRun(t *testing.T) {

@@ -49,30 +49,34 @@ type StoreError struct {
 	// Reading is set when the journal was opened to read only (offstage
 	// tasks): the advice differs.
 	Reading bool
+	// Required is set when the command cannot run without the journal
+	// (offstage serve): recording nothing is no way out to advise.
+	Required bool
 }
 
 func (e *StoreError) Error() string {
 	// --no-journal and --state-dir are advice for a command that
-	// writes (run, mcp, acp); offstage tasks has neither to give.
-	orNoJournal := ", or pass --no-journal"
-	if e.Reading {
-		orNoJournal = ""
+	// writes (run, mcp, acp); offstage tasks has neither to give, and
+	// offstage serve no --no-journal.
+	orNoJournal, orNone := ", or pass --no-journal", ", or --no-journal"
+	if e.Reading || e.Required {
+		orNoJournal, orNone = "", ""
 	}
 	switch e.Kind {
 	case ErrDamaged:
 		return fmt.Sprintf("journal %s is damaged (%v): move it aside (mv %s %s.damaged) and offstage starts a new one%s", e.Path, e.Err, e.Path, e.Path, orNoJournal)
 	case ErrReadOnlyFS:
-		return fmt.Sprintf("journal %s is on a read-only file system (%v): pass --state-dir DIR on a writable one, or --no-journal; offstage tasks can still read it", e.Path, e.Err)
+		return fmt.Sprintf("journal %s is on a read-only file system (%v): pass --state-dir DIR on a writable one%s; offstage tasks can still read it", e.Path, e.Err, orNone)
 	case ErrPermission:
 		if e.Reading {
 			return fmt.Sprintf("journal %s cannot be read by this user (%v): check the permissions of the file and its directory (ls -ld %s %s)", e.Path, e.Err, filepath.Dir(e.Path), e.Path)
 		}
-		return fmt.Sprintf("journal %s cannot be written by this user (%v): check the owner and permissions of the file, its -wal and -shm files, and its directory (ls -la %s), pass --state-dir DIR, or --no-journal", e.Path, e.Err, filepath.Dir(e.Path))
+		return fmt.Sprintf("journal %s cannot be written by this user (%v): check the owner and permissions of the file, its -wal and -shm files, and its directory (ls -la %s), or pass --state-dir DIR%s", e.Path, e.Err, filepath.Dir(e.Path), orNone)
 	case ErrDiskFull:
 		if e.Reading {
 			return fmt.Sprintf("journal %s cannot be read: its disk is full (%v), and reading needs a little room for its -shm file: free some space on %s", e.Path, e.Err, filepath.Dir(e.Path))
 		}
-		return fmt.Sprintf("journal %s cannot be written: its disk is full (%v): free some space on %s, pass --state-dir DIR on another disk, or --no-journal", e.Path, e.Err, filepath.Dir(e.Path))
+		return fmt.Sprintf("journal %s cannot be written: its disk is full (%v): free some space on %s or pass --state-dir DIR on another disk%s", e.Path, e.Err, filepath.Dir(e.Path), orNone)
 	case ErrGone:
 		return fmt.Sprintf("journal %s was %v while this offstage had it open: what it would record goes to a file nobody can read, so it records nothing more; the next offstage starts a new journal there", e.Path, e.Err)
 	}

@@ -21,6 +21,7 @@ type journalFlags struct {
 	state     string
 	oldState  *oldName // --state, the old name of --state-dir: in offstage tasks it is a task's state
 	noJournal bool
+	required  bool // the command cannot run without the journal (serve): no --no-journal to advise
 	url       string
 	lease     time.Duration
 }
@@ -68,12 +69,19 @@ func (f journalFlags) open(ctx context.Context, dir string) (*journal.DB, error)
 		// A diagnosed trouble (damage, a read-only disk, permissions)
 		// carries its own advice; anything else gets the ways out.
 		var se *journal.StoreError
-		if errors.As(err, &se) && se.Kind != nil {
+		if errors.As(err, &se) {
+			se.Required = f.required
+		}
+		if se != nil && se.Kind != nil {
 			return nil, usagef("cannot open the journal in %s (%s): %v", dir, f.dirSource(os.Getenv), err)
 		} else if se != nil {
 			err = se.Err
 		}
-		return nil, usagef("cannot open the journal in %s (%s): %v; pass --state-dir DIR for another directory, or --no-journal to record nothing", dir, f.dirSource(os.Getenv), err)
+		orNone := ", or --no-journal to record nothing"
+		if f.required {
+			orNone = ""
+		}
+		return nil, usagef("cannot open the journal in %s (%s): %v; pass --state-dir DIR for another directory%s", dir, f.dirSource(os.Getenv), err, orNone)
 	}
 	return s, nil
 }
@@ -127,11 +135,11 @@ func openRecorder(ctx context.Context, f journalFlags, stderr io.Writer) (*recor
 	}
 	dir, err := f.dir(os.Getenv)
 	if err != nil {
-		return nil, orNoJournal(err)
+		return nil, f.orNoJournal(err)
 	}
 	store, err := f.open(ctx, dir)
 	if err != nil {
-		return nil, orNoJournal(err)
+		return nil, f.orNoJournal(err)
 	}
 	r := &recorder{stderr: stderr}
 	r.Recorder, err = journal.NewRecorder(ctx, store, journal.RecorderOptions{
@@ -232,9 +240,9 @@ func (r *recorder) writable(context.Context) (journal.Store, func(), error) {
 // orNoJournal adds --no-journal to the advice of an error opening the
 // journal for a command that has the flag (run, mcp, acp); the journal
 // package and the commands that only read it (tasks, dashboard) do not
-// name it.
-func orNoJournal(err error) error {
-	if strings.Contains(err.Error(), "--no-journal") {
+// name it, nor does serve, which cannot run without it.
+func (f journalFlags) orNoJournal(err error) error {
+	if f.required || strings.Contains(err.Error(), "--no-journal") {
 		return err
 	}
 	var ue *usageError

@@ -100,6 +100,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case *unit:
 		return printUnit(stdout, args)
 	}
+	jf.required = true
 	state, err := jf.dir(os.Getenv)
 	if err != nil {
 		return err

@@ -376,6 +376,32 @@ func TestServeSaysWhatIsInTheSocketsPlace(t *testing.T) {
 	}
 }
 
+// TestServeAdvisesNoNoJournal: a journal serve cannot open was met with
+// the advice to pass --no-journal, which serve refuses; a run in its own
+// process is still given it.
+func TestServeAdvisesNoNoJournal(t *testing.T) {
+	state := serveState(t)
+	dir := filepath.Join(state, "offstage")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "journal.db"), bytes.Repeat([]byte("not a database "), 512), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code, _ := runIn(t, state, nil, "serve")
+	if code != 2 || !strings.Contains(errOut, "is damaged") || strings.Contains(errOut, "--no-journal") {
+		t.Errorf("offstage serve on a damaged journal: exit %d: %s; want it said, without --no-journal", code, errOut)
+	}
+	script := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(script, []byte(`{"turns": [{"text": "hi"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code, _ = runIn(t, state, strings.NewReader(""), "run", "--no-serve", "--script", script)
+	if code != 2 || !strings.Contains(errOut, "is damaged") || !strings.Contains(errOut, "--no-journal") {
+		t.Errorf("offstage run --no-serve on a damaged journal: exit %d: %s; want --no-journal among the ways out", code, errOut)
+	}
+}
+
 // TestNoServeKeepsTheSessionInTheRun: --no-serve hosts the session in the
 // run's own process, which ends its work when it exits.
 func TestNoServeKeepsTheSessionInTheRun(t *testing.T) {

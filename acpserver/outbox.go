@@ -307,6 +307,7 @@ func (s *session) flush(ctx context.Context) {
 // the last of them; otherwise, once they are written, the prompt waiting
 // for it (session.prompt) is told. It runs on the turn's goroutine.
 func (s *session) turnEnd(end agent.Event) {
+	s.between.Store(true)
 	if !s.acquire(s.done, nil) {
 		return // the session closed: close answers a prompt handed over
 	}

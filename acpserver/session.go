@@ -33,6 +33,10 @@ type session struct {
 	out     outbox        // its updates, written in order
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
+	// between is set from a prompted turn's end until the next turn
+	// starts: the Run loop reads input next, once the turn's goroutine
+	// has written the response and returned (handOver waits for it).
+	between   atomic.Bool
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
 	turnEnds  chan agent.Event
 
@@ -255,7 +259,9 @@ func (s *session) response(end agent.Event) (acp.PromptResponse, error) {
 }
 
 // handOver gives an idle session's Run loop the prompt's text from the
-// reading goroutine, without waiting, and reports whether it did; the
+// reading goroutine, without waiting or, when the turn before has just
+// ended, for as long as its goroutine takes to return (give), and reports
+// whether it did; the
 // turn's goroutine then answers a when the turn ends, with its last
 // updates (turnEnd). It does not when the session is busy (a prompt or an
 // autonomous turn runs), when text is a slash command, when the commands
@@ -285,18 +291,48 @@ func (s *session) handOver(text string, a *answer) bool {
 	// for it.
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	select {
-	case s.input <- text:
-		a.turn = s
-		if a.cancelled { // while it was being handed over
-			s.sess.CancelTurn()
-		}
-		return true
-	default:
+	if !s.give(text) {
 		s.takeAnswer()
 		<-s.prompting
 		return false
 	}
+	a.turn = s
+	if a.cancelled { // while it was being handed over
+		s.sess.CancelTurn()
+	}
+	return true
+}
+
+// handOverWait bounds how long the reading goroutine waits for the Run
+// loop of a session whose prompted turn just ended (see give).
+const handOverWait = 5 * time.Millisecond
+
+// give passes text to the Run loop if it waits for input, or is about to:
+// the turn before this prompt has ended, and its goroutine is writing the
+// response or returning to the loop. A client that reads the response and
+// answers at once finds it there one prompt in eight on two cores; going
+// the long way then (session.prompt: a goroutine, a timer, three more
+// hand-offs) cost more than the wait, which is that write's. It waits at
+// most handOverWait (a client that does not read its responses), and not
+// at all while an autonomous turn runs.
+func (s *session) give(text string) bool {
+	select {
+	case s.input <- text:
+		return true
+	default:
+	}
+	if !s.between.Load() {
+		return false
+	}
+	wait := time.NewTimer(handOverWait)
+	defer wait.Stop()
+	select {
+	case s.input <- text:
+		return true
+	case <-wait.C:
+	case <-s.done:
+	}
+	return false
 }
 
 // takeAnswer returns the answer the turn's end owes, once.

@@ -149,3 +149,53 @@ func (w *writes) all() []string {
 	defer w.mu.Unlock()
 	return w.each
 }
+
+// TestGiveWaitsOnlyForATurnEnding: a prompt that comes while the turn
+// before it is still writing its response waits for the Run loop to read
+// it (it went the long way, session.prompt, one prompt in eight on two
+// cores), at most handOverWait; while no prompted turn has just ended (an
+// autonomous turn runs) it does not wait at all.
+func TestGiveWaitsOnlyForATurnEnding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := testSession(new(writes))
+		readAfter := func(d time.Duration) chan string {
+			got := make(chan string, 1)
+			go func() {
+				time.Sleep(d)
+				select {
+				case line := <-s.input:
+					got <- line
+				case <-time.After(time.Second):
+					got <- ""
+				}
+			}()
+			return got
+		}
+		give := func(text string) (bool, time.Duration) {
+			start := time.Now()
+			ok := s.give(text)
+			return ok, time.Since(start)
+		}
+
+		got := readAfter(time.Millisecond) // an autonomous turn's loop
+		if ok, waited := give("a"); ok || waited != 0 {
+			t.Errorf("give while no prompted turn ended = %v after %v; want false at once", ok, waited)
+		}
+		<-got
+
+		s.between.Store(true) // a prompted turn ended: its goroutine is on its way back
+		got = readAfter(time.Millisecond)
+		if ok, waited := give("b"); !ok || waited != time.Millisecond {
+			t.Errorf("give as a turn ends = %v after %v; want true after 1ms", ok, waited)
+		}
+		if line := <-got; line != "b" {
+			t.Errorf("the loop read %q, want b", line)
+		}
+
+		got = readAfter(2 * handOverWait) // a client that reads nothing holds the write
+		if ok, waited := give("c"); ok || waited != handOverWait {
+			t.Errorf("give to a loop that comes late = %v after %v; want false after %v", ok, waited, handOverWait)
+		}
+		<-got
+	})
+}

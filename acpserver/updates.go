@@ -59,6 +59,7 @@ func (s *session) Event(e agent.Event) {
 		}
 	case agent.Reflow:
 		if e.Autonomous {
+			s.between.Store(false) // a turn starts that reads no input
 			s.thought(reflowThought(e))
 		}
 	case agent.TurnEnd:

@@ -28,21 +28,30 @@ func ThisHost(version string) Host {
 // boot (field 22 of /proc/PID/stat): with the pid, it names a process
 // even after the pid is reused.
 func ProcessStart(pid int) (int64, error) {
+	start, _, err := processStat(pid)
+	return start, err
+}
+
+// processStat returns when process pid started (see ProcessStart) and its
+// state (field 3: 'R', 'S', 'Z' for a zombie, which has exited and waits
+// for its parent to reap it).
+func processStat(pid int) (start int64, state byte, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("journal: unreadable stat of pid " + strconv.Itoa(pid))
+		return 0, 0, errors.New("journal: unreadable stat of pid " + strconv.Itoa(pid))
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, errors.New("journal: short stat of pid " + strconv.Itoa(pid))
+		return 0, 0, errors.New("journal: short stat of pid " + strconv.Itoa(pid))
 	}
-	return strconv.ParseInt(f[19], 10, 64) // field 22 is the 20th after the name
+	start, err = strconv.ParseInt(f[19], 10, 64) // field 22 is the 20th after the name
+	return start, f[0][0], err
 }
 
 // Same reports whether pid is still the process that started at start.
@@ -65,7 +74,10 @@ func Alive(h Host) bool {
 		err := syscall.Kill(h.PID, 0)
 		return err == nil || errors.Is(err, syscall.EPERM)
 	}
-	return Same(h.PID, h.Start)
+	// A zombie has exited: its tasks were shown running until its parent
+	// reaped it (an outsider's script that waited later: 1.5 s).
+	start, state, err := processStat(h.PID)
+	return err == nil && start == h.Start && state != 'Z' && state != 'X'
 }
 
 // Recovered is what Recover found: tasks of dead hosts, now orphaned, and

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -908,4 +909,35 @@ func testADeliveryTakenBackIsRecorded(t *testing.T, connect func(*testing.T) *jo
 	if got[lost] || !got[kept] {
 		t.Errorf("delivered = %v, want %s false (taken back), %s true", got, lost, kept)
 	}
+}
+
+// TestAZombieHostIsGone: a host that exited is gone even before its parent
+// reaps it; offstage tasks showed its tasks running until then (outsider
+// 16: 1.5 s after serve was SIGKILLed, under a script that waited later).
+func TestAZombieHostIsGone(t *testing.T) {
+	name, _ := os.Hostname()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	h := journal.Host{Hostname: name, PID: pid, Start: mustStart(t, pid)}
+	if !journal.Alive(h) {
+		t.Fatalf("a running process (pid %d) is not alive", pid)
+	}
+	cmd.Process.Kill()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && bytes.HasPrefix(b[i+1:], []byte(" Z")) {
+			break // a zombie: killed, not reaped
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not become a zombie: %s", pid, b)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if journal.Alive(h) {
+		t.Errorf("a zombie (pid %d, killed, not reaped) is alive", pid)
+	}
+	cmd.Wait()
 }

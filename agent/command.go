@@ -184,6 +184,8 @@ func tasksQuery(tb *task.Table, arg string) (q task.Query, filters []string, err
 			}
 		}
 		switch {
+		case w == status || w == q.Kind:
+			continue // said twice: the same filter
 		case states != nil && status != "":
 			return q, nil, fmt.Errorf("/tasks takes one status; got %s and %s (unfinished is queued or running, finished is any end)", status, w)
 		case states != nil:

@@ -130,7 +130,11 @@ func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
 		return
 	}
 	briefs, more := s.table.AppendBriefs(nil, q)
-	if len(briefs) == 0 {
+	switch {
+	case len(briefs) > 0:
+	case q.After != "" && (q.Kind == "" || tasksOfKind(s.table, q.Kind)):
+		out("no tasks after " + q.After + "; /tasks alone lists from the first") // not "no tasks": the session holds one
+	default:
 		out(noTasks(s.table, q.Kind))
 	}
 	for _, i := range briefs {
@@ -161,6 +165,8 @@ func tasksQuery(tb *task.Table, arg string) (q task.Query, filters []string, err
 			switch {
 			case !task.ValidID(w):
 				return q, nil, fmt.Errorf("%q is not a task id (such as shell:3); /tasks ID lists the page after that task", text.OneLine(w, 40))
+			case w == q.After:
+				continue // said twice
 			case q.After != "":
 				return q, nil, fmt.Errorf("/tasks takes one task id to page after; got %s and %s", q.After, w)
 			}
@@ -198,6 +204,11 @@ func tasksQuery(tb *task.Table, arg string) (q task.Query, filters []string, err
 		filters = append(filters, w)
 	}
 	return q, filters, nil
+}
+
+// tasksOfKind reports whether the table holds a task of kind.
+func tasksOfKind(tb *task.Table, kind string) bool {
+	return slices.ContainsFunc(tb.List(), func(i task.Info) bool { return i.Kind == kind })
 }
 
 // noTasks is what /tasks says when nothing is listed. A word it did not

@@ -217,6 +217,12 @@ func TestTasksCommandPages(t *testing.T) {
 	if got := run("/tasks job:55 running job"); len(got) != 5 || !strings.HasPrefix(got[0], "job:56 ") {
 		t.Errorf("/tasks job:55 running job = %q, want job:56 to job:60", got)
 	}
+	if got := run("/tasks job:60"); len(got) != 1 || got[0] != "no tasks after job:60; /tasks alone lists from the first" {
+		t.Errorf("/tasks job:60 (the last) = %q; want it said that none comes after it", got)
+	}
+	if got := run("/tasks job:58 job:58"); len(got) != 2 || !strings.HasPrefix(got[0], "job:59 ") {
+		t.Errorf("/tasks job:58 job:58 = %q; want job:59 and job:60", got)
+	}
 	if got := run("/tasks running job running job"); len(got) != 51 || got[50] != "… 10 more: /tasks running job job:50 (narrow with unfinished, finished, a status or a kind)" {
 		t.Errorf("/tasks running job running job = %d lines, last %q; want the words said twice taken once", len(got), got[len(got)-1])
 	}

@@ -111,7 +111,9 @@
 //
 // A prompt that arrives during an autonomous turn waits for it, up to
 // Config.PromptWait (30s), then cancels that turn and runs. A second
-// prompt while one runs is refused. session/cancel cancels the running
+// prompt while one runs cancels it, as the SDK does (the first ends
+// cancelled), and runs once it has ended; it is refused only if the
+// first has not ended within PromptWait. session/cancel cancels the running
 // turn only (stopReason cancelled): background work goes on, as over MCP
 // and in the CLI. Stop reasons: end_turn, cancelled, max_turn_requests
 // (the iteration cap), refusal and max_tokens (as the provider reports).

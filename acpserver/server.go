@@ -267,6 +267,7 @@ func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) 
 	}
 	srv.mu.Lock()
 	delete(srv.sessions, p.SessionId)
+	srv.rememberLocked(p.SessionId, errClosedByClient)
 	srv.mu.Unlock()
 	if err := s.close("session/close"); err != nil {
 		return acp.CloseSessionResponse{}, internal("%s", err.Error())
@@ -423,6 +424,9 @@ func (srv *server) session(id acp.SessionId) (*session, error) {
 	s, ok := srv.sessions[id]
 	if !ok {
 		if cause := srv.ended[id]; cause != nil {
+			if srv.cfg.Surface.Journal == nil { // nothing to load it from
+				return nil, invalid("session %s was closed (%s): create one with session/new", quoted(id), cause.Error())
+			}
 			return nil, invalid("session %s was closed (%s): session/load it to go on with its conversation, or create one with session/new", quoted(id), cause.Error())
 		}
 		if srv.cfg.Keep != nil { // sessions outlive the connection: load it
@@ -448,6 +452,15 @@ func (srv *server) closedUnder(id acp.SessionId, s *session, cause error) {
 		return // session/close, or the connection's end, took it first
 	}
 	delete(srv.sessions, id)
+	srv.rememberLocked(id, cause)
+}
+
+// errClosedByClient is why a session the client closed is gone.
+var errClosedByClient = errors.New("by session/close")
+
+// rememberLocked keeps why session id ended, for a request that names it
+// later: at most maxEnded of them (when full, it starts again, empty).
+func (srv *server) rememberLocked(id acp.SessionId, cause error) {
 	if srv.ended == nil || len(srv.ended) >= maxEnded {
 		srv.ended = make(map[acp.SessionId]error)
 	}

@@ -137,9 +137,9 @@ func CheckDir(dir string) error {
 		sticky := st.Mode&syscall.S_ISVTX != 0
 		switch {
 		case uid != euid && (first || uid != 0):
-			return looseDir(dir, p, fmt.Sprintf("it belongs to uid %d, not to this user (uid %d)", uid, euid))
+			return looseDir(dir, p, fmt.Sprintf("it belongs to uid %d, not to this user (uid %d)", uid, euid), "")
 		case mode&0o022 != 0 && (first || !sticky):
-			return looseDir(dir, p, fmt.Sprintf("it is writable by %s (mode %#o); chmod go-w %s", writers(mode), mode, p))
+			return looseDir(dir, p, fmt.Sprintf("it is writable by %s (mode %#o)", writers(mode), mode), "chmod go-w "+p+", or ")
 		}
 		if p == filepath.Dir(p) {
 			return nil
@@ -157,12 +157,14 @@ func writers(mode os.FileMode) string {
 	return "others"
 }
 
-func looseDir(dir, p, why string) error {
+// looseDir refuses dir, as p (dir or a directory above it) is why; fix,
+// if any, is what to do about p, said before the other way out.
+func looseDir(dir, p, why, fix string) error {
 	where := p
 	if p != dir {
 		where = p + " (holding " + dir + ")"
 	}
-	return fmt.Errorf("refusing %s: %s, and %w; use a directory of your own (--state-dir DIR)", where, why, ErrLoose)
+	return fmt.Errorf("refusing %s: %s, so %w; %suse a directory of your own (--state-dir DIR)", where, why, ErrLoose, fix)
 }
 
 // checkFile refuses path if it is a symlink, not a regular file, or

@@ -77,11 +77,23 @@ func (f journalFlags) open(ctx context.Context, dir string) (*journal.DB, error)
 		} else if se != nil {
 			err = se.Err
 		}
-		orNone := ", or --no-journal to record nothing"
-		if f.required {
-			orNone = ""
+		// A loose directory's refusal names --state-dir already: it is
+		// not said twice (outsider 17).
+		var ways []string
+		if !strings.Contains(err.Error(), "--state-dir") {
+			ways = append(ways, "pass --state-dir DIR for another directory")
 		}
-		return nil, usagef("cannot open the journal in %s (%s): %v; pass --state-dir DIR for another directory%s", dir, f.dirSource(os.Getenv), err, orNone)
+		switch {
+		case f.required:
+		case ways == nil:
+			ways = append(ways, "or pass --no-journal to record nothing")
+		default:
+			ways = append(ways, "--no-journal to record nothing")
+		}
+		if len(ways) == 0 {
+			return nil, usagef("cannot open the journal in %s (%s): %v", dir, f.dirSource(os.Getenv), err)
+		}
+		return nil, usagef("cannot open the journal in %s (%s): %v; %s", dir, f.dirSource(os.Getenv), err, strings.Join(ways, ", or "))
 	}
 	return s, nil
 }

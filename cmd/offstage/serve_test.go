@@ -400,6 +400,19 @@ func TestServeAdvisesNoNoJournal(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "is damaged") || !strings.Contains(errOut, "--no-journal") {
 		t.Errorf("offstage run --no-serve on a damaged journal: exit %d: %s; want --no-journal among the ways out", code, errOut)
 	}
+	// A directory others can write to names --state-dir once, not twice
+	// (outsider 17).
+	loose := filepath.Join(t.TempDir(), "loose")
+	if err := os.Mkdir(loose, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code, _ = runIn(t, state, strings.NewReader(""), "run", "--no-serve", "--state-dir", loose, "--script", script)
+	if code != 2 || !strings.Contains(errOut, "writable by its group and others") || strings.Count(errOut, "--state-dir DIR") != 1 {
+		t.Errorf("offstage run --no-serve in a directory others can write to: exit %d: %s; want --state-dir advised once", code, errOut)
+	}
 }
 
 // TestNoServeKeepsTheSessionInTheRun: --no-serve hosts the session in the

@@ -33,9 +33,12 @@ type session struct {
 	out     outbox        // its updates, written in order
 
 	prompting chan struct{} // capacity 1: held by the prompt that runs
-	// between is set from a prompted turn's end until the next turn
-	// starts: the Run loop reads input next, once the turn's goroutine
-	// has written the response and returned (handOver waits for it).
+	// between is set at a prompted turn's end and cleared when an
+	// autonomous turn starts: while no prompt runs, it says the Run loop
+	// reads input next, once the turn's goroutine has written the
+	// response and returned (give waits for it). It stays set through
+	// the prompted turns that follow: a prompt that comes during one
+	// finds prompting held, and waits as session.prompt does.
 	between   atomic.Bool
 	cancelled chan struct{} // capacity 1: a session/cancel a waiting prompt must see
 	turnEnds  chan agent.Event
@@ -261,13 +264,12 @@ func (s *session) response(end agent.Event) (acp.PromptResponse, error) {
 // handOver gives an idle session's Run loop the prompt's text from the
 // reading goroutine, without waiting or, when the turn before has just
 // ended, for as long as its goroutine takes to return (give), and reports
-// whether it did; the
-// turn's goroutine then answers a when the turn ends, with its last
-// updates (turnEnd). It does not when the session is busy (a prompt or an
-// autonomous turn runs), when text is a slash command, when the commands
-// are not announced yet (announcing may wait on a full buffer), or when the
-// request's context has ended: then session.prompt, on a goroutine of its
-// own, waits and answers. What prompt does first, handOver does too:
+// whether it did; the turn's goroutine then answers a when the turn ends,
+// with its last updates (turnEnd). It does not when the session is busy
+// (a prompt or an autonomous turn runs), when text is a slash command,
+// when the commands are not announced yet (announcing may wait on a full
+// buffer), or when the request's context has ended: then session.prompt,
+// on a goroutine of its own, waits and answers. What prompt does first, handOver does too:
 // hold prompting, and discard a cancel that came while no prompt ran.
 func (s *session) handOver(text string, a *answer) bool {
 	if !s.announced.Load() || a.ended() || agent.IsCommand(strings.TrimSpace(text)) {

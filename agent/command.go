@@ -130,12 +130,8 @@ func (s *Session) cmdTasks(_ context.Context, arg string, out func(string)) {
 		return
 	}
 	briefs, more := s.table.AppendBriefs(nil, q)
-	switch {
-	case len(briefs) > 0:
-	case q.After != "" && (q.Kind == "" || tasksOfKind(s.table, q.Kind)):
-		out("no tasks after " + q.After + "; /tasks alone lists from the first") // not "no tasks": the session holds one
-	default:
-		out(noTasks(s.table, q.Kind))
+	if len(briefs) == 0 {
+		out(noTasks(s.table, q))
 	}
 	for _, i := range briefs {
 		owner := ""
@@ -206,19 +202,19 @@ func tasksQuery(tb *task.Table, arg string) (q task.Query, filters []string, err
 	return q, filters, nil
 }
 
-// tasksOfKind reports whether the table holds a task of kind.
-func tasksOfKind(tb *task.Table, kind string) bool {
-	return slices.ContainsFunc(tb.List(), func(i task.Info) bool { return i.Kind == kind })
-}
-
 // noTasks is what /tasks says when nothing is listed. A word it did not
 // know was taken for a kind (kinds are open: an embedder adds its own);
 // one that no task has is said so, with the words it takes and the one
 // it was likely meant for (/tasks runing read as "no tasks" while a
-// shell ran: an outsider's finding).
-func noTasks(tb *task.Table, kind string) string {
+// shell ran: an outsider's finding). Past a page id, it says that none
+// comes after it, not "no tasks" as if the session held none.
+func noTasks(tb *task.Table, q task.Query) string {
+	none, kind := "no tasks", q.Kind
+	if q.After != "" {
+		none = "no tasks after " + q.After + "; /tasks alone lists from the first"
+	}
 	if kind == "" {
-		return "no tasks"
+		return none
 	}
 	var kinds []string
 	for _, i := range tb.List() {
@@ -227,7 +223,7 @@ func noTasks(tb *task.Table, kind string) string {
 		}
 	}
 	if slices.Contains(kinds, kind) {
-		return "no tasks"
+		return none
 	}
 	slices.Sort(kinds)
 	words := append([]string{"unfinished", "finished", "queued", "running", "completed", "failed", "canceled", "timed_out"}, kinds...)

@@ -100,14 +100,13 @@ func TestAProcessNobodyLooksAtIsServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReaped(t, p.PID())
+	e := waitEnded(t, p)
 	_, l, s := proc.ServedBy()
 	if s-sweeper != 1 || l != look {
 		t.Errorf("served by a look %d, the sweeper %d; want by the sweeper", l-look, s-sweeper)
 	}
-	e, done := p.Exit()
-	if !done || e.Code != 4 {
-		t.Errorf("Exit = %+v, %v; want exit 4", e, done)
+	if e.Code != 4 {
+		t.Errorf("Exit = %+v; want exit 4", e)
 	}
 	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "unseen\n" {
 		t.Errorf("output %q, want %q", got, "unseen\n")
@@ -143,10 +142,8 @@ func TestAWaitThatGivesUpLeavesItsProcessServed(t *testing.T) {
 	if _, err := p.Input(context.Background(), []byte("go on\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitReaped(t, p.PID())
-	e, done := p.Exit()
-	if !done || e.Code != 5 {
-		t.Errorf("Exit = %+v, %v; want exit 5", e, done)
+	if e := waitEnded(t, p); e.Code != 5 {
+		t.Errorf("Exit = %+v; want exit 5", e)
 	}
 	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "early\nlate\n" {
 		t.Errorf("output %q, want %q", got, "early\nlate\n")
@@ -174,29 +171,38 @@ func TestAWaitThatGivesUpLeavesItsProcessServed(t *testing.T) {
 	if _, err := p.Input(context.Background(), []byte("go on\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitReaped(t, p.PID())
-	if e, done := p.Exit(); !done || e.Code != 6 {
-		t.Errorf("Exit = %+v, %v; want exit 6", e, done)
+	if e := waitEnded(t, p); e.Code != 6 {
+		t.Errorf("Exit = %+v; want exit 6", e)
 	}
 	if got := string(p.Read(proc.Stdout, 0, 0).Data); got != "early\nlate\n" {
 		t.Errorf("output %q, want %q", got, "early\nlate\n")
 	}
 }
 
-// waitReaped waits, without a look at its Process, until pid is reaped:
-// /proc has no such process any more.
-func waitReaped(t *testing.T, pid int) {
+// waitEnded waits, without a look at p, until its leader is reaped
+// (/proc has no such process any more), and then for p's end: the
+// server that reaped it records the exit after, with the last of the
+// output, so the exit can lag the reaping a little (a CI run found
+// Exit not done yet). p is served already, so the Wait serves nothing.
+func waitEnded(t *testing.T, p *proc.Process) proc.Exit {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
-			return
+		if _, err := os.Stat("/proc/" + strconv.Itoa(p.PID())); os.IsNotExist(err) {
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process %d not reaped after 10 s", pid)
+			t.Fatalf("process %d not reaped after 10 s", p.PID())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	e, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("process %d reaped, but not done after 10 s: %v", p.PID(), err)
+	}
+	return e
 }
 
 // A process whose context has ended by the time Start sets it up is
@@ -211,10 +217,8 @@ func TestAStartWhoseContextHasEndedIsServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReaped(t, p.PID())
-	e, done := p.Exit()
-	if !done || !e.Stopped || e.Cause != context.Canceled {
-		t.Errorf("Exit = %+v, %v; want stopped by the context's end", e, done)
+	if e := waitEnded(t, p); !e.Stopped || e.Cause != context.Canceled {
+		t.Errorf("Exit = %+v; want stopped by the context's end", e)
 	}
 }
 

@@ -115,6 +115,13 @@ var ErrUnknownSession = errors.New("no such session")
 // deadline: every task's stop grace (3s) and then some.
 const closeTimeout = 20 * time.Second
 
+// receiptWait bounds how long a closing session waits for the results
+// held for answers being written to be settled, before its recording
+// ends (Session.CloseCause): an answer a relay passes on is settled
+// within milliseconds; one stuck on a client that reads nothing is not
+// waited for longer.
+const receiptWait = time.Second
+
 // Open opens a session for a surface: the one way the CLI, the MCP and
 // ACP servers and an embedder start a conversation with everything around
 // it. Beyond New it

@@ -908,6 +908,12 @@ func (s *Session) CloseCause(ctx context.Context, cause error) error {
 		defer cancel()
 		s.closeErr = s.table.CloseCause(ctx, cause)
 		if s.record != nil {
+			// A result its transport has yet to settle (the answer of a
+			// task_wait this close ended, still being written or passed on
+			// by a relay) is recorded delivered or not once it is.
+			wctx, cancel := context.WithTimeout(ctx, receiptWait)
+			s.table.WaitReceipts(wctx)
+			cancel()
 			s.record.End()
 		}
 	})

@@ -94,7 +94,7 @@ func (r *Receipt) Commit() {
 		tb.mu.Lock()
 		if t.heldBy == r {
 			now := time.Now()
-			t.heldBy = nil
+			tb.unholdLocked(t)
 			tb.retireLocked(t, now)
 			tb.eventLocked(t, EventDelivered, "", now)
 			tb.evictLocked(now)
@@ -126,7 +126,7 @@ func (r *Receipt) Return() []string {
 
 // undeliverLocked takes back the held delivery of t.
 func (tb *Table) undeliverLocked(t *task, now time.Time) {
-	t.heldBy = nil
+	tb.unholdLocked(t)
 	t.delivered = false
 	o := t.owner
 	if o.dead {
@@ -137,4 +137,47 @@ func (tb *Table) undeliverLocked(t *task, now time.Time) {
 		o.changedLocked()
 	}
 	tb.eventLocked(t, EventUndelivered, "", now)
+}
+
+// unholdLocked ends the hold of t's receipt on it.
+func (tb *Table) unholdLocked(t *task) {
+	t.heldBy = nil
+	tb.unreceiptLocked()
+}
+
+// unreceiptLocked counts a hold of a receipt's, or a Wait under one,
+// ended.
+func (tb *Table) unreceiptLocked() {
+	tb.receipted--
+	if tb.receipted == 0 && tb.unreceipted != nil {
+		close(tb.unreceipted)
+		tb.unreceipted = nil
+	}
+}
+
+// WaitReceipts waits until no result is held by a Receipt (each was
+// committed or returned) and no Wait under one is under way (it would
+// hold what it delivers), or ctx ends, and reports whether none is. A
+// session that ends waits on it, a little, before its recording ends:
+// an answer being written as the session closes (a task_wait the close
+// itself ended) is settled by its transport after the write, over a relay
+// after the relay said it passed the answer on, and a commit after the
+// recording's end would not be recorded.
+func (tb *Table) WaitReceipts(ctx context.Context) bool {
+	tb.mu.Lock()
+	if tb.receipted == 0 {
+		tb.mu.Unlock()
+		return true
+	}
+	if tb.unreceipted == nil {
+		tb.unreceipted = make(chan struct{})
+	}
+	ch := tb.unreceipted
+	tb.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

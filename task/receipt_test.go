@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/offstage/offstage/task"
 )
@@ -145,6 +146,67 @@ func TestReceiptReturnAfterOwnerEnded(t *testing.T) {
 		}
 		if info, _ := tb.Info(child); info.Delivered {
 			t.Errorf("Delivered = true after Return, want false")
+		}
+	})
+}
+
+// WaitReceipts waits while a result is held by a receipt, and not once
+// every receipt is settled (committed or returned), nor where none ever
+// held one; it gives up when its context ends.
+func TestWaitReceiptsWaitsForHeldResults(t *testing.T) {
+	run(t, task.Options{}, func(t *testing.T, tb *task.Table) {
+		if !tb.WaitReceipts(t.Context()) {
+			t.Fatal("WaitReceipts with nothing held = false")
+		}
+		top := tb.View("")
+		ids := finished(t, top, "a", "b")
+		ctx1, rc1 := task.WithReceipt(t.Context())
+		top.Wait(ctx1, ids[:1], task.All)
+		ctx2, rc2 := task.WithReceipt(t.Context())
+		top.Wait(ctx2, ids[1:], task.All)
+		short, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if tb.WaitReceipts(short) {
+			t.Fatal("WaitReceipts with two results held = true before its context ended")
+		}
+		waited := make(chan bool, 1)
+		go func() { waited <- tb.WaitReceipts(t.Context()) }()
+		rc1.Commit()
+		synctest.Wait()
+		select {
+		case <-waited:
+			t.Fatal("WaitReceipts returned with one result still held")
+		default:
+		}
+		rc2.Return()
+		if !<-waited {
+			t.Error("WaitReceipts = false once every receipt was settled")
+		}
+
+		// A Wait under a receipt, under way, counts as the hold it will
+		// make: no gap between a session's close and its delivery.
+		release := make(chan struct{})
+		id := mustSpawn(t, top, "shell", gate(release, "c"))
+		ctx3, rc3 := task.WithReceipt(t.Context())
+		go top.Wait(ctx3, []string{id}, task.All)
+		synctest.Wait()
+		go func() { waited <- tb.WaitReceipts(t.Context()) }()
+		synctest.Wait()
+		select {
+		case <-waited:
+			t.Fatal("WaitReceipts returned with a Wait under a receipt under way")
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		select {
+		case <-waited:
+			t.Fatal("WaitReceipts returned with a Wait's delivery held")
+		default:
+		}
+		rc3.Commit()
+		if !<-waited {
+			t.Error("WaitReceipts = false once the Wait's receipt was committed")
 		}
 	})
 }

@@ -33,6 +33,8 @@ type Table struct {
 	running       int                    // tasks in state Running
 	live          int                    // tasks whose function has not finished (queued or running)
 	held          int                    // tasks retention may not evict: live, finished and undelivered with a live owner, or held by a Receipt
+	receipted     int                    // tasks held by a Receipt, and Waits under one under way (WaitReceipts)
+	unreceipted   chan struct{}          // closed when receipted comes to 0; nil until WaitReceipts waits
 	finishes      uint64                 // tasks finished so far: each one's finishN
 	closed        bool                   // Close was called
 	closeCause    error                  // the cause Close was given
@@ -586,6 +588,7 @@ func (tb *Table) deliverLocked(t *task, now time.Time, rc *Receipt) Result {
 	t.owner.pending.remove(t)
 	if rc != nil && rc.hold(t) {
 		t.heldBy = rc // recorded delivered at Commit: a crash before it leaves it undelivered
+		tb.receipted++
 	} else {
 		tb.retireLocked(t, now)
 		tb.eventLocked(t, EventDelivered, "", now)

@@ -183,6 +183,16 @@ func (v *View) Wait(ctx context.Context, ids []string, mode WaitMode) (WaitResul
 		tb.mu.Unlock()
 		return WaitResult{}, err
 	}
+	if receiptOf(ctx) != nil {
+		// Under way, it counts for WaitReceipts as the holds it makes
+		// will: a session closing as it delivers waits for it.
+		tb.receipted++
+		defer func() {
+			tb.mu.Lock()
+			tb.unreceiptLocked()
+			tb.mu.Unlock()
+		}()
+	}
 	o := tasks[0].owner
 	for {
 		if met(tasks, mode) || hasNoticeLocked(o, tasks) {

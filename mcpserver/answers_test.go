@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -234,4 +235,80 @@ func stdioPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
 		t.Fatal(err)
 	}
 	return inR, inW, outR, outW
+}
+
+// Over a relay (offstage mcp passing offstage serve's answers on to its
+// client), an answer counts once the relay has passed it on, not once the
+// output took it: one the relay never passed on (its client died with
+// the answer in the relay's hands) is taken back, though it was written
+// whole; one the relay passes on after the client's input ended still
+// counts, for the session's end waits for the relay to tell.
+func TestARelayedAnswerCountsOnceTheRelayPassedItOn(t *testing.T) {
+	for _, relayGoes := range []bool{false, true} {
+		t.Run(map[bool]string{false: "passed-on", true: "relay-gone"}[relayGoes], func(t *testing.T) {
+			k, svc := keptService(t)
+			defer svc.Close(context.Background())
+			inR, inW, outR, outW := stdioPipes(t)
+			relay := mcpserver.NewRelayWriter(outW)
+			served := make(chan error, 1)
+			go func() {
+				served <- svc.RunStdio(context.Background(), inR, relay)
+				inR.Close()
+				outW.Close()
+			}()
+			p := rpclinetest.Start(inW, outR)
+			p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+			p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+			for _, id := range []string{"shell:1", "shell:2"} {
+				if res, _ := p.Call(t, "tools/call", `{"name":"bash","arguments":{"command":"exit","run_in_background":true}}`); !bytes.Contains(res, []byte(`"task_id":"`+id+`"`)) {
+					t.Fatalf("bash = %s, want %s", res, id)
+				}
+			}
+			k.mu.Lock()
+			tb := k.opened[0].Table()
+			k.mu.Unlock()
+			for _, id := range []string{"shell:1", "shell:2"} {
+				done, _ := tb.Done(id)
+				<-done
+			}
+			// shell:1's answer is read, and passed on: it counts.
+			seq := tb.Events().Last()
+			if res, _ := p.Call(t, "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`); !bytes.Contains(res, []byte(`"done":[{"task_id":"shell:1"`)) {
+				t.Fatalf("task_wait(shell:1) = %s", res)
+			}
+			recordedDelivered(t, tb, seq, "shell:1", false) // not before the relay says so
+			relay.Passed(math.MaxInt64)
+			recordedDelivered(t, tb, seq, "shell:1", true)
+			// shell:2's answer is written whole (the client here reads it),
+			// but not passed on yet.
+			seq = tb.Events().Last()
+			if res, _ := p.Call(t, "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:2"]}}`); !bytes.Contains(res, []byte(`"done":[{"task_id":"shell:2"`)) {
+				t.Fatalf("task_wait(shell:2) = %s", res)
+			}
+			if relayGoes {
+				relay.Gone()
+				takenBack(t, tb, seq, "shell:2")
+			} else {
+				// The input ends first; the relay passes the answer on
+				// after, and the session waits for it before it ends.
+				time.AfterFunc(100*time.Millisecond, func() { relay.Passed(math.MaxInt64) })
+			}
+			inW.Close()
+			var s *agent.Session
+			select {
+			case s = <-k.detached:
+			case <-time.After(rpclinetest.Timeout):
+				t.Fatal("the session was not detached after its client went")
+			}
+			<-served
+			defer s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the test ends", Err: task.ErrClosed})
+			if i, _ := tb.Info("shell:1"); !i.Delivered {
+				t.Errorf("shell:1, passed on: Delivered = false, want true")
+			}
+			if i, _ := tb.Info("shell:2"); i.Delivered == relayGoes {
+				t.Errorf("shell:2 (relay gone: %v): Delivered = %v, want %v", relayGoes, i.Delivered, !relayGoes)
+			}
+			recordedDelivered(t, tb, seq, "shell:2", !relayGoes)
+		})
+	}
 }

@@ -2,8 +2,11 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,6 +55,12 @@ func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 // pipe took counts as delivered, read or not: a client that dies with it
 // unread in the pipe cannot be seen.
 //
+// Over a RelayWriter, an answer counts once the relay has passed it on whole,
+// not once the output took it: one still in the relay's hands when the
+// relay or its client goes is taken back too. When the input ends,
+// RunStdio waits (up to DrainGrace) for the relay to pass on what was
+// written before the session ends.
+//
 // When ctx ends, RunStdio returns once the session has, or DrainGrace
 // later if an answer is still stuck on a client that reads nothing (an
 // outsider's finding: offstage mcp, SIGTERMed, stayed for as long as its
@@ -60,10 +69,25 @@ func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	c := s.newConn()
 	c.answers = newAnswers()
+	sent := func(key string, written bool, _ int64) { c.answers.sent(key, written) }
+	relay, relayed := out.(*RelayWriter)
+	if relayed {
+		sent = func(key string, written bool, end int64) {
+			if !written {
+				c.answers.sent(key, false)
+				return
+			}
+			relay.reached(end, func(passed bool) { c.answers.sent(key, passed) })
+		}
+	}
 	r, w := rpcline.New(in, out, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace, Check: checkParams,
-		Stamp: stampToolCalls, Sent: c.answers.sent})
+		Stamp: stampToolCalls, Sent: sent})
+	var input io.ReadCloser = r
+	if relayed {
+		input = &settling{ReadCloser: r, relay: relay}
+	}
 	ran := make(chan error, 1)
-	go func() { ran <- c.server.Run(ctx, &mcp.IOTransport{Reader: r, Writer: w}) }()
+	go func() { ran <- c.server.Run(ctx, &mcp.IOTransport{Reader: input, Writer: w}) }()
 	select {
 	case err := <-ran:
 		return err
@@ -79,4 +103,166 @@ func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	back := c.answers.returnAll()
 	s.cfg.Logger.Info("the client read nothing for "+DrainGrace.String()+" after the shutdown began: its session is left with an answer unwritten", "tasks taken back", back)
 	return fmt.Errorf("mcpserver: an answer could not be written within %s of the shutdown (the client reads nothing)", DrainGrace)
+}
+
+// A RelayWriter is an output whose bytes a relay in the client's process
+// passes on, and which learns from the relay how many it has: offstage
+// serve's connection to offstage mcp, over which an answer the supervisor
+// wrote would otherwise count as delivered though the relay's client died
+// before the relay could pass it on. Given one as its output, RunStdio
+// counts what an answer carried as delivered once the relay has passed
+// the answer on whole, and takes it back once the relay is gone without.
+// The transport around it tells it what the relay says: Passed, then Gone
+// at the end. Its methods are safe for concurrent use.
+type RelayWriter struct {
+	w io.Writer
+
+	mu      sync.Mutex
+	written int64         // guarded by mu: bytes written to w
+	passed  int64         // guarded by mu: bytes the relay passed on
+	gone    bool          // guarded by mu: the relay passes nothing more on
+	waits   []reachWait   // guarded by mu: what waits for bytes to be passed on
+	changed chan struct{} // guarded by mu: closed and made again when passed or gone changes
+}
+
+// reachWait is a Reached waiting for its bytes.
+type reachWait struct {
+	end int64
+	f   func(passed bool)
+}
+
+// NewRelayWriter returns a RelayWriter writing to w. Nothing else may
+// write to w: the relay counts every byte it passes on.
+func NewRelayWriter(w io.Writer) *RelayWriter {
+	return &RelayWriter{w: w, changed: make(chan struct{})}
+}
+
+// Write writes p to the output.
+func (r *RelayWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	r.mu.Lock()
+	r.written += int64(n)
+	r.mu.Unlock()
+	return n, err
+}
+
+// SyscallConn is the output's, where it has one: the transport looks
+// through the RelayWriter to tell whether the output's reader is gone
+// (the relay's end of the connection closed), as it does without one.
+func (r *RelayWriter) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := r.w.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+// Passed says the relay has passed on the first n bytes written. A count
+// that goes back or past what was written is the relay's error: it is
+// taken as far as it is true.
+func (r *RelayWriter) Passed(n int64) {
+	r.mu.Lock()
+	n = min(n, r.written)
+	if r.gone || n <= r.passed {
+		r.mu.Unlock()
+		return
+	}
+	r.passed = n
+	var due []reachWait
+	kept := r.waits[:0]
+	for _, w := range r.waits {
+		if w.end <= n {
+			due = append(due, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(r.waits[len(kept):])
+	r.waits = kept
+	r.signalLocked()
+	r.mu.Unlock()
+	for _, w := range due {
+		w.f(true)
+	}
+}
+
+// Gone says the relay passes nothing more on: what it has not passed on
+// never reaches the client.
+func (r *RelayWriter) Gone() {
+	r.mu.Lock()
+	if r.gone {
+		r.mu.Unlock()
+		return
+	}
+	r.gone = true
+	due := r.waits
+	r.waits = nil
+	r.signalLocked()
+	r.mu.Unlock()
+	for _, w := range due {
+		w.f(false)
+	}
+}
+
+func (r *RelayWriter) signalLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// reached calls f(true) once the first end bytes written have been passed
+// on, or f(false) once they never will be; perhaps before it returns.
+func (r *RelayWriter) reached(end int64, f func(passed bool)) {
+	r.mu.Lock()
+	switch {
+	case end <= r.passed:
+		r.mu.Unlock()
+		f(true)
+	case r.gone:
+		r.mu.Unlock()
+		f(false)
+	default:
+		r.waits = append(r.waits, reachWait{end, f})
+		r.mu.Unlock()
+	}
+}
+
+// settle waits until what was written so far has been passed on, or the
+// relay is gone, or ctx ends; then the relay counts as gone.
+func (r *RelayWriter) settle(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		done := r.gone || r.passed >= r.written
+		changed := r.changed
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			r.Gone()
+			return
+		}
+	}
+}
+
+// settling is a session's input over a RelayWriter: at its end (after
+// the guard's drain, every request read answered) it waits up to
+// DrainGrace for the relay to pass on what was written, so that the
+// session's end, which takes back what no answer was told of, comes after
+// the relay told of every answer.
+type settling struct {
+	io.ReadCloser
+	relay   *RelayWriter
+	settled bool
+}
+
+func (s *settling) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	if err != nil && !s.settled {
+		s.settled = true
+		ctx, cancel := context.WithTimeout(context.Background(), DrainGrace)
+		s.relay.settle(ctx)
+		cancel()
+	}
+	return n, err
 }

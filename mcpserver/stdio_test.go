@@ -8,9 +8,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline"
 	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
@@ -269,4 +271,34 @@ func TestAClientGoneMidCallEndsTheForegroundCommandBySession(t *testing.T) {
 	if by, reason := ends.of("shell:1"); by != task.BySession || !strings.Contains(reason, "mcp: the client went away") {
 		t.Errorf("shell:1 ended by %q (%q), want session (mcp: the client went away)", by, reason)
 	}
+}
+
+// A RelayWriter lets the transport see through it whether the output's
+// reader is gone (the relay's end of the connection closed): the end of
+// input then waits no grace for answers nobody would read, as it does
+// on the output itself (rpcline's TestEndOfInputWithTheReaderGone).
+func TestTheRelaysReaderGoneIsSeenThroughTheRelayWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pw.Close()
+		pr.Close()
+		inR, inW := io.Pipe()
+		r, _ := rpcline.New(inR, mcpserver.NewRelayWriter(pw), rpcline.Options{MaxLine: 1 << 10, Drain: time.Minute})
+		eof := make(chan struct{})
+		go func() {
+			io.ReadAll(r)
+			close(eof)
+		}()
+		inW.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n"))
+		synctest.Wait()
+		start := time.Now()
+		inW.Close()
+		<-eof
+		if waited, most := time.Since(start), 100*time.Millisecond; waited > most {
+			t.Errorf("end of input %s after the relay went; want at most %s", waited, most)
+		}
+	})
 }

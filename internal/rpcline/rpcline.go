@@ -120,15 +120,18 @@ type Options struct {
 	// not block.
 	Stamp func(method string) string
 	// Sent, if set, is told of each response to a request passed on,
-	// once its write has ended: the request's key (as Stamp writes it)
-	// and whether it was written whole. False means the write failed
+	// once its write has ended: the request's key (as Stamp writes it),
+	// whether it was written whole, and, when it was, end: how many bytes
+	// the Writer had written to the output by the end of that response
+	// (a relay that tells which bytes reached the client tells which
+	// answers did: mcpserver.Relay). False means the write failed
 	// (the client is gone: a broken pipe) or the request was abandoned at
 	// the end of input and its response dropped. True means the output
 	// took it, not that the client read it: a client that dies with the
 	// answer in the pipe is not seen. A response the SDK never writes
 	// (it refuses to once its input has ended) is never told of. It is
 	// called on the writing goroutine and must not block.
-	Sent func(key string, written bool)
+	Sent func(key string, written bool, end int64)
 }
 
 // Request is a request Options.Take is offered.
@@ -182,7 +185,9 @@ type Writer struct {
 	// the drain then waits no more (see Reader.drain).
 	gone func() bool
 	// sent is Options.Sent.
-	sent func(key string, written bool)
+	sent func(key string, written bool, end int64)
+	// total is how many bytes were written to w; guarded by token.
+	total int64
 
 	mu        sync.Mutex
 	pending   map[string]*request // guarded by mu: id key → a request passed on and not answered yet
@@ -212,7 +217,8 @@ func (l *Writer) WriteEnding(p []byte, at int) (int, error) { return l.writeEndi
 func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	key, ok := responseKey(p[at:])
 	if !ok {
-		return l.write(p)
+		n, _, err := l.write(p)
+		return n, err
 	}
 	l.mu.Lock()
 	r := l.pending[key]
@@ -223,16 +229,16 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	l.mu.Unlock()
 	if abandoned {
 		if l.sent != nil {
-			l.sent(own, false)
+			l.sent(own, false, 0)
 		}
 		if at > 0 {
-			if _, err := l.write(p[:at]); err != nil {
+			if _, _, err := l.write(p[:at]); err != nil {
 				return 0, err
 			}
 		}
 		return len(p), nil
 	}
-	n, err := l.write(p)
+	n, end, err := l.write(p)
 	l.mu.Lock()
 	if r != nil && l.pending[key] == r {
 		delete(l.pending, key)
@@ -245,15 +251,24 @@ func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	// Told even if an abandon cleared the request while its answer was
 	// being written (it skips those): the write went out, or failed.
 	if r != nil && l.sent != nil {
-		l.sent(r.key, err == nil)
+		l.sent(r.key, err == nil, end)
 	}
 	return n, err
 }
 
-func (l *Writer) write(p []byte) (int, error) {
+// write writes p, and returns how many bytes the output was written in
+// all by the end of it.
+func (l *Writer) write(p []byte) (int, int64, error) {
 	l.token <- struct{}{}
 	defer func() { <-l.token }()
-	return l.w.Write(p)
+	return l.writeHeld(p)
+}
+
+// writeHeld is write with the token held.
+func (l *Writer) writeHeld(p []byte) (int, int64, error) {
+	n, err := l.w.Write(p)
+	l.total += int64(n)
+	return n, l.total, err
 }
 
 // Close does nothing; it lets a Writer be an io.WriteCloser.
@@ -343,7 +358,7 @@ func (l *Writer) abandon(after time.Duration, cause error) {
 	defer wait.Stop()
 	select {
 	case l.token <- struct{}{}:
-		l.w.Write(msgs)
+		l.writeHeld(msgs)
 		<-l.token
 	case <-wait.C:
 		go l.write(msgs)

@@ -3,6 +3,7 @@ package rpcline_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -57,11 +58,11 @@ type sends struct {
 	told []string
 }
 
-func (s *sends) sent(key string, written bool) {
+func (s *sends) sent(key string, written bool, end int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if written {
-		s.told = append(s.told, key+" written")
+		s.told = append(s.told, fmt.Sprintf("%s written to %d", key, end))
 	} else {
 		s.told = append(s.told, key+" lost")
 	}
@@ -73,7 +74,8 @@ func (s *sends) String() string {
 	return strings.Join(s.told, ", ")
 }
 
-// A response written whole is told as written; one whose write failed
+// A response written whole is told as written, with where it ends in the
+// output (every message written before it counts); one whose write failed
 // (the client closed its end: a broken pipe) as lost; a message that
 // answers no request passed on, not at all.
 func TestSentTellsWhetherTheAnswerWasWritten(t *testing.T) {
@@ -97,7 +99,8 @@ func TestSentTellsWhetherTheAnswerWasWritten(t *testing.T) {
 	if _, err := w.Write([]byte(`{"jsonrpc":"2.0","id":2,"result":{}}` + "\n")); err == nil {
 		t.Fatal("write to a closed pipe succeeded")
 	}
-	if got, want := s.String(), "1 written, 2 lost"; got != want {
+	end := len(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`+"\n") + len(`{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+	if got, want := s.String(), fmt.Sprintf("1 written to %d, 2 lost", end); got != want {
 		t.Errorf("Sent told %q, want %q", got, want)
 	}
 }
@@ -140,7 +143,7 @@ func TestSentTellsAnAnswerWrittenAcrossTheEndOfInput(t *testing.T) {
 		<-read // the drain gave up after its grace
 		close(out.release)
 		<-written
-		if got, want := s.String(), "1 written"; got != want {
+		if got, want := s.String(), "1 written to 37"; got != want {
 			t.Errorf("Sent told %q, want %q", got, want)
 		}
 	})
@@ -189,7 +192,7 @@ func TestSentTellsAnIDUsedAgainApart(t *testing.T) {
 		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
 		inW.Close()
 		synctest.Wait()
-		if got, want := s.String(), "1 written, 2 written"; got != want {
+		if got, want := s.String(), "1 written to 37, 2 written to 74"; got != want {
 			t.Errorf("Sent told %q, want %q", got, want)
 		}
 	})

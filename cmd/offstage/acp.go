@@ -82,7 +82,7 @@ func acpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		return err
 	}
 	if !f.served() && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialLive(sf.journal); err == nil {
+		if conn, sock, _, err := dialLive(sf.journal); err == nil {
 			// Checked here first: relayed, a mistake would reach only the
 			// supervisor's log, and the editor would see an agent that ends.
 			if len(rest) > 0 {
@@ -94,7 +94,7 @@ func acpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 				return err
 			}
 			fmt.Fprintf(stderr, "offstage: the sessions are hosted by offstage serve (%s): they go on when the editor goes, and session/load attaches to them.\n", sock)
-			return relayStream(ctx, conn, "acp", args, stdin, stdout)
+			return relayStream(ctx, conn, "acp", false, args, stdin, stdout)
 		} else if !errors.Is(err, errNoServe) {
 			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the sessions run in this process.\n", sock, err)
 		}

@@ -119,9 +119,9 @@ func mcpFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	// relayed client says what is wrong on its own stderr, not only in
 	// the supervisor's log.
 	if !f.served() && *httpAddr == "" && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialLive(sf.journal); err == nil {
+		if conn, sock, p, err := dialLive(sf.journal); err == nil {
 			fmt.Fprintf(stderr, "offstage: the MCP session is hosted by offstage serve (%s): its work goes on when the client goes; offstage sessions lists it.\n", sock)
-			return relayStream(ctx, conn, "mcp", args, stdin, stdout)
+			return relayStream(ctx, conn, "mcp", p.Acks, args, stdin, stdout)
 		} else if !errors.Is(err, errNoServe) {
 			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the session runs in this process.\n", sock, err)
 		}

@@ -106,7 +106,7 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		return err
 	}
 	if !f.served() && !*noServe && !sf.journal.noJournal {
-		if conn, sock, err := dialLive(sf.journal); err == nil {
+		if conn, sock, _, err := dialLive(sf.journal); err == nil {
 			return relay(ctx, conn, "run", args, stdin, stdout, stderr)
 		} else if attach.set {
 			return usagef("--attach joins a session of offstage serve, and none answers at %s (%v): start one with offstage serve", sock, err)

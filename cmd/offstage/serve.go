@@ -29,6 +29,7 @@ import (
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/internal/text"
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc/environ"
 	"github.com/offstage/offstage/task"
 )
@@ -360,7 +361,7 @@ func (sup *supervisor) serveConn(c *net.UnixConn) {
 		}
 		w.send(a)
 	case "ping":
-		w.send(map[string]int{"pid": os.Getpid()})
+		w.send(pong{PID: os.Getpid(), Acks: true})
 	case "stop":
 		keep = true
 		sup.stoppersMu.Lock()
@@ -462,6 +463,11 @@ func (sup *supervisor) serveRun(c *net.UnixConn, br *bufio.Reader, w *wireWriter
 func (sup *supervisor) serveStream(c *net.UnixConn, br *bufio.Reader, h serveHeader, run func(context.Context, *face, []string, io.Reader, io.Writer, io.Writer) error) {
 	env := h.Env
 	in := &cutReader{r: br}
+	var out io.Writer = c
+	if h.Acks && h.Face == "mcp" {
+		rw := mcpserver.NewRelayWriter(c)
+		in.r, out = &ackInput{br: br, out: rw, conn: c, cut: &in.cut}, rw
+	}
 	f := &face{getenv: func(k string) string { return envValue(env, k) }, environ: env, cwd: h.Dir,
 		width: func() int { return 0 }, interrupts: newFanout().subscribe, resizes: newFanout().subscribe,
 		host: sup, conn: sup.faces, endInput: func() {
@@ -472,7 +478,7 @@ func (sup *supervisor) serveStream(c *net.UnixConn, br *bufio.Reader, h serveHea
 			c.SetWriteDeadline(time.Now().Add(streamEndWait))
 		}}
 	logw := logWriter{sup.logger, h.Face}
-	if err := run(sup.faces, f, h.Args, in, c, logw); err != nil {
+	if err := run(sup.faces, f, h.Args, in, out, logw); err != nil {
 		sup.logger.Warn(fmt.Sprintf("serve: %s: %v", h.Face, err))
 	}
 }
@@ -860,38 +866,46 @@ func isClosed(ch <-chan struct{}) bool {
 // servePID is the pid of the supervisor that answers for jf's state
 // directory; false if none answers.
 func servePID(jf journalFlags) (int, bool) {
-	pid, _, err := pingServe(jf)
-	return pid, err == nil
+	p, _, err := pingServe(jf)
+	return p.PID, err == nil
 }
 
 // pingWait bounds how long a supervisor has to answer a ping.
 const pingWait = 5 * time.Second
 
+// pong is a supervisor's answer to a ping.
+type pong struct {
+	PID int `json:"pid"`
+	// Acks says the supervisor takes a relayed mcp face's
+	// acknowledgements (serveHeader.Acks); one that predates them does
+	// not say so.
+	Acks bool `json:"acks,omitempty"`
+}
+
 // pingServe asks the supervisor of jf's state directory for its pid:
 // dialServe's error when it cannot connect, another when it took the
 // connection but did not answer within pingWait (stopped, stuck).
-func pingServe(jf journalFlags) (pid int, sock string, err error) {
+func pingServe(jf journalFlags) (p pong, sock string, err error) {
 	c, sock, err := dialServe(jf)
 	if err != nil {
-		return 0, sock, err
+		return p, sock, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(pingWait))
 	if err := newWireWriter(c).send(serveHeader{Face: "ping"}); err != nil {
-		return 0, sock, err
+		return p, sock, err
 	}
-	var p struct{ PID int }
 	if err := json.NewDecoder(io.LimitReader(c, 4<<10)).Decode(&p); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return 0, sock, &pingTimeout{err}
+			return pong{}, sock, &pingTimeout{err}
 		}
-		return 0, sock, fmt.Errorf("it closed the connection without an answer, as it does for another user's; its log says why (%w)", err)
+		return pong{}, sock, fmt.Errorf("it closed the connection without an answer, as it does for another user's; its log says why (%w)", err)
 	}
 	if p.PID <= 0 {
-		return 0, sock, errors.New("its answer to a ping names no process")
+		return pong{}, sock, errors.New("its answer to a ping names no process")
 	}
-	return p.PID, sock, nil
+	return p, sock, nil
 }
 
 // pingTimeout is a ping's answer that did not come within pingWait.
@@ -908,14 +922,17 @@ func (e *pingTimeout) Unwrap() error { return e.err }
 // stuck) is one that does not answer, so the session runs in process,
 // where the relay would have waited on it without end (an outsider's
 // finding: SIGSTOP of serve, then offstage run: no word for 100 s).
-func dialLive(jf journalFlags) (*net.UnixConn, string, error) {
+// What the ping answered comes too (its zero value when it was not).
+func dialLive(jf journalFlags) (*net.UnixConn, string, pong, error) {
 	var ne net.Error
-	if _, sock, err := pingServe(jf); errors.As(err, &ne) && ne.Timeout() {
-		return nil, sock, err
+	p, sock, err := pingServe(jf)
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil, sock, p, err
 	}
 	// Answered, or refused (another user's connection: the relay says
 	// so), or not there at all: as before.
-	return dialServe(jf)
+	c, sock, err := dialServe(jf)
+	return c, sock, p, err
 }
 
 // logTail returns the last n bytes of the file at path, or "".

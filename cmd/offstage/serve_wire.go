@@ -43,6 +43,11 @@ type serveHeader struct {
 	TTY  [3]bool  `json:"tty"` // stdin, stdout, stderr
 	// Width is the terminal's width in columns, 0 if unknown.
 	Width int `json:"width,omitempty"`
+	// Acks says the relay of an mcp face tells the supervisor, between
+	// the lines of its client's input, how much of the output it has
+	// passed on to the client (serve_acks.go), and says the end of the
+	// input so, instead of half-closing the connection.
+	Acks bool `json:"acks,omitempty"`
 }
 
 // frame is every later line, either way.
@@ -325,21 +330,34 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// relayStream runs a stream face (acp) in offstage serve: after the
+// relayStream runs a stream face (acp, mcp) in offstage serve: after the
 // header, the connection is the protocol's own bytes, both ways. The end
 // of stdin half-closes it; SIGTERM or SIGHUP drop it. Either way the
-// supervisor detaches the sessions; nothing ends.
-func relayStream(ctx context.Context, c *net.UnixConn, face string, args []string, stdin io.Reader, stdout io.Writer) error {
+// supervisor detaches the sessions; nothing ends. With acks (the
+// supervisor takes them: pong.Acks), an mcp face's relay tells the
+// supervisor how much of its output it has passed on (relayAcks), and
+// says the end of stdin so instead of half-closing.
+func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, args []string, stdin io.Reader, stdout io.Writer) error {
 	defer c.Close()
 	cwd, _ := os.Getwd()
-	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ()}
+	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ(), Acks: acks}
 	if err := newWireWriter(c).send(h); err != nil {
 		return fmt.Errorf("offstage serve closed the connection before the %s began (%v): it does when the connection comes from another user, and when it stops; its log says which", face, err)
 	}
 	c.SetWriteDeadline(time.Time{})
 	_, pid, _ := peer(c) // the supervisor's, for what the user reads
 	var inputEnded, clientGone atomic.Bool
+	var ra *relayAcks
+	if acks {
+		ra = newRelayAcks(c)
+		defer ra.stop()
+	}
 	go func() { // left behind at exit, blocked on stdin: main exits
+		if ra != nil {
+			ra.copyIn(stdin)
+			inputEnded.Store(true)
+			return
+		}
 		io.Copy(c, stdin)
 		inputEnded.Store(true)
 		c.CloseWrite()
@@ -358,7 +376,12 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, args []strin
 		return c.Close()
 	}))
 	defer unwatch()
-	_, err := io.Copy(stdout, c)
+	var err error
+	if ra != nil {
+		err = ra.copyOut(stdout)
+	} else {
+		_, err = io.Copy(stdout, c)
+	}
 	switch {
 	case ctx.Err() != nil || clientGone.Load():
 		return nil

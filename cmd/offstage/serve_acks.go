@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/offstage/offstage/mcpserver"
+)
+
+// The acknowledgements of a relayed mcp face. offstage mcp, under offstage
+// serve, is a relay: the supervisor writes the session's answers to the
+// relay's connection, and the relay passes them on to its client. The
+// supervisor used to count a task_wait's results as delivered once it had
+// written the answer to the connection; a client that died then, with the
+// answer still in the socket or the relay's hands, never got them, and no
+// later wait did either. Now the relay says how many bytes of the output
+// it has passed on, and the supervisor counts an answer once they cover
+// it (mcpserver.RelayWriter); what they never cover is taken back when
+// the connection ends, undelivered again.
+//
+// The relay says so in control lines, between two lines of its client's
+// input: the record separator (0x1e, which begins no JSON text), then
+// "ack N" (the first N bytes of the output were passed on) or "eof" (the
+// client's input ended: the connection stays open for the acks of what
+// is answered after). A line of the client's that begins with the
+// separator is no JSON-RPC message either way; the relay changes that
+// byte to '?', so that the client cannot speak for the relay.
+
+// ackMark begins a control line.
+const ackMark = 0x1e
+
+// maxControlLine bounds a control line ("\x1eack " and 19 digits).
+const maxControlLine = 32
+
+// relayAcks is the relay's side: it passes its client's input on to the
+// supervisor, and tells it, at the first boundary between two lines of
+// that input, how many bytes of output the relay has passed on.
+type relayAcks struct {
+	c       io.ReadWriter // the connection to the supervisor
+	passed  atomic.Int64  // bytes of the output passed on to the client
+	kick    chan struct{} // capacity 1: passed grew
+	stopped chan struct{} // closed by stop: tell ends
+
+	mu      sync.Mutex // held by whoever writes to c
+	midLine bool       // guarded by mu: the last input byte sent was no newline
+	told    int64      // guarded by mu: the count last told
+	failed  error      // guarded by mu: the write to c that failed
+}
+
+func newRelayAcks(c io.ReadWriter) *relayAcks {
+	a := &relayAcks{c: c, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go a.tell()
+	return a
+}
+
+// stop ends the goroutine that tells what was passed on.
+func (a *relayAcks) stop() { close(a.stopped) }
+
+// tell tells the supervisor what was passed on, as it grows, without
+// holding up the copy of the output (a supervisor that stops reading
+// must not stop the relay passing its answers on).
+func (a *relayAcks) tell() {
+	for {
+		select {
+		case <-a.kick:
+		case <-a.stopped:
+			return
+		}
+		a.mu.Lock()
+		a.tellLocked()
+		a.mu.Unlock()
+	}
+}
+
+// tellLocked sends an ack of what was passed on, if it grew and the
+// input is between two lines.
+func (a *relayAcks) tellLocked() {
+	n := a.passed.Load()
+	if a.midLine || n <= a.told || a.failed != nil {
+		return
+	}
+	a.told = n
+	a.writeLocked(fmt.Appendf(nil, "%cack %d\n", ackMark, n))
+}
+
+func (a *relayAcks) writeLocked(p []byte) {
+	if a.failed != nil {
+		return
+	}
+	if _, err := a.c.Write(p); err != nil {
+		a.failed = err
+	}
+}
+
+// copyIn passes the client's input on until it ends, then says so.
+func (a *relayAcks) copyIn(stdin io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := stdin.Read(buf)
+		if n > 0 && !a.sendInput(buf[:n]) {
+			return // the connection is broken: the output's end says why
+		}
+		if err != nil {
+			break
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.midLine { // the last line, cut short: ended, so the ack can follow
+		a.writeLocked([]byte("\n"))
+		a.midLine = false
+	}
+	a.tellLocked()
+	a.writeLocked([]byte{ackMark, 'e', 'o', 'f', '\n'})
+}
+
+// sendInput passes p, some of the client's input, on: up to its last
+// newline, then an ack if one is due, then the rest. It reports false
+// once a write to the supervisor has failed.
+func (a *relayAcks) sendInput(p []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	start := !a.midLine
+	for i, b := range p {
+		if b == ackMark && start {
+			p[i] = '?'
+		}
+		start = b == '\n'
+	}
+	head, tail := []byte(nil), p
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		head, tail = p[:i+1], p[i+1:]
+	}
+	if len(head) > 0 {
+		a.writeLocked(head)
+		a.midLine = false
+		a.tellLocked()
+	}
+	if len(tail) > 0 {
+		a.writeLocked(tail)
+		a.midLine = true
+	}
+	return a.failed == nil
+}
+
+// copyOut passes the supervisor's output on to the client until the
+// connection ends, and has each write told.
+func (a *relayAcks) copyOut(stdout io.Writer) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := a.c.Read(buf)
+		if n > 0 {
+			if _, werr := stdout.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			a.passed.Add(int64(n))
+			select {
+			case a.kick <- struct{}{}:
+			default:
+			}
+		}
+		if err == io.EOF || errors.Is(err, syscall.ECONNRESET) {
+			// Its end; reset where it closed with acks of ours unread.
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// ackInput is the supervisor's side: a relayed mcp face's input, its
+// client's lines with the relay's control lines between them, which it
+// takes out and tells out of. After the relay's "eof", or once the
+// supervisor cut the input (cut, a stop: what is answered after still
+// counts once passed on), it reads on for the acks that follow, until the
+// connection ends; when the connection ends, or says what it should not,
+// the relay is gone for out.
+type ackInput struct {
+	br      *bufio.Reader
+	out     *mcpserver.RelayWriter
+	conn    net.Conn     // whose read deadline cuts the input
+	cut     *atomic.Bool // set when the supervisor cut the input
+	midLine bool         // the last byte passed on was no newline
+	ended   bool         // the relay said its client's input ended, or it was cut
+}
+
+func (r *ackInput) Read(p []byte) (int, error) {
+	if r.ended {
+		return 0, io.EOF
+	}
+	for {
+		b, err := r.br.Peek(1)
+		if err != nil {
+			return 0, r.failed(err)
+		}
+		if r.midLine || b[0] != ackMark {
+			break
+		}
+		eof, err := r.control()
+		if err != nil {
+			return 0, r.failed(err)
+		}
+		if eof {
+			r.ended = true
+			go r.rest()
+			return 0, io.EOF
+		}
+	}
+	chunk, _ := r.br.Peek(min(len(p), r.br.Buffered()))
+	if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+		chunk = chunk[:i+1]
+		r.midLine = false
+	} else {
+		r.midLine = true
+	}
+	n := copy(p, chunk)
+	r.br.Discard(n)
+	return n, nil
+}
+
+// failed ends the input on err: the relay is gone, unless the supervisor
+// cut the input (its read deadline), when the acks are read on.
+func (r *ackInput) failed(err error) error {
+	if r.cut != nil && r.cut.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		r.conn.SetReadDeadline(time.Time{})
+		r.ended = true
+		go r.rest()
+		return err
+	}
+	r.out.Gone()
+	return err
+}
+
+// rest reads the acks that follow the end of the input, until the
+// connection ends; the client's lines that still come (after a cut) are
+// dropped.
+func (r *ackInput) rest() {
+	defer r.out.Gone()
+	atStart := !r.midLine
+	for {
+		b, err := r.br.Peek(1)
+		if err != nil {
+			return
+		}
+		if atStart && b[0] == ackMark {
+			if _, err := r.control(); err != nil {
+				return
+			}
+			continue
+		}
+		_, err = r.br.ReadSlice('\n')
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+		atStart = err == nil
+	}
+}
+
+// errControl is a control line that is none of the relay's.
+var errControl = errors.New("offstage serve: the relay sent a control line it does not send (an offstage of another version?)")
+
+// control reads a control line: it tells out of an ack, and reports
+// whether it was the end of the client's input.
+func (r *ackInput) control() (eof bool, err error) {
+	line, err := r.br.Peek(min(maxControlLine, max(r.br.Buffered(), 1)))
+	i := bytes.IndexByte(line, '\n')
+	for i < 0 && err == nil && len(line) < maxControlLine {
+		line, err = r.br.Peek(min(maxControlLine, len(line)+1))
+		i = bytes.IndexByte(line, '\n')
+	}
+	if i < 0 {
+		if err == nil || err == bufio.ErrBufferFull {
+			err = errControl
+		}
+		return false, err
+	}
+	body := string(line[1:i])
+	r.br.Discard(i + 1)
+	if body == "eof" {
+		return true, nil
+	}
+	num, ok := bytes.CutPrefix([]byte(body), []byte("ack "))
+	n, perr := strconv.ParseInt(string(num), 10, 64)
+	if !ok || perr != nil || n < 0 || len(num) == 0 || num[0] == '+' {
+		return false, errControl
+	}
+	r.out.Passed(n)
+	return false, nil
+}

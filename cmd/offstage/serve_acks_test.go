@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offstage/offstage/mcpserver"
+)
+
+// Regression: under offstage serve, a task_wait's answer counted as
+// delivered once the supervisor had written it to offstage mcp's
+// connection; a client that died with the answer still in the socket, or
+// in the relay's hands, never got the result, and the journal said it
+// had. The relay now says what it has passed on: here its client stops
+// reading (the relay blocks on a full pipe with a 150 KB answer), the
+// wait's answer is written behind it, and the client dies. The result
+// is undelivered in the journal; the one whose answer the client read
+// before is delivered.
+func TestARelayedAnswerTheClientNeverGotIsUndelivered(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1h")
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
+	stderr := new(syncBuffer)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	lines := bufio.NewReaderSize(outR, 1<<20)
+	call := func(id, method, params string) string {
+		t.Helper()
+		if _, err := io.WriteString(in, `{"jsonrpc":"2.0","id":"`+id+`","method":"`+method+`","params":`+params+"}\n"); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			line, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", method, err, stderr.String())
+			}
+			if strings.Contains(line, `"id":"`+id+`"`) {
+				return line
+			}
+		}
+	}
+	call("i", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	if !strings.Contains(stderr.String(), "hosted by offstage serve") {
+		t.Fatalf("offstage mcp does not relay to offstage serve:\n%s", stderr.String())
+	}
+	for _, id := range []string{"shell:1", "shell:2"} {
+		if a := call("b"+id, "tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true}}`); !strings.Contains(a, `\"task_id\":\"`+id+`\"`) {
+			t.Fatalf("bash = %s, want %s", a, id)
+		}
+	}
+	waitTask(t, state, "shell:2", func(r map[string]any) bool { return r["state"] == "completed" })
+	if a := call("w1", "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`); !strings.Contains(a, `shell:1`) {
+		t.Fatalf("task_wait(shell:1) = %s", a)
+	}
+	// The client stops reading: an answer of 150 KB (a ping's, whose id
+	// it echoes) fills the pipe and the relay's hands, and the wait's
+	// answer goes into the socket behind it.
+	io.WriteString(in, `{"jsonrpc":"2.0","id":"`+strings.Repeat("p", 150<<10)+`","method":"ping"}`+"\n")
+	io.WriteString(in, `{"jsonrpc":"2.0","id":"w2","method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:2"]}}}`+"\n")
+	time.Sleep(time.Second) // the supervisor has written both answers
+	outR.Close()            // the client dies
+	cmd.Process.Kill()
+	sv.waitLive(t, "no session (its client went, nothing ran)", func(s []liveSession) bool { return len(s) == 0 })
+	for id, want := range map[string]bool{"shell:1": true, "shell:2": false} {
+		if r := waitTask(t, state, id, func(map[string]any) bool { return true }); r["delivered"] != want {
+			t.Errorf("%s: delivered %v, want %v: %v", id, r["delivered"], want, r)
+		}
+	}
+	noSurvivors(t, mark)
+}
+
+// relayed runs input (the client's, in chunks) through the relay's side
+// of the acknowledgements, telling passed[i] of what was passed on after
+// chunk i, and then through the supervisor's side: what the supervisor's
+// session reads, and out, told of the acks.
+func relayed(t *testing.T, chunks [][]byte, passed []int64) (read []byte, out *mcpserver.RelayWriter) {
+	var wire bytes.Buffer
+	a := &relayAcks{c: &wire}
+	for i, c := range chunks {
+		if !a.sendInput(bytes.Clone(c)) {
+			t.Fatal("a write to a buffer failed")
+		}
+		if i < len(passed) {
+			a.passed.Store(passed[i])
+			a.mu.Lock()
+			a.tellLocked()
+			a.mu.Unlock()
+		}
+	}
+	a.copyIn(strings.NewReader(""))
+	out = mcpserver.NewRelayWriter(io.Discard)
+	out.Write(make([]byte, 1<<20))
+	read, err := io.ReadAll(&ackInput{br: bufio.NewReader(&wire), out: out})
+	if err != nil {
+		t.Fatalf("reading %q: %v", wire.Bytes(), err)
+	}
+	return read, out
+}
+
+// The supervisor reads what the client wrote, whatever acks the relay
+// put between its lines, and however its input came in chunks; a line of
+// the client's that begins with the mark cannot speak for the relay; a
+// last line cut short is ended.
+func TestAcksLeaveTheClientsInputAsItWas(t *testing.T) {
+	chunks := [][]byte{[]byte(`{"a":1}` + "\n" + `{"b"`), []byte(`:2}` + "\n"), []byte("\x1eack 99999\n\x1eeof\n"), []byte(`{"c":3}`)}
+	read, _ := relayed(t, chunks, []int64{10, 20, 30, 40})
+	want := `{"a":1}` + "\n" + `{"b":2}` + "\n" + "?ack 99999\n?eof\n" + `{"c":3}` + "\n"
+	if string(read) != want {
+		t.Errorf("the supervisor read %q, want %q", read, want)
+	}
+}
+
+// FuzzAcks: whatever the client writes, in whatever chunks, with acks
+// between, the supervisor reads it as written (a mark beginning a line
+// changed, a last line ended), and never a line that begins with the
+// mark. Raw bytes the supervisor's side is given, whatever they are,
+// neither panic nor hang it, and no line it passes on begins with the
+// mark.
+func FuzzAcks(f *testing.F) {
+	f.Add([]byte(`{"a":1}`+"\n"+`{"b":2}`+"\n"), uint8(3), int64(5))
+	f.Add([]byte("\x1eack 12\n\x1eeof\n"), uint8(1), int64(0))
+	f.Add([]byte("\x1e\x1e\n\n\x1e"), uint8(2), int64(1<<62))
+	f.Fuzz(func(t *testing.T, input []byte, cut uint8, passed int64) {
+		var chunks [][]byte
+		step := int(cut)%7 + 1
+		for i := 0; i < len(input); i += step {
+			chunks = append(chunks, input[i:min(i+step, len(input))])
+		}
+		var ps []int64
+		for i := range chunks {
+			ps = append(ps, passed+int64(i))
+		}
+		read, _ := relayed(t, chunks, ps)
+		want := bytes.Clone(input)
+		for i := range want {
+			if want[i] == ackMark && (i == 0 || want[i-1] == '\n') {
+				want[i] = '?'
+			}
+		}
+		if len(want) > 0 && want[len(want)-1] != '\n' {
+			want = append(want, '\n')
+		}
+		if !bytes.Equal(read, want) {
+			t.Errorf("the supervisor read %q, want %q", read, want)
+		}
+
+		// The supervisor's side alone, given the raw bytes.
+		r := &ackInput{br: bufio.NewReaderSize(bytes.NewReader(input), 16), out: mcpserver.NewRelayWriter(io.Discard)}
+		raw, _ := io.ReadAll(r)
+		for i, b := range raw {
+			if b == ackMark && (i == 0 || raw[i-1] == '\n') {
+				t.Fatalf("passed on a line that begins with the mark: %q from %q", raw, input)
+			}
+		}
+	})
+}

@@ -80,6 +80,14 @@ func Alive(h Host) bool {
 	return err == nil && start == h.Start && state != 'Z' && state != 'X'
 }
 
+// Stopped reports whether process pid is stopped (state 'T': SIGSTOP,
+// SIGTSTP, a terminal's Ctrl-Z) or held by a debugger ('t'): it runs no
+// code until it is continued. False where /proc cannot tell.
+func Stopped(pid int) bool {
+	_, state, err := processStat(pid)
+	return err == nil && (state == 'T' || state == 't')
+}
+
 // Recovered is what Recover found: tasks of dead hosts, now orphaned, and
 // how many of their processes it stopped.
 type Recovered struct {

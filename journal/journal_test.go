@@ -941,3 +941,38 @@ func TestAZombieHostIsGone(t *testing.T) {
 	}
 	cmd.Wait()
 }
+
+// Stopped tells a stopped process (SIGSTOP), which answers nothing until
+// continued, from a running one: a relay then does not wait on offstage
+// serve's ping in vain.
+func TestStoppedSaysAProcessIsStopped(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	if journal.Stopped(pid) {
+		t.Errorf("a running process (pid %d) is stopped", pid)
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+	for deadline := time.Now().Add(10 * time.Second); !journal.Stopped(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d, sent SIGSTOP, is not stopped after 10 s", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	for deadline := time.Now().Add(10 * time.Second); journal.Stopped(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d, sent SIGCONT, is still stopped after 10 s", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if journal.Stopped(1 << 30) {
+		t.Error("a pid that does not exist is stopped")
+	}
+}

@@ -891,6 +891,10 @@ func pingServe(jf journalFlags) (p pong, sock string, err error) {
 		return p, sock, err
 	}
 	defer c.Close()
+	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+		// It would not answer: not waited for (pingWait) in vain.
+		return p, sock, &serveStopped{pid}
+	}
 	c.SetDeadline(time.Now().Add(pingWait))
 	if err := newWireWriter(c).send(serveHeader{Face: "ping"}); err != nil {
 		return p, sock, err
@@ -917,6 +921,14 @@ func (e *pingTimeout) Error() string {
 
 func (e *pingTimeout) Unwrap() error { return e.err }
 
+// serveStopped is a supervisor that took the connection but is stopped:
+// it cannot answer until it is continued.
+type serveStopped struct{ pid int }
+
+func (e *serveStopped) Error() string {
+	return fmt.Sprintf("it is stopped (pid %d: SIGSTOP, Ctrl-Z or a debugger) and answers nothing until continued: kill -CONT %d", e.pid, e.pid)
+}
+
 // dialLive is dialServe for a client that relays (run, mcp, acp): a
 // supervisor that takes connections but does not answer (stopped,
 // stuck) is one that does not answer, so the session runs in process,
@@ -925,8 +937,9 @@ func (e *pingTimeout) Unwrap() error { return e.err }
 // What the ping answered comes too (its zero value when it was not).
 func dialLive(jf journalFlags) (*net.UnixConn, string, pong, error) {
 	var ne net.Error
+	var stopped *serveStopped
 	p, sock, err := pingServe(jf)
-	if errors.As(err, &ne) && ne.Timeout() {
+	if errors.As(err, &ne) && ne.Timeout() || errors.As(err, &stopped) {
 		return nil, sock, p, err
 	}
 	// Answered, or refused (another user's connection: the relay says

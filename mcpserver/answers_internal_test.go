@@ -162,3 +162,41 @@ func TestIsResponse(t *testing.T) {
 		}
 	}
 }
+
+// blockingWriter takes each write only when release is closed.
+type blockingWriter struct{ release chan struct{} }
+
+func (w blockingWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return len(p), nil
+}
+
+// Regression: the relay can pass an answer on, and say so, before the
+// supervisor's write of it returns; Passed cut the count to what was
+// written then, and with no ack after it (the client died), the answer
+// the client had read was taken back. A write under way counts.
+func TestAnAckThatComesBeforeTheWriteReturnsCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := NewRelayWriter(blockingWriter{release: make(chan struct{})})
+		answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")
+		wrote := make(chan struct{})
+		go func() {
+			r.Write(answer)
+			close(wrote)
+		}()
+		synctest.Wait() // the write is under way
+		r.Passed(int64(len(answer)) + 10)
+		close(r.w.(blockingWriter).release)
+		<-wrote
+		var passed, told bool
+		r.reached(int64(len(answer)), func(p bool) { passed, told = p, true })
+		if !told || !passed {
+			t.Errorf("the answer the relay said it passed on: told %v, passed %v; want passed", told, passed)
+		}
+		r.Passed(1 << 40) // past what was ever written: the relay's error, taken as far as true
+		if r.passed != int64(len(answer)) {
+			t.Errorf("passed = %d after a count past what was written, want %d", r.passed, len(answer))
+		}
+		r.Gone()
+	})
+}

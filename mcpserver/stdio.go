@@ -119,6 +119,7 @@ type RelayWriter struct {
 
 	mu      sync.Mutex
 	written int64         // guarded by mu: bytes written to w
+	writing int64         // guarded by mu: bytes of the writes under way
 	passed  int64         // guarded by mu: bytes the relay passed on
 	gone    bool          // guarded by mu: the relay passes nothing more on
 	waits   []reachWait   // guarded by mu: what waits for bytes to be passed on
@@ -139,9 +140,13 @@ func NewRelayWriter(w io.Writer) *RelayWriter {
 
 // Write writes p to the output.
 func (r *RelayWriter) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	r.writing += int64(len(p))
+	r.mu.Unlock()
 	n, err := r.w.Write(p)
 	r.mu.Lock()
 	r.written += int64(n)
+	r.writing -= int64(len(p))
 	r.mu.Unlock()
 	return n, err
 }
@@ -158,10 +163,13 @@ func (r *RelayWriter) SyscallConn() (syscall.RawConn, error) {
 
 // Passed says the relay has passed on the first n bytes written. A count
 // that goes back or past what was written is the relay's error: it is
-// taken as far as it is true.
+// taken as far as it is true. A write under way counts as written: the
+// relay can pass its bytes on, and say so, before the write returns (a
+// count cut to what was written then was lost, and with it an answer the
+// client had read, when no ack came after it).
 func (r *RelayWriter) Passed(n int64) {
 	r.mu.Lock()
-	n = min(n, r.written)
+	n = min(n, r.written+r.writing)
 	if r.gone || n <= r.passed {
 		r.mu.Unlock()
 		return

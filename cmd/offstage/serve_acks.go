@@ -52,10 +52,15 @@ type relayAcks struct {
 	stopped chan struct{} // closed by stop: tell ends
 
 	mu      sync.Mutex // held by whoever writes to c
+	held    []byte     // guarded by mu: the start of the client's line being written, kept back (see sendInput)
 	midLine bool       // guarded by mu: the last input byte sent was no newline
 	told    int64      // guarded by mu: the count last told
 	failed  error      // guarded by mu: the write to c that failed
 }
+
+// maxHeld bounds the start of a line the relay keeps back until its end.
+// A longer line is passed on as it comes, and the acks wait for its end.
+const maxHeld = 64 << 10
 
 func newRelayAcks(c io.ReadWriter) *relayAcks {
 	a := &relayAcks{c: c, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
@@ -116,6 +121,10 @@ func (a *relayAcks) copyIn(stdin io.Reader) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.held) > 0 {
+		a.sendHeldLocked()
+		a.midLine = true
+	}
 	if a.midLine { // the last line, cut short: ended, so the ack can follow
 		a.writeLocked([]byte("\n"))
 		a.midLine = false
@@ -127,30 +136,61 @@ func (a *relayAcks) copyIn(stdin io.Reader) {
 // sendInput passes p, some of the client's input, on: up to its last
 // newline, then an ack if one is due, then the rest. It reports false
 // once a write to the supervisor has failed.
+//
+// The start of a line that has not ended yet is kept back until it does
+// (up to maxHeld), so that the connection is between two lines whenever
+// an ack is due: one goes out at once, not after the line's end, which a
+// client that dies while writing a line never sends (an outsider's
+// finding: the answer it had read counted as undelivered). The
+// supervisor can do nothing with a line before its end anyway.
 func (a *relayAcks) sendInput(p []byte) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	start := !a.midLine
+	start := !a.midLine && len(a.held) == 0
 	for i, b := range p {
 		if b == ackMark && start {
 			p[i] = '?'
 		}
 		start = b == '\n'
 	}
-	head, tail := []byte(nil), p
+	tail := p
 	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
-		head, tail = p[:i+1], p[i+1:]
-	}
-	if len(head) > 0 {
-		a.writeLocked(head)
+		a.sendHeldLocked()
+		a.writeLocked(p[:i+1])
 		a.midLine = false
 		a.tellLocked()
+		tail = p[i+1:]
 	}
-	if len(tail) > 0 {
+	switch {
+	case len(tail) == 0:
+	case !a.midLine && len(a.held)+len(tail) <= maxHeld:
+		a.held = append(a.held, tail...)
+	default: // a long line: it goes as it comes
+		a.sendHeldLocked()
 		a.writeLocked(tail)
 		a.midLine = true
 	}
 	return a.failed == nil
+}
+
+// sendHeldLocked passes on the start of a line kept back.
+func (a *relayAcks) sendHeldLocked() {
+	if len(a.held) == 0 {
+		return
+	}
+	a.writeLocked(a.held)
+	a.held = a.held[:0]
+	if cap(a.held) > maxHeld { // not kept for the relay's life
+		a.held = nil
+	}
+}
+
+// tellNow sends an ack of what was passed on, if one is due: before the
+// relay drops the connection when its client has gone.
+func (a *relayAcks) tellNow() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tellLocked()
 }
 
 // copyOut passes the supervisor's output on to the client until the

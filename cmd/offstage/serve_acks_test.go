@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,47 +25,8 @@ import (
 func TestARelayedAnswerTheClientNeverGotIsUndelivered(t *testing.T) {
 	state := serveState(t)
 	sv := startServe(t, state, "--idle", "1h")
-	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
-	stderr := new(syncBuffer)
-	cmd.Stderr = stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = outW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outW.Close()
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	lines := bufio.NewReaderSize(outR, 1<<20)
-	call := func(id, method, params string) string {
-		t.Helper()
-		if _, err := io.WriteString(in, `{"jsonrpc":"2.0","id":"`+id+`","method":"`+method+`","params":`+params+"}\n"); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			line, err := lines.ReadString('\n')
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", method, err, stderr.String())
-			}
-			if strings.Contains(line, `"id":"`+id+`"`) {
-				return line
-			}
-		}
-	}
-	call("i", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
-	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
-	if !strings.Contains(stderr.String(), "hosted by offstage serve") {
-		t.Fatalf("offstage mcp does not relay to offstage serve:\n%s", stderr.String())
-	}
+	rc := startRelayClient(t, state)
+	in, outR, cmd, call, mark := rc.in, rc.out, rc.cmd, rc.call, rc.mark
 	for _, id := range []string{"shell:1", "shell:2"} {
 		if a := call("b"+id, "tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true}}`); !strings.Contains(a, `\"task_id\":\"`+id+`\"`) {
 			t.Fatalf("bash = %s, want %s", a, id)
@@ -89,6 +51,105 @@ func TestARelayedAnswerTheClientNeverGotIsUndelivered(t *testing.T) {
 		}
 	}
 	noSurvivors(t, mark)
+}
+
+// relayClient is a client of offstage mcp (a relay to offstage serve)
+// that speaks JSON-RPC lines by hand: call writes a request and reads
+// lines until its answer.
+type relayClient struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *os.File // the client's end of the relay's output
+	stderr *syncBuffer
+	mark   string
+	call   func(id, method, params string) string
+	answer func(id string) string // reads lines until id's answer
+}
+
+// startRelayClient starts offstage mcp with state as its state directory,
+// initializes the session and checks that it relays to offstage serve.
+// The relay is killed when the test ends.
+func startRelayClient(t *testing.T, state string) *relayClient {
+	t.Helper()
+	cmd, mark := offstage(t, []string{"XDG_STATE_HOME=" + state}, "mcp")
+	stderr := new(syncBuffer)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := bufio.NewReaderSize(outR, 1<<20)
+	answer := func(id string) string {
+		t.Helper()
+		for {
+			line, err := lines.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the answer to %s: %v\n%s", id, err, stderr.String())
+			}
+			if strings.Contains(line, `"id":"`+id+`"`) {
+				return line
+			}
+		}
+	}
+	call := func(id, method, params string) string {
+		t.Helper()
+		if _, err := io.WriteString(in, request(id, method, params)); err != nil {
+			t.Fatal(err)
+		}
+		return answer(id)
+	}
+	call("i", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	if !strings.Contains(stderr.String(), "hosted by offstage serve") {
+		t.Fatalf("offstage mcp does not relay to offstage serve:\n%s", stderr.String())
+	}
+	return &relayClient{cmd: cmd, in: in, out: outR, stderr: stderr, mark: mark, call: call, answer: answer}
+}
+
+// request is a JSON-RPC request's line.
+func request(id, method, params string) string {
+	return `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `","params":` + params + "}\n"
+}
+
+// Regression (an outsider's finding): a client that read a task_wait's
+// answer, began its next line and died had the result counted as
+// undelivered: the relay told what it had passed on only between two
+// lines of its client's input, and the client's last line never ended.
+// The relay now keeps a line back until its end, and tells at once.
+func TestAnAnswerReadBeforeAClientDiesMidLineCounts(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state, "--idle", "1h")
+	rc := startRelayClient(t, state)
+	if a := rc.call("b", "tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true}}`); !strings.Contains(a, `\"task_id\":\"shell:1\"`) {
+		t.Fatalf("bash = %s", a)
+	}
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+	// The wait, and the next line begun before its answer comes.
+	io.WriteString(rc.in, request("w", "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`)+`{"jsonrpc":"2.0","id":"half","meth`)
+	if a := rc.answer("w"); !strings.Contains(a, "shell:1") {
+		t.Fatalf("task_wait(shell:1) = %s", a)
+	}
+	time.Sleep(200 * time.Millisecond) // the relay has passed the answer on, and told
+	rc.out.Close()                     // the client dies mid-line
+	rc.cmd.Process.Kill()
+	sv.waitLive(t, "no session (its client went)", func(s []liveSession) bool { return len(s) == 0 })
+	if r := waitTask(t, state, "shell:1", func(map[string]any) bool { return true }); r["delivered"] != true {
+		t.Errorf("shell:1: delivered %v, want true: %v", r["delivered"], r)
+	}
+	noSurvivors(t, rc.mark)
 }
 
 // relayed runs input (the client's, in chunks) through the relay's side
@@ -129,6 +190,33 @@ func TestAcksLeaveTheClientsInputAsItWas(t *testing.T) {
 	want := `{"a":1}` + "\n" + `{"b":2}` + "\n" + "?ack 99999\n?eof\n" + `{"c":3}` + "\n"
 	if string(read) != want {
 		t.Errorf("the supervisor read %q, want %q", read, want)
+	}
+}
+
+// The relay keeps the start of a line back until its end, so that an ack
+// goes out at once, between two lines; a line longer than it keeps goes
+// as it comes, and reads as it was written.
+func TestAnAckGoesOutWhileALineIsBeingWritten(t *testing.T) {
+	var wire bytes.Buffer
+	a := &relayAcks{c: &wire}
+	a.sendInput([]byte(`{"a":1}` + "\n" + `{"b"`))
+	a.passed.Store(10)
+	a.tellNow()
+	if got, want := wire.String(), `{"a":1}`+"\n\x1eack 10\n"; got != want {
+		t.Errorf("the relay sent %q, want %q", got, want)
+	}
+	a.sendInput([]byte(`:2}` + "\n"))
+	if got, want := wire.String(), `{"a":1}`+"\n\x1eack 10\n"+`{"b":2}`+"\n"; got != want {
+		t.Errorf("the relay sent %q, want %q", got, want)
+	}
+
+	long := `{"id":"` + strings.Repeat("p", 3*maxHeld) + `"}` + "\n" + `{"c":3}` + "\n"
+	var chunks [][]byte
+	for i := 0; i < len(long); i += 32 << 10 {
+		chunks = append(chunks, []byte(long[i:min(i+32<<10, len(long))]))
+	}
+	if read, _ := relayed(t, chunks, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}); string(read) != long {
+		t.Errorf("a line of %d bytes read as %d bytes", len(long), len(read))
 	}
 }
 

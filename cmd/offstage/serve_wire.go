@@ -337,6 +337,10 @@ func (f closerFunc) Close() error { return f() }
 // supervisor takes them: pong.Acks), an mcp face's relay tells the
 // supervisor how much of its output it has passed on (relayAcks), and
 // says the end of stdin so instead of half-closing.
+// lastAckWait bounds how long a relay whose client went waits for the
+// supervisor to take its last ack before it drops the connection.
+const lastAckWait = 200 * time.Millisecond
+
 func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, args []string, stdin io.Reader, stdout io.Writer) error {
 	defer c.Close()
 	cwd, _ := os.Getwd()
@@ -373,6 +377,10 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, a
 	// answer carried is taken back (closeWhenReaderGone).
 	unwatch := closeWhenReaderGone(stdout, closerFunc(func() error {
 		clientGone.Store(true)
+		if ra != nil { // what the client read counts, though it went mid-line
+			c.SetWriteDeadline(time.Now().Add(lastAckWait))
+			ra.tellNow()
+		}
 		return c.Close()
 	}))
 	defer unwatch()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -26,30 +27,9 @@ import (
 // taken back, and the kept session delivers it once. A result whose
 // answer was written stays delivered.
 func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
-	k, svc := keptService(t)
-	defer svc.Close(context.Background())
-	inR, inW, outR, outW := stdioPipes(t)
-	served := make(chan error, 1)
-	go func() {
-		served <- svc.RunStdio(context.Background(), inR, outW)
-		inR.Close()
-		outW.Close()
-	}()
-	p := rpclinetest.Start(inW, outR)
-	p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
-	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-	for _, id := range []string{"shell:1", "shell:2"} {
-		if res, _ := p.Call(t, "tools/call", `{"name":"bash","arguments":{"command":"exit","run_in_background":true}}`); !bytes.Contains(res, []byte(`"task_id":"`+id+`"`)) {
-			t.Fatalf("bash = %s, want %s", res, id)
-		}
-	}
-	k.mu.Lock()
-	tb := k.opened[0].Table()
-	k.mu.Unlock()
-	for _, id := range []string{"shell:1", "shell:2"} {
-		done, _ := tb.Done(id)
-		<-done
-	}
+	ss := serveTwoShells(t, nil)
+	defer ss.svc.Close(context.Background())
+	k, p, inW, outR, tb, served := ss.k, ss.p, ss.inW, ss.outR, ss.tb, ss.served
 	// Answered: shell:1's result reaches the client.
 	if res, _ := p.Call(t, "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`); !bytes.Contains(res, []byte(`"done":[{"task_id":"shell:1"`)) {
 		t.Fatalf("task_wait(shell:1) = %s", res)
@@ -91,6 +71,52 @@ func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
 	if got := top.Drain(); got != nil {
 		t.Errorf("a second delivery = %v, want none", got)
 	}
+}
+
+// shellsServed is a kept service served over real pipes by RunStdio, to a
+// raw client that has initialized and started two shells, both finished.
+type shellsServed struct {
+	k      *keeper
+	svc    *mcpserver.Service
+	p      *rpclinetest.Peer
+	inW    *os.File // the client's end of the input
+	outR   *os.File // the client's end of the output
+	tb     *task.Table
+	served chan error
+}
+
+// serveTwoShells starts a shellsServed whose output is out(the pipe),
+// or the pipe itself when out is nil.
+func serveTwoShells(t *testing.T, out func(*os.File) io.Writer) *shellsServed {
+	t.Helper()
+	k, svc := keptService(t)
+	inR, inW, outR, outW := stdioPipes(t)
+	var w io.Writer = outW
+	if out != nil {
+		w = out(outW)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- svc.RunStdio(context.Background(), inR, w)
+		inR.Close()
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	for _, id := range []string{"shell:1", "shell:2"} {
+		if res, _ := p.Call(t, "tools/call", `{"name":"bash","arguments":{"command":"exit","run_in_background":true}}`); !bytes.Contains(res, []byte(`"task_id":"`+id+`"`)) {
+			t.Fatalf("bash = %s, want %s", res, id)
+		}
+	}
+	k.mu.Lock()
+	tb := k.opened[0].Table()
+	k.mu.Unlock()
+	for _, id := range []string{"shell:1", "shell:2"} {
+		done, _ := tb.Done(id)
+		<-done
+	}
+	return &shellsServed{k: k, svc: svc, p: p, inW: inW, outR: outR, tb: tb, served: served}
 }
 
 // takenBack waits until the table takes back id's delivery, after event
@@ -246,31 +272,13 @@ func stdioPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
 func TestARelayedAnswerCountsOnceTheRelayPassedItOn(t *testing.T) {
 	for _, relayGoes := range []bool{false, true} {
 		t.Run(map[bool]string{false: "passed-on", true: "relay-gone"}[relayGoes], func(t *testing.T) {
-			k, svc := keptService(t)
-			defer svc.Close(context.Background())
-			inR, inW, outR, outW := stdioPipes(t)
-			relay := mcpserver.NewRelayWriter(outW)
-			served := make(chan error, 1)
-			go func() {
-				served <- svc.RunStdio(context.Background(), inR, relay)
-				inR.Close()
-				outW.Close()
-			}()
-			p := rpclinetest.Start(inW, outR)
-			p.Call(t, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
-			p.Send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-			for _, id := range []string{"shell:1", "shell:2"} {
-				if res, _ := p.Call(t, "tools/call", `{"name":"bash","arguments":{"command":"exit","run_in_background":true}}`); !bytes.Contains(res, []byte(`"task_id":"`+id+`"`)) {
-					t.Fatalf("bash = %s, want %s", res, id)
-				}
-			}
-			k.mu.Lock()
-			tb := k.opened[0].Table()
-			k.mu.Unlock()
-			for _, id := range []string{"shell:1", "shell:2"} {
-				done, _ := tb.Done(id)
-				<-done
-			}
+			var relay *mcpserver.RelayWriter
+			ss := serveTwoShells(t, func(w *os.File) io.Writer {
+				relay = mcpserver.NewRelayWriter(w)
+				return relay
+			})
+			defer ss.svc.Close(context.Background())
+			k, p, inW, tb, served := ss.k, ss.p, ss.inW, ss.tb, ss.served
 			// shell:1's answer is read, and passed on: it counts.
 			seq := tb.Events().Last()
 			if res, _ := p.Call(t, "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`); !bytes.Contains(res, []byte(`"done":[{"task_id":"shell:1"`)) {

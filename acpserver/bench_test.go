@@ -19,6 +19,7 @@ import (
 
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/pollfd"
 	"github.com/offstage/offstage/provider/scripted"
 )
 
@@ -447,7 +448,12 @@ func benchServe() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if err := acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, os.Stdin, os.Stdout); err != nil {
+	in, restoreIn := pollfd.Reader(os.Stdin) // as offstage acp does
+	out, restoreOut := pollfd.Writer(os.Stdout)
+	err = acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, in, out)
+	restoreOut()
+	restoreIn()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -44,6 +44,8 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
 `
 
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	stdin, stdout, restore := pollStdio(stdin, stdout)
+	defer restore()
 	return acpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
 }
 

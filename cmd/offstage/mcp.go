@@ -66,6 +66,8 @@ const mcpExamples = `  offstage mcp
 `
 
 func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	stdin, stdout, restore := pollStdio(stdin, stdout)
+	defer restore()
 	return mcpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
 }
 

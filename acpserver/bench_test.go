@@ -448,11 +448,9 @@ func benchServe() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	in, restoreIn := pollfd.Reader(os.Stdin) // as offstage acp does
-	out, restoreOut := pollfd.Writer(os.Stdout)
+	in, out, restore := pollfd.Stdio(os.Stdin, os.Stdout) // as offstage acp does
 	err = acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, in, out)
-	restoreOut()
-	restoreIn()
+	restore()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

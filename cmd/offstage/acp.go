@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/offstage/offstage/acpserver"
+	"github.com/offstage/offstage/internal/pollfd"
 	"github.com/offstage/offstage/provider"
 )
 
@@ -44,7 +45,7 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
 `
 
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
-	stdin, stdout, restore := pollStdio(stdin, stdout)
+	stdin, stdout, restore := pollfd.Stdio(stdin, stdout)
 	defer restore()
 	return acpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/offstage/offstage/internal/chanctx"
-	"github.com/offstage/offstage/internal/pollfd"
 )
 
 // face is where the person of a run is: this process's terminal or pipes,
@@ -54,20 +53,6 @@ func localFace(stdin io.Reader, stdout, stderr io.Writer) *face {
 		width:      func() int { return terminalWidth(stdout) },
 		interrupts: interrupts,
 		resizes:    resizes,
-	}
-}
-
-// pollStdio returns a protocol face's stdin and stdout read and written
-// through Go's poller where they are pipes or sockets (package pollfd: a
-// blocking read of stdin held a thread, and on one CPU a prompt took four
-// times as long), and restore, which puts them back in blocking mode for
-// whoever shares them after offstage. A terminal is left as it is.
-func pollStdio(stdin io.Reader, stdout io.Writer) (io.Reader, io.Writer, func()) {
-	in, restoreIn := pollfd.Reader(stdin)
-	out, restoreOut := pollfd.Writer(stdout)
-	return in, out, func() {
-		restoreOut()
-		restoreIn()
 	}
 }
 

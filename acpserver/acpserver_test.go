@@ -510,10 +510,17 @@ func (r *endRecorder) of(id string) (by, reason string) {
 
 func waitProcs(t *testing.T, marker string, ok func(int) bool) {
 	t.Helper()
+	waitProcsOr(t, marker, ok, func() string { return "" })
+}
+
+// waitProcsOr is waitProcs that says why (what the thread showed, say)
+// when it fails.
+func waitProcsOr(t *testing.T, marker string, ok func(int) bool, why func() string) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !ok(len(proctest.Marked(marker))) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d processes with %s", len(proctest.Marked(marker)), marker)
+			t.Fatalf("%d processes with %s\n%s", len(proctest.Marked(marker)), marker, why())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

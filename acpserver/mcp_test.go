@@ -78,7 +78,7 @@ func TestEditorsMCPServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.SessionId
-	waitProcs(t, marker, func(n int) bool { return n >= 2 }) // node and the sleep it started
+	waitProcsOr(t, marker, func(n int) bool { return n >= 2 }, func() string { return strings.Join(h.lines(r.SessionId), "\n") }) // node and the sleep it started
 	if got := h.prompt(t, id, "use the notes server"); got != acp.StopReasonEndTurn {
 		t.Fatalf("stopReason = %s, want end_turn; updates:\n%s", got, strings.Join(h.lines(id), "\n"))
 	}
@@ -272,7 +272,7 @@ func TestAnMCPServerThatIgnoresEOFEndsWithTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitProcs(t, marker, func(n int) bool { return n >= 2 })
+	waitProcsOr(t, marker, func(n int) bool { return n >= 2 }, func() string { return strings.Join(h.lines(r.SessionId), "\n") })
 	if got := h.prompt(t, r.SessionId, "ping"); got != acp.StopReasonEndTurn {
 		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines(r.SessionId), "\n"))
 	}
@@ -309,7 +309,7 @@ func TestMCPServersDaemonEndsWithTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitProcs(t, marker, func(n int) bool { return n >= 2 }) // the server and its daemon
+	waitProcsOr(t, marker, func(n int) bool { return n >= 2 }, func() string { return strings.Join(h.lines(r.SessionId), "\n") }) // the server and its daemon
 	if got := h.prompt(t, r.SessionId, "ping"); got != acp.StopReasonEndTurn {
 		t.Fatalf("stopReason = %s; updates:\n%s", got, strings.Join(h.lines(r.SessionId), "\n"))
 	}

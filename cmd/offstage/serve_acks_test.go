@@ -40,6 +40,9 @@ func TestARelayedAnswerTheClientNeverGotIsUndelivered(t *testing.T) {
 	// it echoes) fills the pipe and the relay's hands, and the wait's
 	// answer goes into the socket behind it.
 	io.WriteString(in, `{"jsonrpc":"2.0","id":"`+strings.Repeat("p", 150<<10)+`","method":"ping"}`+"\n")
+	// The SDK answers requests concurrently: the wait, sent at once, could
+	// be answered before the ping (a CI run under load did), and pass on.
+	time.Sleep(500 * time.Millisecond)
 	io.WriteString(in, `{"jsonrpc":"2.0","id":"w2","method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["shell:2"]}}}`+"\n")
 	time.Sleep(time.Second) // the supervisor has written both answers
 	outR.Close()            // the client dies

@@ -330,6 +330,10 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
+// lastAckWait bounds how long a relay whose client went waits for the
+// supervisor to take its last ack before it drops the connection.
+const lastAckWait = 200 * time.Millisecond
+
 // relayStream runs a stream face (acp, mcp) in offstage serve: after the
 // header, the connection is the protocol's own bytes, both ways. The end
 // of stdin half-closes it; SIGTERM or SIGHUP drop it. Either way the
@@ -337,10 +341,6 @@ func (f closerFunc) Close() error { return f() }
 // supervisor takes them: pong.Acks), an mcp face's relay tells the
 // supervisor how much of its output it has passed on (relayAcks), and
 // says the end of stdin so instead of half-closing.
-// lastAckWait bounds how long a relay whose client went waits for the
-// supervisor to take its last ack before it drops the connection.
-const lastAckWait = 200 * time.Millisecond
-
 func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, args []string, stdin io.Reader, stdout io.Writer) error {
 	defer c.Close()
 	cwd, _ := os.Getwd()

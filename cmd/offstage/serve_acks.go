@@ -51,6 +51,14 @@ type relayAcks struct {
 	kick    chan struct{} // capacity 1: passed grew
 	stopped chan struct{} // closed by stop: tell ends
 
+	// outMu is held while a write to the client is under way and until
+	// it is counted in passed: a tellNow for a client that went (its
+	// reader gone) waits for it, so that what the client read before it
+	// went counts (an outsider's finding: told as not passed on, the
+	// write's count added just after the watcher had told and dropped the
+	// connection). A write to a client that went fails at once.
+	outMu sync.Mutex
+
 	mu      sync.Mutex // held by whoever writes to c
 	held    []byte     // guarded by mu: the start of the client's line being written, kept back (see sendInput)
 	midLine bool       // guarded by mu: the last input byte sent was no newline
@@ -186,8 +194,11 @@ func (a *relayAcks) sendHeldLocked() {
 }
 
 // tellNow sends an ack of what was passed on, if one is due: before the
-// relay drops the connection when its client has gone.
+// relay drops the connection when its client has gone. A write to the
+// client under way is waited for, and counts if it went through.
 func (a *relayAcks) tellNow() {
+	a.outMu.Lock()
+	a.outMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.tellLocked()
@@ -200,10 +211,15 @@ func (a *relayAcks) copyOut(stdout io.Writer) error {
 	for {
 		n, err := a.c.Read(buf)
 		if n > 0 {
-			if _, werr := stdout.Write(buf[:n]); werr != nil {
+			a.outMu.Lock()
+			_, werr := stdout.Write(buf[:n])
+			if werr == nil {
+				a.passed.Add(int64(n))
+			}
+			a.outMu.Unlock()
+			if werr != nil {
 				return werr
 			}
-			a.passed.Add(int64(n))
 			select {
 			case a.kick <- struct{}{}:
 			default:

@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -267,3 +270,88 @@ func FuzzAcks(f *testing.F) {
 		}
 	})
 }
+
+// Regression (an outsider's finding): a relay whose client closed its
+// stdout, having read an answer, learned of it from the failed write of
+// what the supervisor sent next (a list_changed notification), and
+// dropped the connection without the ack of the answer, unless its tell
+// goroutine had run first: 2 of 40 relays under load, and the supervisor
+// took back what the client had read. It now tells before it goes.
+func TestARelayWhoseClientWentTellsWhatItRead(t *testing.T) {
+	answer := `{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"
+	want := fmt.Sprintf("%cack %d\n", ackMark, len(answer))
+	for i := range 50 {
+		sup, relay := unixPair(t)
+		in, inW := io.Pipe()
+		out := &readsOnce{read: make(chan struct{})}
+		ended := make(chan error, 1)
+		go func() { ended <- relayStream(context.Background(), relay, "mcp", true, nil, in, out) }()
+		br := bufio.NewReader(sup)
+		if _, err := br.ReadBytes('\n'); err != nil { // the header
+			t.Fatal(err)
+		}
+		sup.Write([]byte(answer))
+		<-out.read
+		sup.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}` + "\n"))
+		if err := <-ended; !errors.Is(err, errClientGone) {
+			t.Fatalf("the relay ended with %v, want its client's write error", err)
+		}
+		rest, _ := io.ReadAll(br)
+		inW.Close()
+		sup.Close()
+		if string(rest) != want {
+			t.Fatalf("run %d: the supervisor read %q after the header, want %q", i, rest, want)
+		}
+	}
+}
+
+var errClientGone = errors.New("the client closed its end")
+
+// readsOnce is a client's output that takes one write, then is gone.
+type readsOnce struct {
+	read chan struct{}
+	n    int
+}
+
+func (o *readsOnce) Write(p []byte) (int, error) {
+	if o.n++; o.n > 1 {
+		return 0, errClientGone
+	}
+	close(o.read)
+	return len(p), nil
+}
+
+// Regression (an outsider's finding): the relay's watcher saw its client
+// go (having read an answer) between the relay's write of the answer and
+// its count of it, told the old count and dropped the connection; the
+// supervisor took back what the client had read. An ack told while a
+// write to the client is under way waits for it.
+func TestAnAckToldAsTheClientGoesCountsTheWriteItRead(t *testing.T) {
+	answer := `{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"
+	var wire bytes.Buffer
+	a := &relayAcks{c: struct {
+		io.Reader
+		io.Writer
+	}{strings.NewReader(answer), &wire}, kick: make(chan struct{}, 1)}
+	told := make(chan struct{})
+	out := writerFunc(func(p []byte) (int, error) {
+		// The client reads this and goes; the watcher fires at once.
+		go func() {
+			a.tellNow()
+			close(told)
+		}()
+		time.Sleep(50 * time.Millisecond)
+		return len(p), nil
+	})
+	if err := a.copyOut(out); err != nil {
+		t.Fatal(err)
+	}
+	<-told
+	if got, want := wire.String(), fmt.Sprintf("%cack %d\n", ackMark, len(answer)); got != want {
+		t.Errorf("the relay told %q, want %q", got, want)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -462,22 +462,8 @@ func (c *lineClient) wait(t *testing.T) int {
 // close the connection, which drops every answer written after it.
 func TestAnEndedConnectionAnswersTheCallInFlight(t *testing.T) {
 	sup := newSupervisor(nil, nil, time.Hour, slog.New(slog.DiscardHandler), func(error) {})
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := make([]*net.UnixConn, 2)
-	for i, fd := range fds {
-		syscall.CloseOnExec(fd)
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c.(*net.UnixConn)
-		defer c.Close()
-	}
+	c0, c1 := unixPair(t)
+	conns := []*net.UnixConn{c0, c1}
 	home := t.TempDir()
 	h := serveHeader{Face: "mcp", Dir: home, Env: []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}}
 	served := make(chan struct{})
@@ -601,5 +587,56 @@ func TestAttachToAnMCPSessionSaysWhatItIs(t *testing.T) {
 	_, errOut, code, _ := runIn(t, state, strings.NewReader(""), "run", "--attach", id)
 	if code != 2 || !strings.Contains(errOut, "is an mcp session") || strings.Contains(errOut, "--resume") {
 		t.Errorf("run --attach %s of an MCP session: exit %d: %s", id, code, errOut)
+	}
+}
+
+// unixPair returns the two ends of a connected Unix socket, closed when
+// the test ends.
+func unixPair(t *testing.T) (a, b *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]*net.UnixConn, 2)
+	for i, fd := range fds {
+		syscall.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c.(*net.UnixConn)
+		t.Cleanup(func() { c.Close() })
+	}
+	return conns[0], conns[1]
+}
+
+// A relayed session that offstage serve ended, or whose client went, is
+// logged at info, saying which; one that ended on another error stays an
+// error.
+func TestARelayedSessionsOrdinaryEndIsNoError(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string // "" for the SDK's own record
+	}{
+		{errInputCut, `level=INFO msg="server session ended: offstage serve ended it"`},
+		{fmt.Errorf("read unix serve.sock: %w", &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}), `level=INFO msg="server session ended: its client went"`},
+		{fmt.Errorf("calling notifications/resources/list_changed: %w", syscall.EPIPE), `level=INFO msg="server session ended: its client went"`},
+		{io.ErrUnexpectedEOF, `level=ERROR msg="server session ended with error"`},
+	} {
+		var b strings.Builder
+		l := endsQuietly(slog.New(slog.NewTextHandler(&b, nil)).With("face", "mcp"))
+		l.Error(sessionEndedWithError, "error", c.err)
+		if !strings.Contains(b.String(), c.want) || !strings.Contains(b.String(), "face=mcp") {
+			t.Errorf("%v logged %q, want %q", c.err, b.String(), c.want)
+		}
+		b.Reset()
+		warn := endsQuietly(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		warn.Error(sessionEndedWithError, "error", c.err)
+		if quiet := strings.Contains(c.want, "INFO"); quiet != (b.Len() == 0) {
+			t.Errorf("%v at level warn logged %q", c.err, b.String())
+		}
 	}
 }

@@ -386,7 +386,13 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, a
 	defer unwatch()
 	var err error
 	if ra != nil {
-		err = ra.copyOut(stdout)
+		if err = ra.copyOut(stdout); err != nil {
+			// Its client went (a write to it failed before the watcher
+			// saw), or the connection broke: what the client read counts,
+			// though the tell goroutine has not told it yet.
+			c.SetWriteDeadline(time.Now().Add(lastAckWait))
+			ra.tellNow()
+		}
 	} else {
 		_, err = io.Copy(stdout, c)
 	}

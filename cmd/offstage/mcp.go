@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/offstage/offstage/agent"
@@ -303,6 +304,53 @@ func stopHTTP(srv *http.Server, svc *mcpserver.Service, logger, status *slog.Log
 	status.Info("stopped serving HTTP: every task stopped, every session closed", "sessions", sessions, "took", took)
 }
 
+// endsQuietly is the log of a relayed mcp face's service: the
+// supervisor's, where the SDK logs a session that ended on an error as an
+// error. One ended by offstage serve itself (stopped, or closed by
+// offstage sessions close: errInputCut), or by a relay that went with
+// bytes of the supervisor's unread (a reset connection) or before a
+// write reached it (a broken pipe), ended as it should: it is logged at
+// info, saying so (an outsider's finding: an ordinary stop logged an
+// error per attached client).
+func endsQuietly(l *slog.Logger) *slog.Logger { return slog.New(quietEnds{l.Handler()}) }
+
+type quietEnds struct{ slog.Handler }
+
+// sessionEndedWithError is what the MCP SDK logs when a session ends on
+// an error.
+const sessionEndedWithError = "server session ended with error"
+
+func (h quietEnds) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message != sessionEndedWithError {
+		return h.Handler.Handle(ctx, r)
+	}
+	var err error
+	r.Attrs(func(a slog.Attr) bool {
+		if e, ok := a.Value.Any().(error); ok && a.Key == "error" {
+			err = e
+		}
+		return err == nil
+	})
+	why := ""
+	switch {
+	case errors.Is(err, errInputCut):
+		why = "offstage serve ended it"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		why = "its client went"
+	default:
+		return h.Handler.Handle(ctx, r)
+	}
+	quiet := slog.NewRecord(r.Time, slog.LevelInfo, "server session ended: "+why, r.PC)
+	quiet.AddAttrs(slog.String("how", err.Error()))
+	if !h.Handler.Enabled(ctx, quiet.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, quiet)
+}
+
+func (h quietEnds) WithAttrs(as []slog.Attr) slog.Handler { return quietEnds{h.Handler.WithAttrs(as)} }
+func (h quietEnds) WithGroup(name string) slog.Handler    { return quietEnds{h.Handler.WithGroup(name)} }
+
 // servedMCP serves one MCP session on a relayed stdio connection in
 // offstage serve: the supervisor's journal, tracer and log; the client's
 // flags and environment for the model and the shells. When its client
@@ -326,7 +374,7 @@ func servedMCP(ctx context.Context, f *face, sf *serverFlags, model provider.Mod
 	cfg.Tools.Process.Env = f.environ
 	conn, hangup := context.WithCancel(ctx)
 	defer hangup()
-	svc, err := mcpserver.New(sup.life, mcpserver.Config{Agent: cfg, Surface: surface, Logger: sup.logger, Version: version(), Keep: mcpKeep{sup, hangup}})
+	svc, err := mcpserver.New(sup.life, mcpserver.Config{Agent: cfg, Surface: surface, Logger: endsQuietly(sup.logger), Version: version(), Keep: mcpKeep{sup, hangup}})
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -52,7 +52,8 @@ type relayAcks struct {
 	stopped chan struct{} // closed by stop: tell ends
 
 	// outMu is held while a write to the client is under way and until
-	// it is counted in passed: a tellNow for a client that went (its
+	// it is counted in passed, and by tellNow (before mu, never after):
+	// a tellNow for a client that went (its
 	// reader gone) waits for it, so that what the client read before it
 	// went counts (an outsider's finding: told as not passed on, the
 	// write's count added just after the watcher had told and dropped the
@@ -198,7 +199,7 @@ func (a *relayAcks) sendHeldLocked() {
 // client under way is waited for, and counts if it went through.
 func (a *relayAcks) tellNow() {
 	a.outMu.Lock()
-	a.outMu.Unlock()
+	defer a.outMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.tellLocked()

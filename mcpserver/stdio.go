@@ -59,7 +59,8 @@ func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 // not once the output took it: one still in the relay's hands when the
 // relay or its client goes is taken back too. When the input ends,
 // RunStdio waits (up to DrainGrace) for the relay to pass on what was
-// written before the session ends.
+// written before the session ends; a failed write does not end it, as it
+// does otherwise (the acks behind it are read first).
 //
 // When ctx ends, RunStdio returns once the session has, or DrainGrace
 // later if an answer is still stuck on a client that reads nothing (an

@@ -53,11 +53,11 @@ type relayAcks struct {
 
 	// outMu is held while a write to the client is under way and until
 	// it is counted in passed, and by tellNow (before mu, never after):
-	// a tellNow for a client that went (its
-	// reader gone) waits for it, so that what the client read before it
-	// went counts (an outsider's finding: told as not passed on, the
-	// write's count added just after the watcher had told and dropped the
-	// connection). A write to a client that went fails at once.
+	// a tellNow for a client that went (its reader gone) waits for the
+	// write, so that what the client read before it went counts (an
+	// outsider's finding: the watcher told the count before the write's,
+	// and dropped the connection). A write to a client that went fails at
+	// once.
 	outMu sync.Mutex
 
 	mu      sync.Mutex // held by whoever writes to c

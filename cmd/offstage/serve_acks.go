@@ -194,14 +194,23 @@ func (a *relayAcks) sendHeldLocked() {
 	}
 }
 
-// tellNow sends an ack of what was passed on, if one is due: before the
-// relay drops the connection when its client has gone. A write to the
-// client under way is waited for, and counts if it went through.
+// tellNow sends an ack of what was passed on: before the relay drops the
+// connection when its client has gone. A write to the client under way
+// is waited for, and counts as far as it went. A line of the client's
+// that was being passed on as it came (longer than maxHeld) is ended
+// first, as at the end of its input: the client will never end it, and
+// no ack goes out in the middle of a line (an outsider's finding: the
+// answer read by a client that went while writing a long request counted
+// as undelivered).
 func (a *relayAcks) tellNow() {
 	a.outMu.Lock()
 	defer a.outMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.midLine {
+		a.writeLocked([]byte("\n"))
+		a.midLine = false
+	}
 	a.tellLocked()
 }
 
@@ -213,10 +222,12 @@ func (a *relayAcks) copyOut(stdout io.Writer) error {
 		n, err := a.c.Read(buf)
 		if n > 0 {
 			a.outMu.Lock()
-			_, werr := stdout.Write(buf[:n])
-			if werr == nil {
-				a.passed.Add(int64(n))
-			}
+			// What a write that failed part way passed on counts: the end
+			// of an answer the client read may be in it (an outsider's
+			// finding: two answers in one read, the client read the first
+			// whole and went).
+			w, werr := stdout.Write(buf[:n])
+			a.passed.Add(int64(w))
 			a.outMu.Unlock()
 			if werr != nil {
 				return werr

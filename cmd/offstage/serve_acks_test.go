@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,3 +356,41 @@ func TestAnAckToldAsTheClientGoesCountsTheWriteItRead(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Regressions (an outsider's findings): the client went, having read an
+// answer, (1) while it was writing a request longer than the relay keeps
+// back: no ack goes out in the middle of a line, and none went; (2) with
+// the answer's end and the start of the next answer in one write, which
+// failed part way: what it did pass on was not counted. The relay now
+// ends the cut line before its last ack, and counts what a failed write
+// passed on.
+func TestTheLastAckCountsWhatTheClientReadWhereverItWent(t *testing.T) {
+	t.Run("mid-line", func(t *testing.T) {
+		var wire bytes.Buffer
+		a := &relayAcks{c: &wire}
+		long := `{"id":"` + strings.Repeat("p", maxHeld+10)
+		a.sendInput([]byte(long))
+		a.passed.Store(10)
+		a.tellNow()
+		if got, want := wire.String(), long+"\n\x1eack 10\n"; got != want {
+			t.Errorf("the relay sent %.40q…%q, want …%q", got, got[max(0, len(got)-16):], want[len(want)-16:])
+		}
+	})
+	t.Run("a write cut short", func(t *testing.T) {
+		answers := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":2,"result":{}}` + "\n"
+		var wire bytes.Buffer
+		a := &relayAcks{c: struct {
+			io.Reader
+			io.Writer
+		}{strings.NewReader(answers), &wire}, kick: make(chan struct{}, 1)}
+		first := strings.Index(answers, "\n") + 1
+		out := writerFunc(func(p []byte) (int, error) { return first + 5, syscall.EPIPE })
+		if err := a.copyOut(out); !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("copyOut = %v, want the client's write error", err)
+		}
+		a.tellNow()
+		if got, want := wire.String(), fmt.Sprintf("%cack %d\n", ackMark, first+5); got != want {
+			t.Errorf("the relay told %q, want %q", got, want)
+		}
+	})
+}

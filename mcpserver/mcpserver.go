@@ -942,14 +942,23 @@ func (c *conn) notifyUpdated() {
 
 // sdkLogger is the logger the SDK gets: a notification the client has no
 // stream open for (a client that never opened the optional GET stream is
-// told of no list change) is normal, not a warning, so it is logged at
-// debug level.
+// told of no list change), or one left unsent as its session ends, is
+// normal, not a warning, so it is logged at debug level.
 func sdkLogger(l *slog.Logger) *slog.Logger { return slog.New(quietTransport{l.Handler()}) }
 
 type quietTransport struct{ slog.Handler }
 
+// closingNote says whether msg is the SDK's word that a notification was
+// not sent because its session is ending: as ordinary as the end (an
+// outsider's finding: a warning in offstage serve's log when a client
+// closed its input as a list changed).
+func closingNote(msg string) bool {
+	return strings.HasPrefix(msg, "calling notifications/") &&
+		(strings.Contains(msg, ": client is closing") || strings.Contains(msg, ": server is closing"))
+}
+
 func (h quietTransport) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelWarn && strings.Contains(r.Message, "rejected by transport") {
+	if r.Level == slog.LevelWarn && (strings.Contains(r.Message, "rejected by transport") || closingNote(r.Message)) {
 		r.Level = slog.LevelDebug
 		if !h.Handler.Enabled(ctx, r.Level) {
 			return nil

@@ -1229,7 +1229,10 @@ func TestAStoppedSupervisorIsNotWaitedOn(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // it has sent its question
+	// It has sent its question, and so caught SIGTERM (main does first):
+	// a fixed half second was too short on a loaded CI machine, where the
+	// signal came before main and killed it (exit -1).
+	dialed(t, cmd.Process.Pid)
 	cmd.Process.Signal(syscall.SIGTERM)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -1242,4 +1245,24 @@ func TestAStoppedSupervisorIsNotWaitedOn(t *testing.T) {
 		cmd.Process.Kill()
 		t.Errorf("offstage sessions still waits on a stopped supervisor 10 s after SIGTERM")
 	}
+}
+
+// dialed waits until process pid has a socket open (it dialled the
+// supervisor), up to 10 s; where /proc is not, it waits half a second.
+func dialed(t *testing.T, pid int) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		time.Sleep(500 * time.Millisecond)
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if l, _ := os.Readlink(filepath.Join(fds, e.Name())); strings.HasPrefix(l, "socket:") {
+				return
+			}
+		}
+	}
+	t.Fatalf("process %d opened no socket within 10 s", pid)
 }

@@ -394,3 +394,39 @@ func TestTheLastAckCountsWhatTheClientReadWhereverItWent(t *testing.T) {
 		}
 	})
 }
+
+// Regression (an outsider's finding): offstage mcp under serve, stopped
+// by SIGTERM while its client read nothing, stayed as long as the write
+// to the client was stuck (30 s and more). It now leaves that write
+// detachGrace after the signal.
+func TestAStoppedRelayDoesNotWaitForAClientThatReadsNothing(t *testing.T) {
+	sup, relay := unixPair(t)
+	in, inW := io.Pipe()
+	defer inW.Close()
+	release := make(chan struct{})
+	defer close(release)
+	stuck := make(chan struct{})
+	out := writerFunc(func(p []byte) (int, error) {
+		close(stuck)
+		<-release // the client reads nothing
+		return 0, syscall.EPIPE
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- relayStream(ctx, relay, "mcp", true, nil, in, out) }()
+	br := bufio.NewReader(sup)
+	if _, err := br.ReadBytes('\n'); err != nil { // the header
+		t.Fatal(err)
+	}
+	sup.Write([]byte(`{"jsonrpc":"2.0","id":3,"result":{}}` + "\n"))
+	<-stuck
+	stop() // as SIGTERM does
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("the stopped relay returned %v, want nil", err)
+		}
+	case <-time.After(detachGrace + 5*time.Second):
+		t.Fatalf("the relay was still there %s after it was stopped", detachGrace+5*time.Second)
+	}
+}

@@ -384,17 +384,36 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, a
 		return c.Close()
 	}))
 	defer unwatch()
-	var err error
-	if ra != nil {
-		if err = ra.copyOut(stdout); err != nil {
+	copied := make(chan error, 1)
+	go func() {
+		if ra == nil {
+			_, err := io.Copy(stdout, c)
+			copied <- err
+			return
+		}
+		err := ra.copyOut(stdout)
+		if err != nil {
 			// Its client went (a write to it failed before the watcher
 			// saw), or the connection broke: what the client read counts,
 			// though the tell goroutine has not told it yet.
 			c.SetWriteDeadline(time.Now().Add(lastAckWait))
 			ra.tellNow()
 		}
-	} else {
-		_, err = io.Copy(stdout, c)
+		copied <- err
+	}()
+	var err error
+	select {
+	case err = <-copied:
+	case <-ctx.Done():
+		// SIGTERM or SIGHUP: the connection is closed (stop), which ends
+		// the copy, unless a write to a client that reads nothing holds
+		// it (an outsider's finding: alive 30 s after SIGTERM). What
+		// that write holds never reaches the client, and the supervisor,
+		// told nothing of it, takes back what it carried.
+		select {
+		case err = <-copied:
+		case <-time.After(detachGrace):
+		}
 	}
 	switch {
 	case ctx.Err() != nil || clientGone.Load():

@@ -83,6 +83,14 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr)
 }
 
+// clickIn clicks the element sel names, in the page, once it is there:
+// the list re-renders its rows as events come, and chromedp.Click, which
+// finds the node and then clicks it, failed on a CI run with "Could not
+// find node with given id" when a row was replaced between the two.
+func clickIn(sel string) chromedp.Action[chromedp.Void] {
+	return until(fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, sel))
+}
+
 // login opens the dashboard and logs in through its form.
 func login(t testing.TB, ctx context.Context, base string) {
 	t.Helper()
@@ -226,7 +234,7 @@ func TestBrowserShowsMarkupAsText(t *testing.T) {
 		t.Errorf("the list's label cell: %+v, want the label as text, no element, no image, window.pwned unset", cell)
 	}
 	run(t, ctx, "opening the task",
-		chromedp.Click(chromedp.CSS(row+` a`)),
+		clickIn(row+` a`),
 		chromedp.WaitVisible(chromedp.CSS(`#task-view`)),
 		until(`document.getElementById("output").textContent.includes("x")`),
 	)
@@ -276,7 +284,7 @@ func TestBrowserAgentTaskShowsItsTokens(t *testing.T) {
 		return dt ? dt.nextElementSibling.textContent : ""; })()`
 	run(t, ctx, "opening the sub-agent's page",
 		chromedp.WaitVisible(chromedp.CSS(row)),
-		chromedp.Click(chromedp.CSS(row+` a`)),
+		clickIn(row+` a`),
 		chromedp.WaitVisible(chromedp.CSS(`#task-view`)),
 		until(facts+` !== ""`),
 	)

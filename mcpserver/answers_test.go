@@ -52,12 +52,7 @@ func TestAResultWhoseAnswerWasNotWrittenIsUndeliveredAgain(t *testing.T) {
 	// wait first); then the client is gone.
 	takenBack(t, tb, seq, "shell:2")
 	inW.Close()
-	var s *agent.Session
-	select {
-	case s = <-k.detached:
-	case <-time.After(rpclinetest.Timeout):
-		t.Fatal("the session was not detached after its client went")
-	}
+	s := k.waitDetached(t)
 	if err := <-served; err == nil {
 		t.Log("RunStdio ended without an error")
 	}
@@ -319,12 +314,7 @@ func TestARelayedAnswerCountsOnceTheRelayPassedItOn(t *testing.T) {
 				time.AfterFunc(100*time.Millisecond, func() { relay.Passed(math.MaxInt64) })
 			}
 			inW.Close()
-			var s *agent.Session
-			select {
-			case s = <-k.detached:
-			case <-time.After(rpclinetest.Timeout):
-				t.Fatal("the session was not detached after its client went")
-			}
+			s := k.waitDetached(t)
 			<-served
 			defer s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the test ends", Err: task.ErrClosed})
 			if i, _ := tb.Info("shell:1"); !i.Delivered {
@@ -380,11 +370,7 @@ func TestARelayedAnswerCountsThoughALaterWriteFailed(t *testing.T) {
 	relay.Passed(math.MaxInt64)
 	inW.Close()
 	if s == nil {
-		select {
-		case s = <-k.detached:
-		case <-time.After(rpclinetest.Timeout):
-			t.Fatal("the session was not detached after its client went")
-		}
+		s = k.waitDetached(t)
 	}
 	<-served
 	defer s.CloseCause(context.Background(), &task.EndError{By: task.ByUser, Reason: "the test ends", Err: task.ErrClosed})

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/offstage/offstage/agent"
+	"github.com/offstage/offstage/internal/rpcline/rpclinetest"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider/scripted"
@@ -659,6 +660,19 @@ func (k *keeper) Opened(s *agent.Session) error {
 
 func (k *keeper) Detached(s *agent.Session) { k.detached <- s }
 
+// waitDetached returns the session the keeper is told of next, and fails
+// the test if none comes within rpclinetest.Timeout.
+func (k *keeper) waitDetached(t *testing.T) *agent.Session {
+	t.Helper()
+	select {
+	case s := <-k.detached:
+		return s
+	case <-time.After(rpclinetest.Timeout):
+		t.Fatal("the session was not detached after its client went")
+		return nil
+	}
+}
+
 // TestKeepDetachesASessionWhoseClientWent: with Config.Keep, a session
 // whose client goes is handed to the keeper, still open: its shell goes
 // on, Service.Close leaves it, and closing it is the keeper's, with the
@@ -676,12 +690,7 @@ func TestKeepDetachesASessionWhoseClientWent(t *testing.T) {
 	call(t, cs, "bash", `{"command": "sleep 100", "run_in_background": true}`, nil)
 	pgid := pidOf(t, cs, "shell:1")
 	cs.Close()
-	var s *agent.Session
-	select {
-	case s = <-k.detached:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the keeper was not told of the session whose client went")
-	}
+	s := k.waitDetached(t)
 	k.mu.Lock()
 	if len(k.opened) != 1 || k.opened[0] != s {
 		t.Errorf("the keeper was told of %d sessions opening; want the one detached", len(k.opened))

@@ -24,13 +24,17 @@ import (
 // written the answer to the connection; a client that died then, with the
 // answer still in the socket or the relay's hands, never got them, and no
 // later wait did either. Now the relay says how many bytes of the output
-// it has passed on, and the supervisor counts an answer once they cover
-// it (mcpserver.RelayWriter); what they never cover is taken back when
-// the connection ends, undelivered again.
+// its client has read, and the supervisor counts an answer once they
+// cover it (mcpserver.RelayWriter); what they never cover is taken back
+// when the connection ends, undelivered again. Where the client's end is
+// a pipe or a socket, what it has read is what the relay wrote less what
+// the pipe or socket still holds (clientQueue): an answer left unread
+// there when the client dies is not counted; elsewhere (a terminal, a
+// file) what the relay wrote counts.
 //
 // The relay says so in control lines, between two lines of its client's
 // input: the record separator (0x1e, which begins no JSON text), then
-// "ack N" (the first N bytes of the output were passed on) or "eof" (the
+// "ack N" (the client has read the first N bytes of the output) or "eof" (the
 // client's input ended: the connection stays open for the acks of what
 // is answered after). A line of the client's that begins with the
 // separator is no JSON-RPC message either way; the relay changes that
@@ -44,10 +48,11 @@ const maxControlLine = 32
 
 // relayAcks is the relay's side: it passes its client's input on to the
 // supervisor, and tells it, at the first boundary between two lines of
-// that input, how many bytes of output the relay has passed on.
+// that input, how many bytes of output its client has read.
 type relayAcks struct {
 	c       io.ReadWriter // the connection to the supervisor
-	passed  atomic.Int64  // bytes of the output passed on to the client
+	passed  atomic.Int64  // bytes of the output written to the client
+	queue   *clientQueue  // what the client has read of them; nil: all
 	kick    chan struct{} // capacity 1: passed grew
 	stopped chan struct{} // closed by stop: tell ends
 
@@ -65,20 +70,44 @@ type relayAcks struct {
 	midLine bool       // guarded by mu: the last input byte sent was no newline
 	told    int64      // guarded by mu: the count last told
 	failed  error      // guarded by mu: the write to c that failed
+	// recheck, while the client has not read everything written, kicks
+	// tell again after wait (doubling up to maxRecheck): reading makes no
+	// event on the writer's end, so the queue is looked at.
+	recheck *time.Timer   // guarded by mu
+	armed   bool          // guarded by mu: a recheck is due
+	wait    time.Duration // guarded by mu: the last recheck's delay
+	looked  int64         // guarded by mu: the count written at the last look
 }
+
+// The delays between two looks at a client's unread output: the first
+// after firstRecheck, each after twice the one before, up to maxRecheck.
+// A client that reads at once is looked at again after a millisecond; one
+// that stopped reading, ten times a second.
+const (
+	firstRecheck = time.Millisecond
+	maxRecheck   = 100 * time.Millisecond
+)
 
 // maxHeld bounds the start of a line the relay keeps back until its end.
 // A longer line is passed on as it comes, and the acks wait for its end.
 const maxHeld = 64 << 10
 
-func newRelayAcks(c io.ReadWriter) *relayAcks {
-	a := &relayAcks{c: c, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+// newRelayAcks tells over c what the client has read of out.
+func newRelayAcks(c io.ReadWriter, out io.Writer) *relayAcks {
+	a := &relayAcks{c: c, queue: newClientQueue(out), kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go a.tell()
 	return a
 }
 
 // stop ends the goroutine that tells what was passed on.
-func (a *relayAcks) stop() { close(a.stopped) }
+func (a *relayAcks) stop() {
+	close(a.stopped)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.recheck != nil {
+		a.recheck.Stop()
+	}
+}
 
 // tell tells the supervisor what was passed on, as it grows, without
 // holding up the copy of the output (a supervisor that stops reading
@@ -96,15 +125,57 @@ func (a *relayAcks) tell() {
 	}
 }
 
-// tellLocked sends an ack of what was passed on, if it grew and the
-// input is between two lines.
+// tellLocked sends an ack of what the client has read, if it grew and
+// the input is between two lines; while the client has not read all
+// that was written, it looks again later (recheckLocked).
 func (a *relayAcks) tellLocked() {
+	if a.failed != nil {
+		return
+	}
 	n := a.passed.Load()
+	if a.queue != nil {
+		wrote := n > a.looked
+		a.looked = n
+		if read := a.queue.readOf(n); read < n {
+			n = read
+			a.recheckLocked(wrote)
+		}
+	}
 	if a.midLine || n <= a.told || a.failed != nil {
 		return
 	}
 	a.told = n
 	a.writeLocked(fmt.Appendf(nil, "%cack %d\n", ackMark, n))
+}
+
+// recheckLocked has tell look at the client's output again after the
+// next delay, unless a look is due already; after a write, the delays
+// start again from the first.
+func (a *relayAcks) recheckLocked(wrote bool) {
+	switch {
+	case wrote:
+		a.wait = 0
+	case a.armed:
+		return
+	}
+	a.wait = min(max(2*a.wait, firstRecheck), maxRecheck)
+	a.armed = true
+	if a.recheck == nil {
+		a.recheck = time.AfterFunc(a.wait, a.rechecked)
+	} else {
+		a.recheck.Reset(a.wait)
+	}
+}
+
+// rechecked is a recheck's time: tell looks again.
+func (a *relayAcks) rechecked() {
+	a.mu.Lock()
+	a.armed = false
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (a *relayAcks) writeLocked(p []byte) {

@@ -353,7 +353,7 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, a
 	var inputEnded, clientGone atomic.Bool
 	var ra *relayAcks
 	if acks {
-		ra = newRelayAcks(c)
+		ra = newRelayAcks(c, stdout)
 		defer ra.stop()
 	}
 	go func() { // left behind at exit, blocked on stdin: main exits

@@ -57,7 +57,9 @@ func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 //
 // Over a RelayWriter, an answer counts once the relay has passed it on whole,
 // not once the output took it: one still in the relay's hands when the
-// relay or its client goes is taken back too. When the input ends,
+// relay or its client goes is taken back too. (offstage's relay counts
+// an answer passed on once its client has read it, where it can tell: one
+// left unread in the client's pipe is taken back as well.) When the input ends,
 // RunStdio waits (up to DrainGrace) for the relay to pass on what was
 // written before the session ends; a failed write does not end it, as it
 // does otherwise (the acks behind it are read first).

@@ -457,3 +457,100 @@ func benchServe() {
 	}
 	os.Exit(0)
 }
+
+// BenchmarkACPTransportFloor: what a prompt's round trip costs over the
+// pipes alone, the floor under BenchmarkACPPromptOverheadLongSession that
+// no agent on the other side of a pipe goes below. Its server is no
+// agent: it reads a prompt's line and writes back, in one write, the
+// bytes offstage answers a prompt with (the updates and the response,
+// recorded from a real session, with the prompt's id put in), on
+// goroutines of its own, as Serve's reading and turn goroutines are.
+func BenchmarkACPTransportFloor(b *testing.B) { floorOver(b, memPipe) }
+
+// BenchmarkACPTransportFloorOSPipe: BenchmarkACPTransportFloor over the
+// system's pipes, as offstage acp runs on stdio.
+func BenchmarkACPTransportFloorOSPipe(b *testing.B) { floorOver(b, osPipe) }
+
+func floorOver(b *testing.B, pipe func(*testing.B) (io.ReadCloser, io.WriteCloser)) {
+	before, after := promptAnswer(b)
+	agentIn, clientOut := pipe(b)
+	clientIn, agentOut := pipe(b)
+	defer agentIn.Close()
+	defer clientIn.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		defer agentOut.Close()
+		lines := bufio.NewReader(agentIn)
+		var out []byte
+		for {
+			line, err := lines.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			id, ok := requestID(line)
+			if !ok {
+				b.Errorf("the floor's server read %q", line)
+				return
+			}
+			out = append(append(append(out[:0], before...), id...), after...)
+			if _, err := agentOut.Write(out); err != nil {
+				return
+			}
+		}
+	}()
+	call := lineCaller(b, clientOut, clientIn)
+	var cpu cpuClock
+	b.ReportAllocs()
+	cpu.start()
+	for b.Loop() {
+		call("session/prompt", `{"sessionId":"sess","prompt":[{"type":"text","text":"what runs?"}]}`)
+	}
+	cpu.stop()
+	b.ReportMetric(float64(cpu.wall.Nanoseconds())/float64(b.N), "prompt-ns")
+	cpu.report(b, 1)
+	clientOut.Close()
+	<-served
+}
+
+// requestID returns the id of a request line lineCaller wrote.
+func requestID(line []byte) ([]byte, bool) {
+	_, rest, ok := bytes.Cut(line, []byte(`"id":`))
+	if !ok {
+		return nil, false
+	}
+	end := bytes.IndexByte(rest, ',')
+	return rest[:end], end > 0
+}
+
+// promptAnswer returns what offstage writes for a prompt of
+// lineSessions' (its second in a session: its updates and response, as
+// read), cut around the response's id.
+func promptAnswer(b *testing.B) (before, after []byte) {
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(2)}, AllowAll: true}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	var seen bytes.Buffer
+	call := lineCaller(b, clientOut, io.TeeReader(clientIn, &seen))
+	call("initialize", `{"protocolVersion":1}`)
+	dir, _ := json.Marshal(b.TempDir())
+	_, prompt := openSession(b, call, dir)
+	seen.Reset()
+	resp := call("session/prompt", prompt)
+	clientOut.Close()
+	if err := <-served; err != nil {
+		b.Fatal(err)
+	}
+	all := seen.Bytes()
+	at := bytes.Index(all, resp)
+	id, ok := requestID(resp)
+	if at < 0 || !ok {
+		b.Fatalf("the prompt's response %q is not in what was read", resp)
+	}
+	idAt := at + bytes.Index(resp, id)
+	return bytes.Clone(all[:idAt]), bytes.Clone(all[idAt+len(id) : at+len(resp)])
+}

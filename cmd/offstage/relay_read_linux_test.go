@@ -17,9 +17,9 @@ import (
 // Regression (an outsider's finding): an answer the relay wrote into its
 // client's pipe counted as passed on, though the client died before it
 // read it (6 of 6): the result was taken as delivered and never offered
-// again. The relay now tells what the client has read: for a pipe, what
-// it wrote less what the pipe holds; for a socket, what it wrote when the
-// socket last held nothing of it.
+// again. The relay now tells what the client has read of a pipe: what it
+// wrote less what the pipe holds. What a socket took counts, read or not
+// (clientQueue says why).
 func TestTheRelayTellsWhatItsClientRead(t *testing.T) {
 	a := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"
 	b := `{"jsonrpc":"2.0","id":2,"result":{"content":[]}}` + "\n"
@@ -30,8 +30,8 @@ func TestTheRelayTellsWhatItsClientRead(t *testing.T) {
 			late bool
 			want int // the last ack, beyond a
 		}{
-			{name: "b unread", read: 0, want: 0},
-			{name: "b half read", read: len(b) / 2, want: map[string]int{"pipe": len(b) / 2, "socket": 0}[kind]},
+			{name: "b unread", read: 0, want: map[string]int{"pipe": 0, "socket": len(b)}[kind]},
+			{name: "b half read", read: len(b) / 2, want: map[string]int{"pipe": len(b) / 2, "socket": len(b)}[kind]},
 			{name: "b read whole", read: len(b), want: len(b)},
 			{name: "b read a while after", read: len(b), late: true, want: len(b)},
 		} {

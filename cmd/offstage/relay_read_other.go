@@ -4,7 +4,7 @@ package main
 
 import "io"
 
-// clientQueue is Linux's (FIONREAD on a pipe, SIOCOUTQ on a socket);
+// clientQueue is Linux's (FIONREAD on a pipe);
 // elsewhere what the output took counts as read.
 type clientQueue struct{}
 

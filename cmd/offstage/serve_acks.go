@@ -27,10 +27,10 @@ import (
 // its client has read, and the supervisor counts an answer once they
 // cover it (mcpserver.RelayWriter); what they never cover is taken back
 // when the connection ends, undelivered again. Where the client's end is
-// a pipe or a socket, what it has read is what the relay wrote less what
-// the pipe or socket still holds (clientQueue): an answer left unread
-// there when the client dies is not counted; elsewhere (a terminal, a
-// file) what the relay wrote counts.
+// a pipe, what it has read is what the relay wrote less what the pipe
+// still holds (clientQueue): an answer left unread there when the client
+// dies is not counted; elsewhere (a socket, a terminal, a file) what the
+// relay wrote counts.
 //
 // The relay says so in control lines, between two lines of its client's
 // input: the record separator (0x1e, which begins no JSON text), then

@@ -168,3 +168,36 @@ func TestARelayedAnswerLeftUnreadInThePipeIsUndelivered(t *testing.T) {
 	}
 	noSurvivors(t, rc.mark)
 }
+
+// A relay stopped (SIGTERM, as a client stops its server on the way out)
+// right after its client read an answer tells that it did, before it
+// drops the connection: its next look at the pipe would never come, and
+// the supervisor would take back what the client read.
+func TestAStoppedRelayTellsWhatItsClientRead(t *testing.T) {
+	answer := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"
+	sup, relay := unixPair(t)
+	in, inW := io.Pipe()
+	defer inW.Close()
+	client, out := clientEnd(t, "pipe")
+	ctx, stop := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- relayStream(ctx, relay, "mcp", true, nil, in, out) }()
+	br := bufio.NewReader(sup)
+	if _, err := br.ReadBytes('\n'); err != nil { // the header
+		t.Fatal(err)
+	}
+	sup.Write([]byte(answer))
+	waitUnread(t, client, len(answer))
+	time.Sleep(300 * time.Millisecond) // the relay looks at the pipe every 100 ms by now
+	if _, err := io.ReadFull(client, make([]byte, len(answer))); err != nil {
+		t.Fatal(err)
+	}
+	stop() // at once
+	if err := <-ended; err != nil {
+		t.Fatalf("relayStream = %v", err)
+	}
+	rest, _ := io.ReadAll(br)
+	if want := fmt.Sprintf("%cack %d\n", ackMark, len(answer)); string(rest) != want {
+		t.Errorf("the supervisor read %q after the header, want %q", rest, want)
+	}
+}

@@ -276,6 +276,16 @@ func (a *relayAcks) sendHeldLocked() {
 func (a *relayAcks) tellNow() {
 	a.outMu.Lock()
 	defer a.outMu.Unlock()
+	a.tellLast()
+}
+
+// tellLast sends the last ack, ending a line of the client's cut short
+// first (tellNow), without waiting for a write to the client under way:
+// what that write has passed on is not counted. A relay that is stopped
+// tells so before it drops the connection: a client that stops its
+// server right after reading an answer (SIGTERM), before the relay's
+// next look at the pipe, would otherwise have it taken back.
+func (a *relayAcks) tellLast() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.midLine {

@@ -366,7 +366,13 @@ func relayStream(ctx context.Context, c *net.UnixConn, face string, acks bool, a
 		inputEnded.Store(true)
 		c.CloseWrite()
 	}()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		if ra != nil { // what the client read before it stopped the relay counts
+			c.SetWriteDeadline(time.Now().Add(lastAckWait))
+			ra.tellLast()
+		}
+		c.Close()
+	})
 	defer stop()
 	// A client that died closed its end of our output, not only of our
 	// input: the connection is dropped, not half-closed, so the

@@ -383,10 +383,15 @@ func OpenSQLite(path string) (*DB, error) {
 	s.file, s.head, s.held = id, f, id
 	// Switching a new file to WAL takes a lock that does not wait for the
 	// busy timeout: a process opening the journal just as another creates
-	// it retries for a while.
+	// it retries for a while, up to 5 s in all. A lock held for longer
+	// than the busy timeout (another process stopped in a transaction:
+	// Ctrl-Z, a debugger) fails it after that timeout, once: retrying it
+	// too made a locked journal's refusal take 105 s (a CI run's finding:
+	// offstage run, its supervisor stopped mid-write, waited past 60 s).
+	retryUntil := time.Now().Add(5 * time.Second)
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
 		err = s.migrate(context.Background()) // OpenSQLite takes no ctx: SQLite's busy timeout bounds the wait
-		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || wait > 5*time.Second {
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().Add(wait).After(retryUntil) {
 			break
 		}
 		time.Sleep(wait)

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -396,5 +397,45 @@ func TestReadingAnOlderSchema(t *testing.T) {
 	db.QueryRow("PRAGMA user_version").Scan(&v)
 	if v != 1 {
 		t.Errorf("user_version = %d after reading, want 1 (untouched)", v)
+	}
+}
+
+// Regression (a CI run's finding): a journal another process holds
+// locked past the busy timeout (stopped in a transaction: offstage serve
+// under Ctrl-Z) took OpenSQLite 105 s to refuse, the busy timeout ten
+// times over, and offstage run waited past a minute to say so. The
+// retries are for switching a new file to WAL, whose lock does not wait:
+// a lock that outlasts the busy timeout is refused after it, once.
+func TestAJournalLockedByAStoppedProcessIsRefusedAfterOneBusyTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	open(t, path).Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK")
+	start := time.Now()
+	s, err := journal.OpenSQLite(path)
+	took := time.Since(start)
+	if err == nil {
+		s.Close()
+		t.Fatal("OpenSQLite opened a journal another connection holds locked")
+	}
+	if !strings.Contains(err.Error(), "SQLITE_BUSY") {
+		t.Errorf("OpenSQLite = %v, want SQLITE_BUSY", err)
+	}
+	// One busy timeout (10 s), and the retries' 5 s at most; the
+	// refusal took 105 s before.
+	if took > 40*time.Second {
+		t.Errorf("OpenSQLite refused the locked journal after %s, want one busy timeout", took.Round(time.Second))
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -1191,6 +1193,35 @@ func TestASandboxedCommandCannotUseServe(t *testing.T) {
 	sv.stop(t)
 }
 
+// stopOutsideAWrite stops the supervisor (SIGSTOP) while the test holds
+// its journal's write lock, so that it is not stopped in the middle of a
+// transaction, holding the lock for as long as it stays stopped: the run
+// in process could then not open the journal (a CI run's finding: the
+// run waited past 60 s, and refuses after the busy timeout now).
+func stopOutsideAWrite(t *testing.T, sv *served) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(sv.state, "offstage", "journal.db")+"?_pragma=busy_timeout(30000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	err = sv.cmd.Process.Signal(syscall.SIGSTOP)
+	if _, rerr := conn.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAStoppedSupervisorIsNotWaitedOn (an outsider's findings): with
 // offstage serve stopped (SIGSTOP) the socket still takes connections,
 // and offstage run sent its header and waited without a word for as
@@ -1201,9 +1232,7 @@ func TestASandboxedCommandCannotUseServe(t *testing.T) {
 func TestAStoppedSupervisorIsNotWaitedOn(t *testing.T) {
 	state := serveState(t)
 	sv := startServe(t, state)
-	if err := sv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopOutsideAWrite(t, sv)
 	t.Cleanup(func() { sv.cmd.Process.Signal(syscall.SIGCONT) }) // before the stop the cleanup sends
 	script := filepath.Join(t.TempDir(), "script.json")
 	os.WriteFile(script, []byte(`{"turns": [{"text": "answered in process"}]}`), 0o644)

@@ -20,12 +20,8 @@ import (
 // taken back (mcpserver.Service.RunStdio). It blocks in poll, waking for
 // nothing else. Where out is not a file or socket it does nothing.
 func closeWhenReaderGone(out io.Writer, c io.Closer) (stop func()) {
-	sc, ok := out.(syscall.Conn)
+	rc, ok := rawConn(out)
 	if !ok {
-		return func() {}
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
 		return func() {}
 	}
 	dup := -1
@@ -61,4 +57,15 @@ func closeWhenReaderGone(out io.Writer, c io.Closer) (stop func()) {
 		quitW.Close()
 		<-done
 	}
+}
+
+// rawConn returns the descriptor behind w, where w is a file or a
+// socket.
+func rawConn(w io.Writer) (syscall.RawConn, bool) {
+	sc, ok := w.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	return rc, err == nil
 }

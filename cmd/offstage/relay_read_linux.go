@@ -35,12 +35,8 @@ type clientQueue struct {
 // a file, /dev/null, something that is no file): then what the output
 // took counts as read.
 func newClientQueue(out io.Writer) *clientQueue {
-	sc, ok := out.(syscall.Conn)
+	rc, ok := rawConn(out)
 	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
 		return nil
 	}
 	usable := false

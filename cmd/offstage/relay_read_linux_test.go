@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -153,10 +152,7 @@ func TestARelayedAnswerLeftUnreadInThePipeIsUndelivered(t *testing.T) {
 	state := serveState(t)
 	sv := startServe(t, state, "--idle", "1h")
 	rc := startRelayClient(t, state)
-	if a := rc.call("b", "tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true}}`); !strings.Contains(a, `\"task_id\":\"shell:1\"`) {
-		t.Fatalf("bash = %s", a)
-	}
-	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+	finishedShell(t, rc, state)
 	io.WriteString(rc.in, request("w", "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`))
 	waitUnread(t, rc.out, len(`{"jsonrpc":"2.0","id":"w","result":{}}`))
 	time.Sleep(200 * time.Millisecond) // the relay has written the answer whole, and looked

@@ -126,6 +126,16 @@ func startRelayClient(t *testing.T, state string) *relayClient {
 	return &relayClient{cmd: cmd, in: in, out: outR, stderr: stderr, mark: mark, call: call, answer: answer}
 }
 
+// finishedShell has the relay's client start shell:1 in the background,
+// and waits until it has completed, its result waiting for a task_wait.
+func finishedShell(t *testing.T, rc *relayClient, state string) {
+	t.Helper()
+	if a := rc.call("b", "tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true}}`); !strings.Contains(a, `\"task_id\":\"shell:1\"`) {
+		t.Fatalf("bash = %s", a)
+	}
+	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+}
+
 // request is a JSON-RPC request's line.
 func request(id, method, params string) string {
 	return `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `","params":` + params + "}\n"
@@ -140,10 +150,7 @@ func TestAnAnswerReadBeforeAClientDiesMidLineCounts(t *testing.T) {
 	state := serveState(t)
 	sv := startServe(t, state, "--idle", "1h")
 	rc := startRelayClient(t, state)
-	if a := rc.call("b", "tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true}}`); !strings.Contains(a, `\"task_id\":\"shell:1\"`) {
-		t.Fatalf("bash = %s", a)
-	}
-	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
+	finishedShell(t, rc, state)
 	// The wait, and the next line begun before its answer comes.
 	io.WriteString(rc.in, request("w", "tools/call", `{"name":"task_wait","arguments":{"task_ids":["shell:1"]}}`)+`{"jsonrpc":"2.0","id":"half","meth`)
 	if a := rc.answer("w"); !strings.Contains(a, "shell:1") {

@@ -141,7 +141,7 @@ func (a *relayAcks) tellLocked() {
 			a.recheckLocked(wrote)
 		}
 	}
-	if a.midLine || n <= a.told || a.failed != nil {
+	if a.midLine || n <= a.told {
 		return
 	}
 	a.told = n

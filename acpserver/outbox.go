@@ -122,6 +122,17 @@ func (s *session) cardEnded(call string, status acp.ToolCallStatus, text string,
 	s.addedLocked(was)
 }
 
+// cardStatusChanged adds the tool_call_update that sets a card's status
+// (appendCardStatus).
+func (s *session) cardStatusChanged(call string, status acp.ToolCallStatus) {
+	o := &s.out
+	o.mu.Lock()
+	s.encodeJoinedLocked()
+	was := o.mark()
+	o.buf = appendCardStatus(o.buf, s.id, call, status)
+	s.addedLocked(was)
+}
+
 // mark is what the outbox holds before an update is added, for
 // addedLocked to take it back.
 type mark struct {

@@ -189,7 +189,7 @@ func (s *session) outsideSandbox(c agent.ToolCall) bool {
 // card unless the user was asked about them.
 func (s *session) running(c agent.ToolCall) {
 	if c.Agent == "" {
-		s.update(acp.UpdateToolCall(acp.ToolCallId(c.ID), acp.WithUpdateStatus(acp.ToolCallStatusInProgress)))
+		s.cardStatusChanged(c.ID, acp.ToolCallStatusInProgress)
 	}
 }
 

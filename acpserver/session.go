@@ -54,7 +54,6 @@ type session struct {
 	mu     sync.Mutex
 	answer *answer             // guarded by mu: the prompt handed over (handOver) whose response its turn's end owes
 	cards  map[string]*card    // guarded by mu: task id → the tool call that started it
-	calls  map[string]*call    // guarded by mu: tool call id → what it is (until it ends)
 	always map[grant]bool      // guarded by mu: tools the user allowed for good, per scope
 	spawns map[string][]string // guarded by mu: tool call id → tasks it started, while its result is pending
 
@@ -121,7 +120,6 @@ func blankSession(srv *server, id acp.SessionId) *session {
 		prompting: make(chan struct{}, 1),
 		turnEnds:  make(chan agent.Event, 1),
 		cards:     make(map[string]*card),
-		calls:     make(map[string]*call),
 		always:    make(map[grant]bool),
 		subCalls:  make(map[string][]subCall),
 		spawns:    make(map[string][]string),

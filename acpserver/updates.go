@@ -33,11 +33,6 @@ type card struct {
 	final bool // its last update was sent
 }
 
-// call is a tool call the model made, until its result.
-type call struct {
-	tool *tools.Tool
-}
-
 // Event makes a session an agent.Sink: every event of the session, from
 // turns prompted or autonomous and from its task table, becomes a session
 // update, added in order (outbox.go).
@@ -84,9 +79,6 @@ func (s *session) toolOf(name string) *tools.Tool {
 func (s *session) toolCall(e agent.Event) {
 	t := s.toolOf(e.Tool)
 	title, kind := describe(t, e.Input)
-	s.mu.Lock()
-	s.calls[e.ToolCallID] = &call{tool: t}
-	s.mu.Unlock()
 	s.cardStarted(e.ToolCallID, title, kind, e.Input)
 }
 
@@ -94,9 +86,6 @@ func (s *session) toolCall(e agent.Event) {
 // work: then the card stays in_progress until the task ends.
 func (s *session) toolResult(e agent.Event) {
 	id := acp.ToolCallId(e.ToolCallID)
-	s.mu.Lock()
-	delete(s.calls, e.ToolCallID)
-	s.mu.Unlock()
 	out := readOutput(e.Text)
 	if taskID, status := out.get("task_id"), out.get("status"); !e.IsError && taskID != "" && (e.Tool == "bash" || e.Tool == "spawn_agent") && (status == "running" || status == "queued") {
 		note := "Running in the background as " + taskID + "."
@@ -271,25 +260,13 @@ func (s *session) shellTail(id string) string {
 // waits, it neither reads files nor thinks); task_cancel is "delete" (it
 // ends a task and kills its processes).
 func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
-	var in struct {
-		Command    string `json:"command"`
-		Background bool   `json:"run_in_background"`
-		Profile    string `json:"profile"`
-		Prompt     string `json:"prompt"`
-		TaskID     any    `json:"task_id"`
-		TaskIDs    []any  `json:"task_ids"`
-		Text       string `json:"text"`
-		Until      string `json:"until"`
-		Sandbox    *bool  `json:"sandbox"`
-	}
 	if t == nil {
 		return "Unknown tool", acp.ToolKindOther
 	}
-	switch t.Name {
-	case "task_list": // its title takes nothing from the input: not decoded
-	default:
-		json.Unmarshal(input, &in)
+	if t.Name == "task_list" { // its title takes nothing from the input: not decoded
+		return "List tasks", acp.ToolKindRead
 	}
+	in := describedInput(input)
 	id := strings.TrimSpace(fmt.Sprint(orEmpty(in.TaskID)))
 	switch t.Name {
 	case "bash":
@@ -303,8 +280,6 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		return title, acp.ToolKindExecute
 	case "spawn_agent":
 		return "Sub-agent " + in.Profile + ": " + text.OneLine(in.Prompt, 60), acp.ToolKindExecute
-	case "task_list":
-		return "List tasks", acp.ToolKindRead
 	case "task_inspect":
 		return "Inspect " + id, acp.ToolKindRead
 	case "task_output":
@@ -337,6 +312,29 @@ func describe(t *tools.Tool, input json.RawMessage) (string, acp.ToolKind) {
 		return t.Title, kind
 	}
 	return t.Name, kind
+}
+
+// toolInput is what describe reads of a call's input.
+type toolInput struct {
+	Command    string `json:"command"`
+	Background bool   `json:"run_in_background"`
+	Profile    string `json:"profile"`
+	Prompt     string `json:"prompt"`
+	TaskID     any    `json:"task_id"`
+	TaskIDs    []any  `json:"task_ids"`
+	Text       string `json:"text"`
+	Until      string `json:"until"`
+	Sandbox    *bool  `json:"sandbox"`
+}
+
+// describedInput decodes a call's input as far as it is toolInput's (a
+// call whose input does not decode is described from what did); a
+// function of its own, so that the value decoded into is allocated only
+// for the calls whose title reads it.
+func describedInput(input json.RawMessage) toolInput {
+	var in toolInput
+	json.Unmarshal(input, &in)
+	return in
 }
 
 func orEmpty(v any) any {

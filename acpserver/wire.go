@@ -563,6 +563,18 @@ func appendCardEnd(dst []byte, id acp.SessionId, call string, status acp.ToolCal
 	return append(dst, "}}}\n"...)
 }
 
+// appendCardStatus appends the tool_call_update line that sets a card's
+// status alone (in_progress, as its call starts to run).
+func appendCardStatus(dst []byte, id acp.SessionId, call string, status acp.ToolCallStatus) []byte {
+	dst = append(dst, updatePrefix...)
+	dst = appendString(dst, string(id))
+	dst = append(dst, `,"update":{"sessionUpdate":"tool_call_update",`...)
+	dst = appendField(dst, "status", string(status))
+	dst = append(dst, `"toolCallId":`...)
+	dst = appendString(dst, call)
+	return append(dst, "}}}\n"...)
+}
+
 func appendRawValue(dst []byte, rawJSON jsonText, rawText string) []byte {
 	if rawJSON != nil {
 		return append(dst, rawJSON...)

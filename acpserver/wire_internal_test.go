@@ -240,7 +240,7 @@ func TestPromptResponseIsWithUsages(t *testing.T) {
 	}
 }
 
-// FuzzCardLines: a card's start and end, written straight from what the
+// FuzzCardLines: a card's start, its status and its end, written straight from what the
 // session holds, are the lines appendUpdate writes for the SDK's updates
 // built as before (and FuzzUpdateWire holds those to the SDK's bytes).
 func FuzzCardLines(f *testing.F) {
@@ -261,6 +261,12 @@ func FuzzCardLines(f *testing.F) {
 		}
 		if got := appendCardStart(nil, id, call, title, acp.ToolKind(kind), acp.ToolCallStatusPending, raw, input); string(got) != string(want) {
 			t.Errorf("appendCardStart wrote\n%s\nappendUpdate\n%s", got, want)
+		}
+		running := acp.UpdateToolCall(acp.ToolCallId(call), acp.WithUpdateStatus(acp.ToolCallStatusInProgress))
+		if want, ok := appendUpdate(nil, id, &running); !ok {
+			t.Fatalf("appendUpdate does not write the status %+v", running)
+		} else if got := appendCardStatus(nil, id, call, acp.ToolCallStatusInProgress); string(got) != string(want) {
+			t.Errorf("appendCardStatus wrote\n%s\nappendUpdate\n%s", got, want)
 		}
 		out := readOutput(result)
 		for _, status := range []acp.ToolCallStatus{acp.ToolCallStatusCompleted, acp.ToolCallStatusFailed} {

@@ -562,7 +562,8 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&m.message); err != nil { // cannot happen: every part was checked
+	wire := m.message // a copy to encode: m escaping to Encode would allocate it for every message, taken ones too
+	if err := enc.Encode(&wire); err != nil { // cannot happen: every part was checked
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
 	if m.isRequest() && !t.w.track(m.key, m.ID, own) {
@@ -905,10 +906,11 @@ func isNull(v json.RawMessage) bool { return string(v) == "null" }
 // into a string does: in place when it has no escape and is valid UTF-8
 // (as a method's name and an id nearly always are), by decoding
 // otherwise. ok is false when v is not a string.
-func unquote(v []byte) (s string, ok bool) {
+func unquote(v []byte) (string, bool) {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return string(v[1 : len(v)-1]), true
 	}
+	var s string // declared here: escaping to json.Unmarshal, it is allocated where it is declared
 	return s, json.Unmarshal(v, &s) == nil
 }
 

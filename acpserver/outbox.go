@@ -178,7 +178,7 @@ func (s *session) addedLocked(was mark) {
 	if len(o.buf)+len(o.joined) >= maxBuffered {
 		o.mu.Unlock()
 		if s.acquire(s.done, nil) {
-			s.drain(nil)
+			s.drain("", nil)
 			return
 		}
 		o.mu.Lock()
@@ -222,7 +222,7 @@ func (s *session) delayedFlush() {
 	o.mu.Lock()
 	o.armed = false
 	o.mu.Unlock()
-	s.drain(nil)
+	s.drain("", nil)
 }
 
 // acquire takes the writer's token, waiting while another goroutine
@@ -244,10 +244,11 @@ func (s *session) acquire(stop, also <-chan struct{}) bool {
 }
 
 // drain writes, holding the token, what the session holds and what is
-// added meanwhile, and gives the token back. respond, if set, appends a
-// response after the lines held now: it goes out with them, in one
-// write (rpcline's Writer.WriteEnding).
-func (s *session) drain(respond func([]byte) []byte) {
+// added meanwhile, and gives the token back. respond, if set, appends the
+// response to the request whose key (rpcline's Request.Key) is key after
+// the lines held now: it goes out with them, in one write (rpcline's
+// Writer.WriteAnswer).
+func (s *session) drain(key string, respond func([]byte) []byte) {
 	o := &s.out
 	for {
 		o.mu.Lock()
@@ -266,7 +267,7 @@ func (s *session) drain(respond func([]byte) []byte) {
 		o.buf, o.spare = o.spare[:0], nil
 		o.since = time.Now()
 		o.mu.Unlock()
-		s.writeLines(p, at)
+		s.writeLines(p, at, key)
 		o.mu.Lock()
 		o.since = time.Time{}
 		switch {
@@ -280,16 +281,16 @@ func (s *session) drain(respond func([]byte) []byte) {
 	}
 }
 
-// writeLines writes the update lines p[:at], and the response p[at:]
-// after them if there is one, in one write.
-func (s *session) writeLines(p []byte, at int) {
+// writeLines writes the update lines p[:at], and the response p[at:] to
+// the request whose key is key after them if there is one, in one write.
+func (s *session) writeLines(p []byte, at int, key string) {
 	if s.srv.ctx.Err() != nil { // as the SDK: no update goes out once the connection ended
 		p, at = p[at:], 0
 	}
 	var err error
 	switch {
 	case at < len(p):
-		_, err = s.srv.out.WriteEnding(p, at)
+		_, err = s.srv.out.WriteAnswer(p, at, key)
 	case len(p) > 0:
 		_, err = s.srv.out.Write(p)
 	}
@@ -309,7 +310,7 @@ func (s *session) stuck(d time.Duration) bool {
 // flush waits until everything added so far has been written.
 func (s *session) flush(ctx context.Context) {
 	if s.acquire(ctx.Done(), s.done) {
-		s.drain(nil)
+		s.drain("", nil)
 	}
 }
 
@@ -326,7 +327,7 @@ func (s *session) turnEnd(end agent.Event) {
 		s.answerTurn(a, end)
 		return
 	}
-	s.drain(nil)
+	s.drain("", nil)
 	select {
 	case s.turnEnds <- end:
 	case <-s.done:
@@ -340,7 +341,7 @@ func (s *session) answerTurn(a *answer, end agent.Event) {
 	usage := s.sess.Usage() // before the next prompt may start
 	s.release(a)
 	a.done()
-	s.drain(func(dst []byte) []byte {
+	s.drain(a.key, func(dst []byte) []byte {
 		if err != nil {
 			return appendResponse(dst, a.id, nil, err)
 		}
@@ -366,12 +367,12 @@ func (s *session) lastFlush() {
 		}
 		a := s.takeAnswer()
 		if a == nil {
-			s.drain(nil)
+			s.drain("", nil)
 			return
 		}
 		s.release(a)
 		a.done()
-		s.drain(func(dst []byte) []byte {
+		s.drain(a.key, func(dst []byte) []byte {
 			return appendResponse(dst, a.id, acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil)
 		})
 	}()

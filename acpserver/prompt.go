@@ -35,7 +35,7 @@ func (srv *server) take(r rpcline.Request) (start func(), ok bool, err error) {
 	if err != nil {
 		return nil, true, err
 	}
-	return func() { srv.startPrompt(r.ID, p) }, true, nil
+	return func() { srv.startPrompt(r.ID, r.Key, p) }, true, nil
 }
 
 // decodePrompt decodes session/prompt's params as the SDK does, and
@@ -152,8 +152,8 @@ func plainString(v []byte) (string, bool) {
 // per prompt, where the session's writer made two and a goroutine of its
 // own for the request four. Otherwise the prompt waits on a
 // goroutine of its own (session.prompt), as the SDK's requests did.
-func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
-	a := srv.newAnswer(id, p.SessionId)
+func (srv *server) startPrompt(id json.RawMessage, key string, p acp.PromptRequest) {
+	a := srv.newAnswer(id, key, p.SessionId)
 	s, err := srv.session(p.SessionId)
 	var text string
 	if err == nil {
@@ -183,6 +183,7 @@ func (srv *server) startPrompt(id json.RawMessage, p acp.PromptRequest) {
 type answer struct {
 	srv *server
 	id  json.RawMessage
+	key string // the request's key to the line guard's Writer (rpcline's Request.Key)
 	sid acp.SessionId
 
 	// mu orders cancel against handOver and release: the turn is
@@ -197,8 +198,8 @@ type answer struct {
 
 // newAnswer registers a prompt's request to session sid, cancelling the
 // session's prompt before it, as the SDK does.
-func (srv *server) newAnswer(id json.RawMessage, sid acp.SessionId) *answer {
-	a := &answer{srv: srv, id: id, sid: sid}
+func (srv *server) newAnswer(id json.RawMessage, key string, sid acp.SessionId) *answer {
+	a := &answer{srv: srv, id: id, key: key, sid: sid}
 	srv.mu.Lock()
 	prev := srv.prompts[sid]
 	srv.prompts[sid] = a

@@ -139,6 +139,8 @@ type Request struct {
 	Method string
 	ID     json.RawMessage // as sent: a string or an integer
 	Params json.RawMessage // nil when it has none
+	// Key is the request's among those pending, for Writer.WriteAnswer.
+	Key string
 }
 
 // Error is an error reply Options.Check gives: its JSON-RPC code and the
@@ -214,12 +216,23 @@ func (l *Writer) Write(p []byte) (int, error) { return l.writeEnding(p, 0) }
 // response's request was abandoned, p[:at] alone is written.
 func (l *Writer) WriteEnding(p []byte, at int) (int, error) { return l.writeEnding(p, at) }
 
+// WriteAnswer is WriteEnding for the response p[at:] to the request
+// whose Request.Key (Options.Take's) is key: the response is not read
+// for its id.
+func (l *Writer) WriteAnswer(p []byte, at int, key string) (int, error) {
+	return l.writeAnswer(p, at, key)
+}
+
 func (l *Writer) writeEnding(p []byte, at int) (int, error) {
 	key, ok := responseKey(p[at:])
 	if !ok {
 		n, _, err := l.write(p)
 		return n, err
 	}
+	return l.writeAnswer(p, at, key)
+}
+
+func (l *Writer) writeAnswer(p []byte, at int, key string) (int, error) {
 	l.mu.Lock()
 	r := l.pending[key]
 	own, abandoned := l.abandoned[key]
@@ -534,7 +547,7 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}
 	if m.isRequest() && t.opts.Take != nil {
-		if start, ok, err := t.opts.Take(Request{Method: m.Method, ID: m.ID, Params: m.Params}); ok {
+		if start, ok, err := t.opts.Take(Request{Method: m.Method, ID: m.ID, Params: m.Params, Key: m.key}); ok {
 			return nil, t.taken(&m, start, err)
 		}
 	}
@@ -562,7 +575,9 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	wire := m.message // a copy to encode: m escaping to Encode would allocate it for every message, taken ones too
+	// A copy to encode: m escaping to Encode would be allocated for every
+	// message, taken ones too.
+	wire := m.message
 	if err := enc.Encode(&wire); err != nil { // cannot happen: every part was checked
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
 	}

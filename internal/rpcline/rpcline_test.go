@@ -634,6 +634,54 @@ func TestWriteEndingAnswersAfterTheLines(t *testing.T) {
 	})
 }
 
+// TestWriteAnswerCountsByTheKeyTaken: a response written with the key
+// Take was given counts as that request's answer, whatever its line says
+// (the end of input waits for it, no longer), and is dropped, the lines
+// before it written, once that request was abandoned.
+func TestWriteAnswerCountsByTheKeyTaken(t *testing.T) {
+	const note = `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n"
+	// The key alone counts: read for its id, this line (id "1", not 1)
+	// would answer no request.
+	const resp = `{"jsonrpc":"2.0","id":"1","result":{}}` + "\n"
+	taking := func(key *string) rpcline.Options {
+		return rpcline.Options{MaxLine: 1 << 10, Drain: time.Minute, Take: func(r rpcline.Request) (func(), bool, error) {
+			return func() { *key = r.Key }, true, nil
+		}}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var out writes
+		var key string
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, taking(&key))
+		eof := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(r)
+			eof <- b
+		}()
+		synctest.Wait()
+		if n, err := w.WriteAnswer([]byte(note+resp), len(note), key); n != len(note)+len(resp) || err != nil {
+			t.Errorf("WriteAnswer = %d, %v", n, err)
+		}
+		start := time.Now()
+		<-eof
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("end of input came %s after the response", waited)
+		}
+		if want := []string{note + resp}; !slices.Equal(out.each, want) {
+			t.Errorf("writes %q, want %q", out.each, want)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		var out writes
+		var key string
+		r, w := rpcline.New(strings.NewReader(ping+"\n"), &out, taking(&key))
+		io.ReadAll(r) // abandons ping after a minute
+		w.WriteAnswer([]byte(note+resp), len(note), key)
+		if len(out.each) != 2 || out.each[1] != note {
+			t.Errorf("writes %q, want the abandon and the notification alone", out.each)
+		}
+	})
+}
+
 // writes records each write.
 type writes struct{ each []string }
 

@@ -693,9 +693,13 @@ func parse(msg []byte) (parsed, error) {
 	if id, ok := fields.get("id"); ok && !isNull(id) {
 		key, err := idKey(id)
 		if err != nil {
-			if id[0] == '"' {
+			switch _, ferr := strconv.ParseFloat(string(id), 64); {
+			case id[0] == '"' && utf8.Valid(id):
 				m.replyID = id
-			} else if _, ferr := strconv.ParseFloat(string(id), 64); ferr == nil && (id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) {
+			case id[0] == '"':
+				// Bytes that are not UTF-8, echoed, would make the reply a
+				// line that is no JSON text (RFC 8259 §8.1): null.
+			case ferr == nil && (id[0] == '-' || (id[0] >= '0' && id[0] <= '9')):
 				m.replyID = id // a number, echoed as sent: a client decodes it
 			} // else (1e400) null: no JSON decoder of a float64 takes it back
 			return m, err

@@ -12,6 +12,7 @@ import (
 	"testing/iotest"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -53,7 +54,10 @@ func TestReaderAnswersWhatTheSDKCannotTake(t *testing.T) {
 		// never match the answer (an outsider's finding).
 		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, `"id":"\ud800","error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
 		{`{"jsonrpc":"2.0","id":"a\udc00b","method":"ping"}`, `"error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
-		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}", `"error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
+		// Echoed, bytes that are not UTF-8 would make the reply no JSON
+		// text (an outsider's finding).
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}", `"id":null,"error":{"code":-32600,"message":"Invalid Request: the id is not valid Unicode`},
+		{"[{\"jsonrpc\":\"2.0\",\"id\":\"\xfe1\",\"method\":\"ping\"}]", `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},
 		{`[]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: an empty batch`},
 		{`[1,2,3]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"}},{"jsonrpc":"2.0","id":null,`},
 		{`[{}]`, `[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not supported`},
@@ -332,6 +336,9 @@ func FuzzReader(f *testing.F) {
 				continue
 			}
 			passed, replies := filter(append(line, '\n'), rpcline.Options{MaxLine: maxLine, MaxDepth: 16})
+			if !utf8.Valid(passed) || !utf8.Valid(replies) {
+				t.Fatalf("%q: passed %q and replied %q: not UTF-8, so no JSON text", line, passed, replies)
+			}
 			switch {
 			case len(passed) > 0 && len(replies) > 0:
 				t.Fatalf("%q: both passed %q and replied %q", line, passed, replies)
@@ -374,6 +381,7 @@ var seeds = []string{
 	`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `}}}`,
 	`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m"}}`,
 	`{"JSONRPC":"2.0","Id":1,"Method":"ping"}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xfe1\",\"method\":\"ping\"}",
 }
 
 func checkPassed(t *testing.T, line, passed []byte) {
@@ -453,7 +461,18 @@ func requestID(line []byte) json.RawMessage {
 	if json.Unmarshal(id, &s) != nil && (json.Unmarshal(id, &n) != nil || n > 1<<53 || n < -(1<<53) || strings.ContainsAny(string(id), ".eE") || string(id) == "-0") {
 		return json.RawMessage("null")
 	}
+	if id[0] == '"' && replaced(id, s) {
+		return json.RawMessage("null") // not whole Unicode: refused
+	}
 	return id
+}
+
+// replaced reports whether the JSON string id, decoded as s, had bytes
+// that are not UTF-8 or a lone surrogate escape (decoding made U+FFFD of
+// them, where id wrote none).
+func replaced(id json.RawMessage, s string) bool {
+	lower := strings.ToLower(string(id))
+	return !utf8.Valid(id) || strings.ContainsRune(s, utf8.RuneError) && !strings.Contains(lower, "\\ufffd") && !strings.ContainsRune(lower, utf8.RuneError)
 }
 
 func isNullOr(id, want json.RawMessage) bool {

@@ -209,6 +209,14 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 		}
 	}
 	defer func() { <-s.prompting }()
+	if ctx.Err() != nil {
+		// Cancelled while it waited, by the prompt after it (whose own
+		// wait it may have won) or by session/cancel: it never runs, least
+		// of all after the prompt that replaced it (an outsider's
+		// finding: two prompts sent at once to a new session ran in the
+		// wrong order, 3 in 300).
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
 	select {
 	case <-s.cancelled: // a cancel that came while no prompt ran is not this one's
 	default:
@@ -220,6 +228,9 @@ func (s *session) prompt(ctx context.Context, text string) (acp.PromptResponse, 
 	wait := time.NewTimer(s.srv.cfg.PromptWait)
 	defer wait.Stop()
 	for handed := false; !handed; {
+		if ctx.Err() != nil { // a select would pick at random between it and the hand-over
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
 		select {
 		case s.input <- text:
 			handed = true

@@ -12,7 +12,9 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/rpcline"
+	"github.com/offstage/offstage/provider/scripted"
 )
 
 // testSession is a session's output side alone, writing to out.
@@ -198,4 +200,41 @@ func TestGiveWaitsOnlyForATurnEnding(t *testing.T) {
 		}
 		<-got
 	})
+}
+
+// TestACancelledPromptNeverRuns: a prompt whose request was cancelled
+// (by the prompt after it, say) while it waited on its goroutine never
+// reaches the model, though the session is free and its Run loop waits
+// for input: it once took the session and, one time in two, handed its
+// text over (two prompts sent at once to a new session then ran in the
+// wrong order, the stale one last: an outsider's finding).
+func TestACancelledPromptNeverRuns(t *testing.T) {
+	var out writes
+	s := testSession(&out)
+	s.srv.cfg.PromptWait = time.Hour
+	model, err := scripted.Parse([]byte(`{"turns": []}`)) // a turn that runs fails: nothing is scripted
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s.sess, err = agent.New(ctx, agent.Config{Model: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(ctx)
+	defer func() {
+		s.stop(nil)
+		s.sess.Close(ctx)
+	}()
+	stale, cancel := context.WithCancel(ctx)
+	cancel()
+	for i := range 40 {
+		resp, err := s.prompt(stale, "stale")
+		if err != nil || resp.StopReason != acp.StopReasonCancelled {
+			t.Fatalf("prompt %d, cancelled before it ran: %+v, %v; want cancelled", i, resp, err)
+		}
+	}
+	if h := s.sess.History(); len(h) != 0 {
+		t.Errorf("the model's history holds %d messages, want none: %+v", len(h), h)
+	}
 }

@@ -293,6 +293,11 @@ func (srv *server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) 
 	}
 	all, err := srv.cfg.Surface.Journal.List(ctx, cwd, 200)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cancelled ($/cancel_request, the end of the connection):
+			// the journal is fine, and the SDK answers "Request cancelled".
+			return acp.ListSessionsResponse{}, ctx.Err()
+		}
 		return acp.ListSessionsResponse{}, internal("listing the recorded sessions: %s", err.Error())
 	}
 	list := []acp.SessionInfo{}

@@ -446,7 +446,7 @@ func endingOf(i task.Info) Ending {
 }
 
 func resultOf(r task.Result, now time.Time, textBytes int) TaskResult {
-	out := TaskResult{TaskInfo: infoOf(r.Info, now), Ending: endingOf(r.Info), Result: shortenTail(r.Text, textBytes), Trace: ShortTrace(r.Trace)}
+	out := TaskResult{TaskInfo: infoOf(r.Info, now), Ending: endingOf(r.Info), Result: shortenResult(r.Text, textBytes), Trace: ShortTrace(r.Trace)}
 	if r.Err != nil {
 		out.Error = shorten(r.Err.Error(), fieldBytes)
 	}

@@ -53,6 +53,22 @@ func shortenTail(s string, max int) string {
 	return "…(" + strconv.Itoa(i) + " earlier bytes)" + s[i:]
 }
 
+// shortenResult cuts a finished task's result to about max bytes. Its
+// first line, when it takes at most half of max, is kept: a shell's says
+// how it ended and how much it wrote, and cut with the rest it was lost
+// and the count of bytes cut counted only its own. The rest keeps its
+// last bytes (shortenTail).
+func shortenResult(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	head, rest, ok := strings.Cut(s, "\n")
+	if !ok || len(head)+1 > max/2 {
+		return shortenTail(s, max)
+	}
+	return head + "\n" + shortenTail(rest, max-len(head)-1)
+}
+
 // fitBudget is the last guard on a result's size. Every field is capped
 // where it is made; if a result is still larger than budget (many tasks
 // with long texts), the longest strings in it are cut, repeatedly, until

@@ -174,7 +174,7 @@ func recordedDelivered(t *testing.T, tb *task.Table, seq uint64, id string, want
 // an answer was stuck on a client that reads nothing, stayed as long as
 // the client did not read, and a SIGKILL then lost the result the answer
 // carried. RunStdio now returns DrainGrace after its context ended, the
-// result taken back.
+// result taken back, and the write cut, so that Close does not wait on it.
 func TestAShutdownDoesNotWaitForAClientThatReadsNothing(t *testing.T) {
 	k, svc := keptService(t)
 	defer svc.Close(context.Background())
@@ -236,8 +236,18 @@ func TestAShutdownDoesNotWaitForAClientThatReadsNothing(t *testing.T) {
 		t.Error("shell:1, whose answer is stuck unwritten: Delivered = true, want false")
 	}
 	recordedDelivered(t, tb, seq, "shell:1", false)
+	// The stuck write was cut (a pipe keeps write deadlines): the session
+	// ends, and Close with it, while the client still reads nothing (Close
+	// waited for as long as the client lived: another outsider's finding).
+	closed := make(chan error, 1)
+	go func() { closed <- svc.Close(context.Background()) }()
+	select {
+	case <-closed:
+	case <-time.After(rpclinetest.Timeout):
+		t.Fatal("Close waited on a write stuck on a client that reads nothing")
+	}
 	inW.Close()
-	outR.Close() // the stuck write fails; the session ends
+	outR.Close()
 	k.mu.Lock()
 	s := k.opened[0]
 	k.mu.Unlock()

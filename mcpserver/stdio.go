@@ -68,7 +68,12 @@ func Stdio(in io.Reader, out io.Writer) mcp.Transport {
 // later if an answer is still stuck on a client that reads nothing (an
 // outsider's finding: offstage mcp, SIGTERMed, stayed for as long as its
 // client did not read): what that answer carried is taken back, and the
-// write is left to end with the process.
+// write is cut (rpcline's Writer.Cut) where out keeps write deadlines (a
+// pipe or a socket through the poller: internal/pollfd), so that the
+// session ends too; elsewhere it is left to end with the process. When
+// the input ends, a write stuck on a client that reads nothing is cut in
+// the same way once the requests read are answered or abandoned
+// (DrainGrace): the session ends, and its tasks with it.
 func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	c := s.newConn()
 	c.answers = newAnswers()
@@ -105,6 +110,19 @@ func (s *Service) RunStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	case err := <-ran:
 		return err
 	case <-stuck.C:
+	}
+	// The write stuck on the client, and those queued behind it, are cut
+	// where the output can be (a pipe or socket through the poller:
+	// internal/pollfd), so that the session ends rather than waiting with
+	// the process's end on them (Close waited for ever: an outsider's
+	// finding).
+	if w.Cut() {
+		cut := time.NewTimer(DrainGrace)
+		defer cut.Stop()
+		select {
+		case <-ran:
+		case <-cut.C:
+		}
 	}
 	back := c.answers.returnAll()
 	s.cfg.Logger.Info("the client read nothing for "+DrainGrace.String()+" after the shutdown began: its session is left with an answer unwritten", "tasks taken back", back)

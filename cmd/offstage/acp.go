@@ -45,9 +45,25 @@ const acpExamples = `  OPENAI_API_KEY=sk-... offstage acp
 `
 
 func acpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
-	stdin, stdout, restore := pollfd.Stdio(stdin, stdout)
+	stdin, stdout, restore := protocolStdio(stdin, stdout)
 	defer restore()
 	return acpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
+}
+
+// protocolStdio is pollfd.Stdio for a protocol on this process's stdio
+// (offstage mcp, offstage acp), with the output through the poller
+// whatever the processors: a write stuck on a client that reads nothing
+// can then be cut when the session ends (rpcline's Writer.Cut), where a
+// blocking one held the session, its shells and the process for as long
+// as the client lived (an outsider's finding). Writing to a pipe that has
+// room costs the same either way.
+func protocolStdio(stdin io.Reader, stdout io.Writer) (io.Reader, io.Writer, func()) {
+	stdin, stdout, restore := pollfd.Stdio(stdin, stdout)
+	stdout, restoreOut := pollfd.Writer(stdout)
+	return stdin, stdout, func() {
+		restoreOut()
+		restore()
+	}
 }
 
 // acpFace is offstage acp for a face: this process's stdio, or, under

@@ -20,7 +20,6 @@ import (
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/cmd/offstage/internal/fleet"
 	"github.com/offstage/offstage/cmd/offstage/internal/metrics"
-	"github.com/offstage/offstage/internal/pollfd"
 	"github.com/offstage/offstage/mcpserver"
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/provider"
@@ -68,7 +67,7 @@ const mcpExamples = `  offstage mcp
 `
 
 func mcpCommand(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
-	stdin, stdout, restore := pollfd.Stdio(stdin, stdout)
+	stdin, stdout, restore := protocolStdio(stdin, stdout)
 	defer restore()
 	return mcpFace(ctx, localFace(stdin, stdout, stderr), args, stdin, stdout, stderr)
 }

@@ -327,7 +327,7 @@ func (l *Writer) waiting() <-chan struct{} {
 // abandon answers every pending request with an error, saying how the
 // input ended (cause: io.EOF, or the reader's error), and drops their
 // late responses; after 0 (the output's reader is gone), it drops them
-// unanswered.
+// unanswered. A write still stuck abandonWait later has the output cut.
 func (l *Writer) abandon(after time.Duration, cause error) {
 	l.mu.Lock()
 	ids := make([]json.RawMessage, 0, len(l.pending))
@@ -358,24 +358,40 @@ func (l *Writer) abandon(after time.Duration, cause error) {
 	for _, id := range ids {
 		msgs = append(msgs, reply(id, -32603, fmt.Sprintf("Internal error: %s and this request was not answered within %s of it; it was abandoned", how, after))...)
 	}
-	if len(msgs) == 0 {
-		return
-	}
 	// A write under way may be stuck on a client that reads nothing (its
 	// turn's updates filled the pipe): waiting on it here would keep the
 	// end of the input from the server for as long, and the server, its
 	// sessions and their work from ending (an outsider's finding). After
-	// abandonWait, the answers are left to a goroutine that writes them
-	// if that write ever ends, and the input's end goes on.
+	// abandonWait, the output is cut (Cut): that write fails, and so do
+	// the ones queued behind it, which a server's end waits for (another
+	// outsider's finding: an MCP session whose answers filled the pipe of
+	// a client that then closed its input never ended, nor its shells).
+	// The answers are left to a goroutine, and the input's end goes on.
 	wait := time.NewTimer(abandonWait)
 	defer wait.Stop()
 	select {
 	case l.token <- struct{}{}:
-		l.writeHeld(msgs)
+		if len(msgs) > 0 {
+			l.writeHeld(msgs)
+		}
 		<-l.token
 	case <-wait.C:
-		go l.write(msgs)
+		l.Cut()
+		if len(msgs) > 0 {
+			go l.write(msgs)
+		}
 	}
+}
+
+// Cut ends the output for a session that is ending while its client
+// reads nothing: the write under way, stuck on it, fails, and so does
+// every write after it (what they carried is told to Options.Sent as not
+// written). It can only where the output keeps write deadlines (a pipe
+// or a socket read through the poller: internal/pollfd); it reports
+// whether it could.
+func (l *Writer) Cut() bool {
+	d, ok := l.w.(interface{ SetWriteDeadline(time.Time) error })
+	return ok && d.SetWriteDeadline(time.Unix(1, 0)) == nil
 }
 
 // abandonWait is how long abandon waits for a write under way before it

@@ -701,6 +701,61 @@ func TestWriteAnswerCountsByTheKeyTaken(t *testing.T) {
 	})
 }
 
+// TestEndOfInputCutsAWriteStuckOnAClientThatReadsNothing: once the input
+// has ended and the drain is over, an answer whose write is stuck on a
+// client that reads nothing (the pipe is full) fails, and so does the
+// next, so that the server's end, which waits for them, comes (an
+// outsider's finding: offstage mcp never ended, nor its shells); where
+// the output cannot be cut (no write deadlines), Cut says so.
+func TestEndOfInputCutsAWriteStuckOnAClientThatReadsNothing(t *testing.T) {
+	pr, pw, err := os.Pipe() // through the poller: it keeps write deadlines
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	in, feed := io.Pipe()
+	r, w := rpcline.New(in, pw, rpcline.Options{MaxLine: 1 << 10, Drain: 50 * time.Millisecond})
+	go feed.Write([]byte(ping + "\n"))
+	if _, err := r.Read(make([]byte, 1<<10)); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"jsonrpc":"2.0","id":1,"result":{"x":"` + strings.Repeat("a", 1<<20) + `"}}` + "\n" // more than the pipe holds
+	wrote := make(chan error, 2)
+	go func() {
+		_, err := w.Write([]byte(big))
+		wrote <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the pipe is full: the next write queues behind
+	go func() {
+		_, err := w.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}` + "\n"))
+		wrote <- err
+	}()
+	feed.Close()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(r)
+		ended <- err
+	}()
+	for range 2 {
+		select {
+		case err := <-wrote:
+			if err == nil {
+				t.Error("a write stuck on a client that reads nothing succeeded")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a write stuck on a client that reads nothing was not cut")
+		}
+	}
+	if err := <-ended; err != nil {
+		t.Errorf("the input ended with %v", err)
+	}
+	_, plain := rpcline.New(strings.NewReader(""), io.Discard, rpcline.Options{MaxLine: 1 << 10})
+	if plain.Cut() {
+		t.Error("Cut says it cut an output that keeps no write deadlines")
+	}
+}
+
 // writes records each write.
 type writes struct{ each []string }
 

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/offstage/offstage/internal/rpcline"
 )
 
 // checkParams refuses, on stdio and over HTTP, a request whose params have a field of
-// the wrong JSON type, with a sentence naming the field and what to send.
+// the wrong JSON type, with a sentence naming the field and what to send,
+// and a tools/call whose arguments are not UTF-8.
 // The SDK would refuse it too, but in Go's words ("cannot unmarshal
 // number into Go struct field … of type string") and quoting the whole
 // params back, a 5 MB argument included. Only the fields the SDK decodes
@@ -45,6 +47,11 @@ func checkParams(method string, params json.RawMessage) error {
 			continue
 		}
 		return invalidParams(method, "%s must be %s (%s), not %s", f.name, kindName(f.first), f.example, jsonKind(v))
+	}
+	if method == "tools/call" && !utf8.Valid(m["arguments"]) {
+		// Decoded, each such byte would become U+FFFD: a command would
+		// run altered, naming another file (an outsider's finding).
+		return invalidParams(method, "the arguments hold bytes that are not UTF-8, which JSON text is; the tool would get them altered (each read as U+FFFD), so it was not called: send UTF-8")
 	}
 	return nil
 }

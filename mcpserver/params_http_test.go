@@ -20,6 +20,7 @@ func TestHTTPParamsOfTheWrongTypeAreNamed(t *testing.T) {
 		{"resources/read", `{"uri":["a"]}`, `uri must be a string`},
 		{"tools/list", `{"cursor":{}}`, `cursor must be a string`},
 		{"tools/list", `[1]`, `params must be an object, not an array`},
+		{"tools/call", "{\"name\":\"bash\",\"arguments\":{\"command\":\"rm \xc3\x28\"}}", `the arguments hold bytes that are not UTF-8`},
 	} {
 		r := s.request(tc.method, tc.params)
 		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, tc.want) || len(r.Error.Message) > 300 || strings.Contains(r.Error.Message, "Go ") || strings.Contains(r.Error.Message, "unmarshal") {

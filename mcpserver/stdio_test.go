@@ -201,6 +201,7 @@ func TestStdioNamesAParamOfTheWrongType(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":"ls"}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"resources/read","params":[1]}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"bash\",\"arguments\":{\"command\":\"rm \xc3\x28\"}}}",
 	}
 	var out bytes.Buffer
 	if err := svc.Server().Run(t.Context(), mcpserver.Stdio(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out)); err != nil {
@@ -228,6 +229,7 @@ func TestStdioNamesAParamOfTheWrongType(t *testing.T) {
 	for id, want := range map[float64]string{
 		2: "tools/call: name must be a string", 3: "tasks/get: taskId must be a string (the task's id", 4: "cursor must be a string",
 		5: "arguments must be an object", 6: "params must be an object, not an array",
+		8: "the arguments hold bytes that are not UTF-8",
 	} {
 		if got := replies[id]; !strings.Contains(got, want) || strings.Contains(got, "Go ") || strings.Contains(got, "mcpserver.") {
 			t.Errorf("id %v: %q, want %q in JSON words", id, got, want)

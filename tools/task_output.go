@@ -68,9 +68,10 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (TaskO
 		return out, nil
 	}
 	var ch proc.Chunk
+	var tailCut string
 	switch {
 	case in.TailLines > 0:
-		ch = p.TailLines(proc.Combined, in.TailLines, outputBytes)
+		ch, tailCut = tailLines(p, in.TailLines)
 		ch.Next = ch.Total // the next read goes on from here
 		out.Output = filterLines(proc.Clean(ch.Data), re)
 	case re != nil:
@@ -90,8 +91,32 @@ func (s *Set) taskOutput(_ context.Context, v *task.View, in outputInput) (TaskO
 	case out.More:
 		out.Note = "There is more output after next_cursor; call again to read it."
 	}
-	out.Note = joinNotes(out.Note, poll)
+	out.Note = joinNotes(joinNotes(tailCut, out.Note), poll)
 	return out, nil
+}
+
+// tailLines reads the last n lines of p's output, or as many as one call
+// shows (outputBytes). When they do not all fit, the read starts at a
+// line's start, not in the middle of one, and the note it returns says
+// how many lines came and where the output before them is: a read that
+// began mid-line, unannounced, passed a fragment off as a line (an
+// outsider's finding).
+func tailLines(p *proc.Process, n int) (proc.Chunk, string) {
+	ch := p.TailLines(proc.Combined, n, outputBytes)
+	lines := bytes.Count(ch.Data, []byte("\n"))
+	if len(ch.Data) > 0 && ch.Data[len(ch.Data)-1] != '\n' {
+		lines++ // the last line, unfinished
+	}
+	if ch.Start == 0 || lines >= n {
+		return ch, ""
+	}
+	if before := p.Read(proc.Combined, ch.Start-1, 1); before.Start != ch.Start-1 || string(before.Data) != "\n" {
+		if i := bytes.IndexByte(ch.Data, '\n'); i >= 0 && i+1 < len(ch.Data) {
+			ch.Data, ch.Start = ch.Data[i+1:], ch.Start+int64(i+1)
+			lines--
+		}
+	}
+	return ch, fmt.Sprintf("Only the last %d of the %d lines asked for fit in one call (%d bytes at most); the output before byte %d is not shown: read it with since, or find lines with a filter.", lines, n, outputBytes, ch.Start)
 }
 
 // since is where a read of task id starts: the cursor the call gave, or

@@ -433,6 +433,30 @@ func TestTaskOutputPagesThroughLargeOutput(t *testing.T) {
 	}
 }
 
+// TestATailTooLongForOneCallStartsAtALine: tail_lines asking for more
+// than one call shows starts at a line, and says how many lines came and
+// where the rest is; it began mid-line, unannounced (an outsider's
+// finding: "0\n298831\n…", the end of 298830, read as a line).
+func TestATailTooLongForOneCallStartsAtALine(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	id := e.background(t, e.top, "seq 1 300000")
+	waitDone(t, e.top, id)
+	var out tools.TaskOutputResult
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "tail_lines": 1000000}`, &out)
+	lines := strings.Split(strings.TrimSuffix(out.Output, "\n"), "\n")
+	first, err := strconv.Atoi(lines[0])
+	if err != nil || lines[len(lines)-1] != "300000" || first != 300000-len(lines)+1 {
+		t.Fatalf("tail = %d lines from %q to %q; want whole lines ending at 300000", len(lines), lines[0], lines[len(lines)-1])
+	}
+	if want := fmt.Sprintf("Only the last %d of the 1000000 lines asked for fit", len(lines)); !strings.Contains(out.Note, want) {
+		t.Errorf("note = %q, want it to say %q", out.Note, want)
+	}
+	ok(t, e, e.top, "task_output", `{"task_id": "`+id+`", "tail_lines": 3}`, &out)
+	if out.Output != "299998\n299999\n300000\n" || strings.Contains(out.Note, "Only the last") {
+		t.Errorf("a tail that fits = %q, note %q", out.Output, out.Note)
+	}
+}
+
 // TestALongResultKeepsItsHeader: a background shell whose output is long
 // lines comes back through task_wait cut to the result's size with its
 // first line (how it ended, how much it wrote) kept, and a count of the

@@ -3,7 +3,6 @@ package acpserver_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/offstage/offstage/acpserver"
 	"github.com/offstage/offstage/agent"
-	"github.com/offstage/offstage/journal"
 )
 
 // TestLoadSessionTakesTheWholeID pins a leftover of the ACP review:
@@ -22,15 +20,7 @@ import (
 // quoted and bounded, and the whole id loads.
 func TestLoadSessionTakesTheWholeID(t *testing.T) {
 	ctx := context.Background()
-	store, err := journal.OpenSQLite(filepath.Join(t.TempDir(), "journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{LogDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rec.Close(ctx) }) // after the harness's own cleanup
+	rec := acpserver.TestRecorder(t) // closed after the harness's own cleanup
 	const first, second = "20260101-000000-aaaa01", "20260101-000000-bbbb02"
 	for _, id := range []string{first, second} {
 		var cfg agent.Config

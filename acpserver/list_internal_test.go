@@ -18,19 +18,10 @@ import (
 // check the journal's file (an outsider's finding, 20 times in 20).
 func TestACancelledListSaysSo(t *testing.T) {
 	ctx := context.Background()
-	store, err := journal.OpenSQLite(filepath.Join(t.TempDir(), "journal.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{LogDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close(ctx)
-	srv := &server{cfg: Config{Surface: agent.Surface{Journal: rec}}}
+	srv := &server{cfg: Config{Surface: agent.Surface{Journal: testRecorder(t)}}}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = srv.ListSessions(cancelled, acp.ListSessionsRequest{})
+	_, err := srv.ListSessions(cancelled, acp.ListSessionsRequest{})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("session/list, cancelled: %v; want context.Canceled", err)
 	}
@@ -40,4 +31,21 @@ func TestACancelledListSaysSo(t *testing.T) {
 	if _, err := srv.ListSessions(ctx, acp.ListSessionsRequest{}); err != nil {
 		t.Errorf("session/list: %v", err)
 	}
+}
+
+// testRecorder is a journal's recorder in a temporary directory, closed
+// when the test ends, after the cleanups registered later (a harness's).
+func testRecorder(t *testing.T) *journal.Recorder {
+	t.Helper()
+	ctx := context.Background()
+	store, err := journal.OpenSQLite(filepath.Join(t.TempDir(), "journal.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := journal.NewRecorder(ctx, store, journal.RecorderOptions{LogDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close(ctx) })
+	return rec
 }

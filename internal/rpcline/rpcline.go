@@ -709,15 +709,7 @@ func parse(msg []byte) (parsed, error) {
 	if id, ok := fields.get("id"); ok && !isNull(id) {
 		key, err := idKey(id)
 		if err != nil {
-			switch _, ferr := strconv.ParseFloat(string(id), 64); {
-			case id[0] == '"' && utf8.Valid(id):
-				m.replyID = id
-			case id[0] == '"':
-				// Bytes that are not UTF-8, echoed, would make the reply a
-				// line that is no JSON text (RFC 8259 §8.1): null.
-			case ferr == nil && (id[0] == '-' || (id[0] >= '0' && id[0] <= '9')):
-				m.replyID = id // a number, echoed as sent: a client decodes it
-			} // else (1e400) null: no JSON decoder of a float64 takes it back
+			m.replyID = refusedID(id)
 			return m, err
 		}
 		m.ID, m.replyID, m.key = id, id, key
@@ -774,6 +766,34 @@ func checkError(raw json.RawMessage, e *wireError) error {
 	if d, ok := f["data"]; ok && !isNull(d) {
 		e.Data = d
 	}
+	return nil
+}
+
+// CheckID checks a request's id (present, not null) as the guard does:
+// a string of whole Unicode, or an integer within ±2^53 written plainly,
+// which a response carries back unchanged. For an id it refuses, replyID
+// is the id its error reply carries (refusedID). An HTTP transport checks
+// its POSTs' ids with it, as stdio's guard checks every line's.
+func CheckID(id json.RawMessage) (replyID json.RawMessage, err error) {
+	if _, err := idKey(id); err != nil {
+		return refusedID(id), err
+	}
+	return id, nil
+}
+
+// refusedID is the id the error reply to a request whose id is refused
+// carries: a string or a number echoed as sent, which its client decodes
+// and matches; nil (null) for the rest.
+func refusedID(id json.RawMessage) json.RawMessage {
+	switch _, ferr := strconv.ParseFloat(string(id), 64); {
+	case id[0] == '"' && utf8.Valid(id):
+		return id
+	case id[0] == '"':
+		// Bytes that are not UTF-8, echoed, would make the reply a
+		// line that is no JSON text (RFC 8259 §8.1): null.
+	case ferr == nil && (id[0] == '-' || (id[0] >= '0' && id[0] <= '9')):
+		return id // a number, echoed as sent: a client decodes it
+	} // else (1e400) null: no JSON decoder of a float64 takes it back
 	return nil
 }
 
@@ -984,12 +1004,21 @@ func kind(v json.RawMessage) string {
 // millions of members, whose answers would not fit in memory.
 const maxBatchReplies = 64
 
-// batchReply answers a batch: one error per member that needs an answer
-// (a request with a usable id, or a member that is not a message), in an
-// array; a single error when none does, or when there are more than
-// maxBatchReplies to give. msg is valid JSON.
+// batchReply answers a batch on a line (BatchReply).
 func batchReply(msg []byte) []byte {
-	const why = "Invalid Request: batches are not supported; send each JSON-RPC message on a line of its own"
+	return BatchReply(msg, "send each JSON-RPC message on a line of its own")
+}
+
+// BatchReply answers a batch, msg (valid JSON), none of whose members
+// runs: one error per member that needs an answer (a request with a
+// usable id, or a member that is not a message), in an array; a single
+// error with a null id when none does, or when there are more than
+// maxBatchReplies to give. Each says what to send instead (how: "send
+// each JSON-RPC message on a line of its own"). The answer ends in a
+// newline. An HTTP transport answers its POSTs' batches with it, as
+// stdio's guard answers a line's.
+func BatchReply(msg []byte, how string) []byte {
+	why := "Invalid Request: batches are not supported; " + how
 	dec := json.NewDecoder(bytes.NewReader(msg))
 	dec.Token() // [
 	var replies []json.RawMessage
@@ -1015,7 +1044,7 @@ func batchReply(msg []byte) []byte {
 	if len(replies) == 0 {
 		msg := why
 		if members == 0 {
-			msg = "Invalid Request: an empty batch; send each JSON-RPC message on a line of its own"
+			msg = "Invalid Request: an empty batch; " + how
 		}
 		return reply(nil, -32600, msg)
 	}

@@ -1,5 +1,7 @@
 package mcpserver
 
+import "time"
+
 // IdleTracked counts the HTTP sessions the handlers' idle trackers hold.
 func (s *Service) IdleTracked() int {
 	s.mu.Lock()
@@ -60,4 +62,12 @@ func (s *Service) Unlist() {
 		c.server.RemoveResources(uris...)
 		c.listMu.Unlock()
 	}
+}
+
+// SetBodyWait sets how long a POST's body may take (bodyWait) for a test,
+// which puts it back with the function returned.
+func SetBodyWait(d time.Duration) (restore func()) {
+	was := bodyWait
+	bodyWait = d
+	return func() { bodyWait = was }
 }

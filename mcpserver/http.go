@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -189,6 +190,20 @@ type idleSession struct {
 }
 
 func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	// A POST's body is read whole before anything else: a body that
+	// stalls holds nothing (a place for a session, a session's activity)
+	// longer than bodyWait, and a message no session takes is answered
+	// before a session is made for it.
+	var fields map[string]json.RawMessage
+	if r.Method == http.MethodPost {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		if fields, ok = checkMessage(w, body); !ok {
+			return
+		}
+	}
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		if t.svc.closing() {
@@ -227,7 +242,7 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	defer t.end(id, r.Method == http.MethodDelete)
 	if r.Method == http.MethodPost {
 		if a, ok := t.known(id); ok {
-			key, refused := checkPost(w, r, a)
+			key, refused := checkPost(w, r, fields, a)
 			if refused {
 				return
 			}
@@ -265,51 +280,124 @@ func (t *idleSessions) known(id string) (*answers, bool) {
 	return e.answers, true
 }
 
-// checkPost answers a POST of one request whose params have a field of
-// the wrong JSON type as stdio does (checkParams), and reports whether it
-// did (refused). A tools/call it stamps with a key of a's (stampPost),
-// which it returns for the caller to tell a whether the answer went out.
-// Any other body it leaves for the SDK, as it came. A body larger than
-// the SDK takes is left unread past its bound, for the SDK to refuse.
-func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, refused bool) {
+// bodyWait bounds how long a POST's body may take to arrive once its
+// headers have. A client or proxy that stalled mid-body held its
+// connection, and the place of the session it would have made, for ever:
+// an outsider's 70 stalled POSTs took all 64 places, and every new
+// client got 503.
+var bodyWait = 30 * time.Second // a variable for the tests
+
+// readBody reads r's body, up to what the SDK takes and one byte more,
+// within bodyWait, and leaves it in r.Body for the SDK as it came (a
+// body past the bound stays unread past it, for the SDK to refuse). A
+// body that does not arrive in time is answered 408, and ok is false.
+// Where the connection takes no read deadline (a test's recorder), the
+// body is read without one.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	rc := http.NewResponseController(w)
+	timed := rc.SetReadDeadline(time.Now().Add(bodyWait)) == nil
 	body, err := io.ReadAll(io.LimitReader(r.Body, mcp.DefaultMaxRequestBodyBytes+1))
+	if timed {
+		rc.SetReadDeadline(time.Time{})
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("408 Request Timeout: the request's body did not arrive within %s of its headers; send the whole body at once", bodyWait), http.StatusRequestTimeout)
+		return nil, false
+	}
 	rest := r.Body
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), rest), rest}
-	if err != nil || len(body) > mcp.DefaultMaxRequestBodyBytes {
-		return "", false
+	return body, true
+}
+
+// checkMessage answers, as stdio's guard does, a POST's body the SDK
+// would take wrongly, and reports whether it left the body to go on
+// (ok), with its first JSON value's members (nil for anything but an
+// object): a batch (rpcline.BatchReply: MCP's current version has none,
+// and the SDK ran a batch's calls outside what makes a result count
+// once it was delivered, and outside checkPost), and a request whose id
+// is neither a string nor an integer within ±2^53 (rpcline.CheckID: the
+// SDK answered 1.5 with 1). Anything else that is not a message it
+// leaves for the SDK to refuse.
+func checkMessage(w http.ResponseWriter, body []byte) (fields map[string]json.RawMessage, ok bool) {
+	if len(body) > mcp.DefaultMaxRequestBodyBytes {
+		return nil, true
+	}
+	if msg := bytes.TrimLeft(body, " \t\r\n"); len(msg) > 0 && msg[0] == '[' {
+		if !json.Valid(msg) {
+			return nil, true
+		}
+		answer := rpcline.BatchReply(msg, "send each JSON-RPC message in a POST of its own")
+		w.Header().Set("Content-Type", "application/json")
+		if answer[0] != '[' {
+			w.WriteHeader(http.StatusBadRequest) // nothing in it was a request: no response is owed
+		}
+		w.Write(answer)
+		return nil, false
 	}
 	// Its members by their exact names, from its first JSON value, as
 	// the SDK reads them (a struct would take "Method" for "method";
 	// Unmarshal refuses what follows the value, which the SDK ignores).
-	var fields map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(body)).Decode(&fields) != nil {
+		return nil, true
+	}
 	var method string
-	if json.NewDecoder(bytes.NewReader(body)).Decode(&fields) != nil || json.Unmarshal(fields["method"], &method) != nil {
-		return "", false // a batch, a response, a notification, or not JSON: the SDK's
-	}
-	id, params := fields["id"], fields["params"]
-	if method == "" || len(id) == 0 || id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
-		return "", false // an id of the wrong type: the SDK's
-	}
-	var e *rpcline.Error
-	if !errors.As(checkParams(method, params), &e) {
-		if method == "tools/call" && a != nil {
-			key = stampPost(r, fields, params, a, rest)
+	if id := fields["id"]; len(id) > 0 && !isNull(id) && json.Unmarshal(fields["method"], &method) == nil && method != "" {
+		if replyID, err := rpcline.CheckID(id); err != nil {
+			writeRPCError(w, replyID, -32600, "Invalid Request: "+err.Error())
+			return nil, false
 		}
-		return key, false
 	}
-	w.Header().Set("Content-Type", "application/json")
+	return fields, true
+}
+
+// isNull reports whether a JSON value is null.
+func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+// writeRPCError writes a JSON-RPC error response to the request whose id
+// is id (nil: null).
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, message string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
 	type wireError struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}
+	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   wireError       `json:"error"`
-	}{"2.0", id, wireError{e.Code, e.Message}})
+	}{"2.0", id, wireError{code, message}})
+}
+
+// checkPost answers a POST of one request whose params have a field of
+// the wrong JSON type as stdio does (checkParams), and reports whether it
+// did (refused). fields are the members of its body (checkMessage). A
+// tools/call it stamps with a key of a's (stampPost), which it returns
+// for the caller to tell a whether the answer went out. Any other body
+// it leaves for the SDK, as it came.
+func checkPost(w http.ResponseWriter, r *http.Request, fields map[string]json.RawMessage, a *answers) (key string, refused bool) {
+	var method string
+	if fields == nil || json.Unmarshal(fields["method"], &method) != nil {
+		return "", false // a response, a notification, or not JSON: the SDK's
+	}
+	id, params := fields["id"], fields["params"]
+	if method == "" || len(id) == 0 || isNull(id) {
+		return "", false // a notification, or no message: the SDK's
+	}
+	var e *rpcline.Error
+	if !errors.As(checkParams(method, params), &e) {
+		if method == "tools/call" && a != nil {
+			key = stampPost(r, fields, params, a)
+		}
+		return key, false
+	}
+	writeRPCError(w, id, int(e.Code), e.Message)
 	return "", true
 }
 
@@ -319,7 +407,7 @@ func checkPost(w http.ResponseWriter, r *http.Request, a *answers) (key string, 
 // which overwrites a key the client wrote there itself), and returns the
 // key; "" (r left as it was) where a tracks as many as it may, or the
 // stamp would take the body past what the SDK takes.
-func stampPost(r *http.Request, fields map[string]json.RawMessage, params json.RawMessage, a *answers, rest io.Closer) string {
+func stampPost(r *http.Request, fields map[string]json.RawMessage, params json.RawMessage, a *answers) string {
 	key := a.register()
 	if key == "" {
 		return ""
@@ -335,7 +423,7 @@ func stampPost(r *http.Request, fields map[string]json.RawMessage, params json.R
 	r.Body = struct {
 		io.Reader
 		io.Closer
-	}{&b, rest}
+	}{&b, r.Body}
 	r.ContentLength = int64(b.Len())
 	return key
 }

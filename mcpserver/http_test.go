@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -522,5 +524,41 @@ func TestHTTPSessionsHaveOffstagesIDs(t *testing.T) {
 	}
 	if want := "session=" + ids[0] + " mcp_session=" + s.id; !strings.Contains(logged.String(), want) {
 		t.Errorf("the log does not pair the ids (%s):\n%s", want, logged.String())
+	}
+}
+
+// TestHTTPAStalledBodyHoldsNothing: a POST whose body stops coming holds
+// no place for a session, and is answered 408 once bodyWait has passed.
+// Before, each held a place for ever: an outsider's 70 stalled POSTs
+// took all 64, and every new client got 503.
+func TestHTTPAStalledBodyHoldsNothing(t *testing.T) {
+	defer mcpserver.SetBodyWait(300 * time.Millisecond)()
+	svc := newService(t, mcpserver.Config{MaxSessions: 1})
+	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
+	defer srv.Close()
+	var stalled []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"", srv.Listener.Addr())
+		stalled = append(stalled, c)
+	}
+	time.Sleep(100 * time.Millisecond) // the handlers are reading the bodies
+	s := &rawSession{t: t, url: srv.URL, token: "s3cret"}
+	s.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	for i, c := range stalled {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("stalled POST %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 300ms") {
+			t.Errorf("stalled POST %d: status %d: %s", i, res.StatusCode, body)
+		}
 	}
 }

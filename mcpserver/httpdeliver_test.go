@@ -1,7 +1,9 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -167,15 +169,58 @@ func FuzzHTTPToolsCall(f *testing.F) {
 	} {
 		f.Add([]byte(p))
 	}
-	// The stdio fuzz's shell, which runs no command a mutation may write.
+	post := fuzzSession(f)
+	f.Fuzz(func(t *testing.T, params []byte) {
+		status, _ := post(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(params)+`}`)
+		if status >= 500 {
+			t.Fatalf("tools/call %q: status %d", params, status)
+		}
+		pingAfter(t, post, params)
+	})
+}
+
+// FuzzHTTPBody drives the real HTTP server with POST bodies that are
+// anything: each is answered or refused, never with a server error; a
+// batch is refused whole, with errors alone (its requests never run);
+// and the session answers a ping after it.
+func FuzzHTTPBody(f *testing.F) {
+	for _, b := range []string{
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_list","arguments":{}}}`,
+		`[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_list","arguments":{}}}]`,
+		`[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},7]`,
+		` [ ]`, `[`, `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, `{"jsonrpc":"2.0","id":[],"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, "{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
+		`{"jsonrpc":"2.0","id":2,"result":{}}`, `{"jsonrpc":"2.0","method":"ping"}`, `null`, ``,
+	} {
+		f.Add([]byte(b))
+	}
+	post := fuzzSession(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		status, answer := post(t, string(body))
+		if status >= 500 {
+			t.Fatalf("%q: status %d: %s", body, status, answer)
+		}
+		if msg := bytes.TrimLeft(body, " \t\r\n"); len(msg) > 0 && msg[0] == '[' && json.Valid(msg) && bytes.Contains(answer, []byte(`"result"`)) {
+			t.Fatalf("the batch %q ran: %s", body, answer)
+		}
+		pingAfter(t, post, body)
+	})
+}
+
+// fuzzSession starts an HTTP server for a fuzz target, whose shell runs
+// no command a mutation may write (the stdio fuzz's), and returns post,
+// which posts a body in a session of its own (opened at the first post)
+// and returns the status and what came back.
+func fuzzSession(f *testing.F) (post func(t *testing.T, body string) (int, []byte)) {
 	svc := newService(f, mcpserver.Config{Agent: agent.Config{Tools: tools.Config{Process: proc.Config{
 		Shell: []string{os.Args[0]}, Env: append(os.Environ(), testShellEnv+"=1"),
 	}}}})
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	f.Cleanup(srv.Close)
-	post := func(t *testing.T, sid, body string) (*http.Response, error) {
+	var sid string
+	send := func(t *testing.T, sid, body string) (int, []byte, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		t.Cleanup(cancel)
+		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -183,41 +228,30 @@ func FuzzHTTPToolsCall(f *testing.F) {
 		if sid != "" {
 			req.Header.Set("Mcp-Session-Id", sid)
 		}
-		return http.DefaultClient.Do(req)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("POST %q: %v", body, err)
+		}
+		defer res.Body.Close()
+		answer, _ := io.ReadAll(res.Body)
+		return res.StatusCode, answer, res.Header.Get("Mcp-Session-Id")
 	}
-	var sid string
-	f.Fuzz(func(t *testing.T, params []byte) {
+	return func(t *testing.T, body string) (int, []byte) {
 		if sid == "" {
-			res, err := post(t, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			sid = res.Header.Get("Mcp-Session-Id")
-			res, err = post(t, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
+			_, _, sid = send(t, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}`)
+			send(t, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		}
-		res, err := post(t, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(params)+`}`)
-		if err != nil {
-			t.Fatalf("tools/call %q: %v", params, err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode >= 500 {
-			t.Fatalf("tools/call %q: status %d", params, res.StatusCode)
-		}
-		res, err = post(t, sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
-		if err != nil {
-			t.Fatalf("ping after %q: %v", params, err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":3,"result"`) {
-			t.Fatalf("ping after %q: status %d: %s", params, res.StatusCode, body)
-		}
-	})
+		status, answer, _ := send(t, sid, body)
+		return status, answer
+	}
+}
+
+// pingAfter fails t unless the session answers a ping after what was
+// posted.
+func pingAfter(t *testing.T, post func(*testing.T, string) (int, []byte), after []byte) {
+	t.Helper()
+	status, answer := post(t, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	if status != http.StatusOK || !strings.Contains(string(answer), `"id":3,"result"`) {
+		t.Fatalf("ping after %q: status %d: %s", after, status, answer)
+	}
 }

@@ -1,6 +1,9 @@
 package mcpserver_test
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -34,5 +37,87 @@ func TestHTTPParamsOfTheWrongTypeAreNamed(t *testing.T) {
 	s.tool("bash", `{"command":"echo fine"}`, &out)
 	if out.Status != "completed" {
 		t.Errorf("bash after the refusals: %+v", out)
+	}
+}
+
+// TestHTTPBatchesAreRefused: over HTTP as over stdio, a batch is
+// answered with an error for each request in it, and none runs. The SDK
+// ran them, outside the accounting that counts a result delivered only
+// once its answer went out (an outsider lost a task_wait's result so:
+// its client gone, the result counted as given) and outside the checks
+// of each request's params (bytes that are not UTF-8 ran, as U+FFFD).
+func TestHTTPBatchesAreRefused(t *testing.T) {
+	s := taskSession(t)
+	const why = "batches are not supported; send each JSON-RPC message in a POST of its own"
+	res := s.post(`[{"jsonrpc":"2.0","id":71,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo ran > ran.txt"}}},` +
+		`{"jsonrpc":"2.0","method":"notifications/progress"},` +
+		"{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"method\":\"tools/call\",\"params\":{\"name\":\"bash\",\"arguments\":{\"command\":\"echo \xff\"}}}]")
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var replies []struct {
+		ID    json.RawMessage
+		Error *struct {
+			Code    int
+			Message string
+		}
+	}
+	if res.StatusCode != http.StatusOK || json.Unmarshal(body, &replies) != nil || len(replies) != 2 {
+		t.Fatalf("a batch of two requests and a notification: status %d: %s", res.StatusCode, body)
+	}
+	for i, want := range []string{"71", `"b"`} {
+		if r := replies[i]; string(r.ID) != want || r.Error == nil || r.Error.Code != -32600 || !strings.Contains(r.Error.Message, why) {
+			t.Errorf("reply %d: id %s, error %+v; want id %s, -32600 saying %q", i, r.ID, r.Error, want, why)
+		}
+	}
+	// Nothing in it ran: no task, and the session goes on.
+	var list struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	s.tool("task_list", `{}`, &list)
+	if len(list.Tasks) != 0 {
+		t.Errorf("the batch's calls ran: %d tasks", len(list.Tasks))
+	}
+	// A batch with no request gets one error, with a null id, and 400:
+	// no response is owed.
+	for _, batch := range []string{`[]`, `[{"jsonrpc":"2.0","method":"notifications/progress"}]`} {
+		res := s.post(batch)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"id":null`) || !strings.Contains(string(body), "send each JSON-RPC message in a POST of its own") {
+			t.Errorf("%s: status %d: %s", batch, res.StatusCode, body)
+		}
+	}
+}
+
+// TestHTTPIDsThatCannotComeBackAreRefused: over HTTP as over stdio, a
+// request whose id is neither a string nor an integer within ±2^53 is
+// refused with -32600, under its id as sent where a client can read it
+// back. The SDK answered 1.5 as 1, and 10^29 as -2^63: no client could
+// match those answers to its requests.
+func TestHTTPIDsThatCannotComeBackAreRefused(t *testing.T) {
+	s := taskSession(t)
+	for _, tc := range []struct{ id, replyID string }{
+		{"1.5", "1.5"},
+		{"123456789012345678901234567890", "123456789012345678901234567890"},
+		{"1e400", "null"},
+		{"{}", "null"},
+	} {
+		res := s.post(`{"jsonrpc":"2.0","id":` + tc.id + `,"method":"ping"}`)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var r struct {
+			ID    json.RawMessage
+			Error *struct {
+				Code    int
+				Message string
+			}
+		}
+		if json.Unmarshal(body, &r) != nil || string(r.ID) != tc.replyID || r.Error == nil || r.Error.Code != -32600 || !strings.Contains(r.Error.Message, "id") {
+			t.Errorf("id %s: status %d: %s; want -32600 under id %s", tc.id, res.StatusCode, body, tc.replyID)
+		}
+	}
+	// A usable id is answered under itself.
+	if r := s.request("ping", `{}`); r.Error != nil {
+		t.Errorf("ping after the refusals: %+v", r.Error)
 	}
 }

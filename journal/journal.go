@@ -533,6 +533,26 @@ func (j *Journal) Stats() Stats {
 	return Stats{Written: j.written, Lost: j.lost, Err: j.why, Queued: len(j.queue) + j.held, WriteErrors: j.errs}
 }
 
+// Trouble returns what keeps the journal from writing now: the error
+// that broke it for good (its file damaged or gone: nothing is written
+// from then on), or that of the writes failing and retried; nil while it
+// writes.
+func (j *Journal) Trouble() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.broken != nil {
+		return j.broken
+	}
+	return j.failing
+}
+
+// LostOf returns how many records of session the journal lost so far.
+func (j *Journal) LostOf(session string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lostBy[session]
+}
+
 // Flush waits until every record queued before the call is written (or
 // given up on), or ctx ends.
 func (j *Journal) Flush(ctx context.Context) error {

@@ -188,6 +188,13 @@ func (r *Recorder) Flush(ctx context.Context) error { return r.j.Flush(ctx) }
 // Stats returns what the journal has written and lost so far.
 func (r *Recorder) Stats() Stats { return r.j.Stats() }
 
+// Trouble returns what keeps the journal from writing now, or nil
+// (Journal.Trouble).
+func (r *Recorder) Trouble() error { return r.j.Trouble() }
+
+// LostOf returns how many records of session id the journal lost so far.
+func (r *Recorder) LostOf(id string) int { return r.j.LostOf(id) }
+
 // Close stops the lease, writes what is queued (trying until ctx ends,
 // and at most 5 seconds) and closes the store. It returns an error saying
 // how many records were lost, if the journal lost any: what it shows of

@@ -109,7 +109,7 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 		if conn, sock, _, err := dialLive(sf.journal); err == nil {
 			return relay(ctx, conn, "run", args, stdin, stdout, stderr)
 		} else if attach.set {
-			return usagef("--attach joins a session of offstage serve, and none answers at %s (%v): start one with offstage serve", sock, err)
+			return usagef("--attach joins a session of offstage serve, and none answers at %s (%v): start one with offstage serve (a session whose supervisor stopped cannot be joined again: offstage run --resume continues its conversation)", sock, err)
 		} else if !errors.Is(err, errNoServe) {
 			fmt.Fprintf(stderr, "offstage: offstage serve does not answer at %s (%v); the session runs in this process.\n", sock, err)
 		}

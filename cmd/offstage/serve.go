@@ -91,7 +91,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch {
 	case len(rest) == 1 && rest[0] == "stop":
-		return serveStop(jf, stdout)
+		return serveStop(jf, stdout, stderr)
 	case len(rest) > 0:
 		return usagef("offstage serve takes no arguments but stop (got %q)", rest[0])
 	case *idle <= 0:
@@ -134,10 +134,11 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var sup *supervisor
 	defer func() {
 		if sup != nil {
-			sup.released() // last, after the journal is written: serve stop returns then
+			sup.released(err) // last, after the journal is written: serve stop returns then
 		}
 	}()
-	rec, err := openRecorder(ctx, jf, stderr)
+	reports := newJournalReports(stderr)
+	rec, err := openRecorder(ctx, jf, reports)
 	if err != nil {
 		ln.Close()
 		return err
@@ -150,6 +151,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer closeTracing()
 	sup = newSupervisor(rec, tracer, *idle, warnings(stderr), requestStop)
+	sup.reports = reports
 	fmt.Fprintf(stderr, "offstage serve: pid %d, serving %s; sessions with no client and no running work close after %s.\n", os.Getpid(), ln.Addr(), *idle)
 	if report != nil {
 		report.Close() // started: the starter reads the log from here on
@@ -264,6 +266,8 @@ type supervisor struct {
 	stoppers   []net.Conn // guarded by stoppersMu: serve stop clients, answered at the very end
 
 	acp *acpserver.Keeper // the ACP faces' sessions, kept across their connections
+
+	reports *journalReports // the journal's reports, for the runs attached; nil in tests
 
 	mu       sync.Mutex
 	sessions map[string]*hosted // guarded by mu
@@ -644,11 +648,18 @@ func (sup *supervisor) shutdown(cause error) int {
 	return n
 }
 
-// released answers the serve stop clients: it is over.
-func (sup *supervisor) released() {
+// released answers every serve stop client: the supervisor has stopped,
+// with err if it ended in one (the journal lost records, say), which the
+// client says and ends with.
+func (sup *supervisor) released(err error) {
 	sup.stoppersMu.Lock()
 	defer sup.stoppersMu.Unlock()
 	for _, c := range sup.stoppers {
+		if err != nil {
+			code := 1
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			newWireWriter(c).send(frame{Err: []byte("offstage: " + err.Error() + "\n"), Exit: &code})
+		}
 		c.Close()
 	}
 }
@@ -965,7 +976,7 @@ func logTail(path string, n int64) string {
 // serveStop asks the state directory's supervisor to stop, and waits
 // until it has: every session closed, every process reaped, the journal
 // written.
-func serveStop(jf journalFlags, stdout io.Writer) error {
+func serveStop(jf journalFlags, stdout, stderr io.Writer) error {
 	c, sock, err := dialServe(jf)
 	if err != nil {
 		return usagef("no offstage serve answers at %s (%v)", sock, err)
@@ -974,9 +985,26 @@ func serveStop(jf journalFlags, stdout io.Writer) error {
 	if err := newWireWriter(c).send(serveHeader{Face: "stop"}); err != nil {
 		return fmt.Errorf("asking offstage serve to stop: %w", err)
 	}
-	io.Copy(io.Discard, c) // it closes the connection when it is done
+	// It closes the connection when it is done, after a frame saying
+	// what went wrong, if anything did (the journal lost records, say).
+	var failed error
+	br := bufio.NewReader(c)
+	for {
+		line, err := readWireLine(br)
+		if err != nil {
+			break
+		}
+		var f frame
+		if json.Unmarshal(line, &f) != nil {
+			continue
+		}
+		stderr.Write(f.Err)
+		if f.Exit != nil && *f.Exit != 0 {
+			failed = exitStatus(*f.Exit)
+		}
+	}
 	fmt.Fprintln(stdout, "offstage serve stopped: every session closed, every process reaped.")
-	return nil
+	return failed
 }
 
 // printUnit writes a systemd --user unit running offstage serve with the

@@ -282,13 +282,19 @@ func servedRun(ctx context.Context, f *face, sf *sessionFlags, o servedOptions, 
 		sayResumed(stderr, h.s)
 	}
 	context.AfterFunc(f.conn, func() { h.markGone() })
+	detach := sup.reports.attach(stderr)
 	if o.prompt == "" {
-		return interactive(ctx, rs, stdin, stdout, o.json, h.s.ID(), nil, o.pricing)
+		sup.sayTrouble(stderr)
+		err = interactive(ctx, rs, stdin, stdout, o.json, h.s.ID(), nil, o.pricing)
+	} else {
+		fmt.Fprintf(stderr, "offstage: session %s is hosted by offstage serve (pid %d): its work goes on if this run goes away.\n", h.s.ID(), os.Getpid())
+		sup.sayTrouble(stderr)
+		rs.caughtUp(func(s string) { fmt.Fprintln(stderr, s) })
+		explain := func(ctx context.Context, err error) error { return modelError(ctx, err, o.model, sf.model) }
+		err = oneShot(ctx, rs, explain, o.prompt, o.json, o.wait, o.pricing, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "offstage: session %s is hosted by offstage serve (pid %d): its work goes on if this run goes away.\n", h.s.ID(), os.Getpid())
-	rs.caughtUp(func(s string) { fmt.Fprintln(stderr, s) })
-	explain := func(ctx context.Context, err error) error { return modelError(ctx, err, o.model, sf.model) }
-	return oneShot(ctx, rs, explain, o.prompt, o.json, o.wait, o.pricing, stdout, stderr)
+	detach()
+	return sup.faceEnded(h.s.ID(), err, stderr)
 }
 
 // errStopping refuses a session while the supervisor stops.

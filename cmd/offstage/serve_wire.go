@@ -200,6 +200,7 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 // closed) just drop the connection: the session detaches.
 func relay(ctx context.Context, c *net.UnixConn, face string, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer c.Close()
+	_, servePID, _ := peer(c) // 0 where the kernel does not say
 	cwd, _ := os.Getwd()
 	w := newWireWriter(c)
 	h := serveHeader{Face: face, Args: args, Dir: cwd, Env: os.Environ(),
@@ -268,6 +269,12 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 				}
 				return nil
 			}
+			if died(servePID) {
+				// Killed, or crashed: the session went with it, and
+				// attaching again cannot bring it back (an outsider
+				// was told it could).
+				return fmt.Errorf("offstage serve (pid %d) ended before the %s did (%v): its session ended with it, and its tasks were stopped (offstage tasks says how each ended); offstage run --resume continues the conversation", servePID, face, err)
+			}
 			return fmt.Errorf("offstage serve closed the connection before the %s ended (%v): it does when it stops, when the connection comes from another user, and when this process does not read for %s (its session then detaches: offstage run --attach joins it again); offstage tasks and offstage serve's log say which", face, err, writeTimeout)
 		}
 		var f frame
@@ -286,6 +293,22 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 			return exitStatus(*f.Exit)
 		}
 	}
+}
+
+// died reports whether the process pid has ended, waiting a moment for
+// it to: a supervisor killed closes its connections as it dies, just
+// before its parent reaps it. False for pid 0 (unknown).
+func died(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	for range 10 {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 // absPaths makes the path flags among args absolute against abs, for a

@@ -99,8 +99,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	ctx    context.Context
 	stop   context.CancelFunc
-	wg     sync.WaitGroup // streams being served
-	wrong  guesses.Counter
+	wg     sync.WaitGroup  // streams being served
+	wrong  guesses.Counter // its login's and its API's tokens, counted together
 }
 
 // cookieName names the login cookie.
@@ -153,7 +153,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "403 Forbidden: origin "+o+" is not allowed", http.StatusForbidden)
 		return
 	}
-	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") || h.authorized(r) {
+	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	// A token sent is a guess, counted as the login counts its tokens:
+	// the API answered 401 to any number of them before (an outsider's
+	// finding), so a short token could be guessed there at network
+	// speed. A cookie is not counted: it is a hash no one guesses, and a
+	// stale one (the token changed) must not lock its browser out of the
+	// login.
+	if _, sent := r.Header["Authorization"]; sent {
+		host := guesses.Key(r)
+		if !h.wrong.Take(host, time.Now()) {
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, fmt.Sprintf("429 Too Many Requests: %d wrong tokens from %s in the last minute; wait a minute before the next try", guesses.Max, host), http.StatusTooManyRequests)
+			return
+		}
+		if h.authorized(r) {
+			h.wrong.Forgive(host)
+		}
+	}
+	if h.authorized(r) {
 		h.mux.ServeHTTP(w, r)
 		return
 	}

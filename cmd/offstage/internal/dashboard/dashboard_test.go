@@ -359,6 +359,46 @@ func TestWrongTokensAreCounted(t *testing.T) {
 	}
 }
 
+// TestWrongBearerTokensAreCounted: the API counts the bearer tokens it
+// is sent as the login counts its tokens, together: after 10 wrong ones
+// from a host in a minute, the right one is refused too, with 429 and
+// why. It answered 401 to any number before (an outsider sent 500), so a
+// short token could be guessed there at network speed. A browser's
+// cookie is not counted.
+func TestWrongBearerTokensAreCounted(t *testing.T) {
+	f := newFleet(t, true)
+	c := f.srv.Client()
+	get := func(tok string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/ui/api/task?id=shell:1", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(token); code == http.StatusUnauthorized || code == http.StatusTooManyRequests {
+		t.Fatalf("the right token: %d %q", code, body)
+	}
+	for i := range 5 {
+		if code, _ := get("guess-" + strconv.Itoa(i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i, code)
+		}
+	}
+	for i := range 5 { // the login's count is the API's
+		resp, err := c.PostForm(f.srv.URL+"/ui/login", url.Values{"token": {"login-guess-" + strconv.Itoa(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if code, body := get(token); code != http.StatusTooManyRequests || !strings.Contains(body, "wait a minute") {
+		t.Errorf("the right token after 10 wrong ones: %d %q, want 429 and why", code, body)
+	}
+}
+
 // TestALoginIsCountedBeforeItsTokenIsRead pins issue 34's fifth item:
 // 300 logins at once from one host had 11 (and more) tokens compared,
 // since the count was checked before the token was read and compared,

@@ -91,7 +91,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch {
 	case len(rest) == 1 && rest[0] == "stop":
-		return serveStop(jf, stdout, stderr)
+		return serveStop(ctx, jf, stdout, stderr)
 	case len(rest) > 0:
 		return usagef("offstage serve takes no arguments but stop (got %q)", rest[0])
 	case *idle <= 0:
@@ -976,12 +976,21 @@ func logTail(path string, n int64) string {
 // serveStop asks the state directory's supervisor to stop, and waits
 // until it has: every session closed, every process reaped, the journal
 // written.
-func serveStop(jf journalFlags, stdout, stderr io.Writer) error {
+func serveStop(ctx context.Context, jf journalFlags, stdout, stderr io.Writer) error {
 	c, sock, err := dialServe(jf)
 	if err != nil {
 		return usagef("no offstage serve answers at %s (%v)", sock, err)
 	}
 	defer c.Close()
+	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+		// It would take the request and never answer (an outsider's stop
+		// waited ten minutes).
+		return usagef("offstage serve does not answer at %s (%v)", sock, &serveStopped{pid})
+	}
+	// SIGTERM or Ctrl-C ends the wait (a supervisor stopped while it
+	// stops would hold it for ever); the stop goes on.
+	unwatch := context.AfterFunc(ctx, func() { c.Close() })
+	defer unwatch()
 	if err := newWireWriter(c).send(serveHeader{Face: "stop"}); err != nil {
 		return fmt.Errorf("asking offstage serve to stop: %w", err)
 	}
@@ -1002,6 +1011,9 @@ func serveStop(jf journalFlags, stdout, stderr io.Writer) error {
 		if f.Exit != nil && *f.Exit != 0 {
 			failed = exitStatus(*f.Exit)
 		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("stopped waiting for offstage serve to stop (%v); it goes on stopping, and offstage sessions says when it has", context.Cause(ctx))
 	}
 	fmt.Fprintln(stdout, "offstage serve stopped: every session closed, every process reaped.")
 	return failed

@@ -46,6 +46,7 @@ type answers struct {
 	// cannot name another POST's.
 	posts map[string]postState // guarded by mu
 	over  bool                 // guarded by mu: returnAll ran (the session ended)
+	quiet chan struct{}        // guarded by mu: closed once no POST is in flight (calm), if asked for
 }
 
 // postState is where a stamped tools/call stands.
@@ -179,6 +180,10 @@ func (a *answers) sent(key string, written bool) {
 			delete(a.posts, key)
 		}
 	}
+	if a.quiet != nil && a.inFlightLocked() == 0 {
+		close(a.quiet)
+		a.quiet = nil
+	}
 	a.mu.Unlock()
 	switch {
 	case rc == nil:
@@ -187,6 +192,32 @@ func (a *answers) sent(key string, written bool) {
 	default:
 		rc.Return()
 	}
+}
+
+// calm returns a channel closed once no tools/call POST the HTTP
+// transport stamped is in flight (each POST's end told, sent); nil when
+// none is.
+func (a *answers) calm() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inFlightLocked() == 0 {
+		return nil
+	}
+	if a.quiet == nil {
+		a.quiet = make(chan struct{})
+	}
+	return a.quiet
+}
+
+// inFlightLocked counts the stamped POSTs whose end is not told yet.
+func (a *answers) inFlightLocked() int {
+	n := 0
+	for _, st := range a.posts {
+		if st != postLost {
+			n++
+		}
+	}
+	return n
 }
 
 // returnAll takes back what every answer not told of carried, and returns

@@ -262,11 +262,28 @@ func (t *idleSessions) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 		}
 		t.mu.Unlock()
 		if server != nil {
-			t.svc.closingFor(server, "the client ended the session (HTTP DELETE)")
+			t.svc.closeFor(server, "the client ended the session (HTTP DELETE)")
+			// The calls in flight, which the close ended, are answered
+			// before the SDK ends the session, which drops answers not
+			// yet written.
+			if a, ok := t.known(id); ok {
+				if calm := a.calm(); calm != nil {
+					wait := time.NewTimer(deleteWait)
+					select {
+					case <-calm:
+					case <-wait.C:
+					}
+					wait.Stop()
+				}
+			}
 		}
 	}
 	h.ServeHTTP(w, r)
 }
+
+// deleteWait bounds how long a DELETE waits for the answers to the
+// session's calls in flight, once the session is closed.
+const deleteWait = 5 * time.Second
 
 // known says whether id names a session this handler made, and returns
 // its answers.

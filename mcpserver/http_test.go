@@ -562,3 +562,44 @@ func TestHTTPAStalledBodyHoldsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPDeleteEndsTheCallsInFlight: a DELETE closes the session at
+// once: a task_wait in flight is answered with the shell the close
+// stopped, and the DELETE returns without waiting for the wait's own
+// timeout. Before, it waited as long as that timeout (up to 300 s), its
+// shell running on (an outsider's finding).
+func TestHTTPDeleteEndsTheCallsInFlight(t *testing.T) {
+	s := taskSession(t)
+	var started struct {
+		TaskID string `json:"task_id"`
+	}
+	s.tool("bash", `{"command":"sleep 100","run_in_background":true}`, &started)
+	answered := make(chan string, 1)
+	go func() {
+		res := s.post(`{"jsonrpc":"2.0","id":90,"method":"tools/call","params":{"name":"task_wait","arguments":{"task_ids":["` + started.TaskID + `"],"timeout_seconds":60}}}`)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		answered <- string(body)
+	}()
+	time.Sleep(300 * time.Millisecond) // the wait waits
+	req, _ := http.NewRequest("DELETE", s.url, nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Mcp-Session-Id", s.id)
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the DELETE took %s: it waited for the call in flight", took)
+	}
+	select {
+	case body := <-answered:
+		if !strings.Contains(body, `\"task_id\":\"`+started.TaskID+`\"`) || !strings.Contains(body, "canceled") || !strings.Contains(body, "HTTP DELETE") {
+			t.Errorf("the task_wait in flight was answered: %s; want its shell, canceled by the DELETE", body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task_wait in flight was not answered")
+	}
+}

@@ -648,9 +648,9 @@ func (c *conn) disconnected() {
 }
 
 // closingFor records why the session of server is about to end (an
-// HTTP DELETE, the idle timeout), for the tasks its close ends; the first
-// reason given counts.
-func (s *Service) closingFor(server *mcp.Server, why string) {
+// HTTP DELETE, the idle policy, a shutdown), for its tasks, and returns
+// its conn (nil if there is none).
+func (s *Service) closingFor(server *mcp.Server, why string) *conn {
 	s.mu.Lock()
 	var c *conn
 	for x := range s.conns {
@@ -661,13 +661,28 @@ func (s *Service) closingFor(server *mcp.Server, why string) {
 	}
 	s.mu.Unlock()
 	if c == nil {
-		return
+		return nil
 	}
 	c.mu.Lock()
 	if c.why == "" {
 		c.why = why
 	}
 	c.mu.Unlock()
+	return c
+}
+
+// closeFor closes the session of server now, for why: its tasks are
+// cancelled and reaped, and its calls in flight answered (a task_wait
+// with the results the close gave), before the SDK ends the session,
+// which waits for those calls. An HTTP DELETE waited for them before,
+// as long as a task_wait's timeout (up to 300 s), its tasks running on
+// (an outsider's finding).
+func (s *Service) closeFor(server *mcp.Server, why string) {
+	if c := s.closingFor(server, why); c != nil {
+		if err := c.close(context.Background(), why); err != nil { // agent.Session.Close bounds it
+			s.cfg.Logger.Error("closing a session's tasks", "err", err)
+		}
+	}
 }
 
 // close cancels and reaps the session's tasks, once; why says what ended

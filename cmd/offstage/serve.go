@@ -99,6 +99,19 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case jf.noJournal:
 		return usagef("offstage serve records what its sessions run; --no-journal is for a run in its own process (offstage run --no-serve --no-journal)")
 	case *unit:
+		// The unit runs elsewhere (systemd's directory, its environment):
+		// its paths absolute, and the state directory named when this
+		// shell's XDG_STATE_HOME chose it (an outsider's unit served
+		// another directory than its clients looked in).
+		args = absPaths(fs, args, func(p string) string {
+			if a, err := filepath.Abs(p); err == nil {
+				return a
+			}
+			return p
+		})
+		if state, err := jf.dir(os.Getenv); err == nil && jf.state == "" && strings.HasPrefix(jf.dirSource(os.Getenv), "from XDG_STATE_HOME") {
+			args = append(args, "--state-dir", state)
+		}
 		return printUnit(stdout, args)
 	}
 	jf.required = true

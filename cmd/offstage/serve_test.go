@@ -512,6 +512,13 @@ func TestPrintUnit(t *testing.T) {
 	if strings.Contains(out, "print-unit") {
 		t.Errorf("the unit's command prints a unit:\n%s", out)
 	}
+	// The state directory this shell's XDG_STATE_HOME chose is named in
+	// the unit, whose environment has its own (an outsider's unit served
+	// another directory than its clients looked in).
+	state := serveState(t)
+	if out, errOut, code, _ := runIn(t, state, nil, "serve", "--print-unit"); code != 0 || !strings.Contains(out, `"serve" "--state-dir" "`+filepath.Join(state, "offstage")+`"`) {
+		t.Errorf("serve --print-unit under XDG_STATE_HOME=%s: exit %d: %s%s", state, code, out, errOut)
+	}
 	// --no-journal, which serve refuses, saying why, is not offered.
 	help, _, _, _ := runIn(t, serveState(t), nil, "serve", "--help")
 	if strings.Contains(help, "no-journal") || !strings.Contains(help, "--state-dir") {

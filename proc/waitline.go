@@ -130,11 +130,24 @@ func (p *Process) scanLines(ctx context.Context, since int64, re *regexp.Regexp,
 		}
 		next = at // the start of an unfinished line, read again with its end
 		switch {
-		case ch.Next < ch.Total:
-			if len(data) == len(ch.Data) && len(data) == waitLineChunk {
-				next = ch.Next // one line longer than a chunk: look at it in pieces
+		case ch.Next < ch.Total: // more is held already
+			if len(data) > 0 && len(data) == len(ch.Data) {
+				// No line ends in the chunk: a line longer than a chunk,
+				// or one cut where what is held stops (the end of the
+				// kept head, the log's cap; its rest is gone). Read again
+				// from its start, it would come back the same, for ever
+				// (an outsider's finding: a wait on a chatty shell spun a
+				// core, and a table's Close waited on it): it is looked
+				// at as it is, a piece, and passed.
+				next = ch.Next
+				if line := Clean(data); (re == nil || re.MatchString(line)) && !match(line, next) {
+					return next, skipped, nil
+				}
 			}
-			continue // more is held already
+			if ctx.Err() != nil { // a wait that catches up on much output still ends with ctx
+				return next, skipped, context.Cause(ctx)
+			}
+			continue
 		case finished:
 			if len(data) > 0 {
 				next = ch.Next

@@ -2,6 +2,7 @@ package proc_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -94,5 +95,33 @@ func TestScanLines(t *testing.T) {
 	})
 	if err != nil || all.Skipped == 0 || told != all.Skipped {
 		t.Errorf("ScanLines past the ring = %+v, %v, told %d; want the skipped bytes told as they were found", all, err, told)
+	}
+}
+
+// TestWaitLineOverALineCutWhereTheHeldOutputStops: a wait from the start
+// of output whose kept head ends in the middle of a line, past which the
+// output was not held, ends with its ctx, and the line cut there is looked
+// at as a piece. Before, the wait read the piece again and again, for
+// ever, spinning a core (an outsider's finding: 23-byte lines, 3 MB).
+func TestWaitLineOverALineCutWhereTheHeldOutputStops(t *testing.T) {
+	const head, line = 64 << 10, "a line of 22 bytes..." // 22 bytes with its newline: the head ends 20 bytes into one
+	p := mustStart(t, proc.Config{Command: `yes '` + line + `' | head -c 3000000; echo; echo last; sleep 30`, HeadBytes: head})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if _, err := p.WaitLine(ctx, 0, regexp.MustCompile(`^last$`)); err != nil {
+		t.Fatal(err)
+	}
+	// Everything is out: a wait from 0 reads the head, then the tail.
+	short, cancelShort := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancelShort()
+	m, err := p.WaitLine(short, 0, regexp.MustCompile(`never printed`))
+	if !errors.Is(err, context.DeadlineExceeded) || m.Found || m.Next < 3000000 {
+		t.Errorf("WaitLine for a line never printed = %+v, %v; want the deadline, past the output", m, err)
+	}
+	// The piece at the head's end is looked at, and passed.
+	cut := head % (len(line) + 1)
+	piece, err := p.WaitLine(ctx, head-int64(cut), regexp.MustCompile(`^a line of`))
+	if err != nil || !piece.Found || piece.Line != line[:cut] || piece.Next != head {
+		t.Errorf("WaitLine at the head's end = %+v, %v; want the piece %q, then the head's end", piece, err, line[:cut])
 	}
 }

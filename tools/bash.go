@@ -151,6 +151,12 @@ func (s *Set) runBash(ctx context.Context, v *task.View, in bashInput) (BashOutp
 		}
 		cfg.Dir = dir
 	}
+	if ctx.Err() != nil {
+		// A call whose turn already ended starts nothing: begun, a
+		// command could run to its end before the cancel stopped it, and
+		// be said stopped (an outsider's finding).
+		return BashOutput{}, fail("The call was cancelled (%v) before the command started: it did not run.", context.Cause(ctx))
+	}
 	var ports []int
 	if in.Port != 0 {
 		if in.Port < 0 || in.Port > maxPortsPerTask {
@@ -292,7 +298,15 @@ func (s *Set) foreground(ctx context.Context, v *task.View, id string, yieldAfte
 		case <-stopped.Done():
 		}
 		res, ok := consume(ctx, v, id)
-		return s.finished(v, res, ok, "The command was stopped because the turn was cancelled."), nil
+		note := "The command was stopped because the turn was cancelled."
+		if p, _ := processOf(v, id); p != nil {
+			if e, done := p.Exit(); done && !e.Stopped {
+				// It ended by itself before the cancel reached it: what
+				// it did is done, whatever its status says.
+				note = "The turn was cancelled as the command ended: it ran to its end before it could be stopped, so what it did is done (see exit_code)."
+			}
+		}
+		return s.finished(v, res, ok, note), nil
 	case errors.Is(err, context.DeadlineExceeded):
 		if info, err := v.Info(id); err == nil && info.State == task.Queued {
 			// It never started: the running limit holds it (an

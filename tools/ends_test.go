@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/proc"
 	"github.com/offstage/offstage/proc/resource"
@@ -44,7 +45,7 @@ func TestEveryShellEndHasAName(t *testing.T) {
 	// user: the turn that ran it in the foreground was cancelled (Ctrl-C,
 	// ACP session/cancel).
 	turn, cancelTurn := context.WithCancelCause(t.Context())
-	cancelTurn(context.Canceled)
+	time.AfterFunc(200*time.Millisecond, func() { cancelTurn(context.Canceled) }) // once it runs: a call already cancelled starts nothing
 	res, err := e.set.Tool("bash").Call(turn, e.top, json.RawMessage(`{"command": "sleep 100"}`))
 	if err != nil {
 		t.Fatal(err)

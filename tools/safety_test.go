@@ -1,8 +1,11 @@
 package tools_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +41,41 @@ func TestUnknownToolFailsClearly(t *testing.T) {
 	res, ok := nope.Check(json.RawMessage(`{}`))
 	if ok || !res.IsError || !strings.Contains(res.Text, "no such tool") {
 		t.Errorf("Check on Tool(nope) = %+v, %v; want an error result", res, ok)
+	}
+}
+
+// TestANilViewFailsClearly: a call with no caller's view is an error, not
+// a nil-pointer panic (an outsider looked a view up in a map, and missed).
+func TestANilViewFailsClearly(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	for _, name := range []string{"task_list", "bash"} {
+		if _, err := e.set.Tool(name).Call(t.Context(), nil, json.RawMessage(`{"command":"echo hi"}`)); !errors.Is(err, tools.ErrNoView) {
+			t.Errorf("%s with a nil view = %v, want ErrNoView", name, err)
+		}
+	}
+}
+
+// TestACancelledCallStartsNoCommand: a bash call whose context has ended
+// (its turn was cancelled) starts nothing, in the foreground or the
+// background, and says so. Before, the command started, and could run
+// to its end while the result said it was stopped (an outsider's
+// finding: 2 runs in 20).
+func TestACancelledCallStartsNoCommand(t *testing.T) {
+	e := newEnv(t, tools.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i, bg := range []bool{false, true} {
+		mark := filepath.Join(t.TempDir(), "ran")
+		args, _ := json.Marshal(map[string]any{"command": "touch " + mark, "run_in_background": bg})
+		res, err := e.set.Tool("bash").Call(ctx, e.top, args)
+		if err != nil || !res.IsError || !strings.Contains(res.Text, "before the command started: it did not run") {
+			t.Errorf("call %d (background %v) = %+v, %v; want an error result saying it did not run", i, bg, res, err)
+		}
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("call %d (background %v): the command ran", i, bg)
+		}
+	}
+	if list := e.top.List(); len(list) != 0 {
+		t.Errorf("the cancelled calls left tasks: %+v", list)
 	}
 }

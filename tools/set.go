@@ -236,6 +236,7 @@ func (s *Set) pushes(owner string) bool { return owner != "" || !s.cfg.NoPush }
 // return is not returned again.
 func classify(t *Tool, title string, safety Safety, idempotent, openWorld bool) *Tool {
 	t.Title, t.Safety, t.Idempotent, t.OpenWorld = title, safety, idempotent, openWorld
+	t.needsView = true // every one of a Set's acts for its caller
 	return t
 }
 

@@ -53,12 +53,13 @@ type Tool struct {
 	// their task ids follow the order of the calls.
 	StartsTasks bool
 
-	resolved *jsonschema.Resolved
-	decode   func(args json.RawMessage) error // decodes into the typed input, to check it
-	call     func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
-	budget   int
-	asSent   bool     // DefineSchema's: ids are not normalized, the arguments are another program's
-	shared   *schemas // the schemas newTool shares; nil for DefineSchema's
+	resolved  *jsonschema.Resolved
+	decode    func(args json.RawMessage) error // decodes into the typed input, to check it
+	call      func(ctx context.Context, v *task.View, args json.RawMessage) (any, error)
+	budget    int
+	asSent    bool     // DefineSchema's: ids are not normalized, the arguments are another program's
+	needsView bool     // a Set's: Call refuses a nil view (a tool of Define's may not use it)
+	shared    *schemas // the schemas newTool shares; nil for DefineSchema's
 	// inputJSON is jsonOf marshalled, shared like it; InputJSON checks
 	// that InputSchema is still jsonOf.
 	inputJSON json.RawMessage
@@ -180,15 +181,22 @@ func fail(format string, args ...any) error {
 // of the name it was given.
 var ErrNoTool = errors.New("tools: no such tool (Set.Tool returned nil)")
 
+// ErrNoView is what Call returns for a nil *task.View on a Set's tools,
+// which act for a caller, whose view (Table.View) they need.
+var ErrNoView = errors.New("tools: Call needs the caller's *task.View (Table.View), not nil")
+
 // Call runs the tool for the caller whose view is v, with the raw JSON
 // arguments the model sent. Bad arguments, unknown or foreign ids and
 // other mistakes come back as a Result with IsError set; a Go error means
 // the runtime itself failed (it cannot start a process, say). Call never
 // panics on any input; on a nil *Tool (a name Set.Tool does not know) it
-// returns ErrNoTool.
+// returns ErrNoTool, and a Set's tool given a nil view ErrNoView.
 func (t *Tool) Call(ctx context.Context, v *task.View, args json.RawMessage) (Result, error) {
-	if t == nil {
+	switch {
+	case t == nil:
 		return Result{}, ErrNoTool
+	case v == nil && t.needsView:
+		return Result{}, ErrNoView
 	}
 	args, err := t.checkArgs(args)
 	if err == nil {

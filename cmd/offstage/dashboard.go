@@ -75,7 +75,10 @@ func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer store.Close()
-	token, generated := dashboardToken()
+	token, generated, err := dashboardToken()
+	if err != nil {
+		return err
+	}
 	ctx, stop := cancelOnInterrupt(ctx)
 	defer stop()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
@@ -133,13 +136,25 @@ func taskCost(store journal.Store, ps prices) func(context.Context, journal.Task
 }
 
 // dashboardToken is OFFSTAGE_MCP_TOKEN, or a new random one (generated).
-func dashboardToken() (token string, generated bool) {
+// A token no client can send back is refused (checkToken).
+func dashboardToken() (token string, generated bool, err error) {
 	if t := os.Getenv("OFFSTAGE_MCP_TOKEN"); t != "" {
-		return t, false
+		return t, false, checkToken(t)
 	}
 	b := make([]byte, 24)
 	rand.Read(b)
-	return hex.EncodeToString(b), true
+	return hex.EncodeToString(b), true, nil
+}
+
+// checkToken refuses a token that begins or ends with white space (a
+// newline that $(cat file) kept, say): HTTP trims a header's value, so
+// no client's Authorization could carry it, and every request got 401
+// while offstage started as if all were well (an outsider's finding).
+func checkToken(token string) error {
+	if strings.TrimSpace(token) != token {
+		return usagef("OFFSTAGE_MCP_TOKEN begins or ends with white space (a space, a newline), which no HTTP client can send back: set it without (OFFSTAGE_MCP_TOKEN=$(openssl rand -hex 24))")
+	}
+	return nil
 }
 
 func describeJournal(store *journal.DB) string {

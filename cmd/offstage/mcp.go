@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -233,11 +231,9 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	if !allowRemote && !isLoopback(host) {
 		return usagef("--http %s would accept connections from other machines: this runs commands, so pass --allow-remote if you mean it", addr)
 	}
-	token, generated := os.Getenv("OFFSTAGE_MCP_TOKEN"), false
-	if token == "" {
-		b := make([]byte, 24)
-		rand.Read(b)
-		token, generated = hex.EncodeToString(b), true
+	token, generated, err := dashboardToken()
+	if err != nil {
+		return err
 	}
 	var allowed []string
 	for _, o := range strings.Split(origins, ",") {

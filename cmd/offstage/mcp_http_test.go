@@ -92,6 +92,17 @@ func TestMCPHTTPPrintsOnlyATokenItMade(t *testing.T) {
 		t.Errorf("with a 5-character OFFSTAGE_MCP_TOKEN, stderr:\n%s", out)
 	}
 
+	// One no client could send back (a newline $(cat file) kept) is
+	// refused, without a word of it: every request got 401 before.
+	for _, tok := range []string{"secret-with-a-newline\n", " secret"} {
+		cmd, _ := offstage(t, []string{"OFFSTAGE_MCP_TOKEN=" + tok}, "mcp", "--http", "127.0.0.1:0")
+		var errs bytes.Buffer
+		cmd.Stderr = &errs
+		if code := exitOf(t, cmd.Run()); code != 2 || !strings.Contains(errs.String(), "begins or ends with white space") || strings.Contains(errs.String(), "secret") {
+			t.Errorf("OFFSTAGE_MCP_TOKEN=%q: exit %d: %s", tok, code, errs.String())
+		}
+	}
+
 	_, _, endpoint, stderr := startHTTP(t, []string{"OFFSTAGE_MCP_TOKEN="})
 	m := regexp.MustCompile(`Bearer ([0-9a-f]{48})`).FindStringSubmatch(stderr())
 	if m == nil {

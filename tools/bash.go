@@ -373,8 +373,12 @@ func (s *Set) startAndWait(ctx context.Context, v *task.View, id string, in bash
 	if w.Matched != nil {
 		out.Note += fmt.Sprintf(" Read what follows the line with task_output {\"task_id\": %q, \"since\": %d}.", id, w.Matched.Cursor)
 	}
-	if in.WaitSeconds > maxWaitSeconds {
+	switch floor := s.cfg.WaitFloor; {
+	case in.WaitSeconds > maxWaitSeconds:
 		out.Note = joinNotes(out.Note, fmt.Sprintf("wait_seconds was capped at %d.", maxWaitSeconds))
+	case in.WaitSeconds > 0 && seconds2d(in.WaitSeconds) < floor && !strings.Contains(out.Note, "was raised to"):
+		// As task_wait says it (whose note some answers above carry).
+		out.Note = joinNotes(out.Note, fmt.Sprintf("wait_seconds was raised to %s, the shortest wait.", floor))
 	}
 	out.Matched, out.Listening = w.Matched, w.Listening
 	out.Status = status(v, id)

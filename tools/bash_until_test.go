@@ -3,6 +3,7 @@ package tools_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offstage/offstage/task"
 	"github.com/offstage/offstage/tools"
@@ -85,5 +86,17 @@ func TestAQueuedForegroundCommandIsNotSaidToRun(t *testing.T) {
 	ok(t, e, e.top, "bash", `{"command": "echo fg", "yield_after_seconds": 1}`, &out)
 	if out.Status != "queued" || !strings.Contains(out.Note, "has not started") || strings.Contains(out.Note, "still running") {
 		t.Errorf("a queued foreground command = %+v", out)
+	}
+}
+
+// TestAShortWaitSecondsIsSaidRaised: bash's wait_seconds below the
+// shortest wait is raised to it, and the result says so, as task_wait's
+// does (an outsider's 2 s became 5 s without a word).
+func TestAShortWaitSecondsIsSaidRaised(t *testing.T) {
+	e := newEnv(t, tools.Config{WaitFloor: 1500 * time.Millisecond})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command":"sleep 30","run_in_background":true,"until":"never printed","wait_seconds":0.5}`, &out)
+	if !strings.Contains(out.Note, "wait_seconds was raised to 1.5s") {
+		t.Errorf("bash with wait_seconds 0.5: note %q; want it said raised to 1.5s", out.Note)
 	}
 }

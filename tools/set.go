@@ -333,7 +333,10 @@ func resolve(v *task.View, raw string) (string, error) {
 func idFail(id string, err error) error {
 	switch {
 	case errors.Is(err, task.ErrNotOwner):
-		return fail("%s belongs to another agent; you can only act on tasks you started (task_list shows them).", id)
+		// Its owner may be a sub-agent, the top level, or the caller's
+		// own parent (an agent's own id is its parent's task): "another
+		// agent" was wrong for two of those (an outsider's finding).
+		return fail("%s is not one of your tasks (someone else started it); you can only act on tasks you started (task_list shows them).", id)
 	case errors.Is(err, task.ErrNotFound):
 		return fail("There is no task %q (it never existed or was cleared after it finished); task_list shows your tasks.", shorten(id, 80))
 	}

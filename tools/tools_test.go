@@ -610,7 +610,7 @@ func TestToolsAreScopedToTheCaller(t *testing.T) {
 		{"task_input", `{"task_id": "` + child + `", "text": "x"}`},
 		{"task_output", `{"task_id": "` + strings.TrimPrefix(child, "shell:") + `"}`},
 	} {
-		if got := e.refused(t, e.top, call.tool, call.args); !strings.Contains(got, "belongs to another agent") {
+		if got := e.refused(t, e.top, call.tool, call.args); !strings.Contains(got, "is not one of your tasks") {
 			t.Errorf("top %s(%s) = %q, want it refused as not yours", call.tool, call.args, got)
 		}
 	}

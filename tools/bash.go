@@ -445,6 +445,9 @@ func (s *Set) finished(v *task.View, r task.Result, ok bool, note string) BashOu
 		if e.Contained.MemoryKills > 0 && e.Err() == nil {
 			out.Note = joinNotes(out.Note, memoryNote(e))
 		}
+		if e.Contained.ForksRefused > 0 {
+			out.Note = joinNotes(out.Note, strings.ToUpper(forksNote(e)[:1])+forksNote(e)[1:]+".")
+		}
 	}
 	return out
 }

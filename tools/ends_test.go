@@ -145,3 +145,23 @@ func TestLifetimeIsChecked(t *testing.T) {
 		t.Errorf("refused calls started %d tasks", n)
 	}
 }
+
+// TestAShellAtItsPidsLimitIsSaidSo: a command whose forks fail at the
+// pids limit is told why: the kernel's "Resource temporarily unavailable"
+// does not say (an outsider's finding).
+func TestAShellAtItsPidsLimitIsSaidSo(t *testing.T) {
+	l := resource.Limits{Pids: 16}
+	if err := resource.Check(l); err != nil {
+		if proc.Containment().Mode == "cgroup" {
+			t.Fatalf("cgroup containment cannot enforce %v: %v", l, err)
+		}
+		t.Logf("no pids limit here (%v): nothing to check", err)
+		return
+	}
+	e := newEnv(t, tools.Config{Process: proc.Config{Limits: l}})
+	var out tools.BashOutput
+	ok(t, e, e.top, "bash", `{"command":"i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; kill $(jobs -p) 2>/dev/null; true"}`, &out)
+	if !strings.Contains(out.Note, "the most processes a shell may have (16") {
+		t.Errorf("bash at its pids limit: %+v; want the note to say the limit was reached", out)
+	}
+}

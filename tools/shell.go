@@ -357,6 +357,9 @@ func shellResult(p *proc.Process, e proc.Exit, maxLines, maxBytes int) string {
 	if e.Contained.MemoryKills > 0 && e.Err() == nil {
 		fmt.Fprintf(&b, "; the kernel killed %d of its processes: they reached the memory limit of %s", e.Contained.MemoryKills, resource.FormatSize(e.Contained.MemoryLimit))
 	}
+	if e.Contained.ForksRefused > 0 {
+		fmt.Fprintf(&b, "; %s", forksNote(e))
+	}
 	var le *proc.LogError
 	if errors.As(e.LogErr, &le) {
 		fmt.Fprintf(&b, "; its output log stopped at byte %d (%s), so %d bytes of it were not logged", le.At, le.Reason(), e.LogCut)
@@ -387,3 +390,10 @@ func exitSummary(e proc.Exit) string {
 // Label shortens a command to one line of at most 60 characters for lists:
 // white space is folded and a cut is marked with "…".
 func Label(command string) string { return text.OneLine(command, labelChars) }
+
+// forksNote says why a command's forks failed ("Resource temporarily
+// unavailable", all it saw): it reached the most processes a shell may
+// have. Before, the model saw the error alone (an outsider's finding).
+func forksNote(e proc.Exit) string {
+	return fmt.Sprintf("the kernel refused %s: it had the most processes a shell may have (%d, threads included), so a fork that failed with \"Resource temporarily unavailable\" failed for that; run fewer at once", text.Plural(e.Contained.ForksRefused, "fork"), e.Contained.PidsLimit)
+}

@@ -311,6 +311,8 @@ type cgroup struct {
 	v1       []string
 	memLimit int64  // its memory limit, 0 if none
 	memV1    string // its v1 memory cgroup, when the memory limit is there
+	pidsMax  int    // its pids limit, 0 if none
+	pidsV1   string // its v1 pids cgroup, when the pids limit is there
 	limited  bool   // a limit was written to it
 	memAcct  bool   // it has the memory controller's files
 	// cpuBase is the CPU time of the commands it held before (a spare).

@@ -56,6 +56,7 @@ func CheckLimits(l Limits) error {
 func (c *cgroup) traceStart(sys *syscall.SysProcAttr) bool { return false }
 func (c *cgroup) joinStarted(pid int) error                { return nil }
 func (c *cgroup) memoryKills() int                         { return 0 }
+func (c *cgroup) forksRefused() int                        { return 0 }
 func (c *cgroup) attach(sys *syscall.SysProcAttr)          {}
 func (c *cgroup) closeDir()                                {}
 func (c *cgroup) count(skip int) int                       { return 0 }

@@ -204,10 +204,16 @@ func (c *cgroup) limit(h *cgroupHost, l Limits, seq string) error {
 		if err := writeLimit(i, dir, ctl[i].v2, l, period, quota); err != nil {
 			return err
 		}
-		if i == ctlMemory {
+		switch i {
+		case ctlMemory:
 			c.memLimit = l.Memory
 			if !ctl[i].v2 {
 				c.memV1 = dir
+			}
+		case ctlPids:
+			c.pidsMax = l.Pids
+			if !ctl[i].v2 {
+				c.pidsV1 = dir
 			}
 		}
 	}
@@ -308,6 +314,20 @@ func (c *cgroup) joiner(v2 int) (func(pid int) error, error) {
 // memoryKills returns how many of the command's processes the kernel
 // killed for reaching its memory limit: oom_kill in memory.events (v2) or
 // in memory.oom_control (v1). 0 without a memory limit.
+// forksRefused counts the forks the kernel refused the command because
+// it had as many processes as its pids limit allows (pids.events' max).
+func (c *cgroup) forksRefused() int {
+	if c.pidsMax == 0 {
+		return 0
+	}
+	dir := c.dir
+	if c.pidsV1 != "" {
+		dir = c.pidsV1
+	}
+	n, _ := eventValue(readSmall(dir+"/pids.events"), "max")
+	return int(n)
+}
+
 func (c *cgroup) memoryKills() int {
 	if c.memLimit == 0 {
 		return 0

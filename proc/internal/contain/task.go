@@ -198,6 +198,12 @@ type Ended struct {
 	// MemoryLimit repeats.
 	MemoryKills int
 	MemoryLimit int64
+	// ForksRefused counts the forks (and threads) the kernel refused the
+	// task because it had as many processes as its pids limit
+	// (Limits.Pids, which PidsLimit repeats) allows: the command saw
+	// "Resource temporarily unavailable", which does not say why.
+	ForksRefused int
+	PidsLimit    int
 }
 
 // EndLeftovers ends the processes of the task that outlived the leader
@@ -253,6 +259,9 @@ func (t *Task) Release(e *Ended, alone bool, ps *os.ProcessState) (cpu time.Dura
 		cpu, peak = t.cg.finalUsage() // before the cgroup goes
 		if e.MemoryKills = t.cg.memoryKills(); e.MemoryKills > 0 {
 			e.MemoryLimit = t.limits.Memory
+		}
+		if e.ForksRefused = t.cg.forksRefused(); e.ForksRefused > 0 {
+			e.PidsLimit = t.limits.Pids
 		}
 		if t.cg.release(alone) != nil && t.cg.populated() {
 			t.cg.kill()

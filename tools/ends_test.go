@@ -71,11 +71,7 @@ func TestEveryShellEndHasAName(t *testing.T) {
 // memory limit is the limit's, not the shell's own failure.
 func TestAShellKilledAtItsMemoryLimitEndedByALimit(t *testing.T) {
 	limits := resource.Limits{Memory: 64 << 20}
-	if err := resource.Check(limits); err != nil {
-		if proc.Containment().Mode == "cgroup" {
-			t.Fatalf("cgroup containment cannot enforce %v: %v", limits, err)
-		}
-		t.Logf("no memory limit here (%v): nothing to check", err)
+	if !enforced(t, limits) {
 		return
 	}
 	e := newEnv(t, tools.Config{Process: proc.Config{Limits: limits}})
@@ -151,11 +147,7 @@ func TestLifetimeIsChecked(t *testing.T) {
 // does not say (an outsider's finding).
 func TestAShellAtItsPidsLimitIsSaidSo(t *testing.T) {
 	l := resource.Limits{Pids: 16}
-	if err := resource.Check(l); err != nil {
-		if proc.Containment().Mode == "cgroup" {
-			t.Fatalf("cgroup containment cannot enforce %v: %v", l, err)
-		}
-		t.Logf("no pids limit here (%v): nothing to check", err)
+	if !enforced(t, l) {
 		return
 	}
 	e := newEnv(t, tools.Config{Process: proc.Config{Limits: l}})
@@ -164,4 +156,19 @@ func TestAShellAtItsPidsLimitIsSaidSo(t *testing.T) {
 	if !strings.Contains(out.Note, "the most processes a shell may have (16") {
 		t.Errorf("bash at its pids limit: %+v; want the note to say the limit was reached", out)
 	}
+}
+
+// enforced says whether this host enforces l: where it does not, there is
+// nothing to check (said in the log), unless shells are contained by
+// cgroup, which enforces every limit (then t fails).
+func enforced(t *testing.T, l resource.Limits) bool {
+	t.Helper()
+	if err := resource.Check(l); err != nil {
+		if proc.Containment().Mode == "cgroup" {
+			t.Fatalf("cgroup containment cannot enforce %v: %v", l, err)
+		}
+		t.Logf("no such limit here (%v): nothing to check", err)
+		return false
+	}
+	return true
 }

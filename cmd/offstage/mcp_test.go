@@ -259,13 +259,7 @@ func TestMCPSaysItsJournalWasOverwritten(t *testing.T) {
 		}
 	}
 	bash("echo before")
-	path := filepath.Join(state, "offstage", "journal.db")
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(bytes.Repeat([]byte("not a database "), 300), 0)
-	f.Close()
+	path := damageHeader(t, state)
 	for range 3 {
 		bash("echo after")
 	}

@@ -36,13 +36,7 @@ func TestAServedRunIsToldWhatTheJournalLost(t *testing.T) {
 	}
 	io.WriteString(in, "one\n")
 	waitTask(t, state, "shell:1", func(r map[string]any) bool { return r["state"] == "completed" })
-	path := filepath.Join(state, "offstage", "journal.db")
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(bytes.Repeat([]byte("not a database "), 300), 0)
-	f.Close()
+	damageHeader(t, state)
 	io.WriteString(in, "two\n")
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(errOut.String(), "is damaged") && time.Now().Before(deadline) {
@@ -98,4 +92,21 @@ func TestARunWhoseSupervisorDiedSaysSo(t *testing.T) {
 	if code != 1 || !strings.Contains(last, "ended before the run did") || !strings.Contains(last, "offstage run --resume") || strings.Contains(last, "--attach joins it again") {
 		t.Errorf("the run of a killed supervisor: exit %d, last line %q", code, last)
 	}
+}
+
+// damageHeader overwrites the start of state's journal, its header and
+// schema, as a stray write would: the journal finds it damaged at its
+// next write. It returns the journal's path.
+func damageHeader(t *testing.T, state string) string {
+	t.Helper()
+	path := filepath.Join(state, "offstage", "journal.db")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte("not a database "), 300), 0); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

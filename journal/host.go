@@ -88,6 +88,15 @@ func Stopped(pid int) bool {
 	return err == nil && (state == 'T' || state == 't')
 }
 
+// Exited reports whether process pid is a zombie: it has exited, and
+// its parent has not reaped it yet (a supervisor started with --detach
+// waits on pid 1 for that, which can take seconds, or for ever in a
+// container without an init). False where /proc does not say.
+func Exited(pid int) bool {
+	_, state, err := processStat(pid)
+	return err == nil && (state == 'Z' || state == 'X')
+}
+
 // Recovered is what Recover found: tasks of dead hosts, now orphaned, and
 // how many of their processes it stopped.
 type Recovered struct {

@@ -922,8 +922,8 @@ func TestAZombieHostIsGone(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	h := journal.Host{Hostname: name, PID: pid, Start: mustStart(t, pid)}
-	if !journal.Alive(h) {
-		t.Fatalf("a running process (pid %d) is not alive", pid)
+	if !journal.Alive(h) || journal.Exited(pid) {
+		t.Fatalf("a running process (pid %d) is not alive, or has exited", pid)
 	}
 	cmd.Process.Kill()
 	for deadline := time.Now().Add(10 * time.Second); ; {
@@ -938,6 +938,9 @@ func TestAZombieHostIsGone(t *testing.T) {
 	}
 	if journal.Alive(h) {
 		t.Errorf("a zombie (pid %d, killed, not reaped) is alive", pid)
+	}
+	if !journal.Exited(pid) {
+		t.Errorf("Exited(%d) of a zombie = false, want true", pid)
 	}
 	cmd.Wait()
 }

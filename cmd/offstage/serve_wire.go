@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/offstage/offstage/journal"
 )
 
 // The wire between a face and offstage serve: JSON lines on the Unix
@@ -295,16 +297,16 @@ func relay(ctx context.Context, c *net.UnixConn, face string, args []string, std
 	}
 }
 
-// died reports whether the process pid has ended, waiting a moment for
-// it to: a supervisor killed closes its connections as it dies, just
-// before its parent reaps it. False for pid 0 (unknown).
+// died reports whether the process pid has ended (gone, or a zombie),
+// waiting a moment for it to: a supervisor killed closes its connections
+// as it dies. False for pid 0 (unknown).
 func died(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
 	for range 10 {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) || journal.Exited(pid) {
+			return true // gone, or dead and not yet reaped (an outsider's detached supervisor stayed a zombie 1.7 s)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

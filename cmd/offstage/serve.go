@@ -668,11 +668,12 @@ func (sup *supervisor) released(err error) {
 	sup.stoppersMu.Lock()
 	defer sup.stoppersMu.Unlock()
 	for _, c := range sup.stoppers {
+		f := frame{Exit: new(int)} // 0: a stop that ends without it was cut short
 		if err != nil {
-			code := 1
-			c.SetWriteDeadline(time.Now().Add(time.Second))
-			newWireWriter(c).send(frame{Err: []byte("offstage: " + err.Error() + "\n"), Exit: &code})
+			f.Err, *f.Exit = []byte("offstage: "+err.Error()+"\n"), 1
 		}
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		newWireWriter(c).send(f)
 		c.Close()
 	}
 }
@@ -1010,6 +1011,7 @@ func serveStop(ctx context.Context, jf journalFlags, stdout, stderr io.Writer) e
 	// It closes the connection when it is done, after a frame saying
 	// what went wrong, if anything did (the journal lost records, say).
 	var failed error
+	told := false // it said how the stop ended
 	br := bufio.NewReader(c)
 	for {
 		line, err := readWireLine(br)
@@ -1021,12 +1023,21 @@ func serveStop(ctx context.Context, jf journalFlags, stdout, stderr io.Writer) e
 			continue
 		}
 		stderr.Write(f.Err)
-		if f.Exit != nil && *f.Exit != 0 {
-			failed = exitStatus(*f.Exit)
+		if f.Exit != nil {
+			told = true
+			if *f.Exit != 0 {
+				failed = exitStatus(*f.Exit)
+			}
 		}
 	}
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return fmt.Errorf("stopped waiting for offstage serve to stop (%v); it goes on stopping, and offstage sessions says when it has", context.Cause(ctx))
+	case !told:
+		// Killed while it stopped (or an offstage older than this one,
+		// which says nothing): an outsider's stop said all was reaped
+		// while the journal showed a task orphaned.
+		return fmt.Errorf("offstage serve ended without saying its stop was done (killed while it stopped, or an older offstage): offstage tasks says how each task ended")
 	}
 	fmt.Fprintln(stdout, "offstage serve stopped: every session closed, every process reaped.")
 	return failed

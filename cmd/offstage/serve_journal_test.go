@@ -110,3 +110,31 @@ func damageHeader(t *testing.T, state string) string {
 	}
 	return path
 }
+
+// TestAStopCutShortIsNotSaidDone: a supervisor killed while it stops
+// (here while a shell ignores its SIGTERM) leaves serve stop saying so,
+// exit 1. It said every session closed and every process reaped, while
+// the journal showed a task orphaned (an outsider's finding).
+func TestAStopCutShortIsNotSaidDone(t *testing.T) {
+	state := serveState(t)
+	sv := startServe(t, state)
+	script := writeScript(t, `{"turns": [
+		{"tool_calls": [{"name": "bash", "input": {"command": "trap '' TERM; sleep 300", "run_in_background": true}}]},
+		{"text": "started it"}]}`)
+	if _, errOut, code, _ := runIn(t, state, nil, "run", "--wait", "0", "--script", script, "go"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	stop, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, "serve", "stop")
+	var out, errOut syncBuffer
+	stop.Stdout, stop.Stderr = &out, &errOut
+	if err := stop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // it stops, waiting on the shell's grace
+	sv.cmd.Process.Kill()
+	sv.wait(t)
+	code := exitOf(t, stop.Wait())
+	if code != 1 || strings.Contains(out.String(), "every process reaped") || !strings.Contains(errOut.String(), "ended without saying its stop was done") {
+		t.Errorf("serve stop of a supervisor killed as it stopped: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -33,6 +34,12 @@ const faceReports = 16
 
 func (r *journalReports) Write(p []byte) (int, error) {
 	r.log.Write(p)
+	if !bytes.HasPrefix(p, []byte("offstage: journal: ")) {
+		// About one session's task (its output log stopped), or the
+		// logs' upkeep: not every run's (an outsider's run was told of
+		// another session's log). A task's result says its log stopped.
+		return len(p), nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for q := range r.faces {

@@ -108,6 +108,8 @@ func runFace(ctx context.Context, f *face, args []string, stdin io.Reader, stdou
 	if !f.served() && !*noServe && !sf.journal.noJournal {
 		if conn, sock, _, err := dialLive(sf.journal); err == nil {
 			return relay(ctx, conn, "run", args, stdin, stdout, stderr)
+		} else if stopped := (*serveStopped)(nil); attach.set && errors.As(err, &stopped) {
+			return usagef("--attach joins a session of offstage serve, which does not answer at %s (%v)", sock, err)
 		} else if attach.set {
 			return usagef("--attach joins a session of offstage serve, and none answers at %s (%v): start one with offstage serve (a session whose supervisor stopped cannot be joined again: offstage run --resume continues its conversation)", sock, err)
 		} else if !errors.Is(err, errNoServe) {

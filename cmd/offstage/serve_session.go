@@ -14,6 +14,7 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
+	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 )
@@ -186,6 +187,9 @@ func askLive(jf journalFlags) (liveState, bool) {
 		return liveState{}, false
 	}
 	defer c.Close()
+	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+		return liveState{}, false // it would not answer: not waited for 10 s
+	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if newWireWriter(c).send(serveHeader{Face: "tasks"}) != nil {
 		return liveState{}, false

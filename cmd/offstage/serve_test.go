@@ -1259,11 +1259,11 @@ func TestAStoppedSupervisorIsNotWaitedOn(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "answered in process") || !strings.Contains(errOut, "it is stopped (pid "+strconv.Itoa(sv.cmd.Process.Pid)) || !strings.Contains(errOut, "the session runs in this process") {
 		t.Errorf("offstage run with the supervisor stopped: exit %d after %s\nstdout:\n%s\nstderr:\n%s", code, time.Since(start).Round(time.Millisecond), out, errOut)
 	}
-	// offstage sessions and offstage serve stop say it at once, and how to
-	// continue it. (sessions waited 10 s, then sent its user to a log that
+	// offstage sessions, offstage serve stop and run --attach say it at
+	// once, and how to continue it; offstage tasks does not wait on it. (sessions waited 10 s, then sent its user to a log that
 	// said nothing; serve stop waited without end, SIGTERM or not: an
 	// outsider's findings.)
-	for _, args := range [][]string{{"sessions"}, {"serve", "stop"}} {
+	for _, args := range [][]string{{"sessions"}, {"serve", "stop"}, {"run", "--attach"}} {
 		start := time.Now()
 		cmd, _ := offstage(t, []string{"XDG_STATE_HOME=" + state}, args...)
 		errs := new(syncBuffer)
@@ -1274,5 +1274,9 @@ func TestAStoppedSupervisorIsNotWaitedOn(t *testing.T) {
 		if pid := strconv.Itoa(sv.cmd.Process.Pid); code != 2 || !strings.Contains(errs.String(), "it is stopped (pid "+pid) || !strings.Contains(errs.String(), "kill -CONT "+pid) {
 			t.Errorf("offstage %s with the supervisor stopped: exit %d after %s\n%s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), errs.String())
 		}
+	}
+	start = time.Now()
+	if _, errOut, code, _ := runIn(t, state, nil, "tasks"); code != 0 || time.Since(start) > 5*time.Second {
+		t.Errorf("offstage tasks with the supervisor stopped: exit %d after %s: %s", code, time.Since(start).Round(time.Millisecond), errOut)
 	}
 }

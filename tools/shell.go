@@ -395,5 +395,5 @@ func Label(command string) string { return text.OneLine(command, labelChars) }
 // unavailable", all it saw): it reached the most processes a shell may
 // have. Before, the model saw the error alone (an outsider's finding).
 func forksNote(e proc.Exit) string {
-	return fmt.Sprintf("the kernel refused %s: it had the most processes a shell may have (%d, threads included), so a fork that failed with \"Resource temporarily unavailable\" failed for that; run fewer at once", text.Plural(e.Contained.ForksRefused, "fork"), e.Contained.PidsLimit)
+	return fmt.Sprintf("the kernel refused %s: it had the most processes a shell may have (%d, threads included), so a fork that failed (\"Cannot fork\", \"Resource temporarily unavailable\") failed for that; run fewer at once", text.Plural(e.Contained.ForksRefused, "fork"), e.Contained.PidsLimit)
 }

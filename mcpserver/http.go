@@ -332,21 +332,30 @@ func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 
 // checkMessage answers, as stdio's guard does, a POST's body the SDK
 // would take wrongly, and reports whether it left the body to go on
-// (ok), with its first JSON value's members (nil for anything but an
-// object): a batch (rpcline.BatchReply: MCP's current version has none,
-// and the SDK ran a batch's calls outside what makes a result count
-// once it was delivered, and outside checkPost), and a request whose id
-// is neither a string nor an integer within ±2^53 (rpcline.CheckID: the
-// SDK answered 1.5 with 1). Anything else that is not a message it
-// leaves for the SDK to refuse.
+// (ok), with its members (nil for anything but an object): a body that
+// is not one JSON value (a parse error: the SDK ran the first value and
+// dropped the rest), a batch (rpcline.BatchReply: MCP's current version
+// has none, and the SDK ran a batch's calls outside what makes a result
+// count once it was delivered, and outside checkPost), and a request
+// whose id is neither a string nor an integer within ±2^53
+// (rpcline.CheckID: the SDK answered 1.5 with 1). Anything else that is
+// not a message it leaves for the SDK to refuse.
 func checkMessage(w http.ResponseWriter, body []byte) (fields map[string]json.RawMessage, ok bool) {
 	if len(body) > mcp.DefaultMaxRequestBodyBytes {
 		return nil, true
 	}
-	if msg := bytes.TrimLeft(body, " \t\r\n"); len(msg) > 0 && msg[0] == '[' {
-		if !json.Valid(msg) {
-			return nil, true
-		}
+	msg := bytes.TrimLeft(body, " \t\r\n")
+	if len(msg) > 0 && !json.Valid(msg) {
+		// The SDK read the first JSON value of a body and ignored the
+		// rest: a batch with a byte after it ran, past the refusal below
+		// (an outsider's finding), and a second message went unanswered.
+		// Over stdio such a line is a parse error; so it is here.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(rpcline.ParseErrorReply("the body is not one JSON value; send one JSON-RPC message per POST"))
+		return nil, false
+	}
+	if len(msg) > 0 && msg[0] == '[' {
 		answer := rpcline.BatchReply(msg, "send each JSON-RPC message in a POST of its own")
 		w.Header().Set("Content-Type", "application/json")
 		if answer[0] != '[' {
@@ -355,10 +364,9 @@ func checkMessage(w http.ResponseWriter, body []byte) (fields map[string]json.Ra
 		w.Write(answer)
 		return nil, false
 	}
-	// Its members by their exact names, from its first JSON value, as
-	// the SDK reads them (a struct would take "Method" for "method";
-	// Unmarshal refuses what follows the value, which the SDK ignores).
-	if json.NewDecoder(bytes.NewReader(body)).Decode(&fields) != nil {
+	// Its members by their exact names, as the SDK reads them (a struct
+	// would take "Method" for "method").
+	if json.Unmarshal(body, &fields) != nil {
 		return nil, true
 	}
 	var method string

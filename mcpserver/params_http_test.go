@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -119,5 +121,27 @@ func TestHTTPIDsThatCannotComeBackAreRefused(t *testing.T) {
 	// A usable id is answered under itself.
 	if r := s.request("ping", `{}`); r.Error != nil {
 		t.Errorf("ping after the refusals: %+v", r.Error)
+	}
+}
+
+// TestHTTPABodyOfMoreThanOneValueIsAParseError: a body that is not one
+// JSON value is a parse error, and nothing in it runs. The SDK ran its
+// first value and dropped the rest: a batch with a byte after it ran
+// past the batch's refusal, losing a task_wait's result (an outsider's
+// finding), and a second message went unanswered.
+func TestHTTPABodyOfMoreThanOneValueIsAParseError(t *testing.T) {
+	s := taskSession(t)
+	mark := filepath.Join(t.TempDir(), "ran")
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch ` + mark + `"}}}`
+	for _, body := range []string{"[" + call + "] x", "[" + call + "][]", "[" + call + "]" + call, call + " x", `{"jsonrpc":"2.0","id":3,"method":"ping"}` + call} {
+		res := s.post(body)
+		answer, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(answer), `"code":-32700`) || !strings.Contains(string(answer), "one JSON-RPC message per POST") {
+			t.Errorf("%.60s…: status %d: %s; want 400 and a parse error", body, res.StatusCode, answer)
+		}
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("a call in a body of more than one value ran")
 	}
 }

@@ -1009,6 +1009,11 @@ func batchReply(msg []byte) []byte {
 	return BatchReply(msg, "send each JSON-RPC message on a line of its own")
 }
 
+// ParseErrorReply is the answer to a message that is not JSON: a parse
+// error (-32700) with a null id, saying what to send (how), and a
+// newline.
+func ParseErrorReply(how string) []byte { return reply(nil, -32700, "Parse error: "+how) }
+
 // BatchReply answers a batch, msg (valid JSON), none of whose members
 // runs: one error per member that needs an answer (a request with a
 // usable id, or a member that is not a message), in an array; a single

@@ -67,7 +67,25 @@ const DefaultMaxSessions = 64
 //
 // An application that authenticates requests itself uses Handler instead.
 func (s *Service) HTTPHandler(token string, allowedOrigins []string) http.Handler {
-	return tokenChecked(token, s.Handler(allowedOrigins))
+	return BoundBodies(tokenChecked(token, s.Handler(allowedOrigins)))
+}
+
+// BoundBodies bounds how long the body of a request next serves may take
+// to arrive: 30 s, past which reading it fails and its connection is
+// closed once answered (HTTP 408, where the body is offstage's to read).
+// A body that stalled held its connection for ever, whoever sent it: an
+// outsider held 300 connections with unauthenticated logins alone, a
+// descriptor each. A request without a body (a GET stream) is not
+// bounded. HTTPHandler bounds its requests; an application that serves
+// other handlers beside it, or Handler behind its own authentication,
+// wraps its whole mux.
+func BoundBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyWait))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Handler is HTTPHandler without the bearer token, for an application

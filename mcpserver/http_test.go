@@ -528,7 +528,8 @@ func TestHTTPSessionsHaveOffstagesIDs(t *testing.T) {
 }
 
 // TestHTTPAStalledBodyHoldsNothing: a POST whose body stops coming holds
-// no place for a session, and is answered 408 once bodyWait has passed.
+// no place for a session, and is answered 408 once bodyWait has passed;
+// one with a wrong token holds its connection no longer either.
 // Before, each held a place for ever: an outsider's 70 stalled POSTs
 // took all 64, and every new client got 503.
 func TestHTTPAStalledBodyHoldsNothing(t *testing.T) {
@@ -537,13 +538,13 @@ func TestHTTPAStalledBodyHoldsNothing(t *testing.T) {
 	srv := httptest.NewServer(svc.HTTPHandler("s3cret", nil))
 	defer srv.Close()
 	var stalled []net.Conn
-	for range 3 {
+	for _, token := range []string{"s3cret", "s3cret", "s3cret", "wrong"} {
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"", srv.Listener.Addr())
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"", srv.Listener.Addr(), token)
 		stalled = append(stalled, c)
 	}
 	time.Sleep(100 * time.Millisecond) // the handlers are reading the bodies
@@ -557,7 +558,15 @@ func TestHTTPAStalledBodyHoldsNothing(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 300ms") {
+		switch {
+		case i == 3: // the wrong token's: refused, and its connection closed once the body's time ran out
+			if res.StatusCode != http.StatusUnauthorized {
+				t.Errorf("stalled POST with a wrong token: status %d: %s", res.StatusCode, body)
+			}
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Error("the connection of a stalled POST with a wrong token stays open")
+			}
+		case res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive within 300ms"):
 			t.Errorf("stalled POST %d: status %d: %s", i, res.StatusCode, body)
 		}
 	}

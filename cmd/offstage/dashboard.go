@@ -18,6 +18,7 @@ import (
 	"github.com/offstage/offstage/cmd/offstage/internal/dashboard"
 	"github.com/offstage/offstage/cmd/offstage/internal/fleet"
 	"github.com/offstage/offstage/journal"
+	"github.com/offstage/offstage/mcpserver"
 )
 
 const dashboardUsage = `Usage: offstage dashboard [flags]
@@ -95,7 +96,7 @@ func dashboardCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	dash := mountDashboard(ctx, mux, store, writable, token, splitOrigins(*origins))
 	defer dash.Close()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mcpserver.BoundBodies(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleConn} // every body bounded
 	fmt.Fprintf(stderr, "offstage dashboard: serving %s on http://%s/ui/\n", describeJournal(store), ln.Addr())
 	if generated {
 		fmt.Fprintf(stderr, "offstage dashboard: log in with the token %s\n", token)
@@ -146,16 +147,25 @@ func dashboardToken() (token string, generated bool, err error) {
 	return hex.EncodeToString(b), true, nil
 }
 
-// checkToken refuses a token that begins or ends with white space (a
-// newline that $(cat file) kept, say): HTTP trims a header's value, so
-// no client's Authorization could carry it, and every request got 401
-// while offstage started as if all were well (an outsider's finding).
+// checkToken refuses a token no client's Authorization header could
+// carry, so that every request got 401 while offstage started as if all
+// were well (an outsider's finding): one that begins or ends with white
+// space (a newline that $(cat file) kept: HTTP trims a header's value),
+// or holds a control character (a line break inside).
 func checkToken(token string) error {
-	if strings.TrimSpace(token) != token {
+	switch {
+	case strings.TrimSpace(token) != token:
 		return usagef("OFFSTAGE_MCP_TOKEN begins or ends with white space (a space, a newline), which no HTTP client can send back: set it without (OFFSTAGE_MCP_TOKEN=$(openssl rand -hex 24))")
+	case strings.ContainsFunc(token, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
+		return usagef("OFFSTAGE_MCP_TOKEN holds a control character (a line break, say), which no HTTP header can carry: set it to one line of letters and digits (OFFSTAGE_MCP_TOKEN=$(openssl rand -hex 24))")
 	}
 	return nil
 }
+
+// idleConn bounds how long an HTTP connection may wait, idle, for its
+// next request: an outsider's keep-alive connections stayed open for
+// good (a stream in progress is a request, not idle).
+const idleConn = 2 * time.Minute
 
 func describeJournal(store *journal.DB) string {
 	if store.Dialect() == "postgres" {

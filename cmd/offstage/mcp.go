@@ -250,7 +250,7 @@ func serveHTTP(ctx context.Context, svc *mcpserver.Service, addr string, allowRe
 	if mount != nil {
 		mount(mux, token, allowed, ln.Addr().(*net.TCPAddr))
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mcpserver.BoundBodies(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleConn} // every body bounded, the dashboard's too
 	fmt.Fprintf(stderr, "offstage mcp: listening on http://%s/mcp\n", ln.Addr())
 	if generated {
 		fmt.Fprintf(stderr, "offstage mcp: send \"Authorization: Bearer %s\"\n", token)

@@ -94,11 +94,11 @@ func TestMCPHTTPPrintsOnlyATokenItMade(t *testing.T) {
 
 	// One no client could send back (a newline $(cat file) kept) is
 	// refused, without a word of it: every request got 401 before.
-	for _, tok := range []string{"secret-with-a-newline\n", " secret"} {
+	for _, tok := range []string{"secret-with-a-newline\n", " secret", "two-line\nsecret"} {
 		cmd, _ := offstage(t, []string{"OFFSTAGE_MCP_TOKEN=" + tok}, "mcp", "--http", "127.0.0.1:0")
 		var errs bytes.Buffer
 		cmd.Stderr = &errs
-		if code := exitOf(t, cmd.Run()); code != 2 || !strings.Contains(errs.String(), "begins or ends with white space") || strings.Contains(errs.String(), "secret") {
+		if code := exitOf(t, cmd.Run()); code != 2 || !strings.Contains(errs.String(), "OFFSTAGE_MCP_TOKEN") || !strings.Contains(errs.String(), "no HTTP") || strings.Contains(errs.String(), "secret") {
 			t.Errorf("OFFSTAGE_MCP_TOKEN=%q: exit %d: %s", tok, code, errs.String())
 		}
 	}

@@ -916,9 +916,9 @@ func pingServe(jf journalFlags) (p pong, sock string, err error) {
 		return p, sock, err
 	}
 	defer c.Close()
-	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+	if stopped := stoppedPeer(c); stopped != nil {
 		// It would not answer: not waited for (pingWait) in vain.
-		return p, sock, &serveStopped{pid}
+		return p, sock, stopped
 	}
 	c.SetDeadline(time.Now().Add(pingWait))
 	if err := newWireWriter(c).send(serveHeader{Face: "ping"}); err != nil {
@@ -949,6 +949,16 @@ func (e *pingTimeout) Unwrap() error { return e.err }
 // serveStopped is a supervisor that took the connection but is stopped:
 // it cannot answer until it is continued.
 type serveStopped struct{ pid int }
+
+// stoppedPeer returns the supervisor at the other end of c if it is
+// stopped (SIGSTOP), which every face asks before it waits on an answer;
+// nil if it runs, or the kernel does not say who it is.
+func stoppedPeer(c *net.UnixConn) *serveStopped {
+	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+		return &serveStopped{pid}
+	}
+	return nil
+}
 
 func (e *serveStopped) Error() string {
 	return fmt.Sprintf("it is stopped (pid %d: SIGSTOP, Ctrl-Z or a debugger) and answers nothing until continued: kill -CONT %d", e.pid, e.pid)
@@ -996,10 +1006,10 @@ func serveStop(ctx context.Context, jf journalFlags, stdout, stderr io.Writer) e
 		return usagef("no offstage serve answers at %s (%v)", sock, err)
 	}
 	defer c.Close()
-	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+	if stopped := stoppedPeer(c); stopped != nil {
 		// It would take the request and never answer (an outsider's stop
 		// waited ten minutes).
-		return usagef("offstage serve does not answer at %s (%v)", sock, &serveStopped{pid})
+		return usagef("offstage serve does not answer at %s (%v)", sock, stopped)
 	}
 	// SIGTERM or Ctrl-C ends the wait (a supervisor stopped while it
 	// stops would hold it for ever); the stop goes on.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/provider"
 	"github.com/offstage/offstage/task"
 )
@@ -187,7 +186,7 @@ func askLive(jf journalFlags) (liveState, bool) {
 		return liveState{}, false
 	}
 	defer c.Close()
-	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+	if stoppedPeer(c) != nil {
 		return liveState{}, false // it would not answer: not waited for 10 s
 	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))

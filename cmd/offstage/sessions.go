@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/offstage/offstage/internal/text"
-	"github.com/offstage/offstage/journal"
 )
 
 // maxListed bounds the unfinished tasks a line of offstage sessions (or
@@ -99,10 +98,10 @@ func askServe[T any](ctx context.Context, jf journalFlags, h serveHeader, wait t
 		return v, usagef("offstage serve does not answer at %s (%v)", sock, err)
 	}
 	defer c.Close()
-	if _, pid, err := peer(c); err == nil && journal.Stopped(pid) {
+	if stopped := stoppedPeer(c); stopped != nil {
 		// It would not answer: not waited for in vain (an outsider
 		// waited 10 s, then was sent to a log that said nothing).
-		return v, usagef("offstage serve does not answer at %s (%v)", sock, &serveStopped{pid})
+		return v, usagef("offstage serve does not answer at %s (%v)", sock, stopped)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()

@@ -378,6 +378,68 @@ func BenchmarkACPPromptOverheadLongSessionOSPipe(b *testing.B) {
 	linesOver(b, longSession, false, osPipe)
 }
 
+// BenchmarkACPFirstPrompt: a new session's first prompt over ACP,
+// offstage's side of it (lineCaller), timed with its own clock (as the
+// Warm variants are): session/new and session/close around it are not
+// in prompt-ns. Its yardstick is BenchmarkACPFirstPromptDirect.
+func BenchmarkACPFirstPrompt(b *testing.B) {
+	agentIn, clientOut := io.Pipe()
+	clientIn, agentOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1)}, AllowAll: true}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	call := lineCaller(b, clientOut, clientIn)
+	call("initialize", `{"protocolVersion":1}`)
+	dir, _ := json.Marshal(b.TempDir())
+	var cpu cpuClock
+	for b.Loop() {
+		var sess struct {
+			Result struct{ SessionID string }
+		}
+		if err := json.Unmarshal(call("session/new", `{"cwd":`+string(dir)+`,"mcpServers":[]}`), &sess); err != nil {
+			b.Fatal(err)
+		}
+		sid, _ := json.Marshal(sess.Result.SessionID)
+		cpu.start()
+		call("session/prompt", `{"sessionId":`+string(sid)+`,"prompt":[{"type":"text","text":"what runs?"}]}`)
+		cpu.stop()
+		call("session/close", `{"sessionId":`+string(sid)+`}`)
+	}
+	b.ReportMetric(float64(cpu.wall.Nanoseconds())/float64(b.N), "prompt-ns")
+	cpu.report(b, 1)
+	b.StopTimer()
+	clientOut.Close()
+	if err := <-served; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkACPFirstPromptDirect: a new agent.Session's first turn, the
+// yardstick of BenchmarkACPFirstPrompt.
+func BenchmarkACPFirstPromptDirect(b *testing.B) {
+	model := turnsScript(1)
+	ctx := context.Background()
+	var cpu cpuClock
+	for b.Loop() {
+		s, err := agent.New(ctx, agent.Config{Model: model})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu.start()
+		if _, err := s.Turn(ctx, "what runs?", agent.Discard); err != nil {
+			b.Fatal(err)
+		}
+		cpu.stop()
+		if err := s.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpu.wall.Nanoseconds())/float64(b.N), "prompt-ns")
+	cpu.report(b, 1)
+}
+
 // BenchmarkACPNewSession: what opening and closing a session costs over
 // ACP (session/new, the slash commands announced, session/close), with
 // no prompt; sessions are made per prompt in BenchmarkACPPromptOverhead,

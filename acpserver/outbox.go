@@ -299,6 +299,35 @@ func (s *session) writeLines(p []byte, at int, key string) {
 	}
 }
 
+// announceAfter writes resp, the response to the session/new that opened
+// the session (the request whose key is key), with the slash commands
+// after it, in one write: the client learns the session's id, then its
+// commands, and the first prompt finds them announced (handOver). Should
+// the connection have ended meanwhile, resp goes alone.
+func (s *session) announceAfter(key string, resp []byte) {
+	s.announceCommands()
+	s.announceTimer.Stop()
+	if !s.acquire(s.done, nil) { // closed at once: its last flush took the rest
+		s.srv.respondLine(key, resp)
+		return
+	}
+	o := &s.out
+	o.mu.Lock()
+	s.encodeJoinedLocked()
+	p := resp
+	if s.srv.ctx.Err() == nil { // as writeLines: no update once the connection ended
+		p = append(p, o.buf...)
+	}
+	o.buf = o.buf[:0]
+	o.since = time.Now()
+	o.mu.Unlock()
+	s.srv.respondLine(key, p)
+	o.mu.Lock()
+	o.since = time.Time{}
+	o.mu.Unlock()
+	s.drain("", nil) // what came meanwhile; it gives the token back
+}
+
 // stuck reports whether a write of the session's has been under way for
 // at least d: the client reads nothing.
 func (s *session) stuck(d time.Duration) bool {

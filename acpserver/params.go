@@ -61,11 +61,8 @@ func checkParams(method string, params json.RawMessage) error {
 		err = decodeAs[acp.InitializeRequest](params)
 	case acp.AgentMethodAuthenticate:
 		err = decodeAs[acp.AuthenticateRequest](params)
-	case acp.AgentMethodSessionNew:
-		err = decodeAs[acp.NewSessionRequest](params)
-		if err == nil {
-			err = checkMcpServers(params)
-		}
+	case acp.AgentMethodSessionNew: // taken by srv.take; here for completeness
+		_, err = newSessionParams(params)
 	case acp.AgentMethodSessionLoad:
 		err = decodeAs[acp.LoadSessionRequest](params)
 		if err == nil {
@@ -77,8 +74,8 @@ func checkParams(method string, params json.RawMessage) error {
 		_, err = promptParams(params)
 	case acp.AgentMethodSessionCancel:
 		err = cmp.Or(decodeAs[acp.CancelNotification](params), needSessionID(params))
-	case acp.AgentMethodSessionClose:
-		err = cmp.Or(decodeAs[acp.CloseSessionRequest](params), needSessionID(params))
+	case acp.AgentMethodSessionClose: // taken by srv.take; here for completeness
+		_, err = closeSessionParams(params)
 	}
 	if err == nil {
 		return nil
@@ -106,16 +103,45 @@ func servedMethods() string {
 // decodeAs decodes params as the SDK does (its type's decoding, then its
 // Validate) and says in words what does not fit.
 func decodeAs[T any](params json.RawMessage) error {
+	_, err := decoded[T](params)
+	return err
+}
+
+// decoded is decodeAs, and what it decoded.
+func decoded[T any](params json.RawMessage) (T, error) {
 	var v T
 	if err := json.Unmarshal(params, &v); err != nil {
-		return describeDecodeError(err)
+		return v, describeDecodeError(err)
 	}
 	if val, ok := any(&v).(interface{ Validate() error }); ok {
 		if err := val.Validate(); err != nil {
-			return err // "cwd is required": already words
+			return v, err // "cwd is required": already words
 		}
 	}
-	return nil
+	return v, nil
+}
+
+// closeSessionParams decodes session/close's params as the SDK does, and
+// refuses them without a sessionId.
+func closeSessionParams(params json.RawMessage) (acp.CloseSessionRequest, error) {
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	p, err := decoded[acp.CloseSessionRequest](params)
+	return p, cmp.Or(err, needSessionID(params))
+}
+
+// newSessionParams decodes session/new's params as the SDK does, and
+// checks its MCP servers.
+func newSessionParams(params json.RawMessage) (acp.NewSessionRequest, error) {
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	p, err := decoded[acp.NewSessionRequest](params)
+	if err == nil {
+		err = checkMcpServers(params)
+	}
+	return p, err
 }
 
 // describeDecodeError turns Go's decoding error into what a client can

@@ -26,16 +26,31 @@ import (
 // the connection cancels them all; the response is written as the SDK
 // writes one (handleInbound).
 
-// take is the line guard's Options.Take: it takes session/prompt.
+// take is the line guard's Options.Take: it takes session/prompt, and
+// session/new and session/close (answerNewSession, answerCloseSession),
+// which it decodes as checkParams and the SDK did.
 func (srv *server) take(r rpcline.Request) (start func(), ok bool, err error) {
-	if r.Method != acp.AgentMethodSessionPrompt {
-		return nil, false, nil
+	switch r.Method {
+	case acp.AgentMethodSessionPrompt:
+		p, err := decodePrompt(r.Params)
+		if err != nil {
+			return nil, true, err
+		}
+		return func() { srv.startPrompt(r.ID, r.Key, p) }, true, nil
+	case acp.AgentMethodSessionNew:
+		p, err := newSessionParams(r.Params)
+		if err != nil {
+			return nil, true, paramsError(r.Method, err)
+		}
+		return func() { go srv.answerNewSession(r.ID, r.Key, p) }, true, nil
+	case acp.AgentMethodSessionClose:
+		p, err := closeSessionParams(r.Params)
+		if err != nil {
+			return nil, true, paramsError(r.Method, err)
+		}
+		return func() { go srv.answerCloseSession(r.ID, r.Key, p) }, true, nil
 	}
-	p, err := decodePrompt(r.Params)
-	if err != nil {
-		return nil, true, err
-	}
-	return func() { srv.startPrompt(r.ID, r.Key, p) }, true, nil
+	return nil, false, nil
 }
 
 // decodePrompt decodes session/prompt's params as the SDK does, and
@@ -365,6 +380,15 @@ func plainInteger(n []byte) bool {
 // respond writes the response to request id (appendResponse).
 func (srv *server) respond(id json.RawMessage, result any, err error) {
 	if _, err := srv.out.Write(appendResponse(nil, id, result, err)); err != nil {
+		srv.cfg.Logger.Debug("a response was not sent", "err", err)
+	}
+}
+
+// respondLine writes p, the response to the request the guard handed
+// over whose key (rpcline's Request.Key) is key, and perhaps the lines
+// that must follow it.
+func (srv *server) respondLine(key string, p []byte) {
+	if _, err := srv.out.WriteAnswer(p, 0, key); err != nil {
 		srv.cfg.Logger.Debug("a response was not sent", "err", err)
 	}
 }

@@ -195,25 +195,61 @@ func (srv *server) Authenticate(ctx context.Context, p acp.AuthenticateRequest) 
 }
 
 func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	if err := srv.noModel(); err != nil {
+	s, err := srv.openSession(p)
+	if err != nil {
 		return acp.NewSessionResponse{}, err
+	}
+	return acp.NewSessionResponse{SessionId: s.id}, nil
+}
+
+// openSession starts the session session/new asks for.
+func (srv *server) openSession(p acp.NewSessionRequest) (*session, error) {
+	if err := srv.noModel(); err != nil {
+		return nil, err
 	}
 	if err := checkCwd(p.Cwd); err != nil {
-		return acp.NewSessionResponse{}, err
+		return nil, err
 	}
 	if srv.full() { // cheap early refusal; the insert below decides
-		return acp.NewSessionResponse{}, srv.fullError()
+		return nil, srv.fullError()
 	}
 	id := srv.newID()
 	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false, p.McpServers)
 	if err != nil {
-		return acp.NewSessionResponse{}, internal("%s", err.Error())
+		return nil, internal("%s", err.Error())
 	}
 	if err := srv.add(id, s); err != nil {
-		return acp.NewSessionResponse{}, err
+		return nil, err
 	}
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
-	return acp.NewSessionResponse{SessionId: id}, nil
+	return s, nil
+}
+
+// answerNewSession answers a session/new the line guard handed over
+// (take), on a goroutine of its own as the SDK did (the editor's MCP
+// servers may take Config.MCPTimeout to start), its stack grown first
+// (growStack): the response, and the
+// slash commands after it in the same write (session.announceAfter).
+// A timer announced them 100 ms after the response before, so the
+// prompt an editor sends at once went the long way (session.prompt, which
+// announces first): a new session's first prompt cost twice its second.
+func (srv *server) answerNewSession(id json.RawMessage, key string, p acp.NewSessionRequest) {
+	growStack(0)
+	s, err := srv.openSession(p)
+	if err != nil {
+		srv.respondLine(key, appendResponse(nil, id, nil, err))
+		return
+	}
+	s.announceAfter(key, appendResponse(nil, id, acp.NewSessionResponse{SessionId: s.id}, nil))
+}
+
+// answerCloseSession answers a session/close the line guard handed over
+// (take), on a goroutine of its own as the SDK did (closing reaps the
+// session's processes), its stack grown first (growStack).
+func (srv *server) answerCloseSession(id json.RawMessage, key string, p acp.CloseSessionRequest) {
+	growStack(0)
+	resp, err := srv.CloseSession(srv.reqCtx, p)
+	srv.respondLine(key, appendResponse(nil, id, resp, err))
 }
 
 // noModel is the error of a session asked for while the agent has no

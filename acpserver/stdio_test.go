@@ -194,6 +194,9 @@ func FuzzStdio(f *testing.F) {
 	f.Add([]byte("not json\n{}\n\"x\"\n"))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"method":"session/close","params":{"sessionId":"x"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":5,"method":"session/close"}` + "\n" + `{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":null}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":8,"method":"session/new","params":{"cwd":5,"mcpServers":{}}}` + "\n" + `{"jsonrpc":"2.0","id":9,"method":"session/new"}`))
 	p := startACP(f)
 	f.Fuzz(func(t *testing.T, input []byte) {
 		p.Send(t, input)
@@ -321,7 +324,7 @@ func TestStoppingWhileTheClientReadsNothing(t *testing.T) {
 func TestStoppingWhileTheClientReadsNothingAfterAPrompt(t *testing.T) {
 	s := startStalledServe(t, `{"turns": [{"text": "ready"}, {"text": "`+strings.Repeat("word ", 5000)+`"}]}`)
 	prompt := `{"sessionId":"` + s.sessionID + `","prompt":[{"type":"text","text":"talk"}]}`
-	s.call(3, "session/prompt", prompt) // the first prompt announces the commands; the next is handed over
+	s.call(3, "session/prompt", prompt)
 	close(s.out.stalled)
 	s.send(4, "session/prompt", prompt)
 	time.Sleep(time.Second) // the turn streams 5,000 words to a client that reads none
@@ -366,9 +369,11 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
 		t.Fatalf("session/new = %s", reply)
 	}
-	// The first prompt is answered on a goroutine of its own (it announces
-	// the commands first); the second, to an idle session, is handed over
-	// to its turn, and answered by the session's sender.
+	// Each prompt, to an idle session, is handed over to its turn and
+	// answered by the turn's goroutine (prompt.go); the first came the
+	// long way, on a goroutine of its own, while the commands were not
+	// announced at once (TestANewSessionsCommandsFollowItsResponse). A
+	// prompt that waits is given up on in TestASecondPromptWaitsForTheFirstToEnd.
 	for _, id := range []string{"7", "8"} {
 		prompt := `{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + r.Result.SessionID + `","prompt":[{"type":"text","text":"run it"}]}}`
 		cancelled := make(chan error, 1)
@@ -393,5 +398,77 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 				t.Fatalf("the command of prompt %s is still running: %v", id, proctest.Marked(marker))
 			}
 		}
+	}
+}
+
+// TestANewSessionsCommandsFollowItsResponse: session/new's response and
+// the session's slash commands go out in one write, the response first,
+// so the prompt an editor sends at once finds them announced and is
+// handed straight to the turn (a timer announced them 100 ms later, and
+// that first prompt cost twice the next). On io.Pipe a read never spans
+// two writes: both lines in one read were one write.
+func TestANewSessionsCommandsFollowItsResponse(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"text": "hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
+		outW.Close()
+	}()
+	defer func() {
+		inW.Close()
+		io.Copy(io.Discard, outR)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	}()
+	reads := make(chan []byte)
+	go func() {
+		defer close(reads)
+		for {
+			b := make([]byte, 1<<20)
+			n, err := outR.Read(b)
+			if n > 0 {
+				reads <- b[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	await := func(id string) []byte {
+		t.Helper()
+		timeout := time.After(rpclinetest.Timeout)
+		for {
+			select {
+			case b, ok := <-reads:
+				if !ok {
+					t.Fatalf("the output ended before the response to %s", id)
+				}
+				if bytes.HasPrefix(b, []byte(`{"jsonrpc":"2.0","id":`+id+`,`)) {
+					return b
+				}
+			case <-timeout:
+				t.Fatalf("no response to %s", id)
+			}
+		}
+	}
+	write := func(line string) {
+		t.Helper()
+		if _, err := inW.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	await("1")
+	write(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + t.TempDir() + `","mcpServers":[]}}`)
+	got := await("2")
+	lines := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], `"sessionId"`) || !strings.Contains(lines[1], `"sessionUpdate":"available_commands_update"`) {
+		t.Errorf("the write with session/new's response = %q, want the response, then the available commands", got)
 	}
 }

@@ -218,7 +218,9 @@ func (l *Writer) WriteEnding(p []byte, at int) (int, error) { return l.writeEndi
 
 // WriteAnswer is WriteEnding for the response p[at:] to the request
 // whose Request.Key (Options.Take's) is key: the response is not read
-// for its id.
+// for its id. Lines that must follow the response may follow it in
+// p[at:] (the first updates of the session it opened): they are dropped
+// with it when its request was abandoned.
 func (l *Writer) WriteAnswer(p []byte, at int, key string) (int, error) {
 	return l.writeAnswer(p, at, key)
 }

@@ -42,13 +42,13 @@ func (srv *server) take(r rpcline.Request) (start func(), ok bool, err error) {
 		if err != nil {
 			return nil, true, paramsError(r.Method, err)
 		}
-		return func() { go srv.answerNewSession(r.ID, r.Key, p) }, true, nil
+		return func() { srv.goAnswer(r.ID, r.Key, func() { srv.answerNewSession(r.ID, r.Key, p) }) }, true, nil
 	case acp.AgentMethodSessionClose:
 		p, err := closeSessionParams(r.Params)
 		if err != nil {
 			return nil, true, paramsError(r.Method, err)
 		}
-		return func() { go srv.answerCloseSession(r.ID, r.Key, p) }, true, nil
+		return func() { srv.goAnswer(r.ID, r.Key, func() { srv.answerCloseSession(r.ID, r.Key, p) }) }, true, nil
 	}
 	return nil, false, nil
 }

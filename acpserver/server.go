@@ -136,7 +136,10 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// As the SDK cancels its requests' contexts; a turn they cancel
 	// records why (connectionGone).
 	endRequests(task.Ended(task.BySession, "acp: "+why))
-	return srv.closeAll(why)
+	err := srv.closeAll(why)
+	cancel() // a session/new still starting the editor's MCP servers stops
+	srv.waitAnswering()
+	return err
 }
 
 // server is one connection's agent: the sessions the client made.
@@ -150,6 +153,11 @@ type server struct {
 	// connection's. Its cause is a *task.EndError saying the client went
 	// away (connectionGone).
 	reqCtx context.Context
+
+	// answering counts the requests answered on goroutines of their own
+	// (take: session/new, session/close), which Serve waits for; none
+	// starts once closed is set.
+	answering sync.WaitGroup
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*session // guarded by mu
@@ -223,6 +231,41 @@ func (srv *server) openSession(p acp.NewSessionRequest) (*session, error) {
 	}
 	srv.cfg.Logger.Info("session started", "session", id, "cwd", p.Cwd, "mcp_servers", len(p.McpServers))
 	return s, nil
+}
+
+// goAnswer answers request id (whose key is key) by answer, on a
+// goroutine of its own that Serve waits for; once the connection is
+// closing, it says so instead.
+func (srv *server) goAnswer(id json.RawMessage, key string, answer func()) {
+	srv.mu.Lock()
+	closed := srv.closed
+	if !closed {
+		srv.answering.Go(answer)
+	}
+	srv.mu.Unlock()
+	if closed {
+		srv.respondLine(key, appendResponse(nil, id, nil, internal("%s", "the agent is shutting down")))
+	}
+}
+
+// waitAnswering waits for the requests answered on goroutines of their
+// own (goAnswer): a session/new under way when the connection ended
+// closes the session it made and what it started. It waits up to
+// sendGrace: past it, one is stuck writing its answer to a client that
+// reads nothing, and ends with that write.
+func (srv *server) waitAnswering() {
+	done := make(chan struct{})
+	go func() {
+		srv.answering.Wait()
+		close(done)
+	}()
+	wait := time.NewTimer(sendGrace)
+	defer wait.Stop()
+	select {
+	case <-done:
+	case <-wait.C:
+		srv.cfg.Logger.Warn("a request's answer is stuck on a client that is not reading; returning without it")
+	}
 }
 
 // answerNewSession answers a session/new the line guard handed over

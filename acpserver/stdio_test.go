@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -471,4 +472,75 @@ func TestANewSessionsCommandsFollowItsResponse(t *testing.T) {
 	if len(lines) < 2 || !strings.Contains(lines[0], `"sessionId"`) || !strings.Contains(lines[1], `"sessionUpdate":"available_commands_update"`) {
 		t.Errorf("the write with session/new's response = %q, want the response, then the available commands", got)
 	}
+}
+
+// TestTheEndOfInputEndsASessionNewUnderWay: a session/new still starting
+// an editor's MCP server (one that never answers) when the client's input
+// ends is over by the time Serve returns: its server's processes are
+// reaped, not left to a goroutine that outlives Serve.
+func TestTheEndOfInputEndsASessionNewUnderWay(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"text": "hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("ACPSERVER_NEW_UNDER_WAY=%d-%d", os.Getpid(), time.Now().UnixNano())
+	name, value, _ := strings.Cut(marker, "=")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go io.Copy(io.Discard, outR)
+	var logged syncBuffer
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, inR, outW)
+		outW.Close()
+	}()
+	lines := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + t.TempDir() + `","mcpServers":[{"name":"silent","command":"/bin/sh","args":["-c","sleep 1000 & sleep 1000"],"env":[{"name":"` + name + `","value":"` + value + `"}]}]}}` + "\n"
+	if _, err := inW.Write([]byte(lines)); err != nil {
+		t.Fatal(err)
+	}
+	var started []int
+	for deadline := time.Now().Add(rpclinetest.Timeout); len(started) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the MCP server did not start")
+		}
+		started = proctest.Marked(marker)
+	}
+	inW.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	case <-time.After(2 * acpserver.DrainGrace):
+		t.Fatalf("Serve did not return within %s of the end of its input", 2*acpserver.DrainGrace)
+	}
+	// The session/new was over when Serve returned: it had said its MCP
+	// server did not start (it said so after, from a goroutine that
+	// outlived Serve, before the fix).
+	if got := logged.String(); !strings.Contains(got, `msg="MCP server not started" server=silent`) {
+		t.Errorf("when Serve returned, the session/new under way had not ended; the log:\n%s", got)
+	}
+	if left := proctest.Marked(marker); len(left) > 0 {
+		t.Errorf("processes of the MCP server a session/new was starting alive after Serve returned: %v", left)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger that writes from several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -187,7 +187,7 @@ func Open(ctx context.Context, cfg Config, sf Surface) (*Session, error) {
 		}
 		id = rec.ID()
 	}
-	s, err := New(ctx, cfg)
+	s, err := build(ctx, cfg)
 	if err != nil {
 		if rec != nil {
 			rec.End()
@@ -204,6 +204,7 @@ func Open(ctx context.Context, cfg Config, sf Surface) (*Session, error) {
 		// loses them from the conversation; the journal still has them).
 		rec.Delivered(r.Delivered...)
 	}
+	s.watchLife(ctx)
 	return s, nil
 }
 

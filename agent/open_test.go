@@ -180,6 +180,35 @@ func (endingRecord) ID() string          { return "s" }
 func (endingRecord) Delivered(...string) {}
 func (r endingRecord) End()              { close(r.j.ended) }
 
+// TestOpenWithAContextAlreadyEnded: a session opened with a ctx that has
+// ended already closes at once, its record ended, and under -race nothing
+// of it is read by that Close while Open still sets it (the Close that
+// ctx's end runs read the session's record and its stop before Open had
+// set them: acpserver met it when a session/new raced the end of its
+// connection).
+func TestOpenWithAContextAlreadyEnded(t *testing.T) {
+	for range 20 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		j := &ending{ended: make(chan struct{})}
+		s, err := agent.Open(ctx, agent.Config{Model: modelFunc(func(provider.Request) provider.Response { return text("done") }), Tools: tools.Config{Process: proc.Config{Dir: t.TempDir()}}}, agent.Surface{Journal: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-j.ended:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the session's record did not end: a session opened with an ended ctx was not closed")
+		}
+		if _, err := s.Turn(context.Background(), "hello", agent.Discard); !errors.Is(err, agent.ErrClosed) {
+			t.Errorf("Turn on a session opened with an ended ctx = %v, want ErrClosed", err)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	}
+}
+
 // TestOpenContextEndedClosesTheSession pins the half-alive session of the
 // embedder's trial: once the ctx given to Open ends, the session closes
 // (its tasks reaped, its record ended) and a turn fails with ErrClosed

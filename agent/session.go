@@ -337,7 +337,8 @@ type Session struct {
 	record   Record          // set by Open when recorded; ended by Close
 	closed   chan struct{}   // closed by Close: Run returns
 	life     context.Context // New's ctx: the session's lifetime
-	stopLife func() bool     // stops the Close that life's end runs
+	lifeMu   sync.Mutex
+	stopLife func() bool // guarded by lifeMu: stops the Close that life's end runs; nil until watchLife has it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -376,6 +377,17 @@ var ErrNoModel = errors.New("agent: this session has no model (Config.Model is n
 // when it ends, the session closes as by Close, and its turns fail with
 // ErrClosed.
 func New(ctx context.Context, cfg Config) (*Session, error) {
+	s, err := build(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.watchLife(ctx)
+	return s, nil
+}
+
+// build is New without the watch on ctx: Open sets what is its own
+// before that watch, which may close the session at once.
+func build(ctx context.Context, cfg Config) (*Session, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -406,8 +418,17 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s.top.hist.onAppend = cfg.OnMessage
 	s.life = ctx
-	s.stopLife = context.AfterFunc(ctx, func() { s.Close(context.Background()) })
 	return s, nil
+}
+
+// watchLife closes the session when ctx, its lifetime, ends: at once, on
+// a goroutine of its own, when it has ended already. It is the last
+// thing New and Open do: that Close reads what they set.
+func (s *Session) watchLife(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() { s.Close(context.Background()) })
+	s.lifeMu.Lock()
+	s.stopLife = stop
+	s.lifeMu.Unlock()
 }
 
 // toolSets makes the top level's tool set and the sub-agents'.
@@ -901,7 +922,11 @@ func (s *Session) CloseCause(ctx context.Context, cause error) error {
 	}
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
-		s.stopLife()
+		s.lifeMu.Lock()
+		if s.stopLife != nil { // nil: life's end runs this Close, before watchLife could keep its stop
+			s.stopLife()
+		}
+		s.lifeMu.Unlock()
 		close(s.closed)
 		s.cancelTurnCause(fmt.Errorf("%w: %w", ErrTurnCanceled, cause))
 		ctx, cancel := context.WithTimeout(ctx, closeTimeout)

@@ -94,6 +94,9 @@ type BudgetError struct {
 	// time since the budget's start.
 	Used    task.Usage
 	Elapsed time.Duration
+	// Agent, for a sub-agent's budget reached by a sub-agent below it,
+	// is the task id of the sub-agent whose budget it is ("agent:1").
+	Agent string
 }
 
 // Error says which budget, its figure and the calls made: "token budget
@@ -110,7 +113,10 @@ func (e *BudgetError) Error() string {
 		limit = strconv.FormatInt(e.Limit, 10)
 	}
 	prefix := ""
-	if e.Scope != ScopeAgent && e.Scope != "" {
+	switch {
+	case e.Agent != "":
+		prefix = e.Agent + "'s "
+	case e.Scope != ScopeAgent && e.Scope != "":
 		prefix = e.Scope + " "
 	}
 	return fmt.Sprintf("%s%s budget of %s reached after %s", prefix, e.Budget, limit, plural(e.Used.ModelCalls, "call"))
@@ -157,8 +163,37 @@ func ParseTokens(s string) (int64, error) {
 		mult, t = 1e6, t[:len(t)-1]
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || v*mult > math.MaxInt64/2 {
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), math.IsNaN(v), math.IsInf(v, 0) && !errors.Is(err, strconv.ErrRange):
 		return 0, fmt.Errorf("%q is not a token count: write 200000, 200k or 1.5M", s)
+	case v < 0:
+		return 0, fmt.Errorf("%q is negative: a token budget is 0 (none) or more", s)
+	case v*mult > maxTokens:
+		return 0, fmt.Errorf("%q is more tokens than a budget may be (at most %s)", s, FormatTokens(maxTokens))
+	case math.Round(v*mult) == 0 && strings.ContainsAny(t, "123456789"):
+		// A bound the user wrote must not become no bound.
+		return 0, fmt.Errorf("%q is less than one token: a token budget is a whole count (0 is none)", s)
 	}
 	return int64(math.Round(v * mult)), nil
+}
+
+// maxTokens bounds a token budget: far past any spend, far from overflow
+// when usage is added to it.
+const maxTokens = 1e15
+
+// MaxBudgetSeconds is the largest time budget in seconds that a
+// time.Duration holds (about 292 years): budget_seconds past it would
+// wrap around to a budget that is negative (none) or tiny.
+const MaxBudgetSeconds = int64(math.MaxInt64 / time.Second)
+
+// BudgetSeconds is n seconds as a time budget, or an error naming key
+// (budget_seconds) when n is negative or past MaxBudgetSeconds.
+func BudgetSeconds(key string, n int64) (time.Duration, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("%s must not be negative (0 or absent is no bound)", key)
+	case n > MaxBudgetSeconds:
+		return 0, fmt.Errorf("%s is at most %d (about 292 years); %d is past it", key, MaxBudgetSeconds, n)
+	}
+	return time.Duration(n) * time.Second, nil
 }

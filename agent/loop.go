@@ -34,6 +34,18 @@ type loop struct {
 	handle  *task.Handle // sub-agents: progress and trace; nil at the top level
 	budget  Budget       // a sub-agent's own (see overBudget)
 	start   time.Time    // when a sub-agent began: its time budget's start
+	parent  *loop        // a sub-agent's spawner, when that is a sub-agent: its budget binds this one too
+}
+
+// loopKey is the context key of the sub-agent loop whose turn a context
+// runs (spawn reads it: the spawner).
+type loopKey struct{}
+
+// spawner returns the sub-agent loop whose tool call ctx is, or nil (the
+// top level).
+func spawner(ctx context.Context) *loop {
+	l, _ := ctx.Value(loopKey{}).(*loop)
+	return l
 }
 
 // ErrIterationCap is returned (wrapped) when a turn reached the iteration

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -226,14 +225,17 @@ func ParseProfile(path string, data []byte) (Profile, []ProfileProblem, error) {
 	if fm.MaxIterations < 0 {
 		return Profile{}, notes, skip(2, "max_iterations must not be negative")
 	}
-	budget := Budget{Calls: fm.BudgetCalls, Time: time.Duration(fm.BudgetSeconds) * time.Second}
+	budget := Budget{Calls: fm.BudgetCalls}
+	if budget.Time, err = BudgetSeconds("budget_seconds", fm.BudgetSeconds); err != nil {
+		return Profile{}, notes, skip(2, "%v", err)
+	}
+	if fm.BudgetCalls < 0 {
+		return Profile{}, notes, skip(2, "budget_calls must not be negative (0 or absent is no bound)")
+	}
 	if fm.BudgetTokens != "" {
 		if budget.Tokens, err = ParseTokens(fm.BudgetTokens); err != nil {
 			return Profile{}, notes, skip(2, "budget_tokens: %v", err)
 		}
-	}
-	if budget.Validate() != nil {
-		return Profile{}, notes, skip(2, "budget_calls and budget_seconds must not be negative")
 	}
 	tools, toolNotes, err := profileTools(path, fm.Tools)
 	notes = append(notes, toolNotes...)

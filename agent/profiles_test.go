@@ -99,6 +99,12 @@ func TestProfileMistakesNameTheirKeyAndLine(t *testing.T) {
 		{"a misspelt key", "name: x\ndescription: d\nmodle: gpt-4.1\nmax_iteration: 3\nflavour: mild\n", false,
 			[]string{`p.md:4: unknown key "modle" is ignored; did you mean model?`, `p.md:5: unknown key "max_iteration" is ignored; did you mean max_iterations?`, `p.md:6: unknown key "flavour" is ignored` + "\n"}},
 		{"Claude Code's keys", "name: x\ndescription: d\ncolor: blue\npermissionMode: plan\n", false, nil},
+		// Budgets that would have been none, or wrapped to a fraction of a
+		// second (an outsider's finding), each named for its key.
+		{"NaN tokens", "name: x\ndescription: d\nbudget_tokens: NaN\n", true, []string{`skipped: budget_tokens: "NaN" is not a token count`}},
+		{"a fraction of a token", "name: x\ndescription: d\nbudget_tokens: 0.3\n", true, []string{`skipped: budget_tokens: "0.3" is less than one token`}},
+		{"seconds past a duration", "name: x\ndescription: d\nbudget_seconds: 18446744074\n", true, []string{"skipped: budget_seconds is at most 9223372036"}},
+		{"negative calls", "name: x\ndescription: d\nbudget_calls: -2\n", true, []string{"skipped: budget_calls must not be negative"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, notes, err := agent.ParseProfile("p.md", []byte("---\n"+tc.front+"---\nbody\n"))

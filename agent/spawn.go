@@ -91,10 +91,14 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 	case in.BudgetTokens < 0 || in.BudgetCalls < 0 || in.BudgetSeconds < 0:
 		return SpawnOutput{}, tools.Fail("budget_tokens, budget_calls and budget_seconds must not be negative; leave them out for no budget beyond the profile's.")
 	}
+	seconds, err := BudgetSeconds("budget_seconds", in.BudgetSeconds)
+	if err != nil {
+		return SpawnOutput{}, tools.Fail("%s; leave it out for no bound beyond the profile's.", err)
+	}
 	if err := tools.CheckLifetime(ctx, v, in.Lifetime); err != nil {
 		return SpawnOutput{}, err
 	}
-	budget := profile.Budget.Narrow(Budget{Tokens: in.BudgetTokens, Calls: in.BudgetCalls, Time: time.Duration(in.BudgetSeconds) * time.Second})
+	budget := profile.Budget.Narrow(Budget{Tokens: in.BudgetTokens, Calls: in.BudgetCalls, Time: seconds})
 	model := profile.Model
 	if model == nil {
 		model = s.cfg.Model
@@ -104,6 +108,7 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 		maxIter = s.cfg.MaxIterations
 	}
 	label := tools.Label(profile.Name + ": " + in.Prompt)
+	parent := spawner(ctx)
 	started := tools.TurnToStart(ctx)
 	defer started()
 	callCtx := ctx
@@ -116,7 +121,8 @@ func (s *Session) spawn(ctx context.Context, v *task.View, depth int, in spawnIn
 			system = withInstructions(system, s.cfg.ProjectInstructions)
 		}
 		sub := s.newLoop(profile.Name, system, model, h.View(), profile.Tools, depth+1, h, maxIter)
-		sub.budget, sub.start = budget, time.Now()
+		sub.budget, sub.start, sub.parent = budget, time.Now(), parent
+		ctx = context.WithValue(ctx, loopKey{}, sub) // what it spawns is bound by its budget too
 		h.AttachHistory(sub.hist)
 		if budget.Time > 0 {
 			var cancel context.CancelFunc

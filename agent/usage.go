@@ -70,7 +70,8 @@ func (l *loop) account(pu provider.Usage) {
 
 // overBudget returns the budget error that forbids l's next model call,
 // or nil: the session's, a sub-agent's own (its task's usage, with its
-// sub-agents'), an autonomous chain's.
+// sub-agents') or that of a sub-agent that spawned it (or its spawner,
+// and so on up), an autonomous chain's.
 func (l *loop) overBudget() error {
 	s := l.s
 	s.usageMu.Lock()
@@ -82,6 +83,14 @@ func (l *loop) overBudget() error {
 	if l.handle != nil {
 		if e := l.budget.reached(ScopeAgent, l.handle.Usage(), time.Since(l.start)); e != nil {
 			return e
+		}
+		// The budget of each sub-agent above it: each counts what its
+		// sub-agents spend (task.Handle.AddUsage adds it up the tree).
+		for p := l.parent; p != nil; p = p.parent {
+			if e := p.budget.reached(ScopeAgent, p.handle.Usage(), time.Since(p.start)); e != nil {
+				e.Agent = p.handle.ID()
+				return e
+			}
 		}
 	} else if s.inAuto.Load() {
 		if e := s.cfg.AutonomousBudget.reached(ScopeAutonomous, chainUsed, time.Since(chainStart)); e != nil {

@@ -173,6 +173,79 @@ func TestSubAgentBudgetsEndTheRightTask(t *testing.T) {
 	}
 }
 
+// A sub-agent's budget binds what its own sub-agents spend: a child given
+// a budget far past its spawner's (or none) stops once the spawner's is
+// reached, naming whose budget it was, and the spawner stops with it (an
+// outsider's finding: the child spent 3× its parent's cap, and ended
+// completed).
+func TestASubAgentsBudgetBindsItsSubAgents(t *testing.T) {
+	var child []string
+	for i := range 6 {
+		child = append(child, `{"text": "step `+string(rune('A'+i))+`", "tool_calls": [{"name": "task_list", "input": {}}], "usage": {"input_tokens": 100, "output_tokens": 20}}`)
+	}
+	for _, spawn := range []string{`{"profile": "child", "prompt": "dig", "budget_tokens": 50000}`, `{"profile": "child", "prompt": "dig"}`} {
+		script := `{"turns": [
+			{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "parent", "prompt": "lead"}}]},
+			{"expect": "budget of 250 reached", "text": "over"}
+		], "agents": {
+			"parent": [
+				{"tool_calls": [{"name": "spawn_agent", "input": ` + spawn + `}]},
+				{"text": "never asked"}
+			],
+			"child": [` + strings.Join(child, ",") + `]
+		}}`
+		profiles := []agent.Profile{{Name: "parent", Description: "p", Budget: agent.Budget{Tokens: 250}}, {Name: "child", Description: "c", Tools: []string{"task_list"}}}
+		s := newSession(t, script, agent.Config{Profiles: profiles})
+		if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+			t.Fatal(err)
+		}
+		kid, _ := s.Table().Info("agent:2")
+		if kid.State != task.Failed || kid.Usage.ModelCalls != 3 || !strings.Contains(kid.EndReason, "agent:1's token budget of 250 reached after 4 calls") {
+			t.Errorf("spawned with %s: agent:2 = %s after %d calls (%q), want failed after 3 by agent:1's token budget", spawn, kid.State, kid.Usage.ModelCalls, kid.EndReason)
+		}
+		lead, _ := s.Table().Info("agent:1")
+		if lead.State != task.Failed || lead.Usage.ModelCalls != 4 || !strings.Contains(lead.EndReason, "token budget of 250 reached after 4 calls") {
+			t.Errorf("agent:1 = %s after %d calls (%q), want failed after 4 (its own and its sub-agent's 3)", lead.State, lead.Usage.ModelCalls, lead.EndReason)
+		}
+	}
+}
+
+// spawn_agent's budget_seconds past what a time.Duration holds is refused:
+// it wrapped around to a budget that was none (or a fraction of a second),
+// which lifted the profile's.
+func TestBudgetSecondsPastADurationIsRefused(t *testing.T) {
+	script := `{"turns": [
+		{"tool_calls": [{"name": "spawn_agent", "input": {"profile": "worker", "prompt": "work", "budget_seconds": 9223372036854775807}}]},
+		{"expect": "budget_seconds is at most 9223372036", "text": "refused"}
+	], "agents": {"worker": [{"text": "ran"}]}}`
+	profiles := []agent.Profile{{Name: "worker", Description: "w", Budget: agent.Budget{Time: time.Second}}}
+	s := newSession(t, script, agent.Config{Profiles: profiles})
+	if _, err := s.Turn(t.Context(), "go", agent.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Table().Info("agent:1"); err == nil {
+		t.Error("a sub-agent was spawned with a budget_seconds past a time.Duration")
+	}
+}
+
+// ParseTokens refuses what is no count, and what would make a bound the
+// user wrote no bound: NaN, a fraction of a token (it rounded to 0, no
+// budget).
+func TestParseTokens(t *testing.T) {
+	for in, want := range map[string]int64{"200000": 200000, "200k": 200000, "1.5M": 1500000, "0": 0, " 12K ": 12000, "2.5": 3} {
+		if got, err := agent.ParseTokens(in); err != nil || got != want {
+			t.Errorf("ParseTokens(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for in, why := range map[string]string{"NaN": "not a token count", "nan": "not a token count", "Inf": "not a token count", "0x10": "not a token count", "": "not a token count",
+		"0.4": "less than one token", "1e-9": "less than one token", "1e-400": "less than one token", "0.0001k": "less than one token",
+		"-1": "negative", "-1e400": "negative", "1e400": "more tokens than", "9223372036854775807": "more tokens than"} {
+		if got, err := agent.ParseTokens(in); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("ParseTokens(%q) = %d, %v; want an error saying %q", in, got, err, why)
+		}
+	}
+}
+
 // The time budget: the worker thinks longer than it may.
 func TestSubAgentTimeBudget(t *testing.T) {
 	script := `{"turns": [

@@ -485,6 +485,7 @@ func (p *printer) printJSON(e agent.Event) {
 	if e.Err != nil {
 		out["error"] = e.Err.Error()
 	}
+	set("usage", e.Usage, e.Usage != nil) // a turn_end's: its top-level calls
 	if ev := e.Task; ev != nil {
 		t := map[string]any{"seq": ev.Seq, "event": ev.Type.String(), "task_id": ev.ID, "state": ev.State.String()}
 		if ev.Type == task.EventIdle { // about no task: {"event": "background_idle"}

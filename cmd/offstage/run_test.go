@@ -72,6 +72,11 @@ func TestRunOneShotAgainstAFakeOpenAIServer(t *testing.T) {
 			types[typ]++
 			if typ == "turn_end" {
 				answers = append(answers, e["text"].(string))
+				// docs/cli.md: each turn_end has the turn's usage (an
+				// outsider found none).
+				if u, _ := e["usage"].(map[string]any); u == nil || u["model_calls"] == nil || u["model_calls"].(float64) < 1 || u["input_tokens"].(float64) < 1 {
+					t.Errorf("turn_end = %s, want the turn's usage", line)
+				}
 			}
 			if typ == "turn_start" && e["autonomous"] == true {
 				types["autonomous"]++

@@ -117,7 +117,11 @@
 // turn only (stopReason cancelled): background work goes on, as over MCP
 // and in the CLI. Stop reasons: end_turn, cancelled, max_turn_requests
 // (the iteration cap), refusal and max_tokens (as the provider reports).
-// A turn that fails (the model's API is down) is a JSON-RPC error.
+// A budget reached (the session's, an autonomous chain's) ends the turn
+// with max_tokens for a token budget and max_turn_requests for a call or
+// time budget, its usage in the response, and a last message chunk
+// naming the budget. A turn that fails (the model's API is down) is a
+// JSON-RPC error.
 //
 // A prompt that is one of agent.Commands (/tasks, /inspect ID, /output
 // ID, /cancel ID, /wait ID, /help), which available_commands_update

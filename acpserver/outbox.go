@@ -3,6 +3,7 @@ package acpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -349,6 +350,9 @@ func (s *session) flush(ctx context.Context) {
 // for it (session.prompt) is told. It runs on the turn's goroutine.
 func (s *session) turnEnd(end agent.Event) {
 	s.between.Store(true)
+	if errors.Is(end.Err, agent.ErrBudget) { // its stop reason alone would not say which budget
+		s.message("\n\n⊘ " + end.Err.Error() + ".\n")
+	}
 	if !s.acquire(s.done, nil) {
 		return // the session closed: close answers a prompt handed over
 	}

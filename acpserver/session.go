@@ -378,6 +378,13 @@ func stopReason(end agent.Event) (acp.PromptResponse, error) {
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case errors.Is(err, agent.ErrIterationCap):
 		return acp.PromptResponse{StopReason: acp.StopReasonMaxTurnRequests}, nil
+	case errors.As(err, new(*agent.BudgetError)):
+		// The user's own bound, not a failure: the turn ends as ACP's
+		// limits do, with what it spent (turnEnd said which budget).
+		if e := (*agent.BudgetError)(nil); errors.As(err, &e) && e.Budget == agent.BudgetTokens {
+			return acp.PromptResponse{StopReason: acp.StopReasonMaxTokens}, nil
+		}
+		return acp.PromptResponse{StopReason: acp.StopReasonMaxTurnRequests}, nil
 	default:
 		return acp.PromptResponse{}, internal("%s", "the turn failed: "+err.Error())
 	}

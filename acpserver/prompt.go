@@ -27,8 +27,8 @@ import (
 // writes one (handleInbound).
 
 // take is the line guard's Options.Take: it takes session/prompt, and
-// session/new and session/close (answerNewSession, answerCloseSession),
-// which it decodes as checkParams and the SDK did.
+// session/new and session/close (answerNewSession, startClose), which it
+// decodes as checkParams and the SDK did.
 func (srv *server) take(r rpcline.Request) (start func(), ok bool, err error) {
 	switch r.Method {
 	case acp.AgentMethodSessionPrompt:
@@ -48,7 +48,7 @@ func (srv *server) take(r rpcline.Request) (start func(), ok bool, err error) {
 		if err != nil {
 			return nil, true, paramsError(r.Method, err)
 		}
-		return func() { srv.goAnswer(r.ID, r.Key, func() { srv.answerCloseSession(r.ID, r.Key, p) }) }, true, nil
+		return func() { srv.startClose(r.ID, r.Key, p.SessionId) }, true, nil
 	}
 	return nil, false, nil
 }

@@ -286,12 +286,42 @@ func (srv *server) answerNewSession(id json.RawMessage, key string, p acp.NewSes
 	s.announceAfter(key, appendResponse(nil, id, acp.NewSessionResponse{SessionId: s.id}, nil))
 }
 
-// answerCloseSession answers a session/close the line guard handed over
-// (take), on a goroutine of its own as the SDK did (closing reaps the
-// session's processes), its stack grown first (growStack).
-func (srv *server) answerCloseSession(id json.RawMessage, key string, p acp.CloseSessionRequest) {
+// startClose answers a session/close of session sid the line guard
+// handed over (take): the session leaves the connection at once, on the
+// reading goroutine, so that what the client sent after the close finds
+// it closed (a prompt is refused, saying so; a session/new has its
+// place), and is closed on a goroutine of its own, as the SDK did
+// (closing reaps its processes), which answers. On the SDK's goroutine
+// the close came after what followed it, at random: a prompt sent after
+// it ran in the closing session, and a session/new found no place (an
+// outsider's findings).
+func (srv *server) startClose(id json.RawMessage, key string, sid acp.SessionId) {
+	srv.mu.Lock()
+	s, ok := srv.sessions[sid]
+	if ok && !srv.closed {
+		delete(srv.sessions, sid)
+		srv.rememberLocked(sid, errClosedByClient)
+		srv.answering.Go(func() { srv.answerClose(id, key, s) })
+		srv.mu.Unlock()
+		return
+	}
+	srv.mu.Unlock()
+	_, err := srv.session(sid)
+	if err == nil { // the connection is closing, which closes it
+		err = internal("%s", "the agent is shutting down")
+	}
+	srv.respondLine(key, appendResponse(nil, id, nil, err))
+}
+
+// answerClose closes s for session/close and answers request id (whose
+// key is key), its stack grown first (growStack).
+func (srv *server) answerClose(id json.RawMessage, key string, s *session) {
 	growStack(0)
-	resp, err := srv.CloseSession(srv.reqCtx, p)
+	var resp any = acp.CloseSessionResponse{}
+	var err error
+	if cerr := s.close("session/close"); cerr != nil {
+		resp, err = nil, internal("%s", cerr.Error())
+	}
 	srv.respondLine(key, appendResponse(nil, id, resp, err))
 }
 

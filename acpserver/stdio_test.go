@@ -544,3 +544,65 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestWhatFollowsASessionCloseFindsItClosed: requests on a connection are
+// taken in the order sent. A prompt sent right after session/close of its
+// session is refused, saying the session was closed, and a session/new
+// sent right after a close at the cap of sessions has the place the close
+// freed (an outsider's findings: the close ran on a goroutine of its own,
+// so the prompt ran in the closing session, its tools too, and the
+// session/new found no place, at random).
+func TestWhatFollowsASessionCloseFindsItClosed(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": [{"tool_calls": [{"name": "task_list", "input": {}}]}, {"text": "ran"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, AllowAll: true, MaxSessions: 2, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	defer func() {
+		p.Close(t)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	}()
+	p.Call(t, "initialize", `{"protocolVersion":1}`)
+	dir := t.TempDir()
+	open := func() string {
+		t.Helper()
+		reply, _ := p.Call(t, "session/new", `{"cwd":"`+dir+`","mcpServers":[]}`)
+		var r struct {
+			Result struct {
+				SessionID string `json:"sessionId"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
+			t.Fatalf("session/new = %s", reply)
+		}
+		return r.Result.SessionID
+	}
+	held := open()
+	for i := range 20 {
+		sid := open() // the second of two: the connection is full
+		// Each pair in one write, as an editor sends them.
+		reply := p.Expect(t, `"new-`+fmt.Sprint(i)+`"`, `{"jsonrpc":"2.0","id":"close-held-`+fmt.Sprint(i)+`","method":"session/close","params":{"sessionId":"`+held+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"new-`+fmt.Sprint(i)+`","method":"session/new","params":{"cwd":"`+dir+`","mcpServers":[]}}`)
+		var r struct {
+			Result struct {
+				SessionID string `json:"sessionId"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
+			t.Fatalf("a session/new sent after a session/close at the cap = %s, want a session", reply)
+		}
+		held = r.Result.SessionID
+		reply = p.Expect(t, `"prompt-`+fmt.Sprint(i)+`"`, `{"jsonrpc":"2.0","id":"close-`+fmt.Sprint(i)+`","method":"session/close","params":{"sessionId":"`+sid+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"prompt-`+fmt.Sprint(i)+`","method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"go"}]}}`)
+		if !bytes.Contains(reply, []byte(`-32602`)) || !bytes.Contains(reply, []byte(`was closed (by session/close)`)) {
+			t.Fatalf("a prompt sent after session/close of its session = %s, want it refused, the session closed", reply)
+		}
+	}
+}

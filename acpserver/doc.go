@@ -27,9 +27,12 @@
 // answers, numbers its tasks on, and its next prompt brings the model the
 // results it never saw and the tasks a restart orphaned. The journal
 // records each session as it runs. session/resume is not offered. A
-// connection holds
-// at most Config.MaxSessions (64) sessions at once; session/new past that
-// is refused, saying to close one.
+// connection holds at most Config.MaxSessions (64) sessions at once, open
+// or being opened; a session/new or session/load past that is refused
+// (-32000), saying to close one, before it starts anything. Requests are
+// taken in the order sent: what follows a session/close finds the session
+// closed. A request sent as a notification (session/new without an id)
+// is dropped; session/cancel is the client's one notification.
 //
 // With Config.Keep (a Keeper, which offstage serve holds), sessions outlive
 // their connection: one that ends detaches its sessions (the turn in

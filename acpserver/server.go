@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,9 +119,10 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	defer endRequests(nil)
 	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*answer)}
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
-		Dropped: func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
-		Check:   srv.check,
-		Take:    srv.take})
+		Dropped:      func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
+		Check:        srv.check,
+		Notification: notification,
+		Take:         srv.take})
 	srv.out = out
 	in := gate(guarded)
 	srv.conn = acp.NewAgentSideConnection(srv, out, in)
@@ -160,6 +162,7 @@ type server struct {
 	answering sync.WaitGroup
 
 	mu       sync.Mutex
+	opening  int                        // guarded by mu: places reserved for sessions being opened (reserve)
 	sessions map[acp.SessionId]*session // guarded by mu
 	prompts  map[acp.SessionId]*answer  // guarded by mu: each session's prompt being answered (prompt.go)
 	closed   bool                       // guarded by mu
@@ -176,6 +179,14 @@ func (srv *server) check(method string, params json.RawMessage) error {
 		srv.cancelRequest(params)
 	}
 	return checkParams(method, params)
+}
+
+// notification is the line guard's Options.Notification: a client sends
+// session/cancel, the protocol's $/ messages and extensions' _ ones as
+// notifications; anything else it sends so is dropped (the SDK would run
+// a session/new, or a session/load, and answer nobody).
+func notification(method string) bool {
+	return method == acp.AgentMethodSessionCancel || strings.HasPrefix(method, "$/") || strings.HasPrefix(method, "_")
 }
 
 var _ acp.Agent = (*server)(nil)
@@ -218,12 +229,13 @@ func (srv *server) openSession(p acp.NewSessionRequest) (*session, error) {
 	if err := checkCwd(p.Cwd); err != nil {
 		return nil, err
 	}
-	if srv.full() { // cheap early refusal; the insert below decides
-		return nil, srv.fullError()
+	if err := srv.reserve(); err != nil {
+		return nil, err
 	}
 	id := srv.newID()
 	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false, p.McpServers)
 	if err != nil {
+		srv.unreserve()
 		return nil, internal("%s", err.Error())
 	}
 	if err := srv.add(id, s); err != nil {
@@ -437,9 +449,15 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if _, err := srv.session(p.SessionId); err == nil {
 		return acp.LoadSessionResponse{}, invalid("session %s is already open on this connection", quoted(p.SessionId))
 	}
-	if srv.full() {
-		return acp.LoadSessionResponse{}, srv.fullError()
+	if err := srv.reserve(); err != nil {
+		return acp.LoadSessionResponse{}, err
 	}
+	added := false // add takes the place reserve held, whatever it says
+	defer func() {
+		if !added {
+			srv.unreserve()
+		}
+	}()
 	if srv.cfg.Keep != nil {
 		s, live, err := attachSession(srv, p.SessionId)
 		switch {
@@ -451,6 +469,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 			history := s.sess.History()
 			s.replay(history)
 			s.flush(ctx)
+			added = true
 			if err := srv.add(p.SessionId, s); err != nil {
 				return acp.LoadSessionResponse{}, err
 			}
@@ -476,6 +495,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	history := s.sess.History()
 	s.replay(history)
 	s.flush(ctx)
+	added = true
 	if err := srv.add(p.SessionId, s); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
@@ -495,14 +515,15 @@ func (srv *server) SetSessionMode(ctx context.Context, p acp.SetSessionModeReque
 	return acp.SetSessionModeResponse{}, notOffered(acp.AgentMethodSessionSetMode, "offstage has no session modes")
 }
 
-// add makes s the connection's session id, unless the connection is
-// closing or full or has a session of that id: then it closes s and says
-// why.
+// add makes s the connection's session id, in the place reserve held,
+// unless the connection is closing or has a session of that id: then it
+// closes s and says why. The place is given back either way.
 func (srv *server) add(id acp.SessionId, s *session) error {
 	srv.mu.Lock()
+	srv.opening--
 	_, taken := srv.sessions[id]
-	closed, full := srv.closed, len(srv.sessions) >= srv.cfg.MaxSessions
-	if !closed && !full && !taken {
+	closed := srv.closed
+	if !closed && !taken {
 		srv.sessions[id] = s // the check and the insert are one critical section
 		delete(srv.ended, id)
 	}
@@ -511,9 +532,6 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 	case closed:
 		s.close("the agent was shutting down")
 		return internal("%s", "the agent is shutting down")
-	case full:
-		s.close("the connection held too many sessions")
-		return srv.fullError()
 	case taken: // a session/load of the same id at the same time
 		s.close("a session of that id was loaded at the same time")
 		return invalid("session %s is already open on this connection", quoted(id))
@@ -521,14 +539,42 @@ func (srv *server) add(id acp.SessionId, s *session) error {
 	return nil
 }
 
-func (srv *server) full() bool {
+// reserve holds a place for a session being opened (session/new,
+// session/load), or says why there is none: the sessions being opened
+// count toward Config.MaxSessions with those open, so that a burst of
+// session/new starts no more sessions, and no more of the editor's MCP
+// servers, than the cap (an outsider sent 150 at once: 150 servers
+// started for 64 places). add, or unreserve, gives the place back.
+func (srv *server) reserve() error {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	return len(srv.sessions) >= srv.cfg.MaxSessions
+	switch {
+	case srv.closed:
+		return internal("%s", "the agent is shutting down")
+	case len(srv.sessions)+srv.opening >= srv.cfg.MaxSessions:
+		return srv.fullError()
+	}
+	srv.opening++
+	return nil
 }
 
+// unreserve gives back a place reserve held for a session that did not
+// open.
+func (srv *server) unreserve() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.opening--
+}
+
+// fullError is the refusal of a session past Config.MaxSessions: a
+// server's limit (-32000, as JSON-RPC leaves those codes to servers), not
+// a malformed request.
 func (srv *server) fullError() *acp.RequestError {
-	return rpcError(-32600, "Invalid request", fmt.Sprintf("this connection already holds %d sessions, the most it may; close one with session/close first", srv.cfg.MaxSessions))
+	n := fmt.Sprintf("%d sessions", srv.cfg.MaxSessions)
+	if srv.cfg.MaxSessions == 1 {
+		n = "1 session"
+	}
+	return rpcError(-32000, "Too many sessions", "this connection already holds "+n+", open or opening, the most it may; close one with session/close first")
 }
 
 // session returns the session called id, or an error for the client.

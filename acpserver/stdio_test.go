@@ -1,6 +1,7 @@
 package acpserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -604,5 +606,106 @@ func TestWhatFollowsASessionCloseFindsItClosed(t *testing.T) {
 		if !bytes.Contains(reply, []byte(`-32602`)) || !bytes.Contains(reply, []byte(`was closed (by session/close)`)) {
 			t.Fatalf("a prompt sent after session/close of its session = %s, want it refused, the session closed", reply)
 		}
+	}
+}
+
+// TestABurstOfSessionNewStartsNoMoreThanTheCap: session/new requests sent
+// at once count toward MaxSessions while they open, so those past the cap
+// are refused before they start anything (an outsider's finding: 150 at
+// once started 150 MCP servers for 64 places).
+func TestABurstOfSessionNewStartsNoMoreThanTheCap(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := filepath.Join(t.TempDir(), "starts")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, MaxSessions: 2, MCPTimeout: 200 * time.Millisecond, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
+		outW.Close()
+	}()
+	replies := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"id":"n`) {
+				replies <- sc.Text()
+			}
+		}
+		io.Copy(io.Discard, outR)
+	}()
+	defer func() {
+		inW.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	}()
+	lines := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n"
+	for i := range 8 {
+		lines += `{"jsonrpc":"2.0","id":"n` + fmt.Sprint(i) + `","method":"session/new","params":{"cwd":"` + t.TempDir() + `","mcpServers":[{"name":"slow","command":"/bin/sh","args":["-c","echo started >> ` + starts + `; sleep 8"],"env":[]}]}}` + "\n"
+	}
+	if _, err := inW.Write([]byte(lines)); err != nil {
+		t.Fatal(err)
+	}
+	opened, refused := 0, 0
+	for range 8 {
+		select {
+		case r := <-replies:
+			switch {
+			case strings.Contains(r, `"sessionId"`):
+				opened++
+			case strings.Contains(r, "already holds 2 sessions"):
+				refused++
+			default:
+				t.Errorf("session/new = %s", r)
+			}
+		case <-time.After(rpclinetest.Timeout):
+			t.Fatal("not every session/new was answered")
+		}
+	}
+	b, _ := os.ReadFile(starts)
+	if n := strings.Count(string(b), "started"); opened != 2 || refused != 6 || n != 2 {
+		t.Errorf("%d sessions opened, %d refused, %d MCP servers started; want 2, 6 and 2", opened, refused, n)
+	}
+}
+
+// TestARequestSentAsANotificationIsDropped: session/new (or any request
+// but session/cancel) sent without an id is dropped, saying why in the
+// log: the SDK made a session of it that no client knew of, which held a
+// place (an outsider's finding).
+func TestARequestSentAsANotificationIsDropped(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged syncBuffer
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, MaxSessions: 1, Logger: slog.New(slog.NewTextHandler(&logged, nil)), Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	defer func() {
+		p.Close(t)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	}()
+	p.Call(t, "initialize", `{"protocolVersion":1}`)
+	dir := t.TempDir()
+	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"session/new","params":{"cwd":"`+dir+`","mcpServers":[]}}`))
+	reply, _ := p.Call(t, "session/new", `{"cwd":"`+dir+`","mcpServers":[]}`)
+	if !bytes.Contains(reply, []byte(`"sessionId"`)) {
+		t.Errorf("session/new after one sent as a notification = %s, want a session (the connection holds 1)", reply)
+	}
+	if got := logged.String(); !strings.Contains(got, "session/new came without an id") {
+		t.Errorf("the log does not say the notification was dropped:\n%s", got)
+	}
+	if n := strings.Count(logged.String(), `msg="session started"`); n != 1 {
+		t.Errorf("%d sessions started, want 1", n)
 	}
 }

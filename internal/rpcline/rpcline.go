@@ -94,6 +94,12 @@ type Options struct {
 	// the message), a notification is dropped. It is called from the
 	// reading goroutine and must not block.
 	Check func(method string, params json.RawMessage) error
+	// Notification, if set, reports whether method may come as a
+	// notification (without an id); a notification of any other method
+	// is dropped, and Dropped told why. A server's SDK would run a
+	// request's handler for it and answer nobody: an ACP session/new
+	// sent without an id made a session no client knew of.
+	Notification func(method string) bool
 	// Take, if set, is offered each request (a message with a method and
 	// an id) that is otherwise well formed, before Check: a server that
 	// answers a method itself, without its SDK's dispatch, takes it here
@@ -563,6 +569,12 @@ func (t *Reader) check(msg []byte) (out, rejection []byte) {
 			return nil, nil // never answer a response
 		}
 		return nil, reply(m.replyID, -32600, "Invalid Request: "+err.Error())
+	}
+	if m.Method != "" && m.key == "" && t.opts.Notification != nil && !t.opts.Notification(m.Method) {
+		if t.opts.Dropped != nil {
+			t.opts.Dropped(m.Method + " came without an id, as a notification: it is a request, which needs one")
+		}
+		return nil, nil
 	}
 	if m.isRequest() && t.opts.Take != nil {
 		if start, ok, err := t.opts.Take(Request{Method: m.Method, ID: m.ID, Params: m.Params, Key: m.key}); ok {

@@ -3,10 +3,12 @@ package journal_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/offstage/offstage/agent"
 	"github.com/offstage/offstage/internal/pgtest"
 	"github.com/offstage/offstage/journal"
 	"github.com/offstage/offstage/task"
@@ -127,4 +129,41 @@ func (discard) Close() error                                  { return nil }
 // SQLite competing for the CPU.
 func BenchmarkSpawnDrainRecorded(b *testing.B) {
 	benchSpawnDrain(b, discard{})
+}
+
+// BenchmarkRecordAmongManySessions: what starting a session's record
+// costs when 2,000 sessions have output logs: pruning them read every
+// session's directory and the whole session list at each start (60 ms a
+// session at 4,500, an outsider measured); it is done at most every
+// minute now.
+func BenchmarkRecordAmongManySessions(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 2000 {
+		d := filepath.Join(dir, "logs", fmt.Sprintf("20260101-%06d-aaaaaa", i))
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "shell-1.log"), []byte("x"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	store, err := journal.OpenSQLite(filepath.Join(dir, "journal.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := journal.NewRecorder(b.Context(), store, journal.RecorderOptions{LogDir: filepath.Join(dir, "logs")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	i := 0
+	for b.Loop() {
+		i++
+		var cfg agent.Config
+		r, err := rec.Record(b.Context(), agent.SessionInfo{ID: fmt.Sprintf("20270101-%06d-bbbbbb", i), Surface: "acp"}, &cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.End()
+	}
 }

@@ -84,6 +84,7 @@ type Recorder struct {
 	shells map[taskKey]*proc.Process // guarded by mu: the shells running, for peers following their output
 	addr   string                    // guarded by mu: where peers read output (SetPeerAddr)
 	bell   string                    // guarded by mu: the doorbell socket, once listening
+	pruned time.Time                 // guarded by mu: when the logs were last pruned (pruneDue)
 }
 
 var _ agent.Journal = (*Recorder)(nil)
@@ -277,7 +278,9 @@ func (r *Recorder) Record(ctx context.Context, info agent.SessionInfo, cfg *agen
 		} else {
 			cfg.Tools.LogDir = dir
 		}
-		r.pruneLogs(ctx, id)
+		if r.pruneDue() {
+			r.pruneLogs(ctx, id)
+		}
 	}
 	// A log that cannot be written (a full disk) is said once, as it
 	// happens; the task's result and task_output say it too.
@@ -688,6 +691,25 @@ func resultOf(t Task) task.Result {
 		r.Err = errors.New(t.Error)
 	}
 	return r
+}
+
+// pruneEvery spaces the prunes of the logs: each reads every session's
+// log directory and the whole session list, which took 60 ms a session
+// with 4,500 sessions recorded (an outsider's finding: every session/new
+// of a long-time user paid it). Logs may so pass their cap by what a
+// minute's sessions write, until the next session starts.
+const pruneEvery = time.Minute
+
+// pruneDue reports whether the logs are due a prune: the first session
+// this Recorder records, then at most every pruneEvery.
+func (r *Recorder) pruneDue() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.pruned.IsZero() && time.Since(r.pruned) < pruneEvery {
+		return false
+	}
+	r.pruned = time.Now()
+	return true
 }
 
 // pruneLogs removes the oldest sessions' logs while all of them add up to

@@ -33,6 +33,8 @@
 // taken in the order sent: what follows a session/close finds the session
 // closed. A request sent as a notification (session/new without an id)
 // is dropped; session/cancel is the client's one notification.
+// $/cancel_request naming a session/new that waits on the editor's MCP
+// servers stops their start, and it is answered cancelled (-32800).
 //
 // With Config.Keep (a Keeper, which offstage serve holds), sessions outlive
 // their connection: one that ends detaches its sessions (the turn in

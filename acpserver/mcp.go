@@ -83,7 +83,7 @@ type mcpStarted struct {
 // connectMCP starts the session's MCP servers at once, each within
 // Config.MCPTimeout, and makes their tools. A server that fails is left
 // out and said in problems; the others go on.
-func (srv *server) connectMCP(ctx context.Context, specs []acp.McpServer, cwd string) mcpStarted {
+func (srv *server) connectMCP(ctx, abort context.Context, specs []acp.McpServer, cwd string) mcpStarted {
 	type outcome struct {
 		s     *mcpServer
 		tools []*mcp.Tool
@@ -95,6 +95,7 @@ func (srv *server) connectMCP(ctx context.Context, specs []acp.McpServer, cwd st
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, srv.cfg.MCPTimeout)
 			defer cancel()
+			defer context.AfterFunc(abort, cancel)() // the request was cancelled: the start stops
 			s, list, err := srv.connectOne(cctx, spec, cwd)
 			outcomes[i] = outcome{s, list, err}
 		})

@@ -42,7 +42,7 @@ func (srv *server) take(r rpcline.Request) (start func(), ok bool, err error) {
 		if err != nil {
 			return nil, true, paramsError(r.Method, err)
 		}
-		return func() { srv.goAnswer(r.ID, r.Key, func() { srv.answerNewSession(r.ID, r.Key, p) }) }, true, nil
+		return func() { srv.startNewSession(r.ID, r.Key, p) }, true, nil
 	case acp.AgentMethodSessionClose:
 		p, err := closeSessionParams(r.Params)
 		if err != nil {
@@ -301,9 +301,9 @@ func (srv *server) cancelPrompt(sid acp.SessionId) {
 	}
 }
 
-// cancelRequest is $/cancel_request for the prompts answered here (the
-// SDK, which sees it too, cancels its own requests): it cancels the
-// prompt whose id is params' requestId.
+// cancelRequest is $/cancel_request for the prompts and session/new
+// answered here (the SDK, which sees it too, cancels its own requests):
+// it cancels the one whose id is params' requestId.
 func (srv *server) cancelRequest(params json.RawMessage) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
@@ -322,9 +322,13 @@ func (srv *server) cancelRequest(params json.RawMessage) {
 			found = a
 		}
 	}
+	open := srv.opens[key]
 	srv.mu.Unlock()
 	if found != nil {
 		found.cancel()
+	}
+	if open != nil {
+		open()
 	}
 }
 

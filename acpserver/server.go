@@ -117,7 +117,7 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	// to DrainGrace) before the SDK sees the end, which cancels them.
 	reqCtx, endRequests := context.WithCancelCause(ctx)
 	defer endRequests(nil)
-	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*answer)}
+	srv := &server{cfg: cfg, ctx: ctx, reqCtx: reqCtx, sessions: make(map[acp.SessionId]*session), prompts: make(map[acp.SessionId]*answer), opens: make(map[string]func())}
 	guarded, out := rpcline.New(r, w, rpcline.Options{MaxLine: maxLine, Drain: DrainGrace,
 		Dropped:      func(why string) { cfg.Logger.Warn("dropped a message from the client", "why", why) },
 		Check:        srv.check,
@@ -165,6 +165,7 @@ type server struct {
 	opening  int                        // guarded by mu: places reserved for sessions being opened (reserve)
 	sessions map[acp.SessionId]*session // guarded by mu
 	prompts  map[acp.SessionId]*answer  // guarded by mu: each session's prompt being answered (prompt.go)
+	opens    map[string]func()          // guarded by mu: the session/new being answered, by their ids' cancelKey → what cancels it
 	closed   bool                       // guarded by mu
 	// ended says why a session this connection held was closed under it
 	// (Keeper.CloseSession: offstage sessions close), for a prompt that
@@ -214,15 +215,16 @@ func (srv *server) Authenticate(ctx context.Context, p acp.AuthenticateRequest) 
 }
 
 func (srv *server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
-	s, err := srv.openSession(p)
+	s, err := srv.openSession(ctx, p)
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
 	return acp.NewSessionResponse{SessionId: s.id}, nil
 }
 
-// openSession starts the session session/new asks for.
-func (srv *server) openSession(p acp.NewSessionRequest) (*session, error) {
+// openSession starts the session session/new asks for; the end of ctx
+// (the request cancelled) stops the start of the editor's MCP servers.
+func (srv *server) openSession(ctx context.Context, p acp.NewSessionRequest) (*session, error) {
 	if err := srv.noModel(); err != nil {
 		return nil, err
 	}
@@ -233,7 +235,7 @@ func (srv *server) openSession(p acp.NewSessionRequest) (*session, error) {
 		return nil, err
 	}
 	id := srv.newID()
-	s, err := newSession(srv, id, filepath.Clean(p.Cwd), false, p.McpServers)
+	s, err := newSession(srv, ctx, id, filepath.Clean(p.Cwd), false, p.McpServers)
 	if err != nil {
 		srv.unreserve()
 		return nil, internal("%s", err.Error())
@@ -245,23 +247,35 @@ func (srv *server) openSession(p acp.NewSessionRequest) (*session, error) {
 	return s, nil
 }
 
-// goAnswer answers request id (whose key is key) by answer, on a
-// goroutine of its own that Serve waits for; once the connection is
-// closing, it says so instead.
-func (srv *server) goAnswer(id json.RawMessage, key string, answer func()) {
+// startNewSession answers a session/new the line guard handed over
+// (take), on a goroutine of its own that Serve waits for
+// (answerNewSession); $/cancel_request naming it cancels it: the start of
+// its MCP servers stops, and it is answered cancelled (-32800), its
+// session closed. Once the connection is closing, it says so instead.
+func (srv *server) startNewSession(id json.RawMessage, key string, p acp.NewSessionRequest) {
+	ck := cancelKey(id) // never "": the guard passes string and integer ids alone
 	srv.mu.Lock()
-	closed := srv.closed
-	if !closed {
-		srv.answering.Go(answer)
-	}
-	srv.mu.Unlock()
-	if closed {
+	if srv.closed {
+		srv.mu.Unlock()
 		srv.respondLine(key, appendResponse(nil, id, nil, internal("%s", "the agent is shutting down")))
+		return
 	}
+	ctx, cancel := context.WithCancel(srv.reqCtx)
+	srv.opens[ck] = cancel
+	srv.answering.Go(func() {
+		defer func() {
+			srv.mu.Lock()
+			delete(srv.opens, ck)
+			srv.mu.Unlock()
+			cancel()
+		}()
+		srv.answerNewSession(ctx, id, key, p)
+	})
+	srv.mu.Unlock()
 }
 
 // waitAnswering waits for the requests answered on goroutines of their
-// own (goAnswer): a session/new under way when the connection ended
+// own (startNewSession, startClose): a session/new under way when the connection ended
 // closes the session it made and what it started. It waits up to
 // sendGrace: past it, one is stuck writing its answer to a client that
 // reads nothing, and ends with that write.
@@ -288,14 +302,21 @@ func (srv *server) waitAnswering() {
 // A timer announced them 100 ms after the response before, so the
 // prompt an editor sends at once went the long way (session.prompt, which
 // announces first): a new session's first prompt cost twice its second.
-func (srv *server) answerNewSession(id json.RawMessage, key string, p acp.NewSessionRequest) {
+func (srv *server) answerNewSession(ctx context.Context, id json.RawMessage, key string, p acp.NewSessionRequest) {
 	growStack(0)
-	s, err := srv.openSession(p)
-	if err != nil {
-		srv.respondLine(key, appendResponse(nil, id, nil, err))
+	s, err := srv.openSession(ctx, p)
+	switch {
+	case err == nil && ctx.Err() != nil: // cancelled while it started: the session the client gave up on goes
+		srv.mu.Lock()
+		delete(srv.sessions, s.id)
+		srv.mu.Unlock()
+		s.close("its session/new was cancelled")
+		err = context.Cause(ctx)
+	case err == nil:
+		s.announceAfter(key, appendResponse(nil, id, acp.NewSessionResponse{SessionId: s.id}, nil))
 		return
 	}
-	s.announceAfter(key, appendResponse(nil, id, acp.NewSessionResponse{SessionId: s.id}, nil))
+	srv.respondLine(key, appendResponse(nil, id, nil, err))
 }
 
 // startClose answers a session/close of session sid the line guard
@@ -482,7 +503,7 @@ func (srv *server) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if err := srv.noModel(); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	s, err := newSession(srv, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
+	s, err := newSession(srv, ctx, p.SessionId, filepath.Clean(p.Cwd), true, p.McpServers)
 	switch {
 	case errors.Is(err, agent.ErrUnknownSession):
 		// The whole id only: a start of one would load that session under

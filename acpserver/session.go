@@ -64,7 +64,7 @@ type session struct {
 	closeErr  error
 }
 
-func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
+func newSession(srv *server, abort context.Context, id acp.SessionId, cwd string, resume bool, mcpServers []acp.McpServer) (*session, error) {
 	s := blankSession(srv, id)
 	life, permit := srv.ctx, s.permit
 	var kp *kept
@@ -72,7 +72,7 @@ func newSession(srv *server, id acp.SessionId, cwd string, resume bool, mcpServe
 		kp = &kept{}
 		life, permit = k.ctx, kp.permit // the session outlives the connection, and asks whoever holds it
 	}
-	started := srv.connectMCP(life, mcpServers, cwd)
+	started := srv.connectMCP(life, abort, mcpServers, cwd)
 	s.mcp, s.problems = started.servers, started.problems
 	cfg, sf := srv.sessionConfig(cwd, permit, started.tools)
 	sf.ID, sf.Resume = string(id), resume

@@ -709,3 +709,56 @@ func TestARequestSentAsANotificationIsDropped(t *testing.T) {
 		t.Errorf("%d sessions started, want 1", n)
 	}
 }
+
+// TestCancelRequestStopsASessionNew: $/cancel_request naming a session/new
+// that waits on an editor's MCP server (one that never answers) stops it
+// at once: answered cancelled (-32800), its server reaped, no session
+// left (it waited for the MCP timeout, 30 s, under the SDK too).
+func TestCancelRequestStopsASessionNew(t *testing.T) {
+	m, err := scripted.Parse([]byte(`{"turns": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("ACPSERVER_NEW_CANCEL=%d-%d", os.Getpid(), time.Now().UnixNano())
+	name, value, _ := strings.Cut(marker, "=")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, MaxSessions: 1, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
+		outW.Close()
+	}()
+	p := rpclinetest.Start(inW, outR)
+	defer func() {
+		p.Close(t)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	}()
+	p.Call(t, "initialize", `{"protocolVersion":1}`)
+	cancelled := make(chan error, 1)
+	go func() {
+		for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cancelled <- errors.New("the MCP server did not start")
+				return
+			}
+		}
+		_, err := inW.Write([]byte(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"new-1"}}` + "\n"))
+		cancelled <- err
+	}()
+	start := time.Now()
+	reply := p.Expect(t, `"new-1"`, `{"jsonrpc":"2.0","id":"new-1","method":"session/new","params":{"cwd":"`+t.TempDir()+`","mcpServers":[{"name":"slow","command":"/bin/sh","args":["-c","sleep 1000"],"env":[{"name":"`+name+`","value":"`+value+`"}]}]}}`)
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(reply, []byte(`"code":-32800`)) || time.Since(start) > 15*time.Second {
+		t.Errorf("a cancelled session/new = %s after %s, want -32800 before the MCP timeout", reply, time.Since(start))
+	}
+	if left := proctest.Marked(marker); len(left) > 0 {
+		t.Errorf("the MCP server of a cancelled session/new is alive: %v", left)
+	}
+	if reply, _ := p.Call(t, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`); !bytes.Contains(reply, []byte(`"sessionId"`)) {
+		t.Errorf("session/new after a cancelled one = %s, want a session: the connection holds 1, and the cancelled one must not keep it", reply)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -369,12 +370,19 @@ func (srv *server) noModel() error {
 
 // checkCwd refuses a session directory that is not an absolute path to a
 // directory that exists.
+// The cwd is quoted to at most 200 characters: one of megabytes was
+// echoed whole, twice (message and data).
 func checkCwd(cwd string) error {
+	q := text.Quote(cwd, 200)
 	if !filepath.IsAbs(cwd) {
-		return invalid("cwd %q is not an absolute path; send the project's absolute directory", cwd)
+		return invalid("cwd %s is not an absolute path; send the project's absolute directory", q)
 	}
-	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return invalid("cwd %q is not a directory that exists", cwd)
+	st, err := os.Stat(cwd)
+	switch {
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return invalid("cwd %s is longer than this system takes for a path (%d bytes)", q, len(cwd))
+	case err != nil || !st.IsDir():
+		return invalid("cwd %s is not a directory that exists", q)
 	}
 	return nil
 }

@@ -762,3 +762,19 @@ func TestCancelRequestStopsASessionNew(t *testing.T) {
 		t.Errorf("session/new after a cancelled one = %s, want a session: the connection holds 1, and the cancelled one must not keep it", reply)
 	}
 }
+
+// TestACwdIsQuotedShort: a session/new's cwd that is refused is quoted to
+// a bounded length (one of 5 MB came back twice, 10 MB), and a path
+// longer than the system takes is said to be that, not missing.
+func TestACwdIsQuotedShort(t *testing.T) {
+	p := startACP(t)
+	long := "/" + strings.Repeat("a", 1<<20)
+	reply, _ := p.Call(t, "session/new", `{"cwd":"`+long+`","mcpServers":[]}`)
+	if len(reply) > 4<<10 || !bytes.Contains(reply, []byte("longer than this system takes for a path")) {
+		t.Errorf("session/new with a 1 MiB cwd = %.300s… (%d bytes), want a short refusal saying the path is too long", reply, len(reply))
+	}
+	reply, _ = p.Call(t, "session/new", `{"cwd":"`+long[1:]+`","mcpServers":[]}`)
+	if len(reply) > 4<<10 || !bytes.Contains(reply, []byte("is not an absolute path")) {
+		t.Errorf("session/new with a 1 MiB relative cwd = %.300s… (%d bytes), want a short refusal", reply, len(reply))
+	}
+}

@@ -260,6 +260,15 @@ func (l *Writer) writeAnswer(p []byte, at int, key string) (int, error) {
 		return len(p), nil
 	}
 	n, end, err := l.write(p)
+	// Told even if an abandon cleared the request while its answer was
+	// being written (it skips those): the write went out, or failed. Told
+	// before the request counts as answered, so that a drain waiting for
+	// it ends after: a relayed session's end, which takes back what no
+	// answer was told of, came before a busy writer told of the last one
+	// (a test's flake under load, 1 run in 15).
+	if r != nil && l.sent != nil {
+		l.sent(r.key, err == nil, end)
+	}
 	l.mu.Lock()
 	if r != nil && l.pending[key] == r {
 		delete(l.pending, key)
@@ -269,11 +278,6 @@ func (l *Writer) writeAnswer(p []byte, at int, key string) (int, error) {
 		}
 	}
 	l.mu.Unlock()
-	// Told even if an abandon cleared the request while its answer was
-	// being written (it skips those): the write went out, or failed.
-	if r != nil && l.sent != nil {
-		l.sent(r.key, err == nil, end)
-	}
 	return n, err
 }
 

@@ -404,6 +404,47 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 	}
 }
 
+// servePipes serves cfg over in-memory pipes, its model played from
+// script unless cfg has one, and no AGENTS.md read: the client writes to
+// in and reads out. The test's cleanup ends the input, reads what is
+// left, and fails the test if Serve did.
+func servePipes(t *testing.T, script string, cfg acpserver.Config) (in *io.PipeWriter, out *io.PipeReader) {
+	t.Helper()
+	if cfg.Agent.Model == nil {
+		m, err := scripted.Parse([]byte(script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Agent.Model = m
+	}
+	cfg.Surface.NoProjectInstructions = true
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), cfg, inR, outW)
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		io.Copy(io.Discard, outR)
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	})
+	return inW, outR
+}
+
+// servePeer is servePipes with a raw-line client (rpclinetest) on the
+// pipes; in is there to write a line beside the client's calls.
+func servePeer(t *testing.T, script string, cfg acpserver.Config) (p *rpclinetest.Peer, in *io.PipeWriter) {
+	t.Helper()
+	in, out := servePipes(t, script, cfg)
+	p = rpclinetest.Start(in, out)
+	t.Cleanup(func() { p.Close(t) })
+	return p, in
+}
+
 // TestANewSessionsCommandsFollowItsResponse: session/new's response and
 // the session's slash commands go out in one write, the response first,
 // so the prompt an editor sends at once finds them announced and is
@@ -411,24 +452,7 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 // that first prompt cost twice the next). On io.Pipe a read never spans
 // two writes: both lines in one read were one write.
 func TestANewSessionsCommandsFollowItsResponse(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": [{"text": "hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
-		outW.Close()
-	}()
-	defer func() {
-		inW.Close()
-		io.Copy(io.Discard, outR)
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
-		}
-	}()
+	inW, outR := servePipes(t, `{"turns": [{"text": "hi"}]}`, acpserver.Config{})
 	reads := make(chan []byte)
 	go func() {
 		defer close(reads)
@@ -555,24 +579,7 @@ func (s *syncBuffer) String() string {
 // so the prompt ran in the closing session, its tools too, and the
 // session/new found no place, at random).
 func TestWhatFollowsASessionCloseFindsItClosed(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": [{"tool_calls": [{"name": "task_list", "input": {}}]}, {"text": "ran"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, AllowAll: true, MaxSessions: 2, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
-		outW.Close()
-	}()
-	p := rpclinetest.Start(inW, outR)
-	defer func() {
-		p.Close(t)
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
-		}
-	}()
+	p, _ := servePeer(t, `{"turns": [{"tool_calls": [{"name": "task_list", "input": {}}]}, {"text": "ran"}]}`, acpserver.Config{AllowAll: true, MaxSessions: 2})
 	p.Call(t, "initialize", `{"protocolVersion":1}`)
 	dir := t.TempDir()
 	open := func() string {
@@ -614,18 +621,8 @@ func TestWhatFollowsASessionCloseFindsItClosed(t *testing.T) {
 // are refused before they start anything (an outsider's finding: 150 at
 // once started 150 MCP servers for 64 places).
 func TestABurstOfSessionNewStartsNoMoreThanTheCap(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": []}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	starts := filepath.Join(t.TempDir(), "starts")
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, MaxSessions: 2, MCPTimeout: 200 * time.Millisecond, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
-		outW.Close()
-	}()
+	inW, outR := servePipes(t, `{"turns": []}`, acpserver.Config{MaxSessions: 2, MCPTimeout: 200 * time.Millisecond})
 	replies := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(outR)
@@ -633,13 +630,6 @@ func TestABurstOfSessionNewStartsNoMoreThanTheCap(t *testing.T) {
 			if strings.Contains(sc.Text(), `"id":"n`) {
 				replies <- sc.Text()
 			}
-		}
-		io.Copy(io.Discard, outR)
-	}()
-	defer func() {
-		inW.Close()
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
 		}
 	}()
 	lines := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n"
@@ -676,25 +666,8 @@ func TestABurstOfSessionNewStartsNoMoreThanTheCap(t *testing.T) {
 // log: the SDK made a session of it that no client knew of, which held a
 // place (an outsider's finding).
 func TestARequestSentAsANotificationIsDropped(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": []}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logged syncBuffer
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, MaxSessions: 1, Logger: slog.New(slog.NewTextHandler(&logged, nil)), Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
-		outW.Close()
-	}()
-	p := rpclinetest.Start(inW, outR)
-	defer func() {
-		p.Close(t)
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
-		}
-	}()
+	p, _ := servePeer(t, `{"turns": []}`, acpserver.Config{MaxSessions: 1, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	p.Call(t, "initialize", `{"protocolVersion":1}`)
 	dir := t.TempDir()
 	p.Send(t, []byte(`{"jsonrpc":"2.0","method":"session/new","params":{"cwd":"`+dir+`","mcpServers":[]}}`))
@@ -715,26 +688,9 @@ func TestARequestSentAsANotificationIsDropped(t *testing.T) {
 // at once: answered cancelled (-32800), its server reaped, no session
 // left (it waited for the MCP timeout, 30 s, under the SDK too).
 func TestCancelRequestStopsASessionNew(t *testing.T) {
-	m, err := scripted.Parse([]byte(`{"turns": []}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	marker := fmt.Sprintf("ACPSERVER_NEW_CANCEL=%d-%d", os.Getpid(), time.Now().UnixNano())
 	name, value, _ := strings.Cut(marker, "=")
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: m}, MaxSessions: 1, Surface: agent.Surface{NoProjectInstructions: true}}, inR, outW)
-		outW.Close()
-	}()
-	p := rpclinetest.Start(inW, outR)
-	defer func() {
-		p.Close(t)
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
-		}
-	}()
+	p, inW := servePeer(t, `{"turns": []}`, acpserver.Config{MaxSessions: 1})
 	p.Call(t, "initialize", `{"protocolVersion":1}`)
 	cancelled := make(chan error, 1)
 	go func() {

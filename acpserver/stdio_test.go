@@ -84,15 +84,7 @@ func startACP(tb testing.TB) *acpPeer {
 	})
 	p.Call(tb, "initialize", `{"protocolVersion":1}`)
 	reply, _ := p.Call(tb, "session/new", `{"cwd":"`+dir+`","mcpServers":[]}`)
-	var r struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
-		tb.Fatalf("session/new = %s", reply)
-	}
-	p.session = r.Result.SessionID
+	p.session = sessionOf(tb, reply)
 	if reply, _ := p.Call(tb, "session/prompt", p.prompt("start")); !bytes.Contains(reply, []byte(`"stopReason":"end_turn"`)) {
 		tb.Fatalf("session/prompt = %s", reply)
 	}
@@ -364,21 +356,14 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 	}()
 	p.Call(t, "initialize", `{"protocolVersion":1}`)
 	reply, _ := p.Call(t, "session/new", `{"cwd":"`+t.TempDir()+`","mcpServers":[]}`)
-	var r struct {
-		Result struct {
-			SessionID string `json:"sessionId"`
-		} `json:"result"`
-	}
-	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
-		t.Fatalf("session/new = %s", reply)
-	}
+	sid := sessionOf(t, reply)
 	// Each prompt, to an idle session, is handed over to its turn and
 	// answered by the turn's goroutine (prompt.go); the first came the
 	// long way, on a goroutine of its own, while the commands were not
 	// announced at once (TestANewSessionsCommandsFollowItsResponse). A
 	// prompt that waits is given up on in TestASecondPromptWaitsForTheFirstToEnd.
 	for _, id := range []string{"7", "8"} {
-		prompt := `{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + r.Result.SessionID + `","prompt":[{"type":"text","text":"run it"}]}}`
+		prompt := `{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"run it"}]}}`
 		cancelled := make(chan error, 1)
 		go func() { // once the turn runs its command (a cancel that comes before the turn has started is lost, with or without the SDK)
 			for deadline := time.Now().Add(rpclinetest.Timeout); len(proctest.Marked(marker)) == 0; time.Sleep(10 * time.Millisecond) {
@@ -402,6 +387,21 @@ func TestCancelRequestStopsThePrompt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sessionOf returns the sessionId of session/new's reply, or fails tb
+// saying what the reply was.
+func sessionOf(tb testing.TB, reply []byte) string {
+	tb.Helper()
+	var r struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
+		tb.Fatalf("session/new = %s, want a session", reply)
+	}
+	return r.Result.SessionID
 }
 
 // servePipes serves cfg over in-memory pipes, its model played from
@@ -585,30 +585,14 @@ func TestWhatFollowsASessionCloseFindsItClosed(t *testing.T) {
 	open := func() string {
 		t.Helper()
 		reply, _ := p.Call(t, "session/new", `{"cwd":"`+dir+`","mcpServers":[]}`)
-		var r struct {
-			Result struct {
-				SessionID string `json:"sessionId"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
-			t.Fatalf("session/new = %s", reply)
-		}
-		return r.Result.SessionID
+		return sessionOf(t, reply)
 	}
 	held := open()
 	for i := range 20 {
 		sid := open() // the second of two: the connection is full
 		// Each pair in one write, as an editor sends them.
 		reply := p.Expect(t, `"new-`+fmt.Sprint(i)+`"`, `{"jsonrpc":"2.0","id":"close-held-`+fmt.Sprint(i)+`","method":"session/close","params":{"sessionId":"`+held+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"new-`+fmt.Sprint(i)+`","method":"session/new","params":{"cwd":"`+dir+`","mcpServers":[]}}`)
-		var r struct {
-			Result struct {
-				SessionID string `json:"sessionId"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(reply, &r) != nil || r.Result.SessionID == "" {
-			t.Fatalf("a session/new sent after a session/close at the cap = %s, want a session", reply)
-		}
-		held = r.Result.SessionID
+		held = sessionOf(t, reply) // the close before it freed its place
 		reply = p.Expect(t, `"prompt-`+fmt.Sprint(i)+`"`, `{"jsonrpc":"2.0","id":"close-`+fmt.Sprint(i)+`","method":"session/close","params":{"sessionId":"`+sid+`"}}`+"\n"+`{"jsonrpc":"2.0","id":"prompt-`+fmt.Sprint(i)+`","method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"go"}]}}`)
 		if !bytes.Contains(reply, []byte(`-32602`)) || !bytes.Contains(reply, []byte(`was closed (by session/close)`)) {
 			t.Fatalf("a prompt sent after session/close of its session = %s, want it refused, the session closed", reply)

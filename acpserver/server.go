@@ -276,8 +276,9 @@ func (srv *server) startNewSession(id json.RawMessage, key string, p acp.NewSess
 }
 
 // waitAnswering waits for the requests answered on goroutines of their
-// own (startNewSession, startClose): a session/new under way when the connection ended
-// closes the session it made and what it started. It waits up to
+// own (startNewSession, startClose): a session/new under way when the
+// connection ended closes the session it made and what it started. It
+// waits up to
 // sendGrace: past it, one is stuck writing its answer to a client that
 // reads nothing, and ends with that write.
 func (srv *server) waitAnswering() {
@@ -298,11 +299,11 @@ func (srv *server) waitAnswering() {
 // answerNewSession answers a session/new the line guard handed over
 // (take), on a goroutine of its own as the SDK did (the editor's MCP
 // servers may take Config.MCPTimeout to start), its stack grown first
-// (growStack): the response, and the
-// slash commands after it in the same write (session.announceAfter).
-// A timer announced them 100 ms after the response before, so the
-// prompt an editor sends at once went the long way (session.prompt, which
-// announces first): a new session's first prompt cost twice its second.
+// (growStack): the response, and the slash commands after it in the same
+// write (session.announceAfter). A timer announced them 100 ms after the
+// response before, so the prompt an editor sends at once went the long
+// way (session.prompt, which announces first): a new session's first
+// prompt cost twice its second.
 func (srv *server) answerNewSession(ctx context.Context, id json.RawMessage, key string, p acp.NewSessionRequest) {
 	growStack(0)
 	s, err := srv.openSession(ctx, p)
@@ -324,39 +325,23 @@ func (srv *server) answerNewSession(ctx context.Context, id json.RawMessage, key
 // handed over (take): the session leaves the connection at once, on the
 // reading goroutine, so that what the client sent after the close finds
 // it closed (a prompt is refused, saying so; a session/new has its
-// place), and is closed on a goroutine of its own, as the SDK did
-// (closing reaps its processes), which answers. On the SDK's goroutine
-// the close came after what followed it, at random: a prompt sent after
-// it ran in the closing session, and a session/new found no place (an
-// outsider's findings).
+// place), and is closed on a goroutine of its own, its stack grown first
+// (growStack), which answers; closing reaps its processes. On the SDK's
+// goroutine the close came after what followed it, at random: a prompt
+// sent after it ran in the closing session, and a session/new found no
+// place (an outsider's findings).
 func (srv *server) startClose(id json.RawMessage, key string, sid acp.SessionId) {
-	srv.mu.Lock()
-	s, ok := srv.sessions[sid]
-	if ok && !srv.closed {
-		delete(srv.sessions, sid)
-		srv.rememberLocked(sid, errClosedByClient)
-		srv.answering.Go(func() { srv.answerClose(id, key, s) })
-		srv.mu.Unlock()
+	s, err := srv.leave(sid)
+	if err != nil {
+		srv.respondLine(key, appendResponse(nil, id, nil, err))
 		return
 	}
-	srv.mu.Unlock()
-	_, err := srv.session(sid)
-	if err == nil { // the connection is closing, which closes it
-		err = internal("%s", "the agent is shutting down")
-	}
-	srv.respondLine(key, appendResponse(nil, id, nil, err))
-}
-
-// answerClose closes s for session/close and answers request id (whose
-// key is key), its stack grown first (growStack).
-func (srv *server) answerClose(id json.RawMessage, key string, s *session) {
-	growStack(0)
-	var resp any = acp.CloseSessionResponse{}
-	var err error
-	if cerr := s.close("session/close"); cerr != nil {
-		resp, err = nil, internal("%s", cerr.Error())
-	}
-	srv.respondLine(key, appendResponse(nil, id, resp, err))
+	go func() {
+		defer srv.answering.Done()
+		growStack(0)
+		resp, err := closeLeft(s)
+		srv.respondLine(key, appendResponse(nil, id, resp, err))
+	}()
 }
 
 // noModel is the error of a session asked for while the agent has no
@@ -369,9 +354,8 @@ func (srv *server) noModel() error {
 }
 
 // checkCwd refuses a session directory that is not an absolute path to a
-// directory that exists.
-// The cwd is quoted to at most 200 characters: one of megabytes was
-// echoed whole, twice (message and data).
+// directory that exists, quoting it to at most 200 characters (one of
+// megabytes was echoed whole, twice: message and data).
 func checkCwd(cwd string) error {
 	q := text.Quote(cwd, 200)
 	if !filepath.IsAbs(cwd) {
@@ -411,14 +395,38 @@ func (srv *server) Cancel(ctx context.Context, p acp.CancelNotification) error {
 }
 
 func (srv *server) CloseSession(ctx context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	s, err := srv.session(p.SessionId)
+	s, err := srv.leave(p.SessionId)
 	if err != nil {
 		return acp.CloseSessionResponse{}, err
 	}
+	defer srv.answering.Done()
+	return closeLeft(s)
+}
+
+// leave takes session sid off the connection for session/close, or says
+// why it cannot (no such session; the connection closing, which closes
+// it). The caller then closes it (closeLeft) and answers, counted in
+// answering, which Serve waits for, until it calls answering.Done.
+func (srv *server) leave(sid acp.SessionId) (*session, error) {
 	srv.mu.Lock()
-	delete(srv.sessions, p.SessionId)
-	srv.rememberLocked(p.SessionId, errClosedByClient)
+	s, ok := srv.sessions[sid]
+	if ok && !srv.closed {
+		delete(srv.sessions, sid)
+		srv.rememberLocked(sid, errClosedByClient)
+		srv.answering.Add(1) // with closed checked: never once Serve waits
+		srv.mu.Unlock()
+		return s, nil
+	}
 	srv.mu.Unlock()
+	if _, err := srv.session(sid); err != nil {
+		return nil, err
+	}
+	return nil, internal("%s", "the agent is shutting down")
+}
+
+// closeLeft closes s, which leave took, and returns session/close's
+// answer.
+func closeLeft(s *session) (acp.CloseSessionResponse, error) {
 	if err := s.close("session/close"); err != nil {
 		return acp.CloseSessionResponse{}, internal("%s", err.Error())
 	}

@@ -254,18 +254,7 @@ func osPipe(b *testing.B) (io.ReadCloser, io.WriteCloser) {
 
 // linesOver is lineSessions over pipes made by pipe.
 func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadCloser, io.WriteCloser)) {
-	agentIn, clientOut := pipe(b)
-	clientIn, agentOut := pipe(b)
-	defer agentIn.Close()
-	defer clientIn.Close()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, agentIn, agentOut)
-		agentOut.Close()
-	}()
-	call := lineCaller(b, clientOut, clientIn)
-	call("initialize", `{"protocolVersion":1}`)
-	dir, _ := json.Marshal(b.TempDir())
+	call, dir, stop := lineServe(b, n, pipe)
 	var cpu cpuClock
 	if !warm {
 		b.ReportAllocs()
@@ -285,10 +274,33 @@ func linesOver(b *testing.B, n int, warm bool, pipe func(*testing.B) (io.ReadClo
 	}
 	b.ReportMetric(float64(cpu.wall.Nanoseconds())/float64(b.N*n), "prompt-ns")
 	cpu.report(b, n)
-	b.StopTimer()
-	clientOut.Close()
-	if err := <-served; err != nil {
-		b.Fatal(err)
+	stop()
+}
+
+// lineServe serves a script of n prompts a session (after a warm-up's)
+// over pipes made by pipe, to lineCaller's client, initialized: call
+// calls, dir is a directory for sessions (JSON). stop stops the timer,
+// ends the input and fails b if Serve did.
+func lineServe(b *testing.B, n int, pipe func(*testing.B) (io.ReadCloser, io.WriteCloser)) (call func(method, params string) []byte, dir []byte, stop func()) {
+	agentIn, clientOut := pipe(b)
+	clientIn, agentOut := pipe(b)
+	served := make(chan error, 1)
+	go func() {
+		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1 + n)}, AllowAll: true}, agentIn, agentOut)
+		agentOut.Close()
+	}()
+	call = lineCaller(b, clientOut, clientIn)
+	call("initialize", `{"protocolVersion":1}`)
+	dir, _ = json.Marshal(b.TempDir())
+	return call, dir, func() {
+		b.StopTimer()
+		clientOut.Close()
+		err := <-served
+		agentIn.Close()
+		clientIn.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -383,16 +395,7 @@ func BenchmarkACPPromptOverheadLongSessionOSPipe(b *testing.B) {
 // Warm variants are): session/new and session/close around it are not
 // in prompt-ns. Its yardstick is BenchmarkACPFirstPromptDirect.
 func BenchmarkACPFirstPrompt(b *testing.B) {
-	agentIn, clientOut := io.Pipe()
-	clientIn, agentOut := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1)}, AllowAll: true}, agentIn, agentOut)
-		agentOut.Close()
-	}()
-	call := lineCaller(b, clientOut, clientIn)
-	call("initialize", `{"protocolVersion":1}`)
-	dir, _ := json.Marshal(b.TempDir())
+	call, dir, stop := lineServe(b, 0, memPipe)
 	var cpu cpuClock
 	for b.Loop() {
 		var sess struct {
@@ -409,11 +412,7 @@ func BenchmarkACPFirstPrompt(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpu.wall.Nanoseconds())/float64(b.N), "prompt-ns")
 	cpu.report(b, 1)
-	b.StopTimer()
-	clientOut.Close()
-	if err := <-served; err != nil {
-		b.Fatal(err)
-	}
+	stop()
 }
 
 // BenchmarkACPFirstPromptDirect: a new agent.Session's first turn, the
@@ -445,16 +444,7 @@ func BenchmarkACPFirstPromptDirect(b *testing.B) {
 // no prompt; sessions are made per prompt in BenchmarkACPPromptOverhead,
 // and what they leave (garbage to collect) is paid during its prompts.
 func BenchmarkACPNewSession(b *testing.B) {
-	agentIn, clientOut := io.Pipe()
-	clientIn, agentOut := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- acpserver.Serve(context.Background(), acpserver.Config{Agent: agent.Config{Model: turnsScript(1)}, AllowAll: true}, agentIn, agentOut)
-		agentOut.Close()
-	}()
-	call := lineCaller(b, clientOut, clientIn)
-	call("initialize", `{"protocolVersion":1}`)
-	dir, _ := json.Marshal(b.TempDir())
+	call, dir, stop := lineServe(b, 0, memPipe)
 	var cpu cpuClock
 	b.ReportAllocs()
 	cpu.start()
@@ -470,11 +460,7 @@ func BenchmarkACPNewSession(b *testing.B) {
 	}
 	cpu.stop()
 	b.ReportMetric(float64(cpu.total.Nanoseconds())/float64(b.N), "session-cpu-ns")
-	b.StopTimer()
-	clientOut.Close()
-	if err := <-served; err != nil {
-		b.Fatal(err)
-	}
+	stop()
 }
 
 // BenchmarkACPNewSessionDirect: agent.New and Close, the part of
